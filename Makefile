@@ -1,0 +1,50 @@
+# enka's entry points. Every target says what it does before doing it.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO ?= cargo
+KUBE_ENV_DIR ?= $(CURDIR)/.kube-env
+KUBE_ENV_BUILD := tools/kube-env/build.sh
+
+.PHONY: help
+help: ## List the targets.
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build enka (debug).
+	@echo "==> building enka"
+	$(CARGO) build --workspace
+
+.PHONY: kube-bin
+kube-bin: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl from Go modules (cached by version).
+	@echo "==> building the control plane from Go modules (cached outside target/)"
+	@bash $(KUBE_ENV_BUILD) >/dev/null
+
+.PHONY: kube-env
+kube-env: kube-bin ## Start a local real control plane in the background and print its KUBECONFIG.
+	@echo "==> starting a local control plane in $(KUBE_ENV_DIR)"
+	@ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) run --quiet -p kube-env -- up --dir "$(KUBE_ENV_DIR)"
+	@echo "    kubectl: $$(bash $(KUBE_ENV_BUILD))/kubectl"
+
+.PHONY: kube-env-down
+kube-env-down: ## Stop the control plane started by `make kube-env`.
+	@echo "==> stopping the local control plane in $(KUBE_ENV_DIR)"
+	@$(CARGO) run --quiet -p kube-env -- down --dir "$(KUBE_ENV_DIR)"
+
+.PHONY: fmt-check
+fmt-check: ## Check formatting.
+	@echo "==> cargo fmt --check"
+	$(CARGO) fmt --all --check
+
+.PHONY: lint
+lint: ## Run clippy with warnings as errors.
+	@echo "==> cargo clippy -D warnings"
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: test
+test: fmt-check lint kube-bin ## Format check, clippy and every test, real-control-plane ones included.
+	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --workspace
+	@bash scripts/check-no-leftovers

@@ -1,0 +1,12 @@
+//! enka runs Kubernetes operators written as Ansible-operator projects
+//! (`watches.yaml` plus roles) in-process: it reads the same files as
+//! upstream `ansible-operator`, renders their templates with minijinja and
+//! executes their tasks without spawning Ansible, so a reconcile costs
+//! milliseconds instead of seconds.
+//!
+//! The crate is split by concern, and each layer depends only on the ones
+//! listed before it (see `docs/ARCHITECTURE.md`).
+
+#![forbid(unsafe_code)]
+
+pub mod cli;

@@ -1,0 +1,9 @@
+//! The one integration-test binary. Every test here talks to a real
+//! kube-apiserver + etcd (and kube-controller-manager) that the `kube-env`
+//! harness builds from Go modules and starts on 127.0.0.1. Tests share one
+//! control plane per run and isolate themselves by namespace.
+
+mod support;
+
+mod cli;
+mod control_plane;

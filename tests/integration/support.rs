@@ -1,0 +1,72 @@
+//! Helpers shared by the integration tests.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Error};
+
+/// Root of the repository, for reading `config/` and fixtures.
+pub fn repo_path(relative: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// Applies a CRD file server-side and waits until it is `Established`.
+pub async fn install_crd(client: &Client, relative: &str) -> CustomResourceDefinition {
+    let path = repo_path(relative);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let crd: CustomResourceDefinition =
+        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    let name = crd.metadata.name.clone().expect("CRD has a name");
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.patch(
+        &name,
+        &PatchParams::apply("enka-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        await_condition(api, &name, conditions::is_crd_established()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("CRD {name} not Established within 30 s"))
+    .unwrap_or_else(|e| panic!("watching CRD {name}: {e}"))
+    .expect("an established CRD exists")
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `limit`
+/// naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The API server's status for a rejected request, or a panic that says what
+/// happened instead.
+pub fn expect_api_error<T: std::fmt::Debug>(
+    result: Result<T, Error>,
+    what: &str,
+) -> kube::core::Status {
+    match result {
+        Err(Error::Api(status)) => *status,
+        other => panic!("{what}: expected the API server to reject it, got {other:?}"),
+    }
+}
