@@ -10,3 +10,5 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod template;
+pub mod yaml;

@@ -1,0 +1,206 @@
+//! The variables a template sees, templated lazily as Ansible does.
+//!
+//! Ansible templates a variable only when a template reads it, and again at
+//! every read, with the variables in force at that moment: `foo: "{{ bar }}"`
+//! follows `bar`. A variable whose own templating hits an undefined value is
+//! itself undefined, so `foo is defined` is false rather than an error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use minijinja::Value;
+use minijinja::value::{Enumerator, Object, ObjectRepr};
+
+use super::Templar;
+
+/// Bound on variables that template other variables, to stop `a: "{{ b }}"`,
+/// `b: "{{ a }}"` from recursing forever.
+pub const MAX_VAR_DEPTH: u32 = 32;
+
+/// Name under which a template can reach its own [`Context`] (for lookups).
+pub(crate) const CONTEXT_VAR: &str = "__enka_context";
+
+/// One variable as stored: its raw value, and whether any string inside it
+/// may be a template (computed once when the variable is stored).
+#[derive(Debug, Clone)]
+pub struct Var {
+    /// The raw value.
+    pub value: Value,
+    /// True when some string in `value` contains `{{`, `{%` or `{#` and is
+    /// not marked unsafe.
+    pub lazy: bool,
+}
+
+impl Var {
+    /// A variable whose value is used as is.
+    pub fn plain(value: Value) -> Self {
+        Var { value, lazy: false }
+    }
+
+    /// A variable that is templated on read if it contains templates.
+    pub fn templated(value: Value) -> Self {
+        let lazy = contains_template(&value);
+        Var { value, lazy }
+    }
+}
+
+/// Whether `s` may contain Jinja (Ansible's `is_possibly_template`).
+pub fn is_possibly_template(s: &str) -> bool {
+    s.contains("{{") || s.contains("{%") || s.contains("{#")
+}
+
+/// Whether any string in `value` may contain Jinja.
+pub fn contains_template(value: &Value) -> bool {
+    use minijinja::value::ValueKind;
+    match value.kind() {
+        ValueKind::String => value.as_str().is_some_and(is_possibly_template),
+        ValueKind::Seq => value
+            .try_iter()
+            .map(|mut iter| iter.any(|v| contains_template(&v)))
+            .unwrap_or(false),
+        ValueKind::Map => value
+            .try_iter()
+            .map(|mut keys| {
+                keys.any(|k| contains_template(&value.get_item(&k).unwrap_or_default()))
+            })
+            .unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// Where the engine keeps variables; implemented by its layered scope.
+pub trait VarSource: Send + Sync + std::fmt::Debug {
+    /// The variable `name` at the highest precedence that defines it.
+    fn get(&self, name: &str) -> Option<Var>;
+    /// Every visible variable name, for `vars` and debugging.
+    fn names(&self) -> Vec<Arc<str>>;
+}
+
+/// Variables templated during one render, in resolution order.
+pub(crate) type Resolved = Vec<(Arc<str>, Value)>;
+
+/// Everything a render needs besides the template: the variables, the
+/// directories `template` and `file` lookups may read, and the templar.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub(crate) vars: Arc<dyn VarSource>,
+    pub(crate) search_path: Arc<[PathBuf]>,
+    pub(crate) templar: Arc<Templar>,
+    pub(crate) depth: u32,
+    /// Set when a variable chain hit [`MAX_VAR_DEPTH`].
+    pub(crate) recursion: Arc<std::sync::atomic::AtomicBool>,
+    /// Variables already templated during this render: the engine may look
+    /// a name up several times per use, and nothing changes mid-render.
+    pub(crate) resolved: Arc<std::sync::Mutex<Resolved>>,
+}
+
+impl Context {
+    /// A context over `vars`, with lookups searching `search_path` in order.
+    pub fn new(
+        templar: Arc<Templar>,
+        vars: Arc<dyn VarSource>,
+        search_path: Arc<[PathBuf]>,
+    ) -> Self {
+        Context {
+            vars,
+            search_path,
+            templar,
+            depth: 0,
+            recursion: Arc::default(),
+            resolved: Arc::default(),
+        }
+    }
+
+    /// The templar this context renders with.
+    pub fn templar(&self) -> &Arc<Templar> {
+        &self.templar
+    }
+
+    /// The variables.
+    pub fn vars(&self) -> &Arc<dyn VarSource> {
+        &self.vars
+    }
+
+    /// Directories searched by `template` and `file` lookups.
+    pub fn search_path(&self) -> &[PathBuf] {
+        &self.search_path
+    }
+
+    /// The value of `name`, templated if needed; `None` when not defined.
+    pub fn resolve(&self, name: &str) -> Option<Value> {
+        let var = self.vars.get(name)?;
+        if !var.lazy {
+            return Some(var.value);
+        }
+        if let Some(value) = self.cached(name) {
+            return Some(value);
+        }
+        if self.depth >= MAX_VAR_DEPTH {
+            // An error value here would be looked at again by every level
+            // above; failing fast as undefined keeps the unwinding linear,
+            // and the flag lets the outermost render name the real cause.
+            self.recursion
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            return Some(Value::UNDEFINED);
+        }
+        let nested = Context {
+            depth: self.depth + 1,
+            ..self.clone()
+        };
+        let value = match self.templar.template_value(&var.value, &nested) {
+            Ok(value) => value,
+            Err(err) if err.is_undefined() => Value::UNDEFINED,
+            Err(err) => Value::from(err.to_minijinja()),
+        };
+        self.resolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((Arc::from(name), value.clone()));
+        Some(value)
+    }
+
+    fn cached(&self, name: &str) -> Option<Value> {
+        let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        resolved
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    /// A context for a new top-level render over the same variables, with
+    /// nothing cached (variables may have changed since).
+    pub fn fresh(&self) -> Self {
+        Context {
+            depth: 0,
+            recursion: Arc::default(),
+            resolved: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// This context as a template value.
+    pub(crate) fn to_value(&self) -> Value {
+        Value::from_object(self.clone())
+    }
+}
+
+impl Object for Context {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let name = key.as_str()?;
+        match name {
+            CONTEXT_VAR => Some(Value::from_dyn_object(self.clone())),
+            "vars" if self.vars.get("vars").is_none() => Some(Value::from_dyn_object(self.clone())),
+            _ => self.resolve(name),
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let names: Vec<Value> = self.vars.names().into_iter().map(Value::from).collect();
+        Enumerator::Values(names)
+    }
+}

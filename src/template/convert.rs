@@ -1,0 +1,115 @@
+//! Conversions between template values, JSON and YAML nodes.
+
+use minijinja::value::ValueKind;
+use minijinja::{Error, ErrorKind, Value};
+
+use crate::yaml;
+
+/// A template value as JSON. Undefined values are an error, like Ansible's
+/// JSON encoder failing on `AnsibleUndefined`.
+pub fn to_json(value: &Value) -> Result<serde_json::Value, Error> {
+    Ok(match value.kind() {
+        ValueKind::Undefined => {
+            return Err(Error::new(
+                ErrorKind::UndefinedError,
+                "an undefined value cannot be serialized",
+            ));
+        }
+        ValueKind::None => serde_json::Value::Null,
+        ValueKind::Bool => serde_json::Value::Bool(value.is_true()),
+        ValueKind::Number => {
+            if value.is_integer() {
+                match i64::try_from(value.clone()) {
+                    Ok(i) => serde_json::Value::from(i),
+                    Err(_) => serde_json::Value::from(f64::try_from(value.clone()).unwrap_or(0.0)),
+                }
+            } else {
+                let f = f64::try_from(value.clone()).unwrap_or(0.0);
+                serde_json::Number::from_f64(f)
+                    .map(serde_json::Value::Number)
+                    .unwrap_or(serde_json::Value::Null)
+            }
+        }
+        ValueKind::String => {
+            serde_json::Value::String(value.as_str().unwrap_or_default().to_owned())
+        }
+        ValueKind::Bytes => serde_json::Value::String(
+            String::from_utf8_lossy(value.as_bytes().unwrap_or_default()).into_owned(),
+        ),
+        ValueKind::Seq | ValueKind::Iterable => {
+            let mut items = Vec::with_capacity(value.len().unwrap_or(0));
+            for item in value.try_iter()? {
+                items.push(to_json(&item)?);
+            }
+            serde_json::Value::Array(items)
+        }
+        ValueKind::Map => {
+            let mut map = serde_json::Map::new();
+            for key in value.try_iter()? {
+                let item = value.get_item(&key)?;
+                map.insert(key_string(&key), to_json(&item)?);
+            }
+            serde_json::Value::Object(map)
+        }
+        _ => serde_json::Value::String(value.to_string()),
+    })
+}
+
+/// How a mapping key becomes a JSON object key (Python's `json.dumps`).
+pub fn key_string(key: &Value) -> String {
+    match key.kind() {
+        ValueKind::String => key.as_str().unwrap_or_default().to_owned(),
+        ValueKind::None => "null".to_owned(),
+        ValueKind::Bool => if key.is_true() { "true" } else { "false" }.to_owned(),
+        _ => crate::template::pyrepr::to_text(key),
+    }
+}
+
+/// JSON as a template value, keeping object key order.
+pub fn from_json(json: &serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::Null => Value::from(()),
+        serde_json::Value::Bool(b) => Value::from(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else {
+                Value::from(n.as_f64().unwrap_or(0.0))
+            }
+        }
+        serde_json::Value::String(s) => Value::from(s.as_str()),
+        serde_json::Value::Array(items) => {
+            Value::from(items.iter().map(from_json).collect::<Vec<_>>())
+        }
+        serde_json::Value::Object(map) => Value::from_pairs(
+            map.iter()
+                .map(|(k, v)| (Value::from(k.as_str()), from_json(v))),
+        ),
+    }
+}
+
+/// A parsed YAML node as a template value.
+pub fn from_yaml(node: &yaml::Node) -> Value {
+    match &node.value {
+        yaml::Value::Null => Value::from(()),
+        yaml::Value::Bool(b) => Value::from(*b),
+        yaml::Value::Int(i) => Value::from(*i),
+        yaml::Value::Float(f) => Value::from(*f),
+        yaml::Value::Str(s) => Value::from(s.as_str()),
+        yaml::Value::Seq(items) => Value::from(items.iter().map(from_yaml).collect::<Vec<_>>()),
+        yaml::Value::Map(entries) => {
+            let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                let key = from_yaml(k);
+                let value = from_yaml(v);
+                match pairs.iter_mut().find(|(existing, _)| *existing == key) {
+                    Some(slot) => slot.1 = value,
+                    None => pairs.push((key, value)),
+                }
+            }
+            Value::from_pairs(pairs)
+        }
+    }
+}

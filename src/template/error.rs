@@ -1,0 +1,179 @@
+//! Templating errors, without a file location: the engine adds which task
+//! and field a template belongs to, once, at its boundary.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// What went wrong while compiling or rendering a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The template does not parse.
+    Syntax,
+    /// An undefined variable or attribute was used.
+    Undefined,
+    /// A filter, test, lookup or operation failed on its input.
+    Invalid,
+    /// A loop, recursion or output limit was hit.
+    Limit,
+}
+
+/// A templating error.
+#[derive(Debug, Clone, thiserror::Error)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    /// The template source, when the error is inside one.
+    template: Option<Arc<str>>,
+    /// 1-based line within the template, when known.
+    line: Option<usize>,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(template) = &self.template {
+            let shown: String = template.chars().take(200).collect();
+            let ellipsis = if template.chars().count() > 200 {
+                "…"
+            } else {
+                ""
+            };
+            write!(f, " (in template {shown:?}{ellipsis}")?;
+            if let Some(line) = self.line.filter(|&l| l > 1) {
+                write!(f, ", line {line}")?;
+            }
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+impl Error {
+    /// A new error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            template: None,
+            line: None,
+        }
+    }
+
+    /// The kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message without the template.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Whether this is an undefined-variable error.
+    pub fn is_undefined(&self) -> bool {
+        self.kind == ErrorKind::Undefined
+    }
+
+    /// 1-based line of the error inside its template.
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// Converts a minijinja error raised while compiling or rendering
+    /// `source`, naming the undefined expression when that is the cause.
+    pub(crate) fn from_minijinja(err: &minijinja::Error, source: &str) -> Self {
+        use minijinja::ErrorKind as K;
+        let kind = match err.kind() {
+            K::SyntaxError | K::UnknownFilter | K::UnknownTest | K::UnknownFunction => {
+                ErrorKind::Syntax
+            }
+            K::UndefinedError => ErrorKind::Undefined,
+            K::OutOfFuel => ErrorKind::Limit,
+            _ => ErrorKind::Invalid,
+        };
+        // Our own filters put the full text in the detail; minijinja's kinds
+        // add a generic prefix that helps for syntax errors only.
+        let detail = err.detail().map(str::to_owned);
+        let message = match (kind, detail) {
+            (ErrorKind::Undefined, detail) => {
+                let expr = err.range().and_then(|r| undefined_expression(source, r));
+                match (expr, detail) {
+                    (_, Some(d))
+                        if d.contains("is undefined") || d.contains("has no attribute") =>
+                    {
+                        d
+                    }
+                    (Some(expr), _) if !expr.is_empty() => format!("'{expr}' is undefined"),
+                    (_, Some(d)) => d,
+                    _ => "undefined variable".to_owned(),
+                }
+            }
+            (ErrorKind::Syntax, Some(d)) => format!("template syntax error: {d}"),
+            (ErrorKind::Syntax, None) => format!("template syntax error: {}", err.kind()),
+            (ErrorKind::Limit, _) => {
+                "template exceeded its evaluation budget (runaway loop?)".to_owned()
+            }
+            (_, Some(d)) => d,
+            (_, None) => err.kind().to_string(),
+        };
+        Error {
+            kind,
+            message,
+            template: Some(Arc::from(source)),
+            line: err.line(),
+        }
+    }
+
+    /// The error for a variable chain that loops.
+    pub(crate) fn recursion(source: &str) -> Self {
+        Error {
+            kind: ErrorKind::Limit,
+            message: "recursive loop detected in template: a variable refers back to itself"
+                .to_owned(),
+            template: Some(Arc::from(source)),
+            line: None,
+        }
+    }
+
+    /// Attaches the template source when the error has none yet.
+    pub(crate) fn in_template(mut self, source: &str) -> Self {
+        if self.template.is_none() {
+            self.template = Some(Arc::from(source));
+        }
+        self
+    }
+
+    /// Turns this error back into a minijinja error, to fail a lazily
+    /// templated variable from inside another template.
+    pub(crate) fn to_minijinja(&self) -> minijinja::Error {
+        let kind = match self.kind {
+            ErrorKind::Undefined => minijinja::ErrorKind::UndefinedError,
+            ErrorKind::Syntax => minijinja::ErrorKind::SyntaxError,
+            ErrorKind::Limit | ErrorKind::Invalid => minijinja::ErrorKind::InvalidOperation,
+        };
+        minijinja::Error::new(kind, self.message.clone())
+    }
+}
+
+/// The expression that produced an undefined value: the failing span,
+/// extended back over the variable path it is part of (`x.b` of `x.b.c`).
+fn undefined_expression(source: &str, range: std::ops::Range<usize>) -> Option<String> {
+    let span = source.get(range.clone())?;
+    let head = source.get(..range.start)?;
+    let path_start = head
+        .char_indices()
+        .rev()
+        .take_while(|&(_, c)| {
+            c.is_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '\'' | '"')
+        })
+        .last()
+        .map_or(range.start, |(i, _)| i);
+    let text = format!("{}{span}", &head[path_start..]);
+    let text = text
+        .trim()
+        .trim_start_matches("{{")
+        .trim_end_matches("}}")
+        .trim()
+        .to_owned();
+    (!text.is_empty()).then_some(text)
+}

@@ -1,0 +1,614 @@
+//! Dicts and lists: `combine`, `dict2items`, `items2dict`, `unique`,
+//! `union`, `difference`, `intersect`, `flatten`, `min`, `max`, `zip`,
+//! `subelements`, `random`, `shuffle`, `json_query`, `extract`.
+
+use minijinja::value::{Kwargs, Rest, ValueKind};
+use minijinja::{Environment, Error, State, Value};
+use rand::Rng;
+use rand::seq::SliceRandom;
+
+use super::{add, defined, invalid};
+use crate::template::context::{CONTEXT_VAR, Context};
+use crate::template::pyrepr;
+
+pub fn register(env: &mut Environment<'static>) {
+    add!(env, "combine", combine);
+    add!(env, "dict2items", dict2items);
+    add!(env, "items2dict", items2dict);
+    env.add_filter("dict", to_dict);
+    add!(env, "unique", unique);
+    add!(env, "union", union);
+    add!(env, "difference", difference);
+    add!(env, "intersect", intersect);
+    add!(env, "symmetric_difference", symmetric_difference);
+    add!(env, "flatten", flatten);
+    add!(env, "min", min);
+    add!(env, "max", max);
+    add!(env, "zip", zip);
+    add!(env, "zip_longest", zip_longest);
+    add!(env, "subelements", subelements);
+    add!(env, "random", random);
+    add!(env, "shuffle", shuffle);
+    add!(env, "extract", extract);
+    env.add_filter("json_query", json_query);
+    env.add_filter("community.general.json_query", json_query);
+    env.add_filter("sum", sum);
+}
+
+pub(crate) fn items(value: &Value, what: &str) -> Result<Vec<Value>, Error> {
+    defined(value, what)?;
+    match value.kind() {
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String => {
+            Ok(value.try_iter()?.collect())
+        }
+        _ => Err(invalid(format!(
+            "{what} expects a list, got {}",
+            pyrepr::type_name(value)
+        ))),
+    }
+}
+
+fn map_pairs(value: &Value) -> Vec<(Value, Value)> {
+    value
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let v = value.get_item(&k).unwrap_or_default();
+            (k, v)
+        })
+        .collect()
+}
+
+fn is_map(value: &Value) -> bool {
+    value.kind() == ValueKind::Map
+}
+
+fn merge(a: &Value, b: &Value, recursive: bool, list_merge: &str) -> Result<Value, Error> {
+    let mut out = map_pairs(a);
+    for (key, value) in map_pairs(b) {
+        let slot = out.iter_mut().find(|(k, _)| *k == key);
+        let merged = match &slot {
+            Some((_, existing)) if recursive && is_map(existing) && is_map(&value) => {
+                merge(existing, &value, true, list_merge)?
+            }
+            Some((_, existing))
+                if existing.kind() == ValueKind::Seq
+                    && value.kind() == ValueKind::Seq
+                    && list_merge != "replace" =>
+            {
+                merge_lists(existing, &value, list_merge)?
+            }
+            _ => value,
+        };
+        match slot {
+            Some((_, v)) => *v = merged,
+            None => out.push((key, merged)),
+        }
+    }
+    Ok(Value::from_pairs(out))
+}
+
+fn merge_lists(old: &Value, new: &Value, how: &str) -> Result<Value, Error> {
+    let old: Vec<Value> = old.try_iter()?.collect();
+    let new: Vec<Value> = new.try_iter()?.collect();
+    let result = match how {
+        "keep" => old,
+        "append" => old.into_iter().chain(new).collect(),
+        "prepend" => new.into_iter().chain(old).collect(),
+        "append_rp" => old
+            .into_iter()
+            .filter(|x| !new.contains(x))
+            .chain(new.iter().cloned())
+            .collect(),
+        "prepend_rp" => {
+            let kept: Vec<Value> = old.into_iter().filter(|x| !new.contains(x)).collect();
+            new.into_iter().chain(kept).collect()
+        }
+        other => {
+            return Err(invalid(format!(
+                "combine: list_merge must be one of replace, keep, append, prepend, append_rp, prepend_rp; got {other:?}"
+            )));
+        }
+    };
+    Ok(Value::from(result))
+}
+
+fn combine(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let recursive = kwargs.get::<Option<bool>>("recursive")?.unwrap_or(false);
+    let list_merge = kwargs
+        .get::<Option<String>>("list_merge")?
+        .unwrap_or_else(|| "replace".into());
+    kwargs.assert_all_used()?;
+    let mut dicts = Vec::new();
+    for term in std::iter::once(first).chain(rest.iter()) {
+        defined(term, "combine")?;
+        match term.kind() {
+            ValueKind::Map => dicts.push(term.clone()),
+            ValueKind::Seq => {
+                for item in term.try_iter()? {
+                    dicts.push(item);
+                }
+            }
+            _ => {
+                return Err(invalid(format!(
+                    "failed to combine variables, expected dicts but got a '{}'",
+                    pyrepr::type_name(term)
+                )));
+            }
+        }
+    }
+    let mut result = Value::from_pairs(std::iter::empty::<(Value, Value)>());
+    for dict in dicts {
+        if !is_map(&dict) {
+            return Err(invalid(format!(
+                "failed to combine variables, expected dicts but got a '{}'",
+                pyrepr::type_name(&dict)
+            )));
+        }
+        result = merge(&result, &dict, recursive, &list_merge)?;
+    }
+    Ok(result)
+}
+
+fn dict2items(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let key_name = kwargs
+        .get::<Option<String>>("key_name")?
+        .unwrap_or_else(|| "key".into());
+    let value_name = kwargs
+        .get::<Option<String>>("value_name")?
+        .unwrap_or_else(|| "value".into());
+    kwargs.assert_all_used()?;
+    defined(value, "dict2items")?;
+    if !is_map(value) {
+        return Err(invalid(format!(
+            "dict2items requires a dictionary, got {} instead.",
+            pyrepr::type_name(value)
+        )));
+    }
+    Ok(Value::from(
+        map_pairs(value)
+            .into_iter()
+            .map(|(k, v)| {
+                Value::from_pairs([
+                    (Value::from(key_name.as_str()), k),
+                    (Value::from(value_name.as_str()), v),
+                ])
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn items2dict(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let key_name = kwargs
+        .get::<Option<String>>("key_name")?
+        .unwrap_or_else(|| "key".into());
+    let value_name = kwargs
+        .get::<Option<String>>("value_name")?
+        .unwrap_or_else(|| "value".into());
+    kwargs.assert_all_used()?;
+    let mut pairs: Vec<(Value, Value)> = Vec::new();
+    for item in items(value, "items2dict")? {
+        if !is_map(&item) {
+            return Err(invalid(format!(
+                "items2dict requires a list of dictionaries, got {} instead.",
+                pyrepr::type_name(&item)
+            )));
+        }
+        let key = item.get_attr(&key_name)?;
+        let val = item.get_attr(&value_name)?;
+        if key.is_undefined() || val.is_undefined() {
+            return Err(invalid(format!(
+                "items2dict requires each dictionary to have keys '{key_name}' and '{value_name}'"
+            )));
+        }
+        match pairs.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = val,
+            None => pairs.push((key, val)),
+        }
+    }
+    Ok(Value::from_pairs(pairs))
+}
+
+fn to_dict(value: &Value) -> Result<Value, Error> {
+    if is_map(value) {
+        return Ok(value.clone());
+    }
+    let mut pairs = Vec::new();
+    for item in items(value, "dict")? {
+        let parts: Vec<Value> = items(&item, "dict")?;
+        if parts.len() != 2 {
+            return Err(invalid("dict requires a list of key/value pairs"));
+        }
+        pairs.push((parts[0].clone(), parts[1].clone()));
+    }
+    Ok(Value::from_pairs(pairs))
+}
+
+fn dedup(values: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(values.len());
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let attribute = kwargs.get::<Option<String>>("attribute")?;
+    let case_sensitive = kwargs.get::<Option<bool>>("case_sensitive")?;
+    kwargs.assert_all_used()?;
+    let values = items(value, "unique")?;
+    if attribute.is_none() && case_sensitive != Some(false) {
+        return Ok(Value::from(dedup(values)));
+    }
+    let key = |v: &Value| -> Value {
+        let v = match &attribute {
+            Some(attr) => v.get_attr(attr).unwrap_or_default(),
+            None => v.clone(),
+        };
+        match (case_sensitive, v.as_str()) {
+            (Some(false), Some(s)) => Value::from(s.to_lowercase()),
+            _ => v,
+        }
+    };
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for v in values {
+        let k = key(&v);
+        if !seen.contains(&k) {
+            seen.push(k);
+            out.push(v);
+        }
+    }
+    Ok(Value::from(out))
+}
+
+fn union(a: &Value, b: &Value) -> Result<Value, Error> {
+    let mut all = items(a, "union")?;
+    all.extend(items(b, "union")?);
+    Ok(Value::from(dedup(all)))
+}
+
+fn difference(a: &Value, b: &Value) -> Result<Value, Error> {
+    let b = items(b, "difference")?;
+    Ok(Value::from(dedup(
+        items(a, "difference")?
+            .into_iter()
+            .filter(|x| !b.contains(x))
+            .collect(),
+    )))
+}
+
+fn intersect(a: &Value, b: &Value) -> Result<Value, Error> {
+    let b = items(b, "intersect")?;
+    Ok(Value::from(dedup(
+        items(a, "intersect")?
+            .into_iter()
+            .filter(|x| b.contains(x))
+            .collect(),
+    )))
+}
+
+fn symmetric_difference(a: &Value, b: &Value) -> Result<Value, Error> {
+    let a_items = items(a, "symmetric_difference")?;
+    let b_items = items(b, "symmetric_difference")?;
+    let mut all = a_items.clone();
+    all.extend(b_items.iter().cloned());
+    Ok(Value::from(
+        dedup(all)
+            .into_iter()
+            .filter(|x| !(a_items.contains(x) && b_items.contains(x)))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn flatten_into(out: &mut Vec<Value>, values: Vec<Value>, levels: Option<i64>, skip_nulls: bool) {
+    for element in values {
+        let is_null = element.is_none() || matches!(element.as_str(), Some("None" | "null"));
+        if skip_nulls && is_null {
+            continue;
+        }
+        if element.kind() == ValueKind::Seq {
+            match levels {
+                None => flatten_into(
+                    out,
+                    element.try_iter().into_iter().flatten().collect(),
+                    None,
+                    skip_nulls,
+                ),
+                Some(n) if n >= 1 => flatten_into(
+                    out,
+                    element.try_iter().into_iter().flatten().collect(),
+                    Some(n - 1),
+                    skip_nulls,
+                ),
+                Some(_) => out.push(element),
+            }
+        } else {
+            out.push(element);
+        }
+    }
+}
+
+fn flatten(value: &Value, levels: Option<i64>, kwargs: Kwargs) -> Result<Value, Error> {
+    let levels = match levels {
+        Some(l) => Some(l),
+        None => kwargs.get::<Option<i64>>("levels")?,
+    };
+    let skip_nulls = kwargs.get::<Option<bool>>("skip_nulls")?.unwrap_or(true);
+    kwargs.assert_all_used()?;
+    let mut out = Vec::new();
+    flatten_into(&mut out, items(value, "flatten")?, levels, skip_nulls);
+    Ok(Value::from(out))
+}
+
+fn extreme(
+    value: &Value,
+    kwargs: Kwargs,
+    want: std::cmp::Ordering,
+    what: &str,
+) -> Result<Value, Error> {
+    let attribute = kwargs.get::<Option<String>>("attribute")?;
+    let case_sensitive = kwargs
+        .get::<Option<bool>>("case_sensitive")?
+        .unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let values = items(value, what)?;
+    let key = |v: &Value| -> Value {
+        let v = match &attribute {
+            Some(attr) => attr
+                .split('.')
+                .try_fold(v.clone(), |acc, part| acc.get_attr(part))
+                .unwrap_or_default(),
+            None => v.clone(),
+        };
+        match (case_sensitive, v.as_str()) {
+            (false, Some(s)) => Value::from(s.to_lowercase()),
+            _ => v,
+        }
+    };
+    let mut best: Option<(Value, Value)> = None;
+    for v in values {
+        let k = key(&v);
+        let replace = match &best {
+            None => true,
+            Some((bk, _)) => k.partial_cmp(bk) == Some(want),
+        };
+        if replace {
+            best = Some((k, v));
+        }
+    }
+    Ok(best.map(|(_, v)| v).unwrap_or(Value::UNDEFINED))
+}
+
+fn min(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    extreme(value, kwargs, std::cmp::Ordering::Less, "min")
+}
+
+fn max(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    extreme(value, kwargs, std::cmp::Ordering::Greater, "max")
+}
+
+fn sum(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let attribute = kwargs.get::<Option<String>>("attribute")?;
+    let start = kwargs
+        .get::<Option<Value>>("start")?
+        .unwrap_or(Value::from(0));
+    kwargs.assert_all_used()?;
+    let mut total = start;
+    for v in items(value, "sum")? {
+        let v = match &attribute {
+            Some(attr) => attr
+                .split('.')
+                .try_fold(v.clone(), |acc, part| acc.get_attr(part))?,
+            None => v,
+        };
+        total = add_values(&total, &v)?;
+    }
+    Ok(total)
+}
+
+fn add_values(a: &Value, b: &Value) -> Result<Value, Error> {
+    if a.is_integer() && b.is_integer() {
+        let (x, y) = (i128::try_from(a.clone())?, i128::try_from(b.clone())?);
+        return Ok(Value::from(x + y));
+    }
+    if a.is_number() && b.is_number() {
+        return Ok(Value::from(
+            f64::try_from(a.clone())? + f64::try_from(b.clone())?,
+        ));
+    }
+    if a.kind() == ValueKind::Seq && b.kind() == ValueKind::Seq {
+        let mut items: Vec<Value> = a.try_iter()?.collect();
+        items.extend(b.try_iter()?);
+        return Ok(Value::from(items));
+    }
+    Err(invalid(format!(
+        "unsupported operand type(s) for +: '{}' and '{}'",
+        pyrepr::type_name(a),
+        pyrepr::type_name(b)
+    )))
+}
+
+fn zip(first: &Value, rest: Rest<Value>) -> Result<Value, Error> {
+    let mut lists = vec![items(first, "zip")?];
+    for r in rest.iter() {
+        lists.push(items(r, "zip")?);
+    }
+    let len = lists.iter().map(Vec::len).min().unwrap_or(0);
+    Ok(Value::from(
+        (0..len)
+            .map(|i| Value::from(lists.iter().map(|l| l[i].clone()).collect::<Vec<_>>()))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn zip_longest(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let fill = kwargs
+        .get::<Option<Value>>("fillvalue")?
+        .unwrap_or(Value::from(()));
+    kwargs.assert_all_used()?;
+    let mut lists = vec![items(first, "zip_longest")?];
+    for r in rest.iter() {
+        lists.push(items(r, "zip_longest")?);
+    }
+    let len = lists.iter().map(Vec::len).max().unwrap_or(0);
+    Ok(Value::from(
+        (0..len)
+            .map(|i| {
+                Value::from(
+                    lists
+                        .iter()
+                        .map(|l| l.get(i).cloned().unwrap_or_else(|| fill.clone()))
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+fn subelements(value: &Value, path: &str, skip_missing: Option<bool>) -> Result<Value, Error> {
+    let skip_missing = skip_missing.unwrap_or(false);
+    let elements = if is_map(value) {
+        map_pairs(value).into_iter().map(|(_, v)| v).collect()
+    } else {
+        items(value, "subelements")?
+    };
+    let mut out = Vec::new();
+    for element in elements {
+        let mut current = element.clone();
+        let mut missing = false;
+        for part in path.split('.') {
+            let next = current.get_attr(part).unwrap_or_default();
+            if next.is_undefined() {
+                missing = true;
+                break;
+            }
+            current = next;
+        }
+        if missing {
+            if skip_missing {
+                continue;
+            }
+            return Err(invalid(format!(
+                "could not find '{path}' key in iterated item '{}'",
+                pyrepr::repr(&element)
+            )));
+        }
+        if current.kind() != ValueKind::Seq {
+            return Err(invalid(format!(
+                "the key {path} should point to a list, got '{}'",
+                pyrepr::repr(&current)
+            )));
+        }
+        for sub in current.try_iter()? {
+            out.push(Value::from(vec![element.clone(), sub]));
+        }
+    }
+    Ok(Value::from(out))
+}
+
+fn context(state: &State) -> Option<Context> {
+    state
+        .lookup(CONTEXT_VAR)
+        .and_then(|v| v.downcast_object_ref::<Context>().cloned())
+}
+
+fn with_rng<T>(
+    state: &State,
+    seed: Option<&Value>,
+    f: impl FnOnce(&mut dyn rand::RngCore) -> T,
+) -> T {
+    use rand::SeedableRng;
+    if let Some(seed) = seed.filter(|s| !s.is_none() && !s.is_undefined()) {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        pyrepr::to_text(seed).hash(&mut hasher);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(hasher.finish());
+        return f(&mut rng);
+    }
+    match context(state) {
+        Some(ctx) => ctx.templar().with_rng(|rng| f(rng)),
+        None => f(&mut rand::rng()),
+    }
+}
+
+/// Ansible's `random`: a random element of a sequence, or a random integer
+/// below an integer `end` (with `start` and `step`).
+fn random(
+    state: &State,
+    value: &Value,
+    start: Option<i64>,
+    step: Option<i64>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let start = match start {
+        Some(s) => Some(s),
+        None => kwargs.get::<Option<i64>>("start")?,
+    };
+    let step = match step {
+        Some(s) => Some(s),
+        None => kwargs.get::<Option<i64>>("step")?,
+    };
+    let seed = kwargs.get::<Option<Value>>("seed")?;
+    kwargs.assert_all_used()?;
+    defined(value, "random")?;
+    if value.is_integer() {
+        let end = i64::try_from(value.clone())?;
+        let start = start.unwrap_or(0);
+        let step = step.unwrap_or(1);
+        if step <= 0 || end <= start {
+            return Err(invalid("random: empty range"));
+        }
+        let count = (end - start + step - 1) / step;
+        let pick = with_rng(state, seed.as_ref(), |rng| rng.random_range(0..count));
+        return Ok(Value::from(start + pick * step));
+    }
+    let values = items(value, "random")?;
+    if values.is_empty() {
+        return Err(invalid("random: cannot choose from an empty sequence"));
+    }
+    let index = with_rng(state, seed.as_ref(), |rng| {
+        rng.random_range(0..values.len())
+    });
+    Ok(values[index].clone())
+}
+
+fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let seed = kwargs.get::<Option<Value>>("seed")?;
+    kwargs.assert_all_used()?;
+    let mut values = items(value, "shuffle")?;
+    with_rng(state, seed.as_ref(), |rng| values.shuffle(rng));
+    Ok(Value::from(values))
+}
+
+fn extract(item: &Value, container: &Value, morekeys: Option<Value>) -> Result<Value, Error> {
+    let mut value = container.get_item(item)?;
+    if let Some(more) = morekeys {
+        let keys = if more.kind() == ValueKind::Seq {
+            more.try_iter()?.collect()
+        } else {
+            vec![more]
+        };
+        for key in keys {
+            value = value.get_item(&key)?;
+        }
+    }
+    Ok(value)
+}
+
+fn json_query(value: &Value, expr: &str) -> Result<Value, Error> {
+    let json = crate::template::convert::to_json(value)?;
+    let compiled = jmespath::compile(expr)
+        .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin:\n{e}")))?;
+    let data = jmespath::Variable::from_json(&json.to_string())
+        .map_err(|e| invalid(format!("json_query: {e}")))?;
+    let result = compiled
+        .search(data)
+        .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin:\n{e}")))?;
+    let result: serde_json::Value =
+        serde_json::to_value(&*result).map_err(|e| invalid(format!("json_query: {e}")))?;
+    Ok(crate::template::convert::from_json(&result))
+}

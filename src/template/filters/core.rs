@@ -1,0 +1,284 @@
+//! Types and defaults: `default`, `mandatory`, `bool`, `int`, `float`,
+//! `string`, `ternary`, `type_debug`, `length`.
+
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, Value};
+
+use super::{add, defined, invalid};
+use crate::template::pyrepr;
+
+pub fn register(env: &mut Environment<'static>) {
+    env.add_filter("default", default);
+    env.add_filter("d", default);
+    add!(env, "mandatory", mandatory);
+    add!(env, "bool", to_bool_filter);
+    env.add_filter("int", int);
+    env.add_filter("float", float);
+    env.add_filter("string", string);
+    add!(env, "ternary", ternary);
+    add!(env, "type_debug", type_debug);
+    env.add_filter("length", length);
+    env.add_filter("count", length);
+}
+
+/// Jinja's `default(value, default_value='', boolean=False)`.
+fn default(
+    value: &Value,
+    default_value: Option<Value>,
+    boolean: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let default_value = match default_value {
+        Some(v) => v,
+        None => kwargs
+            .get::<Option<Value>>("default_value")?
+            .unwrap_or_else(|| Value::from("")),
+    };
+    let boolean = match boolean {
+        Some(b) => b,
+        None => kwargs.get::<Option<bool>>("boolean")?.unwrap_or(false),
+    };
+    kwargs.assert_all_used()?;
+    if value.is_undefined() || (boolean && !value.is_true()) {
+        Ok(default_value)
+    } else {
+        Ok(value.clone())
+    }
+}
+
+fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
+    if value.is_undefined() {
+        return Err(Error::new(
+            ErrorKind::UndefinedError,
+            msg.unwrap_or_else(|| "Mandatory variable not defined.".to_owned()),
+        ));
+    }
+    Ok(value.clone())
+}
+
+/// Ansible's `to_bool`: true for `True`, `1` and the strings `yes`, `on`,
+/// `1`, `true` (any case); false for everything else, including `None`.
+pub fn to_bool(value: &Value) -> bool {
+    match value.kind() {
+        ValueKind::Bool => value.is_true(),
+        ValueKind::None | ValueKind::Undefined => false,
+        ValueKind::String => matches!(
+            value.as_str().unwrap_or_default().to_lowercase().as_str(),
+            "yes" | "on" | "1" | "true"
+        ),
+        ValueKind::Number => f64::try_from(value.clone()).is_ok_and(|f| f == 1.0),
+        _ => false,
+    }
+}
+
+fn to_bool_filter(value: &Value) -> Result<Value, Error> {
+    defined(value, "bool")?;
+    Ok(Value::from(to_bool(value)))
+}
+
+/// Python's `int(str, base)`, which allows surrounding whitespace, a sign,
+/// underscores between digits and a matching base prefix.
+fn parse_python_int(text: &str, base: u32) -> Option<i128> {
+    let t = text.trim();
+    let (negative, t) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let lower = t.to_ascii_lowercase();
+    let digits = match (base, lower.get(..2)) {
+        (16, Some("0x")) | (8, Some("0o")) | (2, Some("0b")) => &t[2..],
+        _ => t,
+    };
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
+    {
+        return None;
+    }
+    let cleaned = digits.replace('_', "");
+    let n = i128::from_str_radix(&cleaned, base).ok()?;
+    Some(if negative { -n } else { n })
+}
+
+/// Python's `float(str)`.
+pub fn parse_python_float(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = lower.trim_start_matches(['+', '-']);
+    if matches!(body, "inf" | "infinity" | "nan") {
+        let f = if body == "nan" {
+            f64::NAN
+        } else {
+            f64::INFINITY
+        };
+        return Some(if lower.starts_with('-') { -f } else { f });
+    }
+    if t.is_empty() || t.contains("__") || t.starts_with('_') || t.ends_with('_') {
+        return None;
+    }
+    if !t
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-' | '_'))
+    {
+        return None;
+    }
+    t.replace('_', "").parse().ok()
+}
+
+fn int_value(i: i128) -> Value {
+    i64::try_from(i)
+        .map(Value::from)
+        .unwrap_or_else(|_| Value::from(i))
+}
+
+/// Jinja's `int(value, default=0, base=10)`: `"42.7"` gives 42, and anything
+/// that is not a number gives `default`.
+fn int(
+    value: &Value,
+    default: Option<Value>,
+    base: Option<u32>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    defined(value, "int")?;
+    let default = match default {
+        Some(d) => d,
+        None => kwargs
+            .get::<Option<Value>>("default")?
+            .unwrap_or(Value::from(0)),
+    };
+    let base = match base {
+        Some(b) => b,
+        None => kwargs.get::<Option<u32>>("base")?.unwrap_or(10),
+    };
+    kwargs.assert_all_used()?;
+    match value.kind() {
+        ValueKind::Bool => Ok(Value::from(i64::from(value.is_true()))),
+        ValueKind::Number if value.is_integer() => Ok(value.clone()),
+        ValueKind::Number => {
+            let f = f64::try_from(value.clone()).map_err(|_| invalid("cannot convert to int"))?;
+            float_to_int(f)
+                .map(int_value)
+                .ok_or_else(|| invalid("cannot convert float infinity or NaN to integer"))
+        }
+        ValueKind::String => {
+            let s = value.as_str().unwrap_or_default();
+            if let Some(i) = parse_python_int(s, base) {
+                return Ok(int_value(i));
+            }
+            match parse_python_float(s) {
+                Some(f) if f.is_finite() => Ok(float_to_int(f).map(int_value).unwrap_or(default)),
+                Some(f) if f.is_infinite() => {
+                    Err(invalid("cannot convert float infinity to integer"))
+                }
+                _ => Ok(default),
+            }
+        }
+        _ => Ok(default),
+    }
+}
+
+fn float_to_int(f: f64) -> Option<i128> {
+    if !f.is_finite() {
+        return None;
+    }
+    let t = f.trunc();
+    if t.abs() >= 1.7e38 {
+        return None;
+    }
+    Some(t as i128)
+}
+
+/// Jinja's `float(value, default=0.0)`.
+fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    defined(value, "float")?;
+    let default = match default {
+        Some(d) => d,
+        None => kwargs
+            .get::<Option<Value>>("default")?
+            .unwrap_or(Value::from(0.0)),
+    };
+    kwargs.assert_all_used()?;
+    Ok(match value.kind() {
+        ValueKind::Bool => Value::from(if value.is_true() { 1.0 } else { 0.0 }),
+        ValueKind::Number => Value::from(f64::try_from(value.clone()).unwrap_or(0.0)),
+        ValueKind::String => parse_python_float(value.as_str().unwrap_or_default())
+            .map(Value::from)
+            .unwrap_or(default),
+        _ => default,
+    })
+}
+
+/// Python's `str(value)`.
+fn string(value: &Value) -> Result<Value, Error> {
+    defined(value, "string")?;
+    Ok(Value::from(pyrepr::to_text(value)))
+}
+
+fn ternary(
+    value: &Value,
+    true_val: Value,
+    false_val: Value,
+    none_val: Option<Value>,
+) -> Result<Value, Error> {
+    defined(value, "ternary")?;
+    if let Some(none_val) = none_val.filter(|v| value.is_none() && !v.is_none()) {
+        return Ok(none_val);
+    }
+    Ok(if value.is_true() { true_val } else { false_val })
+}
+
+fn type_debug(value: &Value) -> Value {
+    Value::from(pyrepr::type_name(value))
+}
+
+/// `length`/`count`, which fail on undefined values as Ansible's do.
+fn length(value: &Value) -> Result<Value, Error> {
+    defined(value, "length")?;
+    match value.kind() {
+        ValueKind::String => Ok(Value::from(
+            value.as_str().unwrap_or_default().chars().count(),
+        )),
+        _ => value.len().map(Value::from).ok_or_else(|| {
+            invalid(format!(
+                "object of type '{}' has no len()",
+                pyrepr::type_name(value)
+            ))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_int_parsing() {
+        assert_eq!(parse_python_int(" 42 ", 10), Some(42));
+        assert_eq!(parse_python_int("-1_000", 10), Some(-1000));
+        assert_eq!(parse_python_int("0x1f", 16), Some(31));
+        assert_eq!(parse_python_int("1f", 16), Some(31));
+        assert_eq!(parse_python_int("0x1f", 10), None);
+        assert_eq!(parse_python_int("4.2", 10), None);
+        assert_eq!(parse_python_int("", 10), None);
+    }
+
+    #[test]
+    fn to_bool_matches_ansible() {
+        for (v, want) in [
+            (Value::from("Yes"), true),
+            (Value::from("on"), true),
+            (Value::from("1"), true),
+            (Value::from("TRUE"), true),
+            (Value::from("y"), false),
+            (Value::from(1), true),
+            (Value::from(2), false),
+            (Value::from(1.0), true),
+            (Value::from(()), false),
+            (Value::from(true), true),
+        ] {
+            assert_eq!(to_bool(&v), want, "{v:?}");
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! Encodings: base64, JSON and YAML in and out, and hashes.
+//!
+//! Output text follows Python's `json.dumps` and PyYAML's `yaml.dump` with
+//! Ansible's arguments, since rendered manifests are compared and hashed.
+
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Environment, Error, Value};
+
+use super::{add, defined, invalid};
+use crate::template::pyrepr;
+use crate::template::{convert, pyrepr::float_repr};
+
+pub fn register(env: &mut Environment<'static>) {
+    add!(env, "b64encode", b64encode);
+    add!(env, "b64decode", b64decode);
+    add!(env, "to_json", to_json);
+    add!(env, "to_nice_json", to_nice_json);
+    add!(env, "from_json", from_json);
+    add!(env, "to_yaml", to_yaml);
+    add!(env, "to_nice_yaml", to_nice_yaml);
+    add!(env, "from_yaml", from_yaml);
+    add!(env, "from_yaml_all", from_yaml_all);
+    add!(env, "hash", hash);
+    add!(env, "sha1", sha1);
+    add!(env, "md5", md5);
+    add!(env, "checksum", sha1);
+}
+
+fn text_of(value: &Value, what: &str) -> Result<String, Error> {
+    defined(value, what)?;
+    Ok(match value.kind() {
+        ValueKind::Bytes => {
+            String::from_utf8_lossy(value.as_bytes().unwrap_or_default()).into_owned()
+        }
+        _ => pyrepr::to_text(value),
+    })
+}
+
+fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let _encoding = kwargs.get::<Option<String>>("encoding")?;
+    kwargs.assert_all_used()?;
+    let bytes = match value.kind() {
+        ValueKind::Bytes => value.as_bytes().unwrap_or_default().to_vec(),
+        _ => text_of(value, "b64encode")?.into_bytes(),
+    };
+    Ok(Value::from(
+        base64::engine::general_purpose::STANDARD.encode(bytes),
+    ))
+}
+
+fn b64decode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let _encoding = kwargs.get::<Option<String>>("encoding")?;
+    kwargs.assert_all_used()?;
+    let text = text_of(value, "b64decode")?;
+    // Python's b64decode ignores characters outside the alphabet.
+    let cleaned: String = text
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
+        .collect();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(cleaned.trim_end_matches('='))
+        .or_else(|_| {
+            base64::engine::general_purpose::STANDARD_NO_PAD.decode(cleaned.trim_end_matches('='))
+        })
+        .map_err(|e| invalid(format!("b64decode: {e}")))?;
+    String::from_utf8(bytes)
+        .map(Value::from)
+        .map_err(|_| invalid("b64decode: the decoded data is not valid UTF-8"))
+}
+
+/// Options of Python's `json.dumps` that Ansible's filters pass.
+struct JsonStyle {
+    indent: Option<usize>,
+    sort_keys: bool,
+    item_sep: String,
+    key_sep: String,
+    ensure_ascii: bool,
+}
+
+fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c if ensure_ascii && !c.is_ascii() => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn json_dump(
+    out: &mut String,
+    value: &Value,
+    style: &JsonStyle,
+    level: usize,
+) -> Result<(), Error> {
+    let newline = |out: &mut String, level: usize| {
+        if let Some(indent) = style.indent {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent * level));
+        }
+    };
+    match value.kind() {
+        ValueKind::Undefined => return Err(defined(value, "to_json").unwrap_err()),
+        ValueKind::None => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::Number => {
+            if value.is_integer() {
+                let _ = write!(out, "{value}");
+            } else {
+                let f = f64::try_from(value.clone()).unwrap_or(0.0);
+                if f.is_nan() {
+                    out.push_str("NaN");
+                } else if f.is_infinite() {
+                    out.push_str(if f > 0.0 { "Infinity" } else { "-Infinity" });
+                } else {
+                    out.push_str(&float_repr(f));
+                }
+            }
+        }
+        ValueKind::String => {
+            json_string(out, value.as_str().unwrap_or_default(), style.ensure_ascii)
+        }
+        ValueKind::Bytes => {
+            return Err(invalid("Object of type bytes is not JSON serializable"));
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items: Vec<Value> = value.try_iter()?.collect();
+            if items.is_empty() {
+                out.push_str("[]");
+                return Ok(());
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&style.item_sep);
+                }
+                newline(out, level + 1);
+                json_dump(out, item, style, level + 1)?;
+            }
+            newline(out, level);
+            out.push(']');
+        }
+        ValueKind::Map => {
+            let mut pairs: Vec<(String, Value)> = value
+                .try_iter()?
+                .map(|k| {
+                    let v = value.get_item(&k).unwrap_or_default();
+                    (convert::key_string(&k), v)
+                })
+                .collect();
+            if pairs.is_empty() {
+                out.push_str("{}");
+                return Ok(());
+            }
+            if style.sort_keys {
+                pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            }
+            out.push('{');
+            for (i, (k, v)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(&style.item_sep);
+                }
+                newline(out, level + 1);
+                json_string(out, k, style.ensure_ascii);
+                out.push_str(&style.key_sep);
+                json_dump(out, v, style, level + 1)?;
+            }
+            newline(out, level);
+            out.push('}');
+        }
+        _ => json_string(out, &value.to_string(), style.ensure_ascii),
+    }
+    Ok(())
+}
+
+fn json_style(
+    kwargs: &Kwargs,
+    indent: Option<usize>,
+    sort_keys: bool,
+    nice: bool,
+) -> Result<JsonStyle, Error> {
+    let indent = kwargs.get::<Option<usize>>("indent")?.or(indent);
+    let sort_keys = kwargs
+        .get::<Option<bool>>("sort_keys")?
+        .unwrap_or(sort_keys);
+    let ensure_ascii = kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(true);
+    let (item_sep, key_sep) = match kwargs.get::<Option<Vec<String>>>("separators")? {
+        Some(seps) if seps.len() == 2 => (seps[0].clone(), seps[1].clone()),
+        Some(_) => return Err(invalid("separators must be a pair of strings")),
+        None if nice || indent.is_some() => (",".to_owned(), ": ".to_owned()),
+        None => (", ".to_owned(), ": ".to_owned()),
+    };
+    Ok(JsonStyle {
+        indent,
+        sort_keys,
+        item_sep,
+        key_sep,
+        ensure_ascii,
+    })
+}
+
+fn to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let style = json_style(&kwargs, None, false, false)?;
+    let _ = kwargs.get::<Option<Value>>("vault_to_text")?;
+    let _ = kwargs.get::<Option<Value>>("preprocess_unsafe")?;
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    json_dump(&mut out, value, &style, 0)?;
+    Ok(Value::from(out))
+}
+
+fn to_nice_json(value: &Value, indent: Option<usize>, kwargs: Kwargs) -> Result<Value, Error> {
+    let style = json_style(&kwargs, Some(indent.unwrap_or(4)), true, true)?;
+    kwargs.assert_all_used()?;
+    let mut out = String::new();
+    json_dump(&mut out, value, &style, 0)?;
+    Ok(Value::from(out))
+}
+
+fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    kwargs.assert_all_used()?;
+    let text = text_of(value, "from_json")?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| invalid(format!("from_json: {e}")))?;
+    Ok(convert::from_json(&json))
+}
+
+fn from_yaml(value: &Value) -> Result<Value, Error> {
+    defined(value, "from_yaml")?;
+    let Some(text) = value.as_str() else {
+        return Ok(value.clone());
+    };
+    match crate::yaml::load_one(text).map_err(|e| invalid(format!("from_yaml: {e}")))? {
+        Some(node) => Ok(convert::from_yaml(&node)),
+        None => Ok(Value::from(())),
+    }
+}
+
+fn from_yaml_all(value: &Value) -> Result<Value, Error> {
+    defined(value, "from_yaml_all")?;
+    let Some(text) = value.as_str() else {
+        return Ok(value.clone());
+    };
+    let docs = crate::yaml::load_all(text).map_err(|e| invalid(format!("from_yaml_all: {e}")))?;
+    Ok(Value::from(
+        docs.iter().map(convert::from_yaml).collect::<Vec<_>>(),
+    ))
+}
+
+fn to_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    let flow = kwargs.get::<Option<Value>>("default_flow_style")?;
+    let indent = kwargs.get::<Option<usize>>("indent")?.unwrap_or(2);
+    let width = kwargs.get::<Option<usize>>("width")?;
+    let _ = kwargs.get::<Option<bool>>("allow_unicode")?;
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(true);
+    let _ = kwargs.get::<Option<bool>>("explicit_start")?;
+    kwargs.assert_all_used()?;
+    let flow = match flow {
+        None => FlowStyle::Auto,
+        Some(v) if v.is_none() => FlowStyle::Auto,
+        Some(v) if v.is_true() => FlowStyle::Always,
+        Some(_) => FlowStyle::Never,
+    };
+    let _ = width;
+    yaml_dump(value, indent.max(2), flow, sort_keys).map(Value::from)
+}
+
+fn to_nice_yaml(value: &Value, indent: Option<usize>, kwargs: Kwargs) -> Result<Value, Error> {
+    let indent = match indent {
+        Some(i) => i,
+        None => kwargs.get::<Option<usize>>("indent")?.unwrap_or(4),
+    };
+    let _ = kwargs.get::<Option<usize>>("width")?;
+    let _ = kwargs.get::<Option<bool>>("allow_unicode")?;
+    let sort_keys = kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(true);
+    kwargs.assert_all_used()?;
+    yaml_dump(value, indent.max(2), FlowStyle::Never, sort_keys).map(Value::from)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum FlowStyle {
+    /// PyYAML's `default_flow_style=None`: flow style for collections that
+    /// hold only scalars.
+    Auto,
+    Always,
+    Never,
+}
+
+fn is_collection(v: &Value) -> bool {
+    matches!(
+        v.kind(),
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map
+    )
+}
+
+fn entries(value: &Value, sort_keys: bool) -> Vec<(Value, Value)> {
+    let mut pairs: Vec<(Value, Value)> = value
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let v = value.get_item(&k).unwrap_or_default();
+            (k, v)
+        })
+        .collect();
+    if sort_keys {
+        pairs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
+    }
+    pairs
+}
+
+struct YamlStyle {
+    indent: usize,
+    flow: FlowStyle,
+    sort_keys: bool,
+}
+
+/// PyYAML-style `yaml.dump` (sorted keys, block or flow style, indentless
+/// sequences inside mappings).
+fn yaml_dump(
+    value: &Value,
+    indent: usize,
+    flow: FlowStyle,
+    sort_keys: bool,
+) -> Result<String, Error> {
+    defined(value, "to_yaml")?;
+    let style = YamlStyle {
+        indent,
+        flow,
+        sort_keys,
+    };
+    let mut out = String::new();
+    if !is_collection(value) || flow_for(value, flow) {
+        let text = if is_collection(value) {
+            flow_node(value, sort_keys)?
+        } else {
+            scalar(value, false)?
+        };
+        out.push_str(&text);
+        out.push('\n');
+        if !is_collection(value) && !text.starts_with(['\'', '"']) {
+            out.push_str("...\n");
+        }
+        return Ok(out);
+    }
+    block_node(&mut out, value, 0, false, &style)?;
+    Ok(out)
+}
+
+fn flow_for(value: &Value, flow: FlowStyle) -> bool {
+    match flow {
+        FlowStyle::Always => true,
+        FlowStyle::Never => false,
+        FlowStyle::Auto => {
+            let empty = value.len() == Some(0);
+            empty
+                || value.try_iter().into_iter().flatten().all(|k| {
+                    let child = if value.kind() == ValueKind::Map {
+                        value.get_item(&k).unwrap_or_default()
+                    } else {
+                        k
+                    };
+                    !is_collection(&child)
+                })
+        }
+    }
+}
+
+fn block_node(
+    out: &mut String,
+    value: &Value,
+    level: usize,
+    continuing: bool,
+    style: &YamlStyle,
+) -> Result<(), Error> {
+    let pad = " ".repeat(level);
+    let mut first = true;
+    if value.kind() == ValueKind::Map {
+        for (k, v) in entries(value, style.sort_keys) {
+            if !(first && continuing) {
+                out.push_str(&pad);
+            }
+            first = false;
+            out.push_str(&scalar(&k, false)?);
+            out.push(':');
+            child(out, &v, level, true, style)?;
+        }
+    } else {
+        for item in value.try_iter()? {
+            if !(first && continuing) {
+                out.push_str(&pad);
+            }
+            first = false;
+            out.push('-');
+            child(out, &item, level, false, style)?;
+        }
+    }
+    Ok(())
+}
+
+fn child(
+    out: &mut String,
+    v: &Value,
+    level: usize,
+    in_map: bool,
+    style: &YamlStyle,
+) -> Result<(), Error> {
+    if is_collection(v) && !flow_for(v, style.flow) {
+        if in_map {
+            out.push('\n');
+            // PyYAML indents a mapping under a key, but not a sequence.
+            let next = if v.kind() == ValueKind::Map {
+                level + style.indent
+            } else {
+                level
+            };
+            block_node(out, v, next, false, style)
+        } else {
+            out.push_str(&" ".repeat(style.indent - 1));
+            block_node(out, v, level + style.indent, true, style)
+        }
+    } else {
+        let text = if is_collection(v) {
+            flow_node(v, style.sort_keys)?
+        } else {
+            scalar_block(v, level + style.indent)?
+        };
+        out.push(' ');
+        out.push_str(&text);
+        out.push('\n');
+        Ok(())
+    }
+}
+
+fn flow_node(value: &Value, sort_keys: bool) -> Result<String, Error> {
+    let mut out = String::new();
+    if value.kind() == ValueKind::Map {
+        out.push('{');
+        for (i, (k, v)) in entries(value, sort_keys).into_iter().enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&scalar(&k, true)?);
+            out.push_str(": ");
+            out.push_str(&if is_collection(&v) {
+                flow_node(&v, sort_keys)?
+            } else {
+                scalar(&v, true)?
+            });
+        }
+        out.push('}');
+    } else {
+        out.push('[');
+        for (i, item) in value.try_iter()?.enumerate() {
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&if is_collection(&item) {
+                flow_node(&item, sort_keys)?
+            } else {
+                scalar(&item, true)?
+            });
+        }
+        out.push(']');
+    }
+    Ok(out)
+}
+
+fn scalar_block(value: &Value, level: usize) -> Result<String, Error> {
+    let text = scalar(value, false)?;
+    if text.starts_with('\'') && text.contains('\n') {
+        // PyYAML writes a line break inside single quotes as an empty line,
+        // continuing at the current indent.
+        return Ok(text.replace('\n', &format!("\n\n{}", " ".repeat(level))));
+    }
+    Ok(text)
+}
+
+fn plain_allowed(s: &str, flow: bool) -> bool {
+    if s.is_empty() || s.starts_with(' ') || s.ends_with(' ') {
+        return false;
+    }
+    if !matches!(
+        crate::yaml::resolve::resolve_plain(s),
+        crate::yaml::resolve::Resolved::Str
+    ) {
+        return false;
+    }
+    let first = s.chars().next().unwrap_or(' ');
+    if "#,[]{}&*!|>'\"%@`".contains(first) {
+        return false;
+    }
+    if "-?:".contains(first) {
+        let second = s.chars().nth(1);
+        if second.is_none_or(|c| c == ' ') || flow {
+            return false;
+        }
+    }
+    if s.contains(": ") || s.contains(" #") || s.ends_with(':') {
+        return false;
+    }
+    if flow && s.contains([',', '[', ']', '{', '}']) {
+        return false;
+    }
+    if s == "~" || s.starts_with("---") || s.starts_with("...") {
+        return false;
+    }
+    s.chars()
+        .all(|c| c != '\n' && c != '\t' && !c.is_control() && c != '\u{feff}')
+}
+
+fn scalar(value: &Value, flow: bool) -> Result<String, Error> {
+    Ok(match value.kind() {
+        ValueKind::Undefined => return Err(defined(value, "to_yaml").unwrap_err()),
+        ValueKind::None => "null".to_owned(),
+        ValueKind::Bool => if value.is_true() { "true" } else { "false" }.to_owned(),
+        ValueKind::Number => {
+            if value.is_integer() {
+                value.to_string()
+            } else {
+                let f = f64::try_from(value.clone()).unwrap_or(0.0);
+                if f.is_nan() {
+                    ".nan".into()
+                } else if f.is_infinite() {
+                    if f > 0.0 {
+                        ".inf".into()
+                    } else {
+                        "-.inf".into()
+                    }
+                } else {
+                    // PyYAML: `repr(f).lower()`, with `.0` added before a bare exponent.
+                    let r = float_repr(f).to_lowercase();
+                    if !r.contains('.') && r.contains('e') {
+                        r.replacen('e', ".0e", 1)
+                    } else {
+                        r
+                    }
+                }
+            }
+        }
+        ValueKind::String => {
+            let s = value.as_str().unwrap_or_default();
+            if plain_allowed(s, flow) {
+                s.to_owned()
+            } else if s
+                .chars()
+                .all(|c| c == '\n' || !(c.is_control() || c == '\u{feff}'))
+            {
+                format!("'{}'", s.replace('\'', "''"))
+            } else {
+                let mut out = String::new();
+                json_string(&mut out, s, false);
+                out
+            }
+        }
+        _ => {
+            let s = pyrepr::to_text(value);
+            format!("'{}'", s.replace('\'', "''"))
+        }
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+fn digest(algorithm: &str, data: &[u8]) -> Result<String, Error> {
+    use sha2::Digest;
+    Ok(match algorithm {
+        "sha1" => hex(&sha1::Sha1::digest(data)),
+        "md5" => hex(&md5::Md5::digest(data)),
+        "sha224" => hex(&sha2::Sha224::digest(data)),
+        "sha256" => hex(&sha2::Sha256::digest(data)),
+        "sha384" => hex(&sha2::Sha384::digest(data)),
+        "sha512" => hex(&sha2::Sha512::digest(data)),
+        other => return Err(invalid(format!("hash: unsupported hash type {other:?}"))),
+    })
+}
+
+fn hash(value: &Value, hashtype: Option<String>) -> Result<Value, Error> {
+    let text = text_of(value, "hash")?;
+    digest(hashtype.as_deref().unwrap_or("sha1"), text.as_bytes()).map(Value::from)
+}
+
+fn sha1(value: &Value) -> Result<Value, Error> {
+    hash(value, Some("sha1".into()))
+}
+
+fn md5(value: &Value) -> Result<Value, Error> {
+    hash(value, Some("md5".into()))
+}

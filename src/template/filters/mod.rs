@@ -1,0 +1,50 @@
+//! Ansible's filters, registered over minijinja's built-ins.
+//!
+//! Each family lives in its own file. Ansible's own filter plugins are also
+//! registered under their `ansible.builtin.` names, since roles use both;
+//! Jinja's built-ins (`lower`, `join`, …) have no such name in Ansible either.
+
+mod collections;
+mod core;
+mod encoding;
+mod paths;
+mod text;
+
+pub(crate) use core::to_bool as core_to_bool;
+
+use minijinja::{Environment, Error, ErrorKind, Value};
+
+/// Registers every filter on `env`.
+pub fn register(env: &mut Environment<'static>) {
+    core::register(env);
+    collections::register(env);
+    encoding::register(env);
+    paths::register(env);
+    text::register(env);
+}
+
+/// An `InvalidOperation` error with `message`.
+pub(crate) fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidOperation, message.into())
+}
+
+/// Fails with an undefined error if `value` is undefined: Ansible's
+/// undefined values raise when a filter consumes them.
+pub(crate) fn defined<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Error> {
+    if value.is_undefined() {
+        return Err(Error::new(
+            ErrorKind::UndefinedError,
+            format!("an undefined value was passed to {what}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// Adds `name` and `ansible.builtin.name` for one filter.
+macro_rules! add {
+    ($env:expr, $name:literal, $f:expr) => {{
+        $env.add_filter($name, $f);
+        $env.add_filter(concat!("ansible.builtin.", $name), $f);
+    }};
+}
+pub(crate) use add;

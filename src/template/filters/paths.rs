@@ -1,0 +1,153 @@
+//! Paths and URLs: `basename`, `dirname`, `splitext`, `path_join`,
+//! `urlsplit`, as Python's `os.path` and `urllib.parse` compute them.
+
+use minijinja::{Environment, Error, Value};
+
+use super::{add, defined, invalid};
+use crate::template::pyrepr;
+
+pub fn register(env: &mut Environment<'static>) {
+    add!(env, "basename", basename);
+    add!(env, "dirname", dirname);
+    add!(env, "splitext", splitext);
+    add!(env, "path_join", path_join);
+    add!(env, "urlsplit", urlsplit);
+}
+
+fn text(value: &Value, what: &str) -> Result<String, Error> {
+    defined(value, what)?;
+    Ok(pyrepr::to_text(value))
+}
+
+/// `os.path.basename`: everything after the last `/`.
+fn basename(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "basename")?;
+    Ok(Value::from(path.rsplit('/').next().unwrap_or_default()))
+}
+
+/// `os.path.dirname`: everything before the last `/`, with trailing
+/// slashes stripped unless the result is all slashes.
+fn dirname(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "dirname")?;
+    let head = match path.rfind('/') {
+        Some(i) => &path[..=i],
+        None => "",
+    };
+    let trimmed = head.trim_end_matches('/');
+    Ok(Value::from(if trimmed.is_empty() { head } else { trimmed }))
+}
+
+fn splitext(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "splitext")?;
+    let base_start = path.rfind('/').map_or(0, |i| i + 1);
+    let base = &path[base_start..];
+    let leading_dots = base.len() - base.trim_start_matches('.').len();
+    let split = base[leading_dots..]
+        .rfind('.')
+        .map(|i| base_start + leading_dots + i);
+    Ok(match split {
+        Some(i) => Value::from(vec![Value::from(&path[..i]), Value::from(&path[i..])]),
+        None => Value::from(vec![Value::from(path.as_str()), Value::from("")]),
+    })
+}
+
+fn path_join(value: &Value) -> Result<Value, Error> {
+    defined(value, "path_join")?;
+    let parts: Vec<String> = match value.as_str() {
+        Some(s) => vec![s.to_owned()],
+        None => value.try_iter()?.map(|v| pyrepr::to_text(&v)).collect(),
+    };
+    let mut out = String::new();
+    for part in parts {
+        if part.starts_with('/') {
+            out = part;
+        } else if out.is_empty() || out.ends_with('/') {
+            out.push_str(&part);
+        } else {
+            out.push('/');
+            out.push_str(&part);
+        }
+    }
+    Ok(Value::from(out))
+}
+
+/// `urllib.parse.urlsplit`, as Ansible's `urlsplit(query='')` returns it.
+fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
+    let url = text(value, "urlsplit")?;
+    let (scheme, rest) = match url.find(':') {
+        Some(i)
+            if i > 0
+                && url[..i]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic())
+                && url[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            (url[..i].to_lowercase(), &url[i + 1..])
+        }
+        _ => (String::new(), url.as_str()),
+    };
+    let (netloc, rest) = match rest.strip_prefix("//") {
+        Some(after) => {
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        }
+        None => ("", rest),
+    };
+    let (rest, fragment) = rest.split_once('#').unwrap_or((rest, ""));
+    let (path, query_part) = rest.split_once('?').unwrap_or((rest, ""));
+    let userinfo_end = netloc.rfind('@');
+    let (userinfo, hostport) = match userinfo_end {
+        Some(i) => (Some(&netloc[..i]), &netloc[i + 1..]),
+        None => (None, netloc),
+    };
+    let (username, password) = match userinfo {
+        Some(info) => match info.split_once(':') {
+            Some((u, p)) => (Value::from(u), Value::from(p)),
+            None => (Value::from(info), Value::from(())),
+        },
+        None => (Value::from(()), Value::from(())),
+    };
+    let (hostname, port) = if let Some(stripped) = hostport.strip_prefix('[') {
+        let end = stripped.find(']').unwrap_or(stripped.len());
+        let port = stripped[end..]
+            .strip_prefix("]:")
+            .and_then(|p| p.parse::<u16>().ok());
+        (stripped[..end].to_lowercase(), port)
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((h, p)) => (h.to_lowercase(), p.parse::<u16>().ok()),
+            None => (hostport.to_lowercase(), None),
+        }
+    };
+    let fields = [
+        ("fragment", Value::from(fragment)),
+        (
+            "hostname",
+            if hostname.is_empty() {
+                Value::from(())
+            } else {
+                Value::from(hostname)
+            },
+        ),
+        ("netloc", Value::from(netloc)),
+        ("password", password),
+        ("path", Value::from(path)),
+        ("port", port.map(Value::from).unwrap_or(Value::from(()))),
+        ("query", Value::from(query_part)),
+        ("scheme", Value::from(scheme)),
+        ("username", username),
+    ];
+    match query.as_deref() {
+        None | Some("") => Ok(Value::from_pairs(
+            fields.into_iter().map(|(k, v)| (Value::from(k), v)),
+        )),
+        Some(q) => fields
+            .into_iter()
+            .find(|(k, _)| *k == q)
+            .map(|(_, v)| v)
+            .ok_or_else(|| invalid(format!("urlsplit: unknown URL component: {q}"))),
+    }
+}

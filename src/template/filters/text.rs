@@ -1,0 +1,457 @@
+//! Strings: `split`, `regex_replace`, `regex_search`, `regex_findall`,
+//! `regex_escape`, `quote`, `indent`, `truncate`, `capitalize`.
+//!
+//! Regular expressions use Python's syntax (`(?P<name>…)`, lookarounds,
+//! backreferences), so fancy-regex is used rather than `regex`.
+
+use std::sync::Mutex;
+
+use fancy_regex::{Captures, Regex, RegexBuilder};
+use minijinja::value::{Kwargs, Rest};
+use minijinja::{Environment, Error, Value};
+
+use super::{add, defined, invalid};
+use crate::template::pyrepr;
+
+pub fn register(env: &mut Environment<'static>) {
+    add!(env, "split", split);
+    add!(env, "regex_replace", regex_replace);
+    add!(env, "regex_search", regex_search);
+    add!(env, "regex_findall", regex_findall);
+    add!(env, "regex_escape", regex_escape);
+    add!(env, "quote", quote);
+    env.add_filter("indent", indent);
+    env.add_filter("truncate", truncate);
+    env.add_filter("capitalize", capitalize);
+}
+
+fn text(value: &Value, what: &str) -> Result<String, Error> {
+    defined(value, what)?;
+    Ok(pyrepr::to_text(value))
+}
+
+/// Python's `str.split(sep=None, maxsplit=-1)`.
+pub(crate) fn python_split(
+    s: &str,
+    sep: Option<&str>,
+    maxsplit: i64,
+) -> Result<Vec<String>, Error> {
+    let limit = usize::try_from(maxsplit).ok();
+    match sep {
+        None => {
+            let mut out = Vec::new();
+            let mut rest = s.trim_start();
+            while !rest.is_empty() {
+                if limit.is_some_and(|l| out.len() >= l) {
+                    out.push(rest.to_owned());
+                    break;
+                }
+                let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                out.push(rest[..end].to_owned());
+                rest = rest[end..].trim_start();
+            }
+            Ok(out)
+        }
+        Some("") => Err(invalid("empty separator")),
+        Some(sep) => Ok(match limit {
+            Some(l) => s.splitn(l + 1, sep).map(str::to_owned).collect(),
+            None => s.split(sep).map(str::to_owned).collect(),
+        }),
+    }
+}
+
+fn split(value: &Value, sep: Option<Value>, maxsplit: Option<i64>) -> Result<Value, Error> {
+    let s = text(value, "split")?;
+    let sep = sep.filter(|v| !v.is_none()).map(|v| pyrepr::to_text(&v));
+    Ok(Value::from(python_split(
+        &s,
+        sep.as_deref(),
+        maxsplit.unwrap_or(-1),
+    )?))
+}
+
+/// Compiled patterns, keyed by source and flags: roles use a handful of
+/// patterns over and over.
+fn compile(pattern: &str, ignorecase: bool, multiline: bool) -> Result<Regex, Error> {
+    type Cache = std::collections::HashMap<(String, bool, bool), Regex>;
+    static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+    let key = (pattern.to_owned(), ignorecase, multiline);
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(Cache::new);
+    if let Some(re) = cache.get(&key) {
+        return Ok(re.clone());
+    }
+    let re = RegexBuilder::new(pattern)
+        .case_insensitive(ignorecase)
+        .multi_line(multiline)
+        .build()
+        .map_err(|e| invalid(format!("invalid regular expression {pattern:?}: {e}")))?;
+    if cache.len() > 1024 {
+        cache.clear();
+    }
+    cache.insert(key, re.clone());
+    Ok(re)
+}
+
+/// Expands a Python `re.sub` replacement (`\1`, `\g<1>`, `\g<name>`, `\n`).
+fn expand(replacement: &str, caps: &Captures<'_, str>, names: &[Option<&str>]) -> String {
+    let mut out = String::new();
+    let mut chars = replacement.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(d) if d.is_ascii_digit() => {
+                let mut num = d.to_string();
+                if let Some(&n) = chars.peek().filter(|n| n.is_ascii_digit()) {
+                    num.push(n);
+                    chars.next();
+                }
+                let idx: usize = num.parse().unwrap_or(0);
+                out.push_str(caps.get(idx).map_or("", |m| m.as_str()));
+            }
+            Some('g') if chars.peek() == Some(&'<') => {
+                chars.next();
+                let name: String = chars.by_ref().take_while(|&c| c != '>').collect();
+                let group = match name.parse::<usize>() {
+                    Ok(idx) => caps.get(idx),
+                    Err(_) => names
+                        .iter()
+                        .position(|n| *n == Some(name.as_str()))
+                        .and_then(|idx| caps.get(idx)),
+                };
+                out.push_str(group.map_or("", |m| m.as_str()));
+            }
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('\\') => out.push('\\'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn regex_replace(
+    value: &Value,
+    pattern: Option<String>,
+    replacement: Option<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let ignorecase = kwargs.get::<Option<bool>>("ignorecase")?.unwrap_or(false);
+    let multiline = kwargs.get::<Option<bool>>("multiline")?.unwrap_or(false);
+    let count = kwargs.get::<Option<usize>>("count")?.unwrap_or(0);
+    let mandatory_count = kwargs.get::<Option<usize>>("mandatory_count")?.unwrap_or(0);
+    let pattern = match pattern {
+        Some(p) => p,
+        None => kwargs.get::<Option<String>>("pattern")?.unwrap_or_default(),
+    };
+    let replacement = match replacement {
+        Some(r) => r,
+        None => kwargs
+            .get::<Option<String>>("replacement")?
+            .unwrap_or_default(),
+    };
+    kwargs.assert_all_used()?;
+    let s = text(value, "regex_replace")?;
+    let re = compile(&pattern, ignorecase, multiline)?;
+    let names: Vec<Option<&str>> = re.capture_names().collect();
+    let mut out = String::new();
+    let mut last = 0;
+    let mut replaced = 0;
+    for caps in re.captures_iter(s.as_str()) {
+        let caps = caps.map_err(|e| invalid(format!("regex_replace: {e}")))?;
+        let Some(m) = caps.get(0) else { continue };
+        out.push_str(&s[last..m.start()]);
+        out.push_str(&expand(&replacement, &caps, &names));
+        last = m.end();
+        replaced += 1;
+        if count > 0 && replaced >= count {
+            break;
+        }
+    }
+    out.push_str(&s[last..]);
+    if mandatory_count > 0 && replaced != mandatory_count {
+        return Err(invalid(format!(
+            "'{pattern}' should match {mandatory_count} times, but matches {replaced} times in '{s}'"
+        )));
+    }
+    Ok(Value::from(out))
+}
+
+fn regex_search(
+    value: &Value,
+    pattern: String,
+    groups: Rest<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let ignorecase = kwargs.get::<Option<bool>>("ignorecase")?.unwrap_or(false);
+    let multiline = kwargs.get::<Option<bool>>("multiline")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let s = text(value, "regex_search")?;
+    let re = compile(&pattern, ignorecase, multiline)?;
+    let names: Vec<Option<&str>> = re.capture_names().collect();
+    let Some(caps) = re
+        .captures(s.as_str())
+        .map_err(|e| invalid(format!("regex_search: {e}")))?
+    else {
+        return Ok(Value::from(()));
+    };
+    if groups.is_empty() {
+        return Ok(Value::from(caps.get(0).map_or("", |m| m.as_str())));
+    }
+    let mut items = Vec::new();
+    for group in groups.iter() {
+        let found = if let Some(name) = group.strip_prefix("\\g<").and_then(|g| g.strip_suffix('>'))
+        {
+            names
+                .iter()
+                .position(|n| *n == Some(name))
+                .and_then(|idx| caps.get(idx))
+        } else if let Some(num) = group.strip_prefix('\\') {
+            num.parse::<usize>().ok().and_then(|idx| caps.get(idx))
+        } else {
+            return Err(invalid(format!(
+                "Unknown argument {group:?} to regex_search"
+            )));
+        };
+        items.push(found.map_or(Value::from(()), |m| Value::from(m.as_str())));
+    }
+    Ok(Value::from(items))
+}
+
+fn regex_findall(value: &Value, pattern: String, kwargs: Kwargs) -> Result<Value, Error> {
+    let ignorecase = kwargs.get::<Option<bool>>("ignorecase")?.unwrap_or(false);
+    let multiline = kwargs.get::<Option<bool>>("multiline")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    let s = text(value, "regex_findall")?;
+    let re = compile(&pattern, ignorecase, multiline)?;
+    let groups = re.captures_len() - 1;
+    let mut out = Vec::new();
+    for caps in re.captures_iter(s.as_str()) {
+        let caps = caps.map_err(|e| invalid(format!("regex_findall: {e}")))?;
+        let get = |i: usize| Value::from(caps.get(i).map_or("", |m| m.as_str()));
+        out.push(match groups {
+            0 => get(0),
+            1 => get(1),
+            n => Value::from((1..=n).map(get).collect::<Vec<_>>()),
+        });
+    }
+    Ok(Value::from(out))
+}
+
+/// Python's `re.escape`.
+fn regex_escape(value: &Value, re_type: Option<String>) -> Result<Value, Error> {
+    let s = text(value, "regex_escape")?;
+    match re_type.as_deref().unwrap_or("python") {
+        "python" => Ok(Value::from(s.chars().fold(String::new(), |mut out, c| {
+            if "()[]{}?*+-|^$\\.&~# \t\n\r\x0b\x0c".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+            out
+        }))),
+        "posix_basic" => Ok(Value::from(s.chars().fold(String::new(), |mut out, c| {
+            if ".[]\\*^$".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+            out
+        }))),
+        other => Err(invalid(format!("Invalid regex type ({other})"))),
+    }
+}
+
+/// Python's `shlex.quote`.
+fn quote(value: &Value) -> Result<Value, Error> {
+    let s = if value.is_none() {
+        String::new()
+    } else {
+        text(value, "quote")?
+    };
+    if s.is_empty() {
+        return Ok(Value::from("''"));
+    }
+    if s.chars()
+        .all(|c| c.is_alphanumeric() && c.is_ascii() || "@%+=:,./-_".contains(c))
+    {
+        return Ok(Value::from(s));
+    }
+    Ok(Value::from(format!("'{}'", s.replace('\'', "'\"'\"'"))))
+}
+
+/// Python's `str.splitlines()`.
+fn splitlines(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes: Vec<(usize, char)> = s.char_indices().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let (pos, c) = bytes[i];
+        let is_break = matches!(
+            c,
+            '\n' | '\r'
+                | '\x0b'
+                | '\x0c'
+                | '\x1c'
+                | '\x1d'
+                | '\x1e'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if is_break {
+            out.push(&s[start..pos]);
+            let mut next = pos + c.len_utf8();
+            if c == '\r' && i + 1 < bytes.len() && bytes[i + 1].1 == '\n' {
+                next += 1;
+                i += 1;
+            }
+            start = next;
+        }
+        i += 1;
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// Jinja's `indent(s, width=4, first=False, blank=False)`.
+fn indent(
+    value: &Value,
+    width: Option<Value>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let width = match width {
+        Some(w) => w,
+        None => kwargs
+            .get::<Option<Value>>("width")?
+            .unwrap_or(Value::from(4)),
+    };
+    let first = match first {
+        Some(f) => f,
+        None => kwargs.get::<Option<bool>>("first")?.unwrap_or(false),
+    };
+    let blank = match blank {
+        Some(b) => b,
+        None => kwargs.get::<Option<bool>>("blank")?.unwrap_or(false),
+    };
+    kwargs.assert_all_used()?;
+    let indention = match width.as_str() {
+        Some(s) => s.to_owned(),
+        None => " ".repeat(
+            usize::try_from(width)
+                .map_err(|_| invalid("indent: width must be a number or a string"))?,
+        ),
+    };
+    let s = text(value, "indent")? + "\n";
+    let lines = splitlines(&s);
+    let mut rv = if blank {
+        lines.join(&format!("\n{indention}"))
+    } else {
+        let mut iter = lines.into_iter();
+        let mut rv = iter.next().unwrap_or_default().to_owned();
+        for line in iter {
+            rv.push('\n');
+            if !line.is_empty() {
+                rv.push_str(&indention);
+            }
+            rv.push_str(line);
+        }
+        rv
+    };
+    if first {
+        rv = indention + &rv;
+    }
+    Ok(Value::from(rv))
+}
+
+/// Jinja's `truncate(s, length=255, killwords=False, end='...', leeway=None)`.
+fn truncate(
+    value: &Value,
+    length: Option<usize>,
+    killwords: Option<bool>,
+    end: Option<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let length = match length {
+        Some(l) => l,
+        None => kwargs.get::<Option<usize>>("length")?.unwrap_or(255),
+    };
+    let killwords = match killwords {
+        Some(k) => k,
+        None => kwargs.get::<Option<bool>>("killwords")?.unwrap_or(false),
+    };
+    let end = match end {
+        Some(e) => e,
+        None => kwargs
+            .get::<Option<String>>("end")?
+            .unwrap_or_else(|| "...".into()),
+    };
+    let leeway = kwargs.get::<Option<usize>>("leeway")?.unwrap_or(5);
+    kwargs.assert_all_used()?;
+    let s = text(value, "truncate")?;
+    let chars: Vec<char> = s.chars().collect();
+    if length < end.chars().count() {
+        return Err(invalid("expected length >= len(end)"));
+    }
+    if chars.len() <= length + leeway {
+        return Ok(Value::from(s));
+    }
+    let cut = length - end.chars().count();
+    let head: String = chars[..cut].iter().collect();
+    if killwords {
+        return Ok(Value::from(head + &end));
+    }
+    let head = match head.rfind(' ') {
+        Some(i) => head[..i].to_owned(),
+        None => head,
+    };
+    Ok(Value::from(head + &end))
+}
+
+/// Python's `str.capitalize`: first character upper case, the rest lower.
+fn capitalize(value: &Value) -> Result<Value, Error> {
+    let s = text(value, "capitalize")?;
+    let mut chars = s.chars();
+    Ok(Value::from(match chars.next() {
+        Some(first) => first.to_uppercase().collect::<String>() + &chars.as_str().to_lowercase(),
+        None => String::new(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_split_semantics() {
+        assert_eq!(
+            python_split("  a b\tc ", None, -1).unwrap(),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            python_split("a,b,,c", Some(","), -1).unwrap(),
+            ["a", "b", "", "c"]
+        );
+        assert_eq!(python_split("a,b,c", Some(","), 1).unwrap(), ["a", "b,c"]);
+        assert_eq!(python_split("a b c", None, 1).unwrap(), ["a", "b c"]);
+        assert!(python_split("x", Some(""), -1).is_err());
+    }
+
+    #[test]
+    fn splitlines_matches_python() {
+        assert_eq!(splitlines("a\nb\r\nc\rd\n"), ["a", "b", "c", "d"]);
+        assert_eq!(splitlines("a\n\nb"), ["a", "", "b"]);
+        assert_eq!(splitlines(""), Vec::<&str>::new());
+    }
+}

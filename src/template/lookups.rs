@@ -1,0 +1,397 @@
+//! `lookup(…)`, `query(…)` and `q(…)`, with the lookup plugins roles use:
+//! `template`, `file`, `env`, `vars`, `items`, `list`, `dict`, `password`
+//! and, only when enabled, `pipe`. Plugins that need the operator (such as
+//! `k8s`) are added through [`LookupPlugin`].
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use minijinja::value::{Kwargs, Rest, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
+
+use super::context::{CONTEXT_VAR, Context, Var, VarSource};
+use super::filters::invalid;
+use super::pyrepr;
+
+/// A lookup plugin implemented outside the template layer.
+pub trait LookupPlugin: Send + Sync + std::fmt::Debug {
+    /// Runs the lookup; returns the list `query` would.
+    fn run(
+        &self,
+        ctx: &Context,
+        terms: &[Value],
+        kwargs: &[(String, Value)],
+    ) -> Result<Vec<Value>, Error>;
+}
+
+pub fn register(env: &mut Environment<'static>) {
+    env.add_function(
+        "lookup",
+        |state: &State, name: String, terms: Rest<Value>, kwargs: Kwargs| {
+            dispatch(state, &name, &terms, kwargs, false)
+        },
+    );
+    for name in ["query", "q"] {
+        env.add_function(
+            name,
+            |state: &State, name: String, terms: Rest<Value>, kwargs: Kwargs| {
+                dispatch(state, &name, &terms, kwargs, true)
+            },
+        );
+    }
+    env.set_path_join_callback(|name, parent| {
+        if name.starts_with('/') {
+            return name.to_owned().into();
+        }
+        match Path::new(parent).parent() {
+            Some(dir) if parent.starts_with('/') => normalize(&dir.join(name))
+                .to_string_lossy()
+                .into_owned()
+                .into(),
+            _ => name.to_owned().into(),
+        }
+    });
+}
+
+fn context(state: &State) -> Result<Context, Error> {
+    state
+        .lookup(CONTEXT_VAR)
+        .and_then(|v| v.downcast_object_ref::<Context>().cloned())
+        .ok_or_else(|| invalid("lookups need an Ansible context"))
+}
+
+fn dispatch(
+    state: &State,
+    name: &str,
+    terms: &[Value],
+    kwargs: Kwargs,
+    wantlist: bool,
+) -> Result<Value, Error> {
+    let ctx = context(state)?;
+    let wantlist = kwargs.get::<Option<bool>>("wantlist")?.unwrap_or(wantlist);
+    let errors = kwargs
+        .get::<Option<String>>("errors")?
+        .unwrap_or_else(|| "strict".into());
+    let mut options: Vec<(String, Value)> = Vec::new();
+    for key in kwargs.args() {
+        if key != "wantlist" && key != "errors" {
+            options.push((key.to_owned(), kwargs.get::<Value>(key)?));
+        }
+    }
+    let short = name
+        .strip_prefix("ansible.builtin.")
+        .or_else(|| name.strip_prefix("kubernetes.core."))
+        .or_else(|| name.strip_prefix("community.kubernetes."))
+        .unwrap_or(name);
+    let result = run(&ctx, short, terms, &options);
+    let values = match result {
+        Ok(values) => values,
+        Err(err) if err.kind() != ErrorKind::UndefinedError && errors != "strict" => {
+            tracing::warn!(
+                lookup = name,
+                "lookup failed but the error is being ignored: {err}"
+            );
+            return Ok(if wantlist {
+                Value::from(Vec::<Value>::new())
+            } else {
+                Value::from(())
+            });
+        }
+        Err(err) => return Err(err),
+    };
+    if wantlist {
+        return Ok(Value::from(values));
+    }
+    if values.iter().all(|v| v.kind() == ValueKind::String) {
+        let joined: Vec<&str> = values
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default())
+            .collect();
+        return Ok(Value::from(joined.join(",")));
+    }
+    Ok(if values.len() == 1 {
+        values.into_iter().next().unwrap_or_default()
+    } else {
+        Value::from(values)
+    })
+}
+
+fn option<'a>(options: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
+    options.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+fn run(
+    ctx: &Context,
+    name: &str,
+    terms: &[Value],
+    options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    if let Some(plugin) = ctx.templar().lookup_plugin(name) {
+        return plugin.run(ctx, terms, options);
+    }
+    match name {
+        "template" => terms
+            .iter()
+            .map(|t| template(ctx, &pyrepr::to_text(t), options))
+            .collect(),
+        "file" => terms
+            .iter()
+            .map(|t| file(ctx, &pyrepr::to_text(t), options))
+            .collect(),
+        "env" => Ok(terms
+            .iter()
+            .map(|t| match std::env::var(pyrepr::to_text(t)) {
+                Ok(v) => Value::from(v),
+                Err(_) => option(options, "default")
+                    .cloned()
+                    .unwrap_or(Value::from("")),
+            })
+            .collect()),
+        "vars" => terms
+            .iter()
+            .map(|t| {
+                let name = pyrepr::to_text(t);
+                match ctx.resolve(&name) {
+                    Some(v) if !v.is_undefined() => Ok(v),
+                    _ => option(options, "default").cloned().ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::UndefinedError,
+                            format!("No variable found with this name: {name}"),
+                        )
+                    }),
+                }
+            })
+            .collect(),
+        "items" => Ok(terms
+            .iter()
+            .flat_map(|t| match t.kind() {
+                ValueKind::Seq => t
+                    .try_iter()
+                    .map(Iterator::collect::<Vec<_>>)
+                    .unwrap_or_default(),
+                _ => vec![t.clone()],
+            })
+            .collect()),
+        "list" => Ok(terms.to_vec()),
+        "dict" => {
+            let mut out = Vec::new();
+            for term in terms {
+                if term.kind() != ValueKind::Map {
+                    return Err(invalid("with_dict expects a dict"));
+                }
+                for key in term.try_iter()? {
+                    let value = term.get_item(&key)?;
+                    out.push(Value::from_pairs([
+                        (Value::from("key"), key),
+                        (Value::from("value"), value),
+                    ]));
+                }
+            }
+            Ok(out)
+        }
+        "password" => terms
+            .iter()
+            .map(|t| password(ctx, &pyrepr::to_text(t), options))
+            .collect(),
+        "pipe" => {
+            if !ctx.templar().options().allow_pipe {
+                return Err(invalid(
+                    "lookup('pipe') runs commands and is disabled; start enka with --allow-commands to enable it",
+                ));
+            }
+            terms
+                .iter()
+                .map(|t| {
+                    let cmd = pyrepr::to_text(t);
+                    let out = std::process::Command::new("/bin/sh")
+                        .arg("-c")
+                        .arg(&cmd)
+                        .output()
+                        .map_err(|e| {
+                            invalid(format!("lookup('pipe'): could not run {cmd:?}: {e}"))
+                        })?;
+                    if !out.status.success() {
+                        return Err(invalid(format!(
+                            "lookup_plugin.pipe({cmd}) returned {}",
+                            out.status.code().unwrap_or(-1)
+                        )));
+                    }
+                    Ok(Value::from(
+                        String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
+                    ))
+                })
+                .collect()
+        }
+        other => Err(invalid(format!("lookup plugin ({other}) not found"))),
+    }
+}
+
+/// Lexically normalises a path (`a/./b/../c` is `a/c`) without touching
+/// the file system.
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// The first existing `dir/<subdir>/name` or `dir/name` among the search
+/// path, which must stay inside that directory.
+fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Option<PathBuf> {
+    for dir in ctx.search_path() {
+        for base in [dir.join(subdir), dir.clone()] {
+            let candidate = normalize(&base.join(name));
+            if !candidate.starts_with(dir) {
+                continue;
+            }
+            if candidate.is_file() {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
+fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
+    let path = find_in_search_path(ctx, "templates", name).ok_or_else(|| {
+        invalid(format!(
+            "the template file {name} could not be found for the lookup"
+        ))
+    })?;
+    let key = path.to_string_lossy().into_owned();
+    let templar = ctx.templar();
+    let template = templar.env().get_template(&key).map_err(|_| {
+        invalid(format!(
+            "the template file {name} is outside the project's roles and cannot be read"
+        ))
+    })?;
+    let render_ctx = match option(options, "template_vars") {
+        Some(extra) if extra.kind() == ValueKind::Map => {
+            let mut overlay = Vec::new();
+            for key in extra.try_iter()? {
+                let value = extra.get_item(&key)?;
+                overlay.push((pyrepr::to_text(&key), Var::templated(value)));
+            }
+            Context {
+                vars: Arc::new(Overlay {
+                    base: ctx.vars().clone(),
+                    extra: overlay,
+                }),
+                ..ctx.fresh()
+            }
+        }
+        _ => ctx.clone(),
+    };
+    let text = template
+        .render(render_ctx.to_value())
+        .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
+    let convert = option(options, "convert_data").is_none_or(Value::is_true);
+    Ok(if convert {
+        super::pyliteral::convert_rendered(text)
+    } else {
+        Value::from(text)
+    })
+}
+
+fn file(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
+    let path = find_in_search_path(ctx, "files", name)
+        .ok_or_else(|| invalid(format!("could not locate file in lookup: {name}")))?;
+    let mut text = std::fs::read_to_string(&path)
+        .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
+    if option(options, "rstrip").is_none_or(Value::is_true) {
+        text.truncate(text.trim_end().len());
+    }
+    if option(options, "lstrip").is_some_and(Value::is_true) {
+        text = text.trim_start().to_owned();
+    }
+    Ok(Value::from(text))
+}
+
+/// `password` with the `/dev/null` path roles use: a fresh random password
+/// that is never stored (enka writes no files).
+fn password(ctx: &Context, term: &str, options: &[(String, Value)]) -> Result<Value, Error> {
+    use rand::Rng;
+    let mut parts = term.split_whitespace();
+    let _path = parts.next().unwrap_or("/dev/null");
+    let mut length = 20usize;
+    let mut chars = String::new();
+    let mut set = |key: &str, value: String| -> Result<(), Error> {
+        match key {
+            "length" => {
+                length = value
+                    .parse()
+                    .map_err(|_| invalid(format!("password: bad length {value:?}")))?
+            }
+            "chars" => chars = value,
+            _ => {}
+        }
+        Ok(())
+    };
+    for part in parts {
+        if let Some((k, v)) = part.split_once('=') {
+            set(k, v.to_owned())?;
+        }
+    }
+    for (k, v) in options {
+        set(k, pyrepr::to_text(v))?;
+    }
+    let mut alphabet = String::new();
+    let classes = if chars.is_empty() {
+        "ascii_letters,digits,.,:-_".to_owned()
+    } else {
+        chars
+    };
+    for class in classes.split(',') {
+        match class {
+            "ascii_letters" => {
+                alphabet.push_str("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            }
+            "ascii_lowercase" => alphabet.push_str("abcdefghijklmnopqrstuvwxyz"),
+            "ascii_uppercase" => alphabet.push_str("ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+            "digits" => alphabet.push_str("0123456789"),
+            "hexdigits" => alphabet.push_str("0123456789abcdefABCDEF"),
+            "punctuation" => alphabet.push_str("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"),
+            other => alphabet.push_str(other),
+        }
+    }
+    let alphabet: Vec<char> = alphabet.chars().collect();
+    if alphabet.is_empty() {
+        return Err(invalid("password: empty character set"));
+    }
+    let pw: String = ctx.templar().with_rng(|rng| {
+        (0..length)
+            .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+            .collect()
+    });
+    Ok(Value::from(pw))
+}
+
+/// Variables with extra ones on top (`template_vars`).
+#[derive(Debug)]
+struct Overlay {
+    base: Arc<dyn VarSource>,
+    extra: Vec<(String, Var)>,
+}
+
+impl VarSource for Overlay {
+    fn get(&self, name: &str) -> Option<Var> {
+        self.extra
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| self.base.get(name))
+    }
+
+    fn names(&self) -> Vec<Arc<str>> {
+        let mut names = self.base.names();
+        names.extend(self.extra.iter().map(|(k, _)| Arc::from(k.as_str())));
+        names
+    }
+}

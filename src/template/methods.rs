@@ -1,0 +1,228 @@
+//! Python methods on values (`name.zfill(4)`, `items.index(x)`), beyond
+//! what minijinja-contrib's `pycompat` provides.
+
+use minijinja::value::ValueKind;
+use minijinja::{Error, ErrorKind, State, Value};
+
+use super::filters::invalid;
+use super::pyrepr;
+
+/// The unknown-method callback: ours first, then pycompat's.
+pub fn call_method(
+    state: &mut State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    let handled = match value.kind() {
+        ValueKind::String => string_method(value.as_str().unwrap_or_default(), method, args)?,
+        ValueKind::Seq => seq_method(value, method, args)?,
+        ValueKind::Map if method == "copy" => Some(value.clone()),
+        ValueKind::Undefined => {
+            return Err(Error::new(
+                ErrorKind::UndefinedError,
+                format!("cannot call method '{method}' of an undefined value"),
+            ));
+        }
+        _ => None,
+    };
+    match handled {
+        Some(result) => Ok(result),
+        None => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
+            .map_err(|e| {
+                if e.kind() == ErrorKind::UnknownMethod {
+                    Error::new(
+                        ErrorKind::UnknownMethod,
+                        format!(
+                            "'{}' object has no attribute '{method}'",
+                            pyrepr::type_name(value)
+                        ),
+                    )
+                } else {
+                    e
+                }
+            }),
+    }
+}
+
+fn arg_str(args: &[Value], i: usize) -> Option<String> {
+    args.get(i).filter(|v| !v.is_none()).map(pyrepr::to_text)
+}
+
+fn arg_usize(args: &[Value], i: usize, what: &str) -> Result<usize, Error> {
+    args.get(i)
+        .and_then(|v| usize::try_from(v.clone()).ok())
+        .ok_or_else(|| invalid(format!("{what}() expects an integer width")))
+}
+
+fn pad(s: &str, width: usize, fill: char, align: char) -> String {
+    let len = s.chars().count();
+    if len >= width {
+        return s.to_owned();
+    }
+    let total = width - len;
+    let (left, right) = match align {
+        '<' => (0, total),
+        '>' => (total, 0),
+        // Python centres with the extra space on the right, unless the
+        // string length and the padding are both odd.
+        _ => {
+            let left = total / 2 + (total & width & 1);
+            (left, total - left)
+        }
+    };
+    let fill_str = |n: usize| std::iter::repeat_n(fill, n).collect::<String>();
+    format!("{}{s}{}", fill_str(left), fill_str(right))
+}
+
+fn fill_char(args: &[Value]) -> Result<char, Error> {
+    match arg_str(args, 1) {
+        None => Ok(' '),
+        Some(f) if f.chars().count() == 1 => Ok(f.chars().next().unwrap_or(' ')),
+        Some(_) => Err(invalid(
+            "The fill character must be exactly one character long",
+        )),
+    }
+}
+
+fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>, Error> {
+    Ok(Some(match method {
+        "zfill" => {
+            let width = arg_usize(args, 0, "zfill")?;
+            let len = s.chars().count();
+            if len >= width {
+                Value::from(s)
+            } else {
+                let (sign, digits) = match s.chars().next() {
+                    Some(c @ ('+' | '-')) => (c.to_string(), &s[1..]),
+                    _ => (String::new(), s),
+                };
+                Value::from(format!("{sign}{}{digits}", "0".repeat(width - len)))
+            }
+        }
+        "center" => Value::from(pad(s, arg_usize(args, 0, "center")?, fill_char(args)?, '^')),
+        "ljust" => Value::from(pad(s, arg_usize(args, 0, "ljust")?, fill_char(args)?, '<')),
+        "rjust" => Value::from(pad(s, arg_usize(args, 0, "rjust")?, fill_char(args)?, '>')),
+        "index" | "rindex" => {
+            let needle =
+                arg_str(args, 0).ok_or_else(|| invalid(format!("{method}() takes a substring")))?;
+            let found = if method == "index" {
+                s.find(&needle)
+            } else {
+                s.rfind(&needle)
+            };
+            match found {
+                Some(byte) => Value::from(s[..byte].chars().count()),
+                None => return Err(invalid("substring not found")),
+            }
+        }
+        "partition" | "rpartition" => {
+            let sep =
+                arg_str(args, 0).ok_or_else(|| invalid(format!("{method}() takes a separator")))?;
+            if sep.is_empty() {
+                return Err(invalid("empty separator"));
+            }
+            let parts = if method == "partition" {
+                s.split_once(&sep)
+            } else {
+                s.rsplit_once(&sep)
+            };
+            let triple = match (parts, method) {
+                (Some((a, b)), _) => [a.to_owned(), sep, b.to_owned()],
+                (None, "partition") => [s.to_owned(), String::new(), String::new()],
+                (None, _) => [String::new(), String::new(), s.to_owned()],
+            };
+            Value::from(triple.into_iter().map(Value::from).collect::<Vec<_>>())
+        }
+        "rsplit" => {
+            let sep = arg_str(args, 0);
+            let maxsplit = args
+                .get(1)
+                .and_then(|v| i64::try_from(v.clone()).ok())
+                .unwrap_or(-1);
+            let mut parts = match (sep.as_deref(), usize::try_from(maxsplit)) {
+                (Some(sep), Ok(n)) => s.rsplitn(n + 1, sep).map(str::to_owned).collect::<Vec<_>>(),
+                (Some(sep), Err(_)) => s.rsplit(sep).map(str::to_owned).collect(),
+                (None, _) => {
+                    let mut parts = Vec::new();
+                    let mut rest = s.trim_end();
+                    let mut splits = maxsplit;
+                    while !rest.is_empty() && splits != 0 {
+                        match rest.rfind(char::is_whitespace) {
+                            Some(i) => {
+                                let ws_len = rest[i..].chars().next().map_or(1, char::len_utf8);
+                                parts.push(rest[i + ws_len..].to_owned());
+                                rest = rest[..i].trim_end();
+                                splits -= 1;
+                            }
+                            None => break,
+                        }
+                    }
+                    if !rest.is_empty() {
+                        parts.push(rest.to_owned());
+                    }
+                    parts
+                }
+            };
+            parts.reverse();
+            Value::from(parts)
+        }
+        "swapcase" => Value::from(
+            s.chars()
+                .flat_map(|c| {
+                    if c.is_uppercase() {
+                        c.to_lowercase().collect::<Vec<_>>()
+                    } else {
+                        c.to_uppercase().collect::<Vec<_>>()
+                    }
+                })
+                .collect::<String>(),
+        ),
+        "casefold" => Value::from(s.to_lowercase()),
+        "isdecimal" => Value::from(!s.is_empty() && s.chars().all(|c| c.is_ascii_digit())),
+        "expandtabs" => {
+            let size = args
+                .first()
+                .and_then(|v| usize::try_from(v.clone()).ok())
+                .unwrap_or(8);
+            let mut out = String::new();
+            let mut col = 0;
+            for c in s.chars() {
+                match c {
+                    '\t' if size > 0 => {
+                        let n = size - col % size;
+                        out.push_str(&" ".repeat(n));
+                        col += n;
+                    }
+                    '\t' => {}
+                    '\n' | '\r' => {
+                        out.push(c);
+                        col = 0;
+                    }
+                    c => {
+                        out.push(c);
+                        col += 1;
+                    }
+                }
+            }
+            Value::from(out)
+        }
+        _ => return Ok(None),
+    }))
+}
+
+fn seq_method(value: &Value, method: &str, args: &[Value]) -> Result<Option<Value>, Error> {
+    Ok(Some(match method {
+        "index" => {
+            let needle = args
+                .first()
+                .ok_or_else(|| invalid("index() takes exactly one argument"))?;
+            match value.try_iter()?.position(|v| &v == needle) {
+                Some(i) => Value::from(i),
+                None => return Err(invalid(format!("{} is not in list", pyrepr::repr(needle)))),
+            }
+        }
+        "copy" => value.clone(),
+        _ => return Ok(None),
+    }))
+}

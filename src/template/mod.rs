@@ -1,0 +1,580 @@
+//! The Ansible flavour of Jinja, on minijinja.
+//!
+//! [`Templar`] reproduces ansible-core 2.18's non-native templating:
+//!
+//! - a string that is exactly `{{ name }}`, where `name` holds a bool or a
+//!   number, returns that value with its type (Ansible's single-variable
+//!   fast path);
+//! - any other template renders to text, printing each value as Python's
+//!   `str()` would, and text that looks like a list, a dict or a bool
+//!   (`[…]`, `{…}`, `True`, `False`) is parsed back with `literal_eval`
+//!   ([`pyliteral`]); so `'{{ x | length }}'` is the *string* `"3"`;
+//! - conditions (`when`, `until`, `failed_when`, …) are bare expressions
+//!   judged by truthiness;
+//! - variables are templated lazily ([`Context`]); undefined values chain
+//!   through attribute access (`x.y.z is defined` is false) but fail when
+//!   printed or judged.
+//!
+//! Every template of a project is compiled once, by [`TemplarBuilder`], and
+//! looked up by its source text at run time.
+
+mod context;
+pub mod convert;
+mod error;
+mod filters;
+mod lookups;
+mod methods;
+mod predicates;
+pub mod pyliteral;
+pub mod pyrepr;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use minijinja::{Environment, UndefinedBehavior, Value};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+pub use context::{
+    Context, MAX_VAR_DEPTH, Var, VarSource, contains_template, is_possibly_template,
+};
+pub use error::{Error, ErrorKind};
+pub use lookups::LookupPlugin;
+
+/// Filters whose output Ansible keeps as text even when it looks like data
+/// (`C.STRING_TYPE_FILTERS`).
+const STRING_TYPE_FILTERS: &[&str] = &[
+    "string",
+    "to_json",
+    "to_nice_json",
+    "to_yaml",
+    "to_nice_yaml",
+    "ppretty",
+    "json",
+];
+
+/// Instruction budget of one render, so a runaway loop in a template fails
+/// instead of hanging a reconcile.
+pub const DEFAULT_FUEL: u64 = 50_000_000;
+
+/// Largest text one render may produce.
+pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Knobs that change what templates may do.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Seed for `random` and `shuffle`; `None` seeds from the OS.
+    pub seed: Option<u64>,
+    /// Whether `lookup('pipe', …)` may run commands.
+    pub allow_pipe: bool,
+    /// Instruction budget of one render; `None` means [`DEFAULT_FUEL`].
+    pub fuel: Option<u64>,
+}
+
+/// What the builder learned about one template when compiling it.
+#[derive(Debug, Clone)]
+struct Compiled {
+    /// Name of the template in the environment.
+    name: Arc<str>,
+    /// `Some(var)` when the source is exactly `{{ var }}`.
+    single_var: Option<Arc<str>>,
+    /// Whether the whole output comes from a string-type filter.
+    keeps_text: bool,
+    /// Trailing newlines of the source, which Jinja drops and Ansible restores.
+    trailing_newlines: usize,
+}
+
+/// Compiles a project's templates into a [`Templar`].
+pub struct TemplarBuilder {
+    env: Environment<'static>,
+    lookups: HashMap<String, Arc<dyn LookupPlugin>>,
+    compiled: HashMap<Arc<str>, Compiled>,
+    conditions: HashMap<Arc<str>, Arc<str>>,
+    options: Options,
+}
+
+/// A compiled set of templates and the Ansible-flavoured environment.
+pub struct Templar {
+    env: Environment<'static>,
+    lookups: HashMap<String, Arc<dyn LookupPlugin>>,
+    compiled: HashMap<Arc<str>, Compiled>,
+    conditions: HashMap<Arc<str>, Arc<str>>,
+    options: Options,
+    rng: Mutex<StdRng>,
+    omit: Arc<str>,
+}
+
+impl std::fmt::Debug for Templar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Templar")
+            .field("templates", &self.compiled.len())
+            .field("conditions", &self.conditions.len())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+fn omit_token() -> &'static str {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(|| {
+        use rand::Rng;
+        let mut rng = rand::rng();
+        let hex: String = (0..40)
+            .map(|_| char::from(b"0123456789abcdef"[rng.random_range(0..16)]))
+            .collect();
+        format!("__omit_place_holder__{hex}")
+    })
+}
+
+impl TemplarBuilder {
+    /// An environment with Ansible's filters, tests, lookups and typing.
+    pub fn new(options: Options) -> Self {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Chainable);
+        if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .build()
+        {
+            env.set_syntax(syntax);
+        }
+        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+        env.set_fuel(Some(options.fuel.unwrap_or(DEFAULT_FUEL)));
+        env.set_recursion_limit(200);
+        env.set_formatter(format_output);
+        env.set_unknown_method_callback(methods::call_method);
+        env.add_global("omit", omit_token());
+        env.add_function("__enka_truth", |value: &Value| {
+            if value.is_undefined() {
+                return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
+            }
+            Ok(Value::from(if value.is_true() { "True" } else { "False" }))
+        });
+        filters::register(&mut env);
+        predicates::register(&mut env);
+        lookups::register(&mut env);
+        TemplarBuilder {
+            env,
+            lookups: HashMap::new(),
+            compiled: HashMap::new(),
+            conditions: HashMap::new(),
+            options,
+        }
+    }
+
+    /// Compiles a string that may be a template. Non-templates and sources
+    /// seen before cost nothing.
+    pub fn add_template(&mut self, source: &str) -> Result<(), Error> {
+        if !is_possibly_template(source) || self.compiled.contains_key(source) {
+            return Ok(());
+        }
+        let compiled = compile(&mut self.env, source, source)?;
+        self.compiled.insert(Arc::from(source), compiled);
+        Ok(())
+    }
+
+    /// Compiles every template string inside `value`.
+    pub fn add_templates_in(&mut self, value: &Value) -> Result<(), Error> {
+        use minijinja::value::ValueKind;
+        match value.kind() {
+            ValueKind::String => self.add_template(value.as_str().unwrap_or_default()),
+            ValueKind::Seq => {
+                for item in value.try_iter().into_iter().flatten() {
+                    self.add_templates_in(&item)?;
+                }
+                Ok(())
+            }
+            ValueKind::Map => {
+                for key in value.try_iter().into_iter().flatten() {
+                    self.add_templates_in(&value.get_item(&key).unwrap_or_default())?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Compiles a bare conditional expression such as a `when`.
+    pub fn add_condition(&mut self, expr: &str) -> Result<(), Error> {
+        if is_possibly_template(expr) {
+            // Ansible templates these first and warns; the result is then
+            // evaluated dynamically.
+            return self.add_template(expr);
+        }
+        if self.conditions.contains_key(expr) {
+            return Ok(());
+        }
+        let name: Arc<str> = Arc::from(format!("\u{1}condition\u{1}{expr}"));
+        self.env
+            .add_template_owned(name.to_string(), condition_source(expr))
+            .map_err(|e| Error::from_minijinja(&e, expr))?;
+        self.conditions.insert(Arc::from(expr), name);
+        Ok(())
+    }
+
+    /// Registers a template file under `name` (its path), for `lookup('template')`
+    /// and `{% include %}`.
+    pub fn add_file(&mut self, name: &str, source: String) -> Result<(), Error> {
+        let info = Compiled {
+            name: Arc::from(name),
+            single_var: None,
+            keeps_text: false,
+            trailing_newlines: 0,
+        };
+        self.env
+            .add_template_owned(name.to_owned(), source)
+            .map_err(|e| Error::from_minijinja(&e, name))?;
+        self.compiled
+            .insert(Arc::from(format!("\u{1}file\u{1}{name}")), info);
+        Ok(())
+    }
+
+    /// Adds a lookup plugin implemented by another layer (such as `k8s`).
+    pub fn add_lookup(&mut self, name: &str, plugin: Arc<dyn LookupPlugin>) {
+        self.lookups.insert(name.to_owned(), plugin);
+    }
+
+    /// Finishes the set.
+    pub fn build(self) -> Arc<Templar> {
+        let rng = match self.options.seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_os_rng(),
+        };
+        Arc::new(Templar {
+            env: self.env,
+            lookups: self.lookups,
+            compiled: self.compiled,
+            conditions: self.conditions,
+            options: self.options,
+            rng: Mutex::new(rng),
+            omit: Arc::from(omit_token()),
+        })
+    }
+}
+
+fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
+    let escaped = escape_backslashes(source);
+    env.add_template_owned(name.to_owned(), escaped)
+        .map_err(|e| Error::from_minijinja(&e, source))?;
+    Ok(analyse(Arc::from(name), source))
+}
+
+fn analyse(name: Arc<str>, source: &str) -> Compiled {
+    Compiled {
+        name,
+        single_var: single_var(source).map(Arc::from),
+        keeps_text: keeps_text(source),
+        trailing_newlines: source.len() - source.trim_end_matches('\n').len(),
+    }
+}
+
+/// The source of the template a condition compiles to.
+fn condition_source(expr: &str) -> String {
+    format!("{{{{ __enka_truth(({expr}\n)) }}}}")
+}
+
+/// Ansible's `SINGLE_VAR`: `^{{\s*(\w*)\s*}}$`.
+fn single_var(source: &str) -> Option<&str> {
+    let inner = source.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    (!inner.is_empty() && inner.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(inner)
+}
+
+/// Whether the template is one expression whose last filter returns text
+/// that Ansible must not parse back into data.
+fn keeps_text(source: &str) -> bool {
+    let Some(inner) = source
+        .strip_prefix("{{")
+        .and_then(|s| s.trim_end_matches('\n').strip_suffix("}}"))
+    else {
+        return false;
+    };
+    if inner.contains("{{") || inner.contains("}}") {
+        return false;
+    }
+    let Some((_, last)) = inner.rsplit_once('|') else {
+        return false;
+    };
+    let name: String = last
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
+        .collect();
+    let name = name.strip_prefix("ansible.builtin.").unwrap_or(&name);
+    STRING_TYPE_FILTERS.contains(&name)
+}
+
+/// Ansible doubles every backslash inside the string literals of `{{ … }}`
+/// blocks (`_escape_backslashes`), so a YAML `'\\.'` reaches Jinja as a
+/// literal backslash and dot. String extents follow Jinja's lexer, where a
+/// backslash skips the next character.
+fn escape_backslashes(source: &str) -> String {
+    if !source.contains('\\') || !source.contains("{{") {
+        return source.to_owned();
+    }
+    let mut out = String::with_capacity(source.len() + 8);
+    let mut in_var = false;
+    let mut i = 0;
+    while i < source.len() {
+        let rest = &source[i..];
+        if !in_var && rest.starts_with("{{") {
+            in_var = true;
+            out.push_str("{{");
+            i += 2;
+            continue;
+        }
+        if in_var && rest.starts_with("}}") {
+            in_var = false;
+            out.push_str("}}");
+            i += 2;
+            continue;
+        }
+        let Some(c) = rest.chars().next() else { break };
+        if in_var && (c == '\'' || c == '"') {
+            let bytes = rest.as_bytes();
+            let mut j = 1;
+            while j < bytes.len() && bytes[j] != c as u8 {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            if j >= bytes.len() {
+                out.push_str(rest);
+                break;
+            }
+            out.push_str(&rest[..=j].replace('\\', "\\\\"));
+            i += j + 1;
+            continue;
+        }
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
+fn format_output(
+    out: &mut minijinja::Output<'_>,
+    _state: &mut minijinja::State<'_, '_>,
+    value: &Value,
+) -> Result<(), minijinja::Error> {
+    if value.is_undefined() {
+        return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
+    }
+    if value.kind() == minijinja::value::ValueKind::Invalid {
+        // A lazily templated variable failed; its error travels as an
+        // invalid value and must surface, not print.
+        let text = value.to_string();
+        let message = text
+            .strip_prefix("<invalid value: ")
+            .and_then(|t| t.strip_suffix('>'))
+            .unwrap_or(&text);
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            message.to_owned(),
+        ));
+    }
+    if value.is_none() {
+        // Ansible's finalize turns None into nothing.
+        return Ok(());
+    }
+    let mut text = String::new();
+    pyrepr::write_str(&mut text, value);
+    out.write_str(&text).map_err(|_| {
+        minijinja::Error::new(
+            minijinja::ErrorKind::WriteFailure,
+            "could not write template output",
+        )
+    })
+}
+
+impl Templar {
+    /// The `omit` placeholder; arguments equal to it are dropped.
+    pub fn omit(&self) -> &str {
+        &self.omit
+    }
+
+    /// The options this templar was built with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    pub(crate) fn with_rng<T>(&self, f: impl FnOnce(&mut StdRng) -> T) -> T {
+        let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut rng)
+    }
+
+    pub(crate) fn lookup_plugin(&self, name: &str) -> Option<&Arc<dyn LookupPlugin>> {
+        self.lookups.get(name)
+    }
+
+    pub(crate) fn env(&self) -> &Environment<'static> {
+        &self.env
+    }
+
+    /// Whether `name` is a registered template file.
+    pub fn has_file(&self, name: &str) -> bool {
+        self.env.get_template(name).is_ok()
+    }
+
+    /// Templates one string with Ansible's rules (`Templar.template`).
+    pub fn template_str(&self, source: &str, ctx: &Context) -> Result<Value, Error> {
+        if !is_possibly_template(source) {
+            return Ok(Value::from(source));
+        }
+        // A top-level render sees the variables as they are now; only
+        // renders nested inside it share its cache of templated variables.
+        let fresh;
+        let ctx = if ctx.depth == 0 {
+            fresh = ctx.fresh();
+            &fresh
+        } else {
+            ctx
+        };
+        let dynamic;
+        let info = match self.compiled.get(source) {
+            Some(info) => info,
+            None => {
+                dynamic = analyse(Arc::from(source), source);
+                &dynamic
+            }
+        };
+        if let Some(var) = info.single_var.as_ref().and_then(|name| ctx.vars.get(name)) {
+            if var.value.is_number()
+                || matches!(var.value.kind(), minijinja::value::ValueKind::Bool)
+            {
+                return Ok(var.value);
+            }
+            if var.value.is_none() {
+                return Ok(Value::from(()));
+            }
+        }
+        let mut text = if self.compiled.contains_key(source) {
+            let template = self
+                .env
+                .get_template(&info.name)
+                .map_err(|e| Error::from_minijinja(&e, source))?;
+            template.render(ctx.to_value())
+        } else {
+            let escaped = escape_backslashes(source);
+            let template = self
+                .env
+                .template_from_str(&escaped)
+                .map_err(|e| Error::from_minijinja(&e, source))?;
+            template.render(ctx.to_value())
+        }
+        .map_err(|e| {
+            let err = Error::from_minijinja(&e, source);
+            if err.is_undefined() && ctx.recursion.load(std::sync::atomic::Ordering::Relaxed) {
+                Error::recursion(source)
+            } else {
+                err
+            }
+        })?;
+        check_output_size(&text)?;
+        let have = text.len() - text.trim_end_matches('\n').len();
+        for _ in have..info.trailing_newlines {
+            text.push('\n');
+        }
+        Ok(if info.keeps_text {
+            Value::from(text)
+        } else {
+            pyliteral::convert_rendered(text)
+        })
+    }
+
+    /// Templates every string inside `value`, recursively (mapping keys are
+    /// left alone, as in Ansible).
+    pub fn template_value(&self, value: &Value, ctx: &Context) -> Result<Value, Error> {
+        use minijinja::value::ValueKind;
+        match value.kind() {
+            ValueKind::String => self.template_str(value.as_str().unwrap_or_default(), ctx),
+            ValueKind::Seq => {
+                let mut items = Vec::with_capacity(value.len().unwrap_or(0));
+                for item in value.try_iter().into_iter().flatten() {
+                    items.push(self.template_value(&item, ctx)?);
+                }
+                Ok(Value::from(items))
+            }
+            ValueKind::Map => {
+                let mut pairs = Vec::with_capacity(value.len().unwrap_or(0));
+                for key in value.try_iter().into_iter().flatten() {
+                    let item = value.get_item(&key).unwrap_or_default();
+                    pairs.push((key, self.template_value(&item, ctx)?));
+                }
+                Ok(Value::from_pairs(pairs))
+            }
+            _ => Ok(value.clone()),
+        }
+    }
+
+    /// Evaluates a conditional as Ansible does: `None`, `""` and `true` pass,
+    /// a string is a bare Jinja expression judged by truthiness, and using
+    /// an undefined value is an error.
+    pub fn evaluate(&self, condition: &Value, ctx: &Context) -> Result<bool, Error> {
+        use minijinja::value::ValueKind;
+        match condition.kind() {
+            ValueKind::None | ValueKind::Undefined => Ok(true),
+            ValueKind::Bool => Ok(condition.is_true()),
+            ValueKind::String => {
+                let expr = condition.as_str().unwrap_or_default();
+                if expr.is_empty() {
+                    return Ok(true);
+                }
+                self.evaluate_str(expr, ctx)
+            }
+            _ => Ok(condition.is_true()),
+        }
+    }
+
+    fn evaluate_str(&self, expr: &str, ctx: &Context) -> Result<bool, Error> {
+        let ctx = &ctx.fresh();
+        let mut expr = std::borrow::Cow::Borrowed(expr);
+        if is_possibly_template(&expr) {
+            let templated = self.template_str(&expr, ctx)?;
+            if matches!(templated.kind(), minijinja::value::ValueKind::Bool) {
+                return Ok(templated.is_true());
+            }
+            let text = pyrepr::to_text(&templated);
+            if text.is_empty() {
+                return Ok(false);
+            }
+            expr = std::borrow::Cow::Owned(text);
+        }
+        let rendered = match self.conditions.get(expr.as_ref()) {
+            Some(name) => self
+                .env
+                .get_template(name)
+                .and_then(|t| t.render(ctx.to_value())),
+            None => self
+                .env
+                .template_from_str(&condition_source(&expr))
+                .and_then(|t| t.render(ctx.to_value())),
+        }
+        .map_err(|e| {
+            let mut err = Error::from_minijinja(&e, &expr);
+            if err.is_undefined() && !err.message().contains(expr.as_ref()) {
+                err = Error::new(
+                    ErrorKind::Undefined,
+                    format!(
+                        "error while evaluating conditional ({expr}): {}",
+                        err.message()
+                    ),
+                );
+            }
+            err.in_template(&expr)
+        })?;
+        Ok(rendered == "True")
+    }
+}
+
+fn check_output_size(text: &str) -> Result<(), Error> {
+    if text.len() > MAX_OUTPUT_BYTES {
+        return Err(Error::new(
+            ErrorKind::Limit,
+            format!(
+                "template output is {} bytes, over the {MAX_OUTPUT_BYTES}-byte limit",
+                text.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,414 @@
+//! Jinja tests (`x is defined`, `r is failed`, …) with Ansible's semantics.
+
+use minijinja::value::{Kwargs, ValueKind};
+use minijinja::{Environment, Error, Value};
+
+use super::filters::{core_to_bool, invalid};
+use super::pyrepr;
+
+/// Registers every test on `env`, with `ansible.builtin.` names for
+/// Ansible's own.
+pub fn register(env: &mut Environment<'static>) {
+    env.add_test("defined", |v: &Value| !v.is_undefined());
+    env.add_test("undefined", |v: &Value| v.is_undefined());
+    env.add_test("none", |v: &Value| v.is_none());
+    env.add_test("string", |v: &Value| v.kind() == ValueKind::String);
+    env.add_test("number", |v: &Value| v.kind() == ValueKind::Number);
+    env.add_test("integer", |v: &Value| v.is_integer());
+    env.add_test("float", |v: &Value| {
+        v.kind() == ValueKind::Number && !v.is_integer()
+    });
+    env.add_test("boolean", |v: &Value| v.kind() == ValueKind::Bool);
+    env.add_test("mapping", |v: &Value| v.kind() == ValueKind::Map);
+    env.add_test("iterable", |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::Seq
+                | ValueKind::Map
+                | ValueKind::String
+                | ValueKind::Iterable
+                | ValueKind::Bytes
+        )
+    });
+    env.add_test("sequence", |v: &Value| {
+        matches!(
+            v.kind(),
+            ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Bytes
+        )
+    });
+    macro_rules! add {
+        ($name:literal, $f:expr) => {{
+            env.add_test($name, $f);
+            env.add_test(concat!("ansible.builtin.", $name), $f);
+        }};
+    }
+    add!("truthy", truthy);
+    add!("falsy", falsy);
+    add!("match", is_match);
+    add!("search", is_search);
+    add!("regex", is_regex);
+    add!("version", version);
+    add!("version_compare", version);
+    add!("subset", subset);
+    add!("superset", superset);
+    add!("contains", contains);
+    add!("skipped", skipped);
+    add!("skip", skipped);
+    add!("failed", failed);
+    add!("failure", failed);
+    add!("succeeded", succeeded);
+    add!("success", succeeded);
+    add!("successful", succeeded);
+    add!("changed", changed);
+    add!("change", changed);
+    add!("finished", finished);
+    add!("started", started);
+    add!("any", any);
+    add!("all", all);
+    add!("abs", |v: &Value| v
+        .as_str()
+        .is_some_and(|s| s.starts_with('/')));
+}
+
+fn truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
+    let convert_bool = kwargs.get::<Option<bool>>("convert_bool")?.unwrap_or(false);
+    kwargs.assert_all_used()?;
+    if value.is_undefined() {
+        return Err(super::filters::defined(value, "truthy").unwrap_err());
+    }
+    if convert_bool
+        && matches!(
+            value.kind(),
+            ValueKind::String | ValueKind::Number | ValueKind::Bool
+        )
+    {
+        return Ok(core_to_bool(value));
+    }
+    Ok(value.is_true())
+}
+
+fn falsy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
+    truthy(value, kwargs).map(|t| !t)
+}
+
+enum MatchType {
+    Match,
+    Search,
+    FullMatch,
+}
+
+fn regex_test(
+    value: &Value,
+    pattern: &str,
+    kwargs: &Kwargs,
+    default: MatchType,
+) -> Result<bool, Error> {
+    let ignorecase = kwargs.get::<Option<bool>>("ignorecase")?.unwrap_or(false);
+    let multiline = kwargs.get::<Option<bool>>("multiline")?.unwrap_or(false);
+    let match_type = match kwargs.get::<Option<String>>("match_type")?.as_deref() {
+        None => default,
+        Some("match") => MatchType::Match,
+        Some("search") => MatchType::Search,
+        Some("fullmatch") => MatchType::FullMatch,
+        Some(other) => return Err(invalid(format!("unknown match_type {other:?}"))),
+    };
+    let text = pyrepr::to_text(super::filters::defined(value, "regex test")?);
+    let anchored = match match_type {
+        MatchType::Match => format!("\\A(?:{pattern})"),
+        MatchType::Search => pattern.to_owned(),
+        MatchType::FullMatch => format!("\\A(?:{pattern})\\z"),
+    };
+    let re = fancy_regex::RegexBuilder::new(&anchored)
+        .case_insensitive(ignorecase)
+        .multi_line(multiline)
+        .build()
+        .map_err(|e| invalid(format!("invalid regular expression {pattern:?}: {e}")))?;
+    re.is_match(text.as_str())
+        .map_err(|e| invalid(format!("regex: {e}")))
+}
+
+fn is_match(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
+    let r = regex_test(value, &pattern, &kwargs, MatchType::Match);
+    kwargs.assert_all_used()?;
+    r
+}
+
+fn is_search(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
+    let r = regex_test(value, &pattern, &kwargs, MatchType::Search);
+    kwargs.assert_all_used()?;
+    r
+}
+
+fn is_regex(value: &Value, pattern: String, kwargs: Kwargs) -> Result<bool, Error> {
+    let r = regex_test(value, &pattern, &kwargs, MatchType::Search);
+    kwargs.assert_all_used()?;
+    r
+}
+
+/// One component of a loose version: a number or a run of letters.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Part {
+    Num(u64),
+    Text(String),
+}
+
+/// Ansible's `LooseVersion` split: runs of digits and runs of letters, with
+/// dots and other separators dropped.
+fn loose_parts(v: &str) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut digits = false;
+    let flush = |current: &mut String, digits: bool, parts: &mut Vec<Part>| {
+        if current.is_empty() {
+            return;
+        }
+        parts.push(if digits {
+            Part::Num(current.parse().unwrap_or(u64::MAX))
+        } else {
+            Part::Text(std::mem::take(current))
+        });
+        current.clear();
+    };
+    for c in v.chars() {
+        if c.is_ascii_digit() {
+            if !digits {
+                flush(&mut current, digits, &mut parts);
+                digits = true;
+            }
+            current.push(c);
+        } else if c == '.' {
+            flush(&mut current, digits, &mut parts);
+        } else {
+            if digits {
+                flush(&mut current, digits, &mut parts);
+                digits = false;
+            }
+            current.push(c);
+        }
+    }
+    flush(&mut current, digits, &mut parts);
+    parts
+}
+
+fn compare_loose(a: &str, b: &str) -> Result<std::cmp::Ordering, Error> {
+    let (pa, pb) = (loose_parts(a), loose_parts(b));
+    for (x, y) in pa.iter().zip(pb.iter()) {
+        match (x, y) {
+            (Part::Num(_), Part::Text(_)) | (Part::Text(_), Part::Num(_)) => {
+                return Err(invalid(format!(
+                    "Version comparison failed: '<' not supported between instances of 'str' and 'int' ({a} vs {b})"
+                )));
+            }
+            _ => {
+                let ord = x.cmp(y);
+                if ord != std::cmp::Ordering::Equal {
+                    return Ok(ord);
+                }
+            }
+        }
+    }
+    Ok(pa.len().cmp(&pb.len()))
+}
+
+fn compare_semver(a: &str, b: &str) -> Result<std::cmp::Ordering, Error> {
+    let parse = |v: &str| -> Result<(Vec<u64>, Option<String>), Error> {
+        let v = v.trim_start_matches('v');
+        let v = v.split('+').next().unwrap_or(v);
+        let (core, pre) = match v.split_once('-') {
+            Some((c, p)) => (c, Some(p.to_owned())),
+            None => (v, None),
+        };
+        let nums: Result<Vec<u64>, _> = core.split('.').map(str::parse).collect();
+        let nums = nums.map_err(|_| {
+            invalid(format!(
+                "Version comparison failed: invalid semantic version '{v}'"
+            ))
+        })?;
+        if nums.len() != 3 {
+            return Err(invalid(format!(
+                "Version comparison failed: invalid semantic version '{v}'"
+            )));
+        }
+        Ok((nums, pre))
+    };
+    let (na, pa) = parse(a)?;
+    let (nb, pb) = parse(b)?;
+    Ok(na.cmp(&nb).then_with(|| match (&pa, &pb) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (Some(x), Some(y)) => {
+            let xs: Vec<&str> = x.split('.').collect();
+            let ys: Vec<&str> = y.split('.').collect();
+            for (p, q) in xs.iter().zip(ys.iter()) {
+                let ord = match (p.parse::<u64>(), q.parse::<u64>()) {
+                    (Ok(i), Ok(j)) => i.cmp(&j),
+                    (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+                    (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+                    _ => p.cmp(q),
+                };
+                if ord != std::cmp::Ordering::Equal {
+                    return ord;
+                }
+            }
+            xs.len().cmp(&ys.len())
+        }
+    }))
+}
+
+/// Ansible's `version(version, operator='eq', strict=False, version_type=None)`.
+fn version(
+    value: &Value,
+    other: &Value,
+    operator: Option<String>,
+    kwargs: Kwargs,
+) -> Result<bool, Error> {
+    let operator = match operator {
+        Some(op) => op,
+        None => kwargs
+            .get::<Option<String>>("operator")?
+            .unwrap_or_else(|| "eq".into()),
+    };
+    let strict = kwargs.get::<Option<bool>>("strict")?.unwrap_or(false);
+    let version_type = kwargs.get::<Option<String>>("version_type")?;
+    kwargs.assert_all_used()?;
+    let a = pyrepr::to_text(super::filters::defined(value, "version")?);
+    let b = pyrepr::to_text(other);
+    if a.is_empty() {
+        return Err(invalid("Input version value cannot be empty"));
+    }
+    if b.is_empty() {
+        return Err(invalid(
+            "Version parameter to compare against cannot be empty",
+        ));
+    }
+    let ord = match (version_type.as_deref(), strict) {
+        (Some("semver" | "semantic"), _) => compare_semver(&a, &b)?,
+        (Some("strict"), _) | (None, true) => {
+            let valid = |v: &str| {
+                let parts: Vec<&str> = v.split('.').collect();
+                (2..=3).contains(&parts.len())
+                    && parts
+                        .iter()
+                        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            };
+            if !valid(&a) || !valid(&b) {
+                return Err(invalid(format!(
+                    "Version comparison failed: invalid version number '{a}'"
+                )));
+            }
+            compare_loose(&a, &b)?
+        }
+        (Some("loose") | None, _) => compare_loose(&a, &b)?,
+        (Some(other), _) => return Err(invalid(format!("Invalid version type ({other})"))),
+    };
+    use std::cmp::Ordering::*;
+    Ok(match operator.as_str() {
+        "==" | "=" | "eq" => ord == Equal,
+        "!=" | "<>" | "ne" => ord != Equal,
+        "<" | "lt" => ord == Less,
+        "<=" | "le" => ord != Greater,
+        ">" | "gt" => ord == Greater,
+        ">=" | "ge" => ord != Less,
+        other => return Err(invalid(format!("Invalid operator type ({other})"))),
+    })
+}
+
+fn members(v: &Value) -> Result<Vec<Value>, Error> {
+    Ok(super::filters::defined(v, "set test")?
+        .try_iter()?
+        .collect())
+}
+
+fn subset(a: &Value, b: &Value) -> Result<bool, Error> {
+    let b = members(b)?;
+    Ok(members(a)?.iter().all(|x| b.contains(x)))
+}
+
+fn superset(a: &Value, b: &Value) -> Result<bool, Error> {
+    subset(b, a)
+}
+
+fn contains(seq: &Value, item: &Value) -> Result<bool, Error> {
+    Ok(members(seq)?.contains(item))
+}
+
+fn result_field(value: &Value, test: &str) -> Result<(bool, bool, bool), Error> {
+    if value.kind() != ValueKind::Map {
+        return Err(invalid(format!("The '{test}' test expects a dictionary")));
+    }
+    let flag = |name: &str| {
+        value
+            .get_attr(name)
+            .map(|v| core_to_bool(&v))
+            .unwrap_or(false)
+    };
+    Ok((flag("failed"), flag("skipped"), flag("changed")))
+}
+
+fn skipped(value: &Value) -> Result<bool, Error> {
+    result_field(value, "skipped").map(|(_, s, _)| s)
+}
+
+fn failed(value: &Value) -> Result<bool, Error> {
+    result_field(value, "failed").map(|(f, _, _)| f)
+}
+
+fn succeeded(value: &Value) -> Result<bool, Error> {
+    result_field(value, "succeeded").map(|(f, _, _)| !f)
+}
+
+fn changed(value: &Value) -> Result<bool, Error> {
+    result_field(value, "changed").map(|(_, _, c)| c)
+}
+
+fn finished(value: &Value) -> Result<bool, Error> {
+    result_field(value, "finished")?;
+    Ok(value
+        .get_attr("finished")
+        .map(|v| v.is_undefined() || core_to_bool(&v))
+        .unwrap_or(true))
+}
+
+fn started(value: &Value) -> Result<bool, Error> {
+    result_field(value, "started")?;
+    Ok(value
+        .get_attr("started")
+        .map(|v| v.is_undefined() || core_to_bool(&v))
+        .unwrap_or(true))
+}
+
+fn any(value: &Value) -> Result<bool, Error> {
+    Ok(members(value)?.iter().any(Value::is_true))
+}
+
+fn all(value: &Value) -> Result<bool, Error> {
+    Ok(members(value)?.iter().all(Value::is_true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loose_versions() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare_loose("1.10", "1.9").unwrap(), Greater);
+        assert_eq!(compare_loose("1.0", "1.0.0").unwrap(), Less);
+        assert_eq!(compare_loose("2.18.3", "2.18.3").unwrap(), Equal);
+        assert_eq!(compare_loose("1.0a", "1.0b").unwrap(), Less);
+        assert!(compare_loose("1.a", "1.1").is_err());
+    }
+
+    #[test]
+    fn semantic_versions() {
+        use std::cmp::Ordering::*;
+        assert_eq!(compare_semver("1.0.0-alpha", "1.0.0").unwrap(), Less);
+        assert_eq!(
+            compare_semver("1.0.0-alpha.1", "1.0.0-alpha.beta").unwrap(),
+            Less
+        );
+        assert_eq!(compare_semver("2.0.0", "1.9.9").unwrap(), Greater);
+        assert!(compare_semver("1.0", "1.0.0").is_err());
+    }
+}

@@ -1,0 +1,287 @@
+//! Behaviour of the templar on the cases the seed and the census depend on.
+//! The broad conformance corpus against real ansible-core lives under
+//! `tests/conformance/`.
+
+use std::sync::Arc;
+
+use minijinja::Value;
+use serde_json::json;
+
+use super::*;
+
+#[derive(Debug, Default)]
+struct TestVars(Vec<(String, Var)>);
+
+impl VarSource for TestVars {
+    fn get(&self, name: &str) -> Option<Var> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn names(&self) -> Vec<Arc<str>> {
+        self.0.iter().map(|(k, _)| Arc::from(k.as_str())).collect()
+    }
+}
+
+fn ctx_with(templar: &Arc<Templar>, vars: serde_json::Value) -> Context {
+    let mut list = Vec::new();
+    if let serde_json::Value::Object(map) = vars {
+        for (k, v) in map {
+            list.push((k, Var::templated(convert::from_json(&v))));
+        }
+    }
+    Context::new(
+        templar.clone(),
+        Arc::new(TestVars(list)),
+        Arc::from(Vec::new()),
+    )
+}
+
+fn render(src: &str, vars: serde_json::Value) -> Result<Value, Error> {
+    let mut builder = TemplarBuilder::new(Options {
+        seed: Some(7),
+        fuel: Some(2_000_000),
+        ..Options::default()
+    });
+    builder.add_template(src)?;
+    let templar = builder.build();
+    let ctx = ctx_with(&templar, vars);
+    templar.template_str(src, &ctx)
+}
+
+fn ok(src: &str, vars: serde_json::Value) -> String {
+    let value = render(src, vars).unwrap_or_else(|e| panic!("{src}: {e}"));
+    format!("{}:{}", pyrepr::type_name(&value), pyrepr::repr(&value))
+}
+
+fn cond(expr: &str, vars: serde_json::Value) -> Result<bool, Error> {
+    let mut builder = TemplarBuilder::new(Options::default());
+    builder.add_condition(expr)?;
+    let templar = builder.build();
+    let ctx = ctx_with(&templar, vars);
+    templar.evaluate(&Value::from(expr), &ctx)
+}
+
+#[test]
+fn non_native_typing() {
+    let vars = json!({"n": 3, "s": "abc", "l": [1, 2, 3], "b": true, "none": null, "t": "True", "ls": "[1, 2]"});
+    assert_eq!(ok("{{ n }}", vars.clone()), "int:3");
+    assert_eq!(ok("{{ l | length }}", vars.clone()), "str:'3'");
+    assert_eq!(ok("{{ n + 1 }}", vars.clone()), "str:'4'");
+    assert_eq!(ok("{{ b }}", vars.clone()), "bool:True");
+    assert_eq!(ok("{{ not b }}", vars.clone()), "bool:False");
+    assert_eq!(ok("{{ l }}", vars.clone()), "list:[1, 2, 3]");
+    assert_eq!(ok("{{ s }}", vars.clone()), "str:'abc'");
+    assert_eq!(ok("x{{ n }}", vars.clone()), "str:'x3'");
+    assert_eq!(ok("{{ none }}", vars.clone()), "NoneType:None");
+    assert_eq!(ok("{{ t }}", vars.clone()), "bool:True");
+    assert_eq!(ok("{{ ls }}", vars.clone()), "list:[1, 2]");
+    assert_eq!(ok("{{ l | to_json }}", vars.clone()), "str:'[1, 2, 3]'");
+    assert_eq!(ok("{{ l | string }}", vars.clone()), "str:'[1, 2, 3]'");
+    assert_eq!(ok("{{ {'a': n} }}", vars.clone()), "dict:{'a': 3}");
+    assert_eq!(ok("{{ 1.5 }}", vars.clone()), "str:'1.5'");
+    assert_eq!(ok("plain", vars.clone()), "str:'plain'");
+    assert_eq!(ok("{{ n }}\n", vars), "str:'3\\n'");
+}
+
+#[test]
+fn the_seeds_expressions() {
+    let vars = json!({
+        "num_zundokos": "3",
+        "zundoko_list": {"resources": [
+            {"metadata": {"name": "h-0002"}, "spec": {"say": "Zun"}},
+            {"metadata": {"name": "h-0001"}, "spec": {"say": "Doko"}},
+            {"metadata": {"name": "h-0003"}, "spec": {"say": "Zun"}}
+        ]},
+        "_zundokokiyoshi_kaitoy_github_com_hikawa": {"metadata": {"name": "h"}, "spec": {}},
+        "say_kiyoshi": false
+    });
+    assert_eq!(
+        ok("{{ zundoko_list.resources | length }}", vars.clone()),
+        "str:'3'"
+    );
+    assert_eq!(
+        ok("h-zundoko-{{ num_zundokos.zfill(4) }}", vars.clone()),
+        "str:'h-zundoko-0003'"
+    );
+    assert_eq!(
+        ok("{{ (num_zundokos | int) + 1 }}", vars.clone()),
+        "str:'4'"
+    );
+    assert_eq!(
+        ok(
+            r#"{{ zundoko_list.resources | sort(attribute="metadata.name") | map(attribute="spec") | map(attribute="say") | join(" ") }}"#,
+            vars.clone()
+        ),
+        "str:'Doko Zun Zun'"
+    );
+    let say = ok(r#"{{ ["Zun", "Doko"] | random }}"#, vars.clone());
+    assert!(say == "str:'Zun'" || say == "str:'Doko'", "{say}");
+    assert!(cond("_zundokokiyoshi_kaitoy_github_com_hikawa.status.kiyoshied is not defined or not _zundokokiyoshi_kaitoy_github_com_hikawa.status.kiyoshied", vars.clone()).unwrap());
+    assert!(
+        !cond(
+            "(zundoko_list.resources | length ) < (num_zundokos | int)",
+            vars.clone()
+        )
+        .unwrap()
+    );
+    assert!(
+        cond(
+            "(zundoko_list.resources | length | string) == num_zundokos and not say_kiyoshi",
+            vars.clone()
+        )
+        .unwrap()
+    );
+    assert!(
+        !cond(
+            "say_kiyoshi and not _zundokokiyoshi_kaitoy_github_com_hikawa.status.kiyoshied",
+            vars
+        )
+        .unwrap()
+    );
+}
+
+#[test]
+fn undefined_values_chain_but_fail_when_used() {
+    let vars = json!({"x": {"a": 1}});
+    assert_eq!(ok("{{ x.b.c is defined }}", vars.clone()), "bool:False");
+    assert_eq!(ok("{{ y is undefined }}", vars.clone()), "bool:True");
+    assert_eq!(ok("{{ y | default('d') }}", vars.clone()), "str:'d'");
+    assert_eq!(ok("{{ x.b | default(5) }}", vars.clone()), "str:'5'");
+    let err = render("{{ y }}", vars.clone()).unwrap_err();
+    assert!(err.is_undefined(), "{err}");
+    assert!(err.message().contains("'y' is undefined"), "{err}");
+    let err = render("{{ x.b.c }}", vars.clone()).unwrap_err();
+    assert!(err.message().contains("'x.b.c' is undefined"), "{err}");
+    assert!(
+        render("{{ y | length }}", vars.clone())
+            .unwrap_err()
+            .is_undefined()
+    );
+    let err = cond("y", vars.clone()).unwrap_err();
+    assert!(err.is_undefined(), "{err}");
+    let err = cond("x.nope.deeper", vars).unwrap_err();
+    assert!(err.is_undefined(), "{err}");
+}
+
+#[test]
+fn variables_are_templated_lazily() {
+    let vars = json!({"a": "{{ b }}-x", "b": "{{ c | upper }}", "c": "v", "loop1": "{{ loop2 }}", "loop2": "{{ loop1 }}", "bad": "{{ nope }}"});
+    assert_eq!(ok("{{ a }}", vars.clone()), "str:'V-x'");
+    assert_eq!(ok("{{ bad is defined }}", vars.clone()), "bool:False");
+    let err = render("{{ loop1 }}", vars).unwrap_err();
+    assert!(err.message().contains("recursive"), "{err}");
+}
+
+#[test]
+fn conditions_follow_ansible() {
+    assert!(cond("1 == 1", json!({})).unwrap());
+    assert!(!cond("[]", json!({})).unwrap());
+    assert!(cond("'x'", json!({})).unwrap());
+    assert!(cond("{{ true }}", json!({})).unwrap());
+    assert!(!cond("{{ '' }}", json!({})).unwrap());
+    assert!(cond("flag", json!({"flag": "{{ 1 == 1 }}"})).unwrap());
+    let templar = TemplarBuilder::new(Options::default()).build();
+    assert!(
+        templar
+            .evaluate(&Value::from(()), &ctx_with(&templar, json!({})))
+            .unwrap()
+    );
+}
+
+#[test]
+fn syntax_errors_are_reported_at_compile_time() {
+    let mut builder = TemplarBuilder::new(Options::default());
+    let err = builder.add_template("{{ foo( }}").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Syntax, "{err}");
+    let err = builder.add_condition("a ==").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Syntax, "{err}");
+    let err = builder.add_template("{{ x | no_such_filter }}");
+    // Unknown filters are detected when the template runs, as in Jinja.
+    assert!(err.is_ok());
+}
+
+#[test]
+fn backslashes_in_string_literals_are_doubled_like_ansible() {
+    assert_eq!(ok(r"{{ 'a\nb' }}", json!({})), r"str:'a\\nb'");
+    assert_eq!(
+        ok(r"{{ 'a.b' | regex_replace('\.', '-') }}", json!({})),
+        "str:'a-b'"
+    );
+    assert_eq!(
+        escape_backslashes(r#"x\y {{ "a\b" }} z\w"#),
+        r#"x\y {{ "a\\b" }} z\w"#
+    );
+}
+
+#[test]
+fn runaway_templates_are_bounded() {
+    let err = render(
+        "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}",
+        json!({}),
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Limit, "{err}");
+    let err = render("{{ 'x' * 20000000 }}", json!({})).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Limit, "{err}");
+}
+
+#[test]
+fn filters_used_by_real_roles() {
+    let vars = json!({"d": {"b": 1, "a": {"x": 1}}, "l": [3, 1, 2, 3], "s": " Hi There "});
+    assert_eq!(
+        ok(
+            "{{ d | combine({'a': {'y': 2}}, recursive=True) }}",
+            vars.clone()
+        ),
+        "dict:{'b': 1, 'a': {'x': 1, 'y': 2}}"
+    );
+    assert_eq!(
+        ok(
+            "{{ d | dict2items | map(attribute='key') | list }}",
+            vars.clone()
+        ),
+        "list:['b', 'a']"
+    );
+    assert_eq!(ok("{{ l | unique }}", vars.clone()), "list:[3, 1, 2]");
+    assert_eq!(ok("{{ l | max }}", vars.clone()), "str:'3'");
+    assert_eq!(ok("{{ s | trim | lower }}", vars.clone()), "str:'hi there'");
+    assert_eq!(ok("{{ 'abc' | b64encode }}", vars.clone()), "str:'YWJj'");
+    assert_eq!(ok("{{ 'YWJj' | b64decode }}", vars.clone()), "str:'abc'");
+    assert_eq!(ok("{{ '1' | bool }}", vars.clone()), "bool:True");
+    assert_eq!(ok("{{ '42.7' | int }}", vars.clone()), "str:'42'");
+    assert_eq!(
+        ok("{{ (true) | ternary('y', 'n') }}", vars.clone()),
+        "str:'y'"
+    );
+    assert_eq!(
+        ok("{{ 'a: 1' | from_yaml }}", vars.clone()),
+        "dict:{'a': 1}"
+    );
+    assert_eq!(
+        ok("{{ d | to_json }}", vars.clone()),
+        r#"str:'{"b": 1, "a": {"x": 1}}'"#
+    );
+    assert_eq!(
+        ok("{{ d | to_nice_yaml(indent=2) }}", vars.clone()),
+        "str:'a:\\n  x: 1\\nb: 1\\n'"
+    );
+    assert_eq!(
+        ok("{{ 'x' | sha1 }}", vars.clone()),
+        "str:'11f6ad8ec52a2984abaafd7c3b516503785c2072'"
+    );
+    assert_eq!(
+        ok("{{ '/a/b/c.txt' | basename }}", vars.clone()),
+        "str:'c.txt'"
+    );
+    assert_eq!(
+        ok("{{ 'k8s' | regex_search('[0-9]') }}", vars.clone()),
+        "str:'8'"
+    );
+    assert_eq!(
+        ok("{{ 'a1b2' | regex_findall('[0-9]') }}", vars),
+        "list:['1', '2']"
+    );
+}

@@ -1,0 +1,383 @@
+//! Builds [`Node`] trees from saphyr-parser's spanned events.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+
+use super::resolve::{Resolved, resolve_plain, resolve_tagged};
+use super::{Error, Node, Pos, Value};
+
+/// Anchored nodes are copied on alias; this bounds the "billion laughs".
+const MAX_ALIAS_EXPANSION: usize = 100_000;
+
+/// Parses every document of a YAML stream.
+pub fn load_all(text: &str) -> Result<Vec<Node>, Error> {
+    let mut builder = Builder::default();
+    let mut parser = Parser::new_from_str(text);
+    while let Some(event) = parser.next_event() {
+        let (event, span) = event.map_err(|e| Error {
+            pos: Pos {
+                line: to_u32(e.marker().line()),
+                col: to_u32(e.marker().col() + 1),
+            },
+            message: e.info().to_owned(),
+        })?;
+        builder.on_event(event, span)?;
+    }
+    Ok(builder.documents)
+}
+
+/// Parses a stream that must hold at most one document; an empty stream is
+/// `None`, like PyYAML's `safe_load` returning `None`.
+pub fn load_one(text: &str) -> Result<Option<Node>, Error> {
+    let mut docs = load_all(text)?;
+    if docs.len() > 1 {
+        return Err(Error {
+            pos: docs[1].pos,
+            message: "expected a single document in the stream, but found another document".into(),
+        });
+    }
+    Ok(docs.pop())
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn pos_of(span: &Span) -> Pos {
+    Pos {
+        line: to_u32(span.start.line()),
+        col: to_u32(span.start.col() + 1),
+    }
+}
+
+enum Frame {
+    Seq {
+        node: Node,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Map {
+        node: Node,
+        anchor: usize,
+        entries: Vec<(Node, Node)>,
+        pending_key: Option<Node>,
+    },
+}
+
+#[derive(Default)]
+struct Builder {
+    documents: Vec<Node>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    expanded: usize,
+}
+
+fn local_tag(tag: Option<&Tag>) -> Option<Arc<str>> {
+    let tag = tag?;
+    if tag.handle == "!" {
+        Some(Arc::from(tag.suffix.as_str()))
+    } else {
+        None
+    }
+}
+
+impl Builder {
+    fn on_event(&mut self, event: Event<'_>, span: Span) -> Result<(), Error> {
+        let pos = pos_of(&span);
+        match event {
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart(_)
+            | Event::DocumentEnd => Ok(()),
+            Event::Alias(id) => {
+                let node = self.anchors.get(&id).cloned().ok_or_else(|| Error {
+                    pos,
+                    message: "found undefined alias".into(),
+                })?;
+                self.expanded += count_nodes(&node);
+                if self.expanded > MAX_ALIAS_EXPANSION {
+                    return Err(Error {
+                        pos,
+                        message: format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"),
+                    });
+                }
+                self.push(node)
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = scalar_value(&text, style, tag.as_deref())
+                    .map_err(|message| Error { pos, message })?;
+                let node = Node {
+                    value,
+                    pos,
+                    tag: local_tag(tag.as_deref()),
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push(node)
+            }
+            Event::SequenceStart(anchor, tag) => {
+                self.stack.push(Frame::Seq {
+                    node: Node {
+                        value: Value::Null,
+                        pos,
+                        tag: local_tag(tag.as_deref()),
+                    },
+                    anchor,
+                    items: Vec::new(),
+                });
+                Ok(())
+            }
+            Event::MappingStart(anchor, tag) => {
+                self.stack.push(Frame::Map {
+                    node: Node {
+                        value: Value::Null,
+                        pos,
+                        tag: local_tag(tag.as_deref()),
+                    },
+                    anchor,
+                    entries: Vec::new(),
+                    pending_key: None,
+                });
+                Ok(())
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (node, anchor) = match self.stack.pop() {
+                    Some(Frame::Seq {
+                        mut node,
+                        anchor,
+                        items,
+                    }) => {
+                        node.value = Value::Seq(items);
+                        (node, anchor)
+                    }
+                    Some(Frame::Map {
+                        mut node,
+                        anchor,
+                        entries,
+                        ..
+                    }) => {
+                        node.value = Value::Map(apply_merge_keys(entries)?);
+                        (node, anchor)
+                    }
+                    None => {
+                        return Err(Error {
+                            pos,
+                            message: "unbalanced collection end".into(),
+                        });
+                    }
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, node.clone());
+                }
+                self.push(node)
+            }
+        }
+    }
+
+    fn push(&mut self, node: Node) -> Result<(), Error> {
+        match self.stack.last_mut() {
+            None => self.documents.push(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries,
+                pending_key,
+                ..
+            }) => match pending_key.take() {
+                None => *pending_key = Some(node),
+                Some(key) => entries.push((key, node)),
+            },
+        }
+        Ok(())
+    }
+}
+
+fn count_nodes(node: &Node) -> usize {
+    match &node.value {
+        Value::Seq(items) => 1 + items.iter().map(count_nodes).sum::<usize>(),
+        Value::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(k, v)| count_nodes(k) + count_nodes(v))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
+fn scalar_value(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
+    if let Some(tag) = tag {
+        if tag.handle == "tag:yaml.org,2002:" || tag.handle == "!!" {
+            return resolve_tagged(&tag.suffix, text);
+        }
+        // Local tags (`!unsafe`, `!vault`) keep the text as a string.
+        return Ok(Value::Str(text.to_owned()));
+    }
+    if style != ScalarStyle::Plain {
+        return Ok(Value::Str(text.to_owned()));
+    }
+    Ok(match resolve_plain(text) {
+        Resolved::Null => Value::Null,
+        Resolved::Bool(b) => Value::Bool(b),
+        Resolved::Int(i) => Value::Int(i),
+        Resolved::Float(f) => Value::Float(f),
+        Resolved::Str | Resolved::Merge => Value::Str(text.to_owned()),
+    })
+}
+
+/// Expands `<<: *anchor` and `<<: [*a, *b]` as PyYAML does: explicit keys
+/// win over merged ones, and earlier merge sources win over later ones.
+fn apply_merge_keys(entries: Vec<(Node, Node)>) -> Result<Vec<(Node, Node)>, Error> {
+    if !entries
+        .iter()
+        .any(|(k, _)| k.as_str() == Some("<<") && k.tag.is_none())
+    {
+        return Ok(entries);
+    }
+    let mut merged: Vec<(Node, Node)> = Vec::new();
+    let mut own: Vec<(Node, Node)> = Vec::new();
+    for (key, value) in entries {
+        if key.as_str() != Some("<<") {
+            own.push((key, value));
+            continue;
+        }
+        let sources: Vec<Node> = match value.value {
+            Value::Map(_) => vec![value],
+            Value::Seq(items) => items,
+            _ => {
+                return Err(Error {
+                    pos: value.pos,
+                    message: "expected a mapping or list of mappings for merging".into(),
+                });
+            }
+        };
+        for source in sources {
+            let Value::Map(source_entries) = source.value else {
+                return Err(Error {
+                    pos: source.pos,
+                    message: "expected a mapping for merging".into(),
+                });
+            };
+            for (k, v) in source_entries {
+                if !merged.iter().any(|(m, _)| m.value == k.value) {
+                    merged.push((k, v));
+                }
+            }
+        }
+    }
+    merged.retain(|(k, _)| !own.iter().any(|(o, _)| o.value == k.value));
+    merged.extend(own);
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Node {
+        load_one(text).unwrap().unwrap()
+    }
+
+    #[test]
+    fn positions_are_one_based_lines_and_columns() {
+        let doc = one("- name: first\n  debug: msg=hi\n- name: second\n  fail: {}\n");
+        let items = doc.as_seq().unwrap();
+        assert_eq!(items[0].pos, Pos { line: 1, col: 3 });
+        assert_eq!(items[1].pos, Pos { line: 3, col: 3 });
+        let fail = items[1].get("fail").unwrap();
+        assert_eq!(fail.pos, Pos { line: 4, col: 9 });
+        let (key, _) = &items[1].as_map().unwrap()[1];
+        assert_eq!(key.pos, Pos { line: 4, col: 3 });
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_resolve_only_when_plain() {
+        let doc = one("a: yes\nb: 'yes'\nc: off\nd: On\ne: y\nf: \"no\"\ng: NO\n");
+        let get = |k| doc.get(k).unwrap().value.clone();
+        assert_eq!(get("a"), Value::Bool(true));
+        assert_eq!(get("b"), Value::Str("yes".into()));
+        assert_eq!(get("c"), Value::Bool(false));
+        assert_eq!(get("d"), Value::Bool(true));
+        assert_eq!(
+            get("e"),
+            Value::Str("y".into()),
+            "PyYAML does not treat y as a bool"
+        );
+        assert_eq!(get("f"), Value::Str("no".into()));
+        assert_eq!(get("g"), Value::Bool(false));
+    }
+
+    #[test]
+    fn numbers_follow_pyyaml() {
+        let doc = one(
+            "oct: 0644\nhex: 0x1F\nbin: 0b101\nsexa: 1:30\nexp: 1e3\nflt: 1.5\nneg: -7\nund: 1_000\nport: \"22:22\"\ninf: .inf\n",
+        );
+        let get = |k| doc.get(k).unwrap().value.clone();
+        assert_eq!(get("oct"), Value::Int(420));
+        assert_eq!(get("hex"), Value::Int(31));
+        assert_eq!(get("bin"), Value::Int(5));
+        assert_eq!(get("sexa"), Value::Int(90));
+        assert_eq!(get("exp"), Value::Str("1e3".into()));
+        assert_eq!(get("flt"), Value::Float(1.5));
+        assert_eq!(get("neg"), Value::Int(-7));
+        assert_eq!(get("und"), Value::Int(1000));
+        assert_eq!(get("port"), Value::Str("22:22".into()));
+        assert_eq!(get("inf"), Value::Float(f64::INFINITY));
+    }
+
+    #[test]
+    fn nulls_and_explicit_tags() {
+        let doc = one("a: ~\nb:\nc: null\nd: !!str 12\ne: !!int '7'\nf: !unsafe '{{ x }}'\n");
+        assert_eq!(doc.get("a").unwrap().value, Value::Null);
+        assert_eq!(doc.get("b").unwrap().value, Value::Null);
+        assert_eq!(doc.get("c").unwrap().value, Value::Null);
+        assert_eq!(doc.get("d").unwrap().value, Value::Str("12".into()));
+        assert_eq!(doc.get("e").unwrap().value, Value::Int(7));
+        let f = doc.get("f").unwrap();
+        assert_eq!(f.tag.as_deref(), Some("unsafe"));
+        assert_eq!(f.value, Value::Str("{{ x }}".into()));
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let doc = one("base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\nlist: [*b]\n");
+        let derived = doc.get("derived").unwrap().to_json();
+        assert_eq!(derived, serde_json::json!({"x": 1, "y": 3}));
+        assert_eq!(
+            doc.get("list").unwrap().to_json(),
+            serde_json::json!([{"x": 1, "y": 2}])
+        );
+    }
+
+    #[test]
+    fn syntax_errors_carry_a_position() {
+        let err = load_all("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(err.pos.line >= 1, "{err}");
+        let err = load_all("a: b: c\n").unwrap_err();
+        assert_eq!(err.pos.line, 1, "{err}");
+    }
+
+    #[test]
+    fn alias_bombs_are_bounded() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..8 {
+            let prev = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"
+            ));
+        }
+        let err = load_all(&text).unwrap_err();
+        assert!(err.message.contains("aliases expand"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_stream_is_none() {
+        assert_eq!(load_one("").unwrap(), None);
+        assert_eq!(load_one("# only a comment\n").unwrap(), None);
+        assert!(load_one("a: 1\n---\nb: 2\n").is_err());
+        assert_eq!(load_all("a: 1\n---\nb: 2\n").unwrap().len(), 2);
+    }
+}

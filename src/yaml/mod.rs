@@ -1,0 +1,159 @@
+//! YAML as Ansible reads it: YAML 1.1 scalars (PyYAML's resolver), with the
+//! source position of every node.
+//!
+//! serde_yaml reads YAML 1.2 and forgets positions, but roles rely on YAML 1.1
+//! (`wait: yes`, `gather_facts: no`, `mode: 0644`) and `enka check` must point
+//! at `file:line:column`. So documents are parsed into [`Node`]s from
+//! saphyr-parser's spanned events, and plain scalars are resolved here with
+//! PyYAML's rules (see [`resolve`]).
+
+mod load;
+pub mod resolve;
+
+use std::fmt;
+use std::sync::Arc;
+
+pub use load::{load_all, load_one};
+
+/// A position in a source file: 1-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub col: u32,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// A YAML node with its position and explicit tag, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// The resolved value.
+    pub value: Value,
+    /// Where the node starts.
+    pub pos: Pos,
+    /// A local tag such as `!unsafe` or `!vault`, without the `!`.
+    pub tag: Option<Arc<str>>,
+}
+
+/// A resolved YAML value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `~`, `null`, or nothing.
+    Null,
+    /// YAML 1.1 booleans, including `yes`/`no`/`on`/`off`.
+    Bool(bool),
+    /// Integers, including `0x`, `0b`, leading-zero octal and sexagesimal.
+    Int(i64),
+    /// Floats; YAML 1.1 requires a dot, so `1e3` stays a string.
+    Float(f64),
+    /// Everything else, and every quoted or block scalar.
+    Str(String),
+    /// A sequence.
+    Seq(Vec<Node>),
+    /// A mapping, in source order. Duplicate keys are kept here; later wins
+    /// when converted, as in PyYAML.
+    Map(Vec<(Node, Node)>),
+}
+
+impl Node {
+    /// The node as a mapping, if it is one.
+    pub fn as_map(&self) -> Option<&[(Node, Node)]> {
+        match &self.value {
+            Value::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    /// The node as a sequence, if it is one.
+    pub fn as_seq(&self) -> Option<&[Node]> {
+        match &self.value {
+            Value::Seq(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// The node as a string, if it is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match &self.value {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The value of key `key` in a mapping (the last one, like PyYAML).
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.as_map()?
+            .iter()
+            .rev()
+            .find(|(k, _)| k.as_str() == Some(key))
+            .map(|(_, v)| v)
+    }
+
+    /// A short name of the node's type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self.value {
+            Value::Null => "null",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "string",
+            Value::Seq(_) => "list",
+            Value::Map(_) => "mapping",
+        }
+    }
+
+    /// Converts to JSON, dropping positions. Mapping keys become strings the
+    /// way Python's `str()` would print them.
+    pub fn to_json(&self) -> serde_json::Value {
+        match &self.value {
+            Value::Null => serde_json::Value::Null,
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Int(i) => serde_json::Value::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f)
+                .map(serde_json::Value::Number)
+                .unwrap_or(serde_json::Value::Null),
+            Value::Str(s) => serde_json::Value::String(s.clone()),
+            Value::Seq(items) => {
+                serde_json::Value::Array(items.iter().map(Node::to_json).collect())
+            }
+            Value::Map(entries) => {
+                let mut map = serde_json::Map::with_capacity(entries.len());
+                for (k, v) in entries {
+                    map.insert(k.key_string(), v.to_json());
+                }
+                serde_json::Value::Object(map)
+            }
+        }
+    }
+
+    /// The node rendered as a mapping key.
+    pub fn key_string(&self) -> String {
+        match &self.value {
+            Value::Null => "None".into(),
+            Value::Bool(true) => "True".into(),
+            Value::Bool(false) => "False".into(),
+            Value::Int(i) => i.to_string(),
+            Value::Float(f) => crate::template::pyrepr::float_repr(*f),
+            Value::Str(s) => s.clone(),
+            Value::Seq(_) | Value::Map(_) => {
+                serde_json::to_string(&self.to_json()).unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// A YAML syntax error with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{pos}: {message}")]
+pub struct Error {
+    /// Where the parser stopped.
+    pub pos: Pos,
+    /// What it found wrong.
+    pub message: String,
+}
