@@ -10,5 +10,10 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod engine;
+pub mod kube;
+pub mod modules;
+pub mod operator;
+pub mod role;
 pub mod template;
 pub mod yaml;

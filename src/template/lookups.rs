@@ -116,6 +116,11 @@ fn dispatch(
     })
 }
 
+/// Runs lookup `name` as `query(name, *terms)` would (for `with_<lookup>`).
+pub fn query(ctx: &Context, name: &str, terms: &[Value]) -> Result<Vec<Value>, super::Error> {
+    run(ctx, name, terms, &[]).map_err(|e| super::Error::from_minijinja(&e, name))
+}
+
 fn option<'a>(options: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
     options.iter().find(|(k, _)| k == name).map(|(_, v)| v)
 }

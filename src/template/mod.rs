@@ -21,7 +21,7 @@
 mod context;
 pub mod convert;
 mod error;
-mod filters;
+pub(crate) mod filters;
 mod lookups;
 mod methods;
 mod predicates;
@@ -39,7 +39,8 @@ pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarSource, contains_template, is_possibly_template,
 };
 pub use error::{Error, ErrorKind};
-pub use lookups::LookupPlugin;
+pub use filters::core_to_bool as to_bool;
+pub use lookups::{LookupPlugin, normalize as normalize_path, query};
 
 /// Filters whose output Ansible keeps as text even when it looks like data
 /// (`C.STRING_TYPE_FILTERS`).

@@ -192,7 +192,6 @@ fn float_to_int(f: f64) -> Option<i128> {
 
 /// Jinja's `float(value, default=0.0)`.
 fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
-    defined(value, "float")?;
     let default = match default {
         Some(d) => d,
         None => kwargs

@@ -10,7 +10,7 @@ mod encoding;
 mod paths;
 mod text;
 
-pub(crate) use core::to_bool as core_to_bool;
+pub use core::to_bool as core_to_bool;
 
 use minijinja::{Environment, Error, ErrorKind, Value};
 

@@ -1,0 +1,1069 @@
+//! Walking tasks: conditions, loops, retries, blocks and includes.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use super::result::{Failure, RunOutcome, RunStatus, Stats};
+use super::scope::{self, Scope};
+use super::{Entry, RunOptions, base_scope, seconds};
+use crate::kube::Cluster;
+use crate::modules::{self, Control, MetricUpdate, ModuleContext};
+use crate::role::{Action, LoopKind, Project, Role, RoleFrom, Task, VarList};
+use crate::template::{Context, Error as TemplateError, Templar, Var};
+
+/// How a list of tasks ended.
+enum Flow {
+    Continue,
+    Failed(Failure),
+    EndPlay,
+}
+
+type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
+
+/// Conditions and settings a block passes down to its tasks.
+#[derive(Clone, Default)]
+struct Inherited {
+    when: Vec<Arc<[Value]>>,
+    ignore_errors: Vec<Value>,
+    no_log: Vec<Value>,
+}
+
+/// Where a task list runs: variables plus what the block above passes down.
+#[derive(Clone)]
+struct Frame {
+    scope: Scope,
+    inherited: Inherited,
+    /// The role whose tasks these are, for includes and lookups.
+    role: Option<Arc<Role>>,
+    depth: usize,
+}
+
+pub(crate) struct Runner {
+    project: Arc<Project>,
+    templar: Arc<Templar>,
+    cluster: Option<Arc<dyn Cluster>>,
+    options: RunOptions,
+    facts: scope::Facts,
+    included: scope::Facts,
+    stats: Stats,
+    requeue_after: Option<Duration>,
+    api_time: Duration,
+    metrics: Vec<MetricUpdate>,
+}
+
+impl Runner {
+    pub(crate) fn new(
+        project: Arc<Project>,
+        cluster: Option<Arc<dyn Cluster>>,
+        options: RunOptions,
+    ) -> Self {
+        let templar = project.templar.clone();
+        Runner {
+            project,
+            templar,
+            cluster,
+            options,
+            facts: super::empty_facts(),
+            included: super::empty_facts(),
+            stats: Stats::default(),
+            requeue_after: None,
+            api_time: Duration::ZERO,
+            metrics: Vec::new(),
+        }
+    }
+
+    pub(crate) fn finish(self, status: RunStatus, elapsed: Duration) -> RunOutcome {
+        RunOutcome {
+            status,
+            stats: self.stats,
+            requeue_after: self.requeue_after,
+            elapsed,
+            api_time: self.api_time,
+            metrics: self.metrics,
+        }
+    }
+
+    pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
+        let base = base_scope(extra);
+        let flow = match entry {
+            Entry::Role(path) => match self.project.role(path).cloned() {
+                Some(role) => {
+                    let frame = Frame {
+                        scope: base,
+                        inherited: Inherited::default(),
+                        role: None,
+                        depth: 0,
+                    };
+                    self.run_role(
+                        frame,
+                        role,
+                        RoleFrom::default(),
+                        Arc::from(Vec::new()),
+                        None,
+                    )
+                    .await
+                }
+                None => return internal_failure(format!("role {} is not loaded", path.display())),
+            },
+            Entry::Playbook(path) => match self.project.playbooks.get(path).cloned() {
+                Some(playbook) => {
+                    let mut flow = Flow::Continue;
+                    for play in &playbook.plays {
+                        let mut play_scope = base.clone();
+                        play_scope.play_vars = scope::push(&None, &play.vars);
+                        let frame = Frame {
+                            scope: play_scope,
+                            inherited: Inherited::default(),
+                            role: None,
+                            depth: 0,
+                        };
+                        flow = self.run_tasks(frame.clone(), play.pre_tasks.clone()).await;
+                        for role_ref in &play.roles {
+                            if !matches!(flow, Flow::Continue) {
+                                break;
+                            }
+                            let mut role_frame = frame.clone();
+                            if !role_ref.when.is_empty() {
+                                role_frame.inherited.when.push(role_ref.when.clone());
+                            }
+                            flow = self
+                                .run_role(
+                                    role_frame,
+                                    role_ref.role.clone(),
+                                    RoleFrom::default(),
+                                    role_ref.params.clone(),
+                                    None,
+                                )
+                                .await;
+                        }
+                        if matches!(flow, Flow::Continue) {
+                            flow = self.run_tasks(frame.clone(), play.tasks.clone()).await;
+                        }
+                        if matches!(flow, Flow::Continue) {
+                            flow = self.run_tasks(frame, play.post_tasks.clone()).await;
+                        }
+                        if !matches!(flow, Flow::Continue) {
+                            break;
+                        }
+                    }
+                    flow
+                }
+                None => {
+                    return internal_failure(format!("playbook {} is not loaded", path.display()));
+                }
+            },
+        };
+        match flow {
+            Flow::Continue | Flow::EndPlay => RunStatus::Successful,
+            Flow::Failed(failure) => RunStatus::Failed(failure),
+        }
+    }
+
+    /// Runs a role's tasks with its defaults and vars in scope.
+    fn run_role<'a>(
+        &'a mut self,
+        mut frame: Frame,
+        role: Arc<Role>,
+        from: RoleFrom,
+        params: VarList,
+        location: Option<&'a Task>,
+    ) -> BoxFlow<'a> {
+        Box::pin(async move {
+            let Some(tasks) = role.tasks(&from.tasks).cloned() else {
+                return match location {
+                    Some(task) => Flow::Failed(self.failure(
+                        task,
+                        format!("role {} has no tasks/{}.yml", role.name, from.tasks),
+                        Value::UNDEFINED,
+                    )),
+                    None => Flow::Continue,
+                };
+            };
+            frame.scope.defaults =
+                scope::push(&frame.scope.defaults, &role.defaults(&from.defaults));
+            frame.scope.role_vars = scope::push(&frame.scope.role_vars, &role.vars(&from.vars));
+            frame.scope.params = scope::push(&frame.scope.params, &params);
+            let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
+            builtins.retain(|(k, _)| !matches!(&**k, "role_path" | "role_name"));
+            builtins.push((
+                Arc::from("role_path"),
+                Var::plain(Value::from(role.path.to_string_lossy().as_ref())),
+            ));
+            builtins.push((
+                Arc::from("role_name"),
+                Var::plain(Value::from(role.name.as_str())),
+            ));
+            frame.scope.builtins = builtins.into();
+            frame.role = Some(role);
+            self.run_tasks(frame, tasks).await
+        })
+    }
+
+    fn run_tasks(&mut self, frame: Frame, tasks: Arc<[Task]>) -> BoxFlow<'_> {
+        Box::pin(async move {
+            for task in tasks.iter() {
+                match self.run_task(&frame, task).await {
+                    Flow::Continue => {}
+                    other => return other,
+                }
+            }
+            Flow::Continue
+        })
+    }
+
+    fn context(&self, frame: &Frame, scope: &Scope) -> Context {
+        let mut search_path = Vec::new();
+        if let Some(role) = &frame.role {
+            search_path.push(role.path.clone());
+        }
+        search_path.push(self.project.base_dir.clone());
+        Context::new(
+            self.templar.clone(),
+            Arc::new(scope.clone()),
+            Arc::from(search_path),
+        )
+    }
+
+    /// The scope a task sees: the frame's, with the task's vars and the
+    /// current facts.
+    fn task_scope(&self, frame: &Frame, task: &Task) -> Scope {
+        let mut scope = frame.scope.clone();
+        scope.locals = scope::push(&scope.locals, &task.vars);
+        scope.facts = self.facts.clone();
+        scope.included = self.included.clone();
+        scope
+    }
+
+    fn failure(&self, task: &Task, message: String, result: Value) -> Failure {
+        Failure {
+            task: task.display_name(),
+            location: task.location.clone(),
+            message,
+            result,
+        }
+    }
+
+    fn template_failure(&self, task: &Task, what: &str, err: &TemplateError) -> Flow {
+        let message = if err.is_undefined() {
+            format!(
+                "The task includes an option with an undefined variable. The error was: {err} ({what})"
+            )
+        } else {
+            format!("{what}: {err}")
+        };
+        Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+    }
+
+    /// Evaluates the inherited and own conditions; `Ok(None)` means run,
+    /// `Ok(Some(cond))` means skipped because `cond` was false.
+    fn check_when(
+        &self,
+        ctx: &Context,
+        inherited: &Inherited,
+        own: &[Value],
+    ) -> Result<Option<Value>, TemplateError> {
+        for conditions in inherited
+            .when
+            .iter()
+            .map(|c| &c[..])
+            .chain(std::iter::once(own))
+        {
+            for condition in conditions {
+                if !self.templar.evaluate(condition, ctx)? {
+                    return Ok(Some(condition.clone()));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn flag(
+        &self,
+        ctx: &Context,
+        own: Option<&Value>,
+        inherited: &[Value],
+    ) -> Result<bool, TemplateError> {
+        let value = own.or_else(|| inherited.last());
+        match value {
+            None => Ok(false),
+            Some(v) => {
+                let v = self.templar.template_value(v, ctx)?;
+                Ok(crate::template::to_bool(&v))
+            }
+        }
+    }
+
+    fn run_task<'a>(&'a mut self, frame: &'a Frame, task: &'a Task) -> BoxFlow<'a> {
+        Box::pin(async move {
+            if let Some(deadline) = self.options.deadline
+                && Instant::now() >= deadline
+            {
+                let message = "the reconcile timed out before this task could run".to_owned();
+                return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+            }
+            let started = Instant::now();
+            let flow = match &task.action {
+                Action::Block {
+                    block,
+                    rescue,
+                    always,
+                } => self.run_block(frame, task, block, rescue, always).await,
+                Action::Module { .. } => self.run_module_task(frame, task).await,
+                Action::IncludeTasks { .. }
+                | Action::IncludeRole(_)
+                | Action::ImportRole { .. } => self.run_include(frame, task).await,
+            };
+            if matches!(flow, Flow::Failed(_)) && !matches!(task.action, Action::Block { .. }) {
+                self.stats.failed += 1;
+            }
+            if matches!(task.action, Action::Module { .. }) {
+                tracing::debug!(
+                    task = %task.display_name(),
+                    location = %task.location,
+                    duration_us = started.elapsed().as_micros() as u64,
+                    "task finished"
+                );
+            }
+            flow
+        })
+    }
+
+    async fn run_block(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        block: &Arc<[Task]>,
+        rescue: &Arc<[Task]>,
+        always: &Arc<[Task]>,
+    ) -> Flow {
+        let mut inner = frame.clone();
+        inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
+        if !task.when.is_empty() {
+            inner.inherited.when.push(task.when.clone());
+        }
+        if let Some(v) = &task.ignore_errors {
+            inner.inherited.ignore_errors.push(v.clone());
+        }
+        if let Some(v) = &task.no_log {
+            inner.inherited.no_log.push(v.clone());
+        }
+        let mut flow = self.run_tasks(inner.clone(), block.clone()).await;
+        if let Flow::Failed(failure) = &flow
+            && !rescue.is_empty()
+        {
+            let mut rescue_frame = inner.clone();
+            rescue_frame.scope.set_magic(
+                "ansible_failed_task",
+                Value::from_pairs([
+                    (Value::from("name"), Value::from(failure.task.as_str())),
+                    (
+                        Value::from("location"),
+                        Value::from(failure.location.to_string()),
+                    ),
+                ]),
+            );
+            rescue_frame
+                .scope
+                .set_magic("ansible_failed_result", failure.result.clone());
+            flow = self.run_tasks(rescue_frame, rescue.clone()).await;
+            if matches!(flow, Flow::Continue) {
+                self.stats.rescued += 1;
+                self.stats.failed = self.stats.failed.saturating_sub(1);
+            }
+        }
+        if !always.is_empty() {
+            let always_flow = self.run_tasks(inner, always.clone()).await;
+            if !matches!(always_flow, Flow::Continue) {
+                return always_flow;
+            }
+        }
+        flow
+    }
+
+    async fn run_include(&mut self, frame: &Frame, task: &Task) -> Flow {
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope);
+        // An include's own `when` decides whether it runs; it is not passed
+        // down (unlike a block's or an import's).
+        match self.check_when(&ctx, &frame.inherited, &task.when) {
+            Ok(Some(_)) => {
+                self.stats.skipped += 1;
+                return Flow::Continue;
+            }
+            Ok(None) => {}
+            Err(err) => return self.template_failure(task, "when", &err),
+        }
+        if frame.depth >= self.options.max_include_depth {
+            let message = format!(
+                "includes nested deeper than {} levels (recursive include?)",
+                self.options.max_include_depth
+            );
+            return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+        }
+        let items = match self.loop_items(task, &ctx) {
+            Ok(items) => items,
+            Err(flow) => return flow,
+        };
+        let iterations: Vec<Option<(usize, Value)>> = match items {
+            None => vec![None],
+            Some(items) => items.into_iter().enumerate().map(Some).collect(),
+        };
+        for iteration in iterations {
+            let mut inner = frame.clone();
+            inner.depth += 1;
+            inner.scope.params = scope::push(&inner.scope.params, &task.vars);
+            if let Some((index, item)) = &iteration {
+                set_loop_vars(&mut inner.scope, task, *index, item);
+            }
+            let flow = match &task.action {
+                Action::IncludeTasks { file, role, dir } => {
+                    let scope = self.task_scope(&inner, task);
+                    let ctx = self.context(&inner, &scope);
+                    let name = match self.templar.template_value(file, &ctx) {
+                        Ok(v) => crate::template::pyrepr::to_text(&v),
+                        Err(err) => return self.template_failure(task, "include_tasks", &err),
+                    };
+                    let path = crate::role::resolve_task_file(role.as_deref(), dir, &name);
+                    let tasks = path
+                        .as_ref()
+                        .and_then(|p| self.project.task_files.get(p).cloned());
+                    match tasks {
+                        Some(tasks) => self.run_tasks(inner, tasks).await,
+                        None => {
+                            let message = format!(
+                                "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
+                            );
+                            return Flow::Failed(self.failure(
+                                task,
+                                message.clone(),
+                                fail_result(&message),
+                            ));
+                        }
+                    }
+                }
+                Action::IncludeRole(include) => {
+                    let role = match &include.role {
+                        Some(role) => Some(role.clone()),
+                        None => {
+                            let scope = self.task_scope(&inner, task);
+                            let ctx = self.context(&inner, &scope);
+                            match self.templar.template_value(&include.name, &ctx) {
+                                Ok(v) => {
+                                    let name = crate::template::pyrepr::to_text(&v);
+                                    crate::role::resolve_role(&self.project.role_paths, &name)
+                                        .ok()
+                                        .and_then(|p| self.project.role(&p).cloned())
+                                }
+                                Err(err) => {
+                                    return self.template_failure(task, "include_role", &err);
+                                }
+                            }
+                        }
+                    };
+                    let Some(role) = role else {
+                        let message =
+                            "include_role: the role is not part of the loaded project".to_owned();
+                        return Flow::Failed(self.failure(
+                            task,
+                            message.clone(),
+                            fail_result(&message),
+                        ));
+                    };
+                    self.run_role(
+                        inner,
+                        role,
+                        include.from.clone(),
+                        Arc::from(Vec::new()),
+                        Some(task),
+                    )
+                    .await
+                }
+                Action::ImportRole { role, from } => {
+                    if !task.when.is_empty() {
+                        inner.inherited.when.push(task.when.clone());
+                    }
+                    self.run_role(
+                        inner,
+                        role.clone(),
+                        from.clone(),
+                        Arc::from(Vec::new()),
+                        Some(task),
+                    )
+                    .await
+                }
+                _ => Flow::Continue,
+            };
+            if !matches!(flow, Flow::Continue) {
+                return flow;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// The items of a task's loop, or `None` when it has no loop.
+    fn loop_items(&mut self, task: &Task, ctx: &Context) -> Result<Option<Vec<Value>>, Flow> {
+        let Some(looping) = &task.looping else {
+            return Ok(None);
+        };
+        let raw = match self.templar.template_value(&looping.items, ctx) {
+            Ok(v) => v,
+            Err(err) => {
+                return Err(self.template_failure(task, "loop", &err));
+            }
+        };
+        let items: Result<Vec<Value>, String> = match &looping.kind {
+            LoopKind::List => match raw.kind() {
+                ValueKind::Seq => Ok(raw.try_iter().map(Iterator::collect).unwrap_or_default()),
+                _ => Err(format!(
+                    "Invalid data passed to 'loop', it requires a list, got this instead: {}. Hint: If you passed a list/dict of just one element, try adding wantlist=True to your lookup invocation or use q/query instead of lookup.",
+                    crate::template::pyrepr::to_text(&raw)
+                )),
+            },
+            LoopKind::Items => Ok(match raw.kind() {
+                ValueKind::Seq => raw
+                    .try_iter()
+                    .map(|iter| {
+                        iter.flat_map(|v| match v.kind() {
+                            ValueKind::Seq => v
+                                .try_iter()
+                                .map(Iterator::collect::<Vec<_>>)
+                                .unwrap_or_default(),
+                            _ => vec![v],
+                        })
+                        .collect()
+                    })
+                    .unwrap_or_default(),
+                ValueKind::None => Vec::new(),
+                _ => vec![raw],
+            }),
+            LoopKind::Dict => match raw.kind() {
+                ValueKind::Map => Ok(raw
+                    .try_iter()
+                    .map(|keys| {
+                        keys.map(|k| {
+                            let v = raw.get_item(&k).unwrap_or_default();
+                            Value::from_pairs([(Value::from("key"), k), (Value::from("value"), v)])
+                        })
+                        .collect()
+                    })
+                    .unwrap_or_default()),
+                _ => Err(format!(
+                    "with_dict expects a dict, got {}",
+                    crate::template::pyrepr::type_name(&raw)
+                )),
+            },
+            LoopKind::Lookup(name) => {
+                let terms: Vec<Value> = match raw.kind() {
+                    ValueKind::Seq => raw.try_iter().map(Iterator::collect).unwrap_or_default(),
+                    _ => vec![raw.clone()],
+                };
+                crate::template::query(ctx, name, &terms).map_err(|e| e.to_string())
+            }
+        };
+        match items {
+            Ok(items) if items.len() > self.options.max_loop_items => {
+                let message = format!(
+                    "loop has {} items, over the limit of {}",
+                    items.len(),
+                    self.options.max_loop_items
+                );
+                Err(Flow::Failed(self.failure(
+                    task,
+                    message.clone(),
+                    fail_result(&message),
+                )))
+            }
+            Ok(items) => Ok(Some(items)),
+            Err(message) => Err(Flow::Failed(self.failure(
+                task,
+                message.clone(),
+                fail_result(&message),
+            ))),
+        }
+    }
+
+    async fn run_module_task(&mut self, frame: &Frame, task: &Task) -> Flow {
+        let Action::Module { spec, args } = &task.action else {
+            return Flow::Continue;
+        };
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope);
+        let no_log = match self.flag(&ctx, task.no_log.as_ref(), &frame.inherited.no_log) {
+            Ok(b) => b,
+            Err(err) => return self.template_failure(task, "no_log", &err),
+        };
+        let items = match task.looping {
+            Some(_) => match self.loop_items(task, &ctx) {
+                Ok(items) => items,
+                Err(flow) => return flow,
+            },
+            None => None,
+        };
+        let result = match items {
+            None => match self.run_once(frame, task, spec, args, scope, no_log).await {
+                Ok(result) => result,
+                Err(flow) => return flow,
+            },
+            Some(items) => {
+                let mut results = Vec::with_capacity(items.len());
+                for (index, item) in items.iter().enumerate() {
+                    let mut item_scope = scope.clone();
+                    set_loop_vars(&mut item_scope, task, index, item);
+                    let mut result = match self
+                        .run_once(frame, task, spec, args, item_scope, no_log)
+                        .await
+                    {
+                        Ok(result) => result,
+                        Err(flow) => return flow,
+                    };
+                    result.set("item", item.clone());
+                    result.set(
+                        "ansible_loop_var",
+                        Value::from(&*task.loop_control.loop_var),
+                    );
+                    if let Some(index_var) = &task.loop_control.index_var {
+                        result.set(index_var, Value::from(index));
+                    }
+                    results.push(result);
+                    if let Some(pause) = task.loop_control.pause.as_ref().and_then(seconds) {
+                        self.sleep(pause).await;
+                    }
+                }
+                TaskResult::combine(results)
+            }
+        };
+        self.finish_task(frame, task, result, no_log)
+    }
+
+    /// Records the result: register, stats, and whether the run goes on.
+    fn finish_task(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        result: TaskResult,
+        no_log: bool,
+    ) -> Flow {
+        let failed = result.is_failed();
+        let skipped = result.is_skipped();
+        let changed = result.is_changed();
+        let shown = if no_log {
+            censored(&result)
+        } else {
+            result.to_value()
+        };
+        if let Some(name) = &task.register {
+            Arc::make_mut(&mut self.facts).insert(name.clone(), Var::plain(result.to_value()));
+        }
+        if skipped {
+            self.stats.skipped += 1;
+            return Flow::Continue;
+        }
+        if let Some(control) = result.control.clone() {
+            match control {
+                Control::EndPlay | Control::EndHost => {
+                    self.stats.ok += 1;
+                    return Flow::EndPlay;
+                }
+                Control::Requeue(after) => self.requeue_after = Some(after),
+                Control::ClearFacts => Arc::make_mut(&mut self.facts).clear(),
+            }
+        }
+        if failed {
+            let scope = self.task_scope(frame, task);
+            let ctx = self.context(frame, &scope);
+            let ignore = match self.flag(
+                &ctx,
+                task.ignore_errors.as_ref(),
+                &frame.inherited.ignore_errors,
+            ) {
+                Ok(b) => b,
+                Err(err) => return self.template_failure(task, "ignore_errors", &err),
+            };
+            let message = result.message();
+            if ignore {
+                self.stats.ignored += 1;
+                tracing::info!(task = %task.display_name(), location = %task.location, "task failed, ignoring: {message}");
+                return Flow::Continue;
+            }
+            return Flow::Failed(self.failure(task, message, shown));
+        }
+        if changed {
+            self.stats.changed += 1;
+        } else {
+            self.stats.ok += 1;
+        }
+        Flow::Continue
+    }
+
+    /// One execution of a module task (one loop item), with `when`,
+    /// `until`, `changed_when` and `failed_when`.
+    async fn run_once(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        spec: &'static crate::modules::registry::ModuleSpec,
+        args: &Value,
+        scope: Scope,
+        no_log: bool,
+    ) -> Result<TaskResult, Flow> {
+        let ctx = self.context(frame, &scope);
+        match self.check_when(&ctx, &frame.inherited, &task.when) {
+            Ok(Some(condition)) => return Ok(TaskResult::skipped(condition)),
+            Ok(None) => {}
+            Err(err) => return Err(self.conditional_failure(task, &err)),
+        }
+        let until = task.until.clone();
+        let (attempts, delay) = if until.is_some() {
+            let retries = match &task.retries {
+                Some(v) => match self.templar.template_value(v, &ctx) {
+                    Ok(v) => i64::try_from(v.clone())
+                        .ok()
+                        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                        .unwrap_or(3),
+                    Err(err) => return Err(self.template_failure(task, "retries", &err)),
+                },
+                None => 3,
+            };
+            let delay = match &task.delay {
+                Some(v) => match self.templar.template_value(v, &ctx) {
+                    Ok(v) => seconds(&v).unwrap_or(Duration::from_secs(5)),
+                    Err(err) => return Err(self.template_failure(task, "delay", &err)),
+                },
+                None => Duration::from_secs(5),
+            };
+            (if retries <= 0 { 1 } else { retries as u64 + 1 }, delay)
+        } else {
+            (1, Duration::ZERO)
+        };
+        let mut attempt = 0u64;
+        loop {
+            attempt += 1;
+            let mut result = self.execute(frame, task, spec, args, &ctx, no_log).await;
+            // Conditions below see the result under the registered name.
+            let mut judged_scope = scope.clone();
+            judged_scope.facts = self.facts.clone();
+            if let Some(name) = &task.register {
+                judged_scope.set_magic(name, result.to_value());
+            }
+            let judged_ctx = self.context(frame, &judged_scope);
+            if let Some(conditions) = &task.changed_when {
+                match all_true(&self.templar, conditions, &judged_ctx) {
+                    Ok(changed) => result.set("changed", Value::from(changed)),
+                    Err(err) => return Err(self.conditional_failure(task, &err)),
+                }
+            }
+            if let Some(conditions) = &task.failed_when {
+                match all_true(&self.templar, conditions, &judged_ctx) {
+                    Ok(failed) => {
+                        result.set("failed_when_result", Value::from(failed));
+                        result.set("failed", Value::from(failed));
+                    }
+                    Err(err) => return Err(self.conditional_failure(task, &err)),
+                }
+            }
+            let Some(until) = &until else {
+                return Ok(result);
+            };
+            if let Some(name) = &task.register {
+                judged_scope.set_magic(name, result.to_value());
+            }
+            let judged_ctx = self.context(frame, &judged_scope);
+            let done = match all_true(&self.templar, until, &judged_ctx) {
+                Ok(done) => done,
+                Err(err) => return Err(self.conditional_failure(task, &err)),
+            };
+            result.set("attempts", Value::from(attempt));
+            if done {
+                return Ok(result);
+            }
+            if attempt >= attempts || self.past_deadline(delay) {
+                result.set("failed", Value::from(true));
+                if result.get("msg").is_none() {
+                    result.set(
+                        "msg",
+                        Value::from(format!(
+                            "Retried {attempt} times, the until condition never held"
+                        )),
+                    );
+                }
+                return Ok(result);
+            }
+            tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
+            self.sleep(delay).await;
+        }
+    }
+
+    fn past_deadline(&self, upcoming: Duration) -> bool {
+        self.options
+            .deadline
+            .is_some_and(|d| Instant::now() + upcoming >= d)
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        let duration = match self.options.deadline {
+            Some(deadline) => duration.min(deadline.saturating_duration_since(Instant::now())),
+            None => duration,
+        };
+        tokio::time::sleep(duration).await;
+    }
+
+    fn conditional_failure(&self, task: &Task, err: &TemplateError) -> Flow {
+        let message = format!("The conditional check failed. The error was: {err}");
+        Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+    }
+
+    /// Templates the arguments and calls the module.
+    async fn execute(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        spec: &'static crate::modules::registry::ModuleSpec,
+        args: &Value,
+        ctx: &Context,
+        no_log: bool,
+    ) -> TaskResult {
+        let templated = match self.templar.template_value(args, ctx) {
+            Ok(v) => remove_omit(&v, self.templar.omit()),
+            Err(err) => {
+                let message = if err.is_undefined() {
+                    format!(
+                        "The task includes an option with an undefined variable. The error was: {err}"
+                    )
+                } else {
+                    format!("{err}")
+                };
+                return TaskResult::failed(message);
+            }
+        };
+        if templated.kind() != ValueKind::Map {
+            return TaskResult::failed(format!(
+                "the arguments of {} must be a mapping, got {}",
+                spec.name,
+                crate::template::pyrepr::type_name(&templated)
+            ));
+        }
+        let mut module_ctx = ModuleContext {
+            task,
+            ctx,
+            templar: &self.templar,
+            cluster: self.cluster.as_ref(),
+            verbosity: self.options.verbosity,
+            deadline: self.options.deadline,
+            no_log,
+            api_time: Duration::ZERO,
+            role_path: frame.role.as_ref().map(|r| r.path.as_path()),
+            base_dir: &self.project.base_dir,
+            owner: self.options.owner.as_deref(),
+        };
+        let outcome = modules::run(spec, &templated, &mut module_ctx).await;
+        self.api_time += module_ctx.api_time;
+        match outcome {
+            Ok(output) => {
+                if !output.facts.is_empty() {
+                    let facts = Arc::make_mut(&mut self.facts);
+                    for (k, v) in &output.facts {
+                        facts.insert(k.clone(), Var::templated(v.clone()));
+                    }
+                }
+                if !output.included_vars.is_empty() {
+                    let included = Arc::make_mut(&mut self.included);
+                    for (k, v) in &output.included_vars {
+                        included.insert(k.clone(), Var::templated(v.clone()));
+                    }
+                }
+                self.metrics.extend(output.metrics);
+                TaskResult {
+                    fields: output.fields,
+                    control: output.control,
+                }
+            }
+            Err(message) => TaskResult::failed(message),
+        }
+    }
+}
+
+fn internal_failure(message: String) -> RunStatus {
+    RunStatus::Failed(Failure {
+        task: "(run)".to_owned(),
+        location: crate::role::Location::file(std::path::Path::new(".")),
+        message: message.clone(),
+        result: fail_result(&message),
+    })
+}
+
+fn fail_result(message: &str) -> Value {
+    Value::from_pairs([
+        (Value::from("failed"), Value::from(true)),
+        (Value::from("msg"), Value::from(message)),
+    ])
+}
+
+fn set_loop_vars(scope: &mut Scope, task: &Task, index: usize, item: &Value) {
+    scope.set_magic(&task.loop_control.loop_var, item.clone());
+    if let Some(index_var) = &task.loop_control.index_var {
+        scope.set_magic(index_var, Value::from(index));
+    }
+    if task.loop_control.extended {
+        scope.set_magic(
+            "ansible_loop",
+            Value::from_pairs([
+                (Value::from("index"), Value::from(index + 1)),
+                (Value::from("index0"), Value::from(index)),
+                (Value::from("first"), Value::from(index == 0)),
+            ]),
+        );
+    }
+}
+
+fn all_true(templar: &Templar, conditions: &[Value], ctx: &Context) -> Result<bool, TemplateError> {
+    for condition in conditions {
+        if !templar.evaluate(condition, ctx)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Drops arguments equal to the `omit` placeholder, recursively.
+fn remove_omit(value: &Value, omit: &str) -> Value {
+    match value.kind() {
+        ValueKind::Map => {
+            Value::from_pairs(value.try_iter().into_iter().flatten().filter_map(|k| {
+                let v = value.get_item(&k).unwrap_or_default();
+                (v.as_str() != Some(omit)).then(|| (k, remove_omit(&v, omit)))
+            }))
+        }
+        ValueKind::Seq => Value::from(
+            value
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .filter(|v| v.as_str() != Some(omit))
+                .map(|v| remove_omit(&v, omit))
+                .collect::<Vec<_>>(),
+        ),
+        _ => value.clone(),
+    }
+}
+
+fn censored(result: &TaskResult) -> Value {
+    Value::from_pairs([
+        (
+            Value::from("censored"),
+            Value::from(
+                "the output has been hidden due to the fact that 'no_log: true' was specified for this result",
+            ),
+        ),
+        (Value::from("changed"), Value::from(result.is_changed())),
+        (Value::from("failed"), Value::from(result.is_failed())),
+    ])
+}
+
+/// A task's result as Ansible registers it.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskResult {
+    fields: Vec<(String, Value)>,
+    control: Option<Control>,
+}
+
+impl TaskResult {
+    fn failed(message: String) -> Self {
+        TaskResult {
+            fields: vec![
+                ("changed".into(), Value::from(false)),
+                ("failed".into(), Value::from(true)),
+                ("msg".into(), Value::from(message)),
+            ],
+            control: None,
+        }
+    }
+
+    fn skipped(condition: Value) -> Self {
+        TaskResult {
+            fields: vec![
+                ("changed".into(), Value::from(false)),
+                ("skipped".into(), Value::from(true)),
+                (
+                    "skip_reason".into(),
+                    Value::from("Conditional result was False"),
+                ),
+                ("false_condition".into(), condition),
+            ],
+            control: None,
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    fn set(&mut self, key: &str, value: Value) {
+        match self.fields.iter_mut().find(|(k, _)| k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.fields.push((key.to_owned(), value)),
+        }
+    }
+
+    fn flag(&self, key: &str) -> bool {
+        self.get(key).is_some_and(crate::template::to_bool)
+    }
+
+    fn is_failed(&self) -> bool {
+        self.flag("failed")
+    }
+
+    fn is_skipped(&self) -> bool {
+        self.flag("skipped")
+    }
+
+    fn is_changed(&self) -> bool {
+        self.flag("changed")
+    }
+
+    fn message(&self) -> String {
+        self.get("msg")
+            .map(crate::template::pyrepr::to_text)
+            .unwrap_or_else(|| "the task failed".to_owned())
+    }
+
+    fn to_value(&self) -> Value {
+        Value::from_pairs(
+            self.fields
+                .iter()
+                .map(|(k, v)| (Value::from(k.as_str()), v.clone())),
+        )
+    }
+
+    /// The result of a looped task: `results` plus combined flags.
+    fn combine(results: Vec<TaskResult>) -> TaskResult {
+        let changed = results.iter().any(TaskResult::is_changed);
+        let failed = results.iter().any(TaskResult::is_failed);
+        let all_skipped = !results.is_empty() && results.iter().all(TaskResult::is_skipped);
+        let control = results.iter().find_map(|r| r.control.clone());
+        let mut fields = vec![
+            ("changed".to_owned(), Value::from(changed)),
+            (
+                "msg".to_owned(),
+                Value::from(if failed {
+                    "One or more items failed"
+                } else {
+                    "All items completed"
+                }),
+            ),
+            (
+                "results".to_owned(),
+                Value::from(results.iter().map(TaskResult::to_value).collect::<Vec<_>>()),
+            ),
+            ("skipped".to_owned(), Value::from(all_skipped)),
+        ];
+        if failed {
+            fields.push(("failed".to_owned(), Value::from(true)));
+        }
+        TaskResult { fields, control }
+    }
+}

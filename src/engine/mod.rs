@@ -1,0 +1,151 @@
+//! Task semantics: `when`, loops, `register`, `block`/`rescue`/`always`,
+//! `until`, `changed_when`/`failed_when`, `ignore_errors`, includes, and
+//! variable precedence — everything between a loaded role and a module call.
+//!
+//! A run is driven by [`run`]: given a loaded [`Project`], what to run and
+//! the extra vars, it walks the compiled tasks and calls modules in-process.
+//! The engine is the one place that attaches a task's location to errors.
+
+mod exec;
+mod result;
+pub mod scope;
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use minijinja::Value;
+
+pub use result::{Failure, RunOutcome, RunStatus, Stats};
+use scope::{Facts, Scope};
+
+use crate::kube::Cluster;
+use crate::role::{Project, VarList};
+use crate::template::Var;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// A role directory (as resolved when the project loaded).
+    Role(PathBuf),
+    /// A playbook file.
+    Playbook(PathBuf),
+}
+
+/// Limits and knobs of one run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Ansible verbosity (0–7); `debug` tasks above it are skipped.
+    pub verbosity: u8,
+    /// When the run must stop; `until` loops and pauses respect it.
+    pub deadline: Option<Instant>,
+    /// Nesting bound of `include_tasks`/`include_role` at run time.
+    pub max_include_depth: usize,
+    /// Loop iterations allowed per task.
+    pub max_loop_items: usize,
+    /// The custom resource the run is for.
+    pub owner: Option<Arc<crate::kube::Owner>>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            verbosity: 0,
+            deadline: None,
+            max_include_depth: 32,
+            max_loop_items: 100_000,
+            owner: None,
+        }
+    }
+}
+
+/// Runs `entry` of `project` with `extra_vars` (highest precedence).
+pub async fn run(
+    project: &Arc<Project>,
+    entry: &Entry,
+    extra_vars: Vec<(Arc<str>, Var)>,
+    cluster: Option<Arc<dyn Cluster>>,
+    options: RunOptions,
+) -> RunOutcome {
+    let extra: VarList = extra_vars.into();
+    let mut runner = exec::Runner::new(project.clone(), cluster, options);
+    let started = Instant::now();
+    let status = runner.run_entry(entry, extra).await;
+    runner.finish(status, started.elapsed())
+}
+
+pub(crate) fn empty_facts() -> Facts {
+    Arc::default()
+}
+
+pub(crate) fn base_scope(extra: VarList) -> Scope {
+    Scope {
+        extra,
+        builtins: builtins(),
+        ..Scope::default()
+    }
+}
+
+fn builtins() -> VarList {
+    let pairs: Vec<(&str, Value)> = vec![
+        ("ansible_check_mode", Value::from(false)),
+        ("ansible_diff_mode", Value::from(false)),
+        ("inventory_hostname", Value::from("localhost")),
+        ("inventory_hostname_short", Value::from("localhost")),
+        ("ansible_connection", Value::from("local")),
+        ("ansible_verbosity", Value::from(0)),
+        (
+            "ansible_version",
+            Value::from_pairs([
+                (Value::from("full"), Value::from("2.18.0")),
+                (Value::from("major"), Value::from(2)),
+                (Value::from("minor"), Value::from(18)),
+                (Value::from("revision"), Value::from(0)),
+                (Value::from("string"), Value::from("2.18.0")),
+            ]),
+        ),
+        (
+            "groups",
+            Value::from_pairs([
+                (
+                    Value::from("all"),
+                    Value::from(vec![Value::from("localhost")]),
+                ),
+                (
+                    Value::from("ungrouped"),
+                    Value::from(vec![Value::from("localhost")]),
+                ),
+            ]),
+        ),
+        ("group_names", Value::from(Vec::<Value>::new())),
+        (
+            "ansible_facts",
+            Value::from_pairs(std::iter::empty::<(Value, Value)>()),
+        ),
+        (
+            "ansible_play_hosts",
+            Value::from(vec![Value::from("localhost")]),
+        ),
+        ("play_hosts", Value::from(vec![Value::from("localhost")])),
+    ];
+    pairs
+        .into_iter()
+        .map(|(k, v)| (Arc::from(k), Var::plain(v)))
+        .collect::<Vec<_>>()
+        .into()
+}
+
+/// A `Duration` from Ansible's seconds (int, float or numeric string).
+pub fn seconds_pub(value: &Value) -> Option<Duration> {
+    seconds(value)
+}
+
+pub(crate) fn seconds(value: &Value) -> Option<Duration> {
+    let f = match value.as_str() {
+        Some(s) => s.trim().parse::<f64>().ok()?,
+        None => f64::try_from(value.clone()).ok()?,
+    };
+    (f.is_finite() && f >= 0.0).then(|| Duration::from_secs_f64(f.min(86_400.0)))
+}

@@ -1,0 +1,185 @@
+//! Variable precedence, as Ansible resolves it for one host.
+//!
+//! From lowest to highest: role defaults < play vars < role vars < block and
+//! task vars < `include_vars` < facts (`set_fact`, `register`) < role and
+//! include parameters < extra vars (the custom resource) < loop variables.
+//! Layers are shared `Arc`s, so entering a block or a task costs a pointer
+//! copy, not a copy of the variables.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use minijinja::Value;
+
+use crate::role::VarList;
+use crate::template::{Var, VarSource};
+
+/// A chain of variable lists, innermost first.
+#[derive(Debug)]
+pub struct Frame {
+    vars: VarList,
+    parent: Option<Arc<Frame>>,
+}
+
+/// Pushes `vars` on top of `parent`.
+pub fn push(parent: &Option<Arc<Frame>>, vars: &VarList) -> Option<Arc<Frame>> {
+    if vars.is_empty() {
+        return parent.clone();
+    }
+    Some(Arc::new(Frame {
+        vars: vars.clone(),
+        parent: parent.clone(),
+    }))
+}
+
+fn frame_get(frame: &Option<Arc<Frame>>, name: &str) -> Option<Var> {
+    let mut current = frame.as_deref();
+    while let Some(frame) = current {
+        if let Some((_, var)) = frame.vars.iter().rev().find(|(k, _)| &**k == name) {
+            return Some(var.clone());
+        }
+        current = frame.parent.as_deref();
+    }
+    None
+}
+
+fn frame_names(frame: &Option<Arc<Frame>>, out: &mut Vec<Arc<str>>) {
+    let mut current = frame.as_deref();
+    while let Some(frame) = current {
+        out.extend(frame.vars.iter().map(|(k, _)| k.clone()));
+        current = frame.parent.as_deref();
+    }
+}
+
+/// Facts and registered results of the host, replaced copy-on-write.
+pub type Facts = Arc<HashMap<Arc<str>, Var>>;
+
+/// Everything visible to one task.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// Loop variables and `ansible_failed_*`: above everything.
+    pub magic: Vec<(Arc<str>, Var)>,
+    /// Extra vars: the custom resource's variables.
+    pub extra: VarList,
+    /// Role and include parameters.
+    pub params: Option<Arc<Frame>>,
+    /// `set_fact` and `register`.
+    pub facts: Facts,
+    /// `include_vars`.
+    pub included: Facts,
+    /// Block and task `vars`.
+    pub locals: Option<Arc<Frame>>,
+    /// Role `vars/`.
+    pub role_vars: Option<Arc<Frame>>,
+    /// Play `vars`.
+    pub play_vars: Option<Arc<Frame>>,
+    /// Role `defaults/`.
+    pub defaults: Option<Arc<Frame>>,
+    /// Fixed variables of the run (`role_path`, `ansible_check_mode`, …).
+    pub builtins: VarList,
+}
+
+impl Default for Frame {
+    fn default() -> Self {
+        Frame {
+            vars: Arc::from(Vec::new()),
+            parent: None,
+        }
+    }
+}
+
+impl Scope {
+    /// Sets a magic variable (loop variable, `ansible_failed_task`, …).
+    pub fn set_magic(&mut self, name: &str, value: Value) {
+        self.magic.retain(|(k, _)| &**k != name);
+        self.magic.push((Arc::from(name), Var::plain(value)));
+    }
+}
+
+impl VarSource for Scope {
+    fn get(&self, name: &str) -> Option<Var> {
+        if let Some((_, var)) = self.magic.iter().rev().find(|(k, _)| &**k == name) {
+            return Some(var.clone());
+        }
+        if let Some((_, var)) = self.extra.iter().rev().find(|(k, _)| &**k == name) {
+            return Some(var.clone());
+        }
+        frame_get(&self.params, name)
+            .or_else(|| self.facts.get(name).cloned())
+            .or_else(|| self.included.get(name).cloned())
+            .or_else(|| frame_get(&self.locals, name))
+            .or_else(|| frame_get(&self.role_vars, name))
+            .or_else(|| frame_get(&self.play_vars, name))
+            .or_else(|| frame_get(&self.defaults, name))
+            .or_else(|| {
+                self.builtins
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| &**k == name)
+                    .map(|(_, v)| v.clone())
+            })
+    }
+
+    fn names(&self) -> Vec<Arc<str>> {
+        let mut out: Vec<Arc<str>> = self.magic.iter().map(|(k, _)| k.clone()).collect();
+        out.extend(self.extra.iter().map(|(k, _)| k.clone()));
+        frame_names(&self.params, &mut out);
+        out.extend(self.facts.keys().cloned());
+        out.extend(self.included.keys().cloned());
+        frame_names(&self.locals, &mut out);
+        frame_names(&self.role_vars, &mut out);
+        frame_names(&self.play_vars, &mut out);
+        frame_names(&self.defaults, &mut out);
+        out.extend(self.builtins.iter().map(|(k, _)| k.clone()));
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|k| seen.insert(k.clone()));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(pairs: &[(&str, i64)]) -> VarList {
+        pairs
+            .iter()
+            .map(|(k, v)| (Arc::from(*k), Var::plain(Value::from(*v))))
+            .collect::<Vec<_>>()
+            .into()
+    }
+
+    #[test]
+    fn precedence_follows_ansible() {
+        let mut scope = Scope {
+            defaults: push(
+                &None,
+                &list(&[("a", 1), ("b", 1), ("c", 1), ("d", 1), ("e", 1)]),
+            ),
+            role_vars: push(&None, &list(&[("b", 2), ("c", 2), ("d", 2), ("e", 2)])),
+            locals: push(&None, &list(&[("c", 3), ("d", 3), ("e", 3)])),
+            extra: list(&[("e", 5)]),
+            ..Scope::default()
+        };
+        Arc::make_mut(&mut scope.facts).insert(Arc::from("d"), Var::plain(Value::from(4)));
+        Arc::make_mut(&mut scope.facts).insert(Arc::from("e"), Var::plain(Value::from(4)));
+        let get = |n: &str| i64::try_from(scope.get(n).unwrap().value).unwrap();
+        assert_eq!(
+            [get("a"), get("b"), get("c"), get("d"), get("e")],
+            [1, 2, 3, 4, 5]
+        );
+    }
+
+    #[test]
+    fn inner_blocks_shadow_outer_ones() {
+        let outer = push(&None, &list(&[("x", 1), ("y", 1)]));
+        let inner = push(&outer, &list(&[("x", 2)]));
+        let scope = Scope {
+            locals: inner,
+            ..Scope::default()
+        };
+        assert_eq!(scope.get("x").unwrap().value, Value::from(2));
+        assert_eq!(scope.get("y").unwrap().value, Value::from(1));
+        assert!(scope.get("z").is_none());
+    }
+}

@@ -1,0 +1,196 @@
+//! The engine on whole roles, with Kubernetes answered in memory. (The real
+//! control plane runs the same roles in `tests/integration/`.)
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value as Json, json};
+
+use super::*;
+use crate::kube::memory::MemoryCluster;
+use crate::kube::{Cluster, Owner};
+use crate::operator::vars::{VarOptions, extra_vars};
+use crate::role::{LoadOptions, RolePaths, Target};
+
+const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
+    let options = LoadOptions {
+        role_paths: RolePaths {
+            base_dir: base.to_path_buf(),
+            ..RolePaths::default()
+        },
+        templates: crate::template::Options {
+            seed: Some(seed),
+            ..Default::default()
+        },
+    };
+    let (project, diagnostics) = Project::load(&options, &[Target::Role(role.to_owned())]);
+    for d in &diagnostics.0 {
+        eprintln!("{}", d.render());
+    }
+    project.expect("the role loads")
+}
+
+fn zundoko_cluster() -> Arc<MemoryCluster> {
+    Arc::new(
+        MemoryCluster::new()
+            .with_kind(GROUP, "v1beta2", "Hikawa", "hikawas", true)
+            .with_kind(GROUP, "v1beta1", "Zundoko", "zundokos", true)
+            .with_kind(GROUP, "v1beta1", "Kiyoshi", "kiyoshis", true),
+    )
+}
+
+async fn reconcile(
+    project: &Arc<Project>,
+    cluster: &Arc<MemoryCluster>,
+    role: &Path,
+) -> (RunOutcome, Json) {
+    let resource = cluster
+        .resource(&format!("{GROUP}/v1beta2"), "Hikawa")
+        .await
+        .unwrap();
+    let hikawa = cluster
+        .get(&resource, Some("ns"), "hikawa")
+        .await
+        .unwrap()
+        .expect("the Hikawa exists");
+    let vars = extra_vars(
+        &hikawa,
+        GROUP,
+        "Hikawa",
+        &VarOptions {
+            snake_case: true,
+            ..VarOptions::default()
+        },
+    );
+    let owner = Owner {
+        api_version: format!("{GROUP}/v1beta2"),
+        group: GROUP.into(),
+        kind: "Hikawa".into(),
+        name: "hikawa".into(),
+        uid: hikawa["metadata"]["uid"].as_str().unwrap().into(),
+        namespace: Some("ns".into()),
+    };
+    let options = RunOptions {
+        owner: Some(Arc::new(owner)),
+        ..RunOptions::default()
+    };
+    let dyn_cluster: Arc<dyn Cluster> = cluster.clone();
+    let outcome = run(
+        project,
+        &Entry::Role(role.to_path_buf()),
+        vars,
+        Some(dyn_cluster),
+        options,
+    )
+    .await;
+    (outcome, hikawa)
+}
+
+/// Runs reconciles the way the operator would (after each change of the
+/// Hikawa, or after a failure) until the role stops changing things.
+async fn sing(seed: u64) -> (Arc<MemoryCluster>, usize) {
+    let base = fixture("zundoko-seed");
+    let project = load(&base, "hikawa", seed);
+    let role = base.join("roles/hikawa");
+    let cluster = zundoko_cluster();
+    cluster
+        .insert(json!({
+            "apiVersion": format!("{GROUP}/v1beta2"),
+            "kind": "Hikawa",
+            "metadata": {"name": "hikawa", "namespace": "ns"},
+            "spec": {"intervalMillis": 500}
+        }))
+        .unwrap();
+    let mut reconciles = 0;
+    loop {
+        reconciles += 1;
+        assert!(reconciles < 500, "the song never ended");
+        let writes_before = cluster.writes();
+        let (outcome, _) = reconcile(&project, &cluster, &role).await;
+        if let Some(failure) = outcome.failure() {
+            assert_eq!(
+                failure.message, "Fail Intentionally in order to go to next loop",
+                "{failure}"
+            );
+            assert_eq!(failure.task, "Go to next loop");
+        }
+        if cluster.writes() == writes_before && outcome.is_success() {
+            break;
+        }
+    }
+    (cluster, reconciles)
+}
+
+#[tokio::test]
+async fn the_seed_role_sings_until_kiyoshi() {
+    let (cluster, reconciles) = sing(42).await;
+    let mut zundokos = cluster.objects("Zundoko");
+    zundokos.sort_by_key(|z| z["metadata"]["name"].as_str().unwrap().to_owned());
+    let names: Vec<&str> = zundokos
+        .iter()
+        .map(|z| z["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (1..=names.len())
+        .map(|i| format!("hikawa-zundoko-{i:04}"))
+        .collect();
+    assert_eq!(names, expected);
+    let song: Vec<&str> = zundokos
+        .iter()
+        .map(|z| z["spec"]["say"].as_str().unwrap())
+        .collect();
+    assert!(song.join(" ").ends_with("Zun Zun Zun Zun Doko"), "{song:?}");
+    assert_eq!(
+        song.join(" ").matches("Zun Zun Zun Zun Doko").count(),
+        1,
+        "it stops at the first Kiyoshi: {song:?}"
+    );
+    for z in &zundokos {
+        assert_eq!(
+            z["metadata"]["labels"]["hikawa.zundokokiyoshi.kaitoy.github.com"],
+            "hikawa"
+        );
+        assert_eq!(z["metadata"]["ownerReferences"][0]["kind"], "Hikawa");
+    }
+    let kiyoshis = cluster.objects("Kiyoshi");
+    assert_eq!(kiyoshis.len(), 1);
+    assert_eq!(kiyoshis[0]["metadata"]["name"], "hikawa-kiyoshi");
+    assert_eq!(kiyoshis[0]["spec"]["say"], "Kiyoshi !");
+    let hikawa = &cluster.objects("Hikawa")[0];
+    assert_eq!(hikawa["status"]["kiyoshied"], true);
+    assert_eq!(
+        hikawa["status"]["numZundokosSaid"],
+        json!(names.len().to_string())
+    );
+    assert_eq!(
+        hikawa["spec"]["numZundokos"],
+        json!(names.len().to_string())
+    );
+    assert_eq!(hikawa["spec"]["sayKiyoshi"], true);
+    assert!(
+        hikawa["metadata"].get("ownerReferences").is_none(),
+        "never owned by itself"
+    );
+    assert!(reconciles > names.len());
+}
+
+#[tokio::test]
+async fn a_fixed_seed_gives_the_same_song() {
+    let song = |cluster: &MemoryCluster| -> Vec<String> {
+        let mut z = cluster.objects("Zundoko");
+        z.sort_by_key(|z| z["metadata"]["name"].as_str().unwrap().to_owned());
+        z.iter()
+            .map(|z| z["spec"]["say"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (a, _) = sing(7).await;
+    let (b, _) = sing(7).await;
+    assert_eq!(song(&a), song(&b));
+}

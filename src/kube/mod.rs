@@ -1,0 +1,226 @@
+//! The Kubernetes API as the modules see it.
+//!
+//! Modules talk to a [`Cluster`]: the real one ([`client::KubeCluster`],
+//! over one shared `kube::Client` with a discovery cache) in the operator,
+//! or an in-memory one ([`memory::MemoryCluster`]) for the engine's
+//! benchmark. Objects travel as JSON, the way roles see them.
+
+pub mod memory;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value as Json;
+
+/// A boxed future, so the trait is object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A resource type, as discovery describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Resource {
+    /// API group (`""` for core).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Plural, used in URLs.
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl Resource {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// How a patch is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatchType {
+    /// JSON merge patch (RFC 7386).
+    Merge,
+    /// Strategic merge patch (built-in types only).
+    Strategic,
+    /// JSON patch (RFC 6902).
+    Json,
+    /// Server-side apply.
+    Apply {
+        /// The field manager.
+        field_manager: String,
+        /// Take over conflicting fields.
+        force: bool,
+    },
+}
+
+/// An API failure.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The server answered with a failure status.
+    #[error("{message} (HTTP {code}, {reason})")]
+    Api {
+        /// HTTP status.
+        code: u16,
+        /// Kubernetes reason (`NotFound`, `Conflict`, `Invalid`, …).
+        reason: String,
+        /// The server's message.
+        message: String,
+    },
+    /// No such resource type on the server.
+    #[error(
+        "failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]"
+    )]
+    UnknownKind {
+        /// The apiVersion asked for.
+        api_version: String,
+        /// The kind asked for.
+        kind: String,
+    },
+    /// The request did not get an answer.
+    #[error("request to the API server failed: {0}")]
+    Transport(String),
+}
+
+impl Error {
+    /// The HTTP status, for API errors.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            Error::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether the object was not found.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(404)
+    }
+
+    /// Whether the write lost a race (`409 Conflict`).
+    pub fn is_conflict(&self) -> bool {
+        self.code() == Some(409)
+    }
+}
+
+/// The custom resource a run is for: objects the run creates are owned by
+/// it (or annotated with it, across namespaces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// `group/version` of the owner.
+    pub api_version: String,
+    /// Its API group.
+    pub group: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID.
+    pub uid: String,
+    /// Its namespace; `None` when cluster-scoped.
+    pub namespace: Option<String>,
+}
+
+/// What `k8s_exec` got back.
+#[derive(Debug, Clone, Default)]
+pub struct ExecOutput {
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// Exit code, when the process finished.
+    pub return_code: Option<i32>,
+}
+
+/// The Kubernetes API as modules use it.
+pub trait Cluster: Send + Sync + fmt::Debug {
+    /// Discovers the resource for `api_version` and `kind` (cached; a miss
+    /// refreshes discovery once).
+    fn resource<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+    ) -> BoxFuture<'a, Result<Resource, Error>>;
+
+    /// Reads one object; `None` when it does not exist.
+    fn get<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Json>, Error>>;
+
+    /// Lists objects, optionally filtered by label and field selectors.
+    fn list<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
+        field_selector: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<Json>, Error>>;
+
+    /// Creates an object.
+    fn create<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        object: &'a Json,
+    ) -> BoxFuture<'a, Result<Json, Error>>;
+
+    /// Patches an object or its `subresource` (such as `status`).
+    #[allow(clippy::too_many_arguments)]
+    fn patch<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Json,
+        kind: &'a PatchType,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Json, Error>>;
+
+    /// Replaces an object or its `subresource` (optimistic concurrency by
+    /// `metadata.resourceVersion`).
+    fn replace<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        object: &'a Json,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Json, Error>>;
+
+    /// Deletes an object; `false` when it did not exist.
+    fn delete<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        options: Option<&'a Json>,
+    ) -> BoxFuture<'a, Result<bool, Error>>;
+
+    /// Reads a pod's log.
+    fn logs<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: Option<&'a str>,
+        since_seconds: Option<i64>,
+        tail_lines: Option<i64>,
+        previous: bool,
+    ) -> BoxFuture<'a, Result<String, Error>>;
+
+    /// Runs a command in a pod's container.
+    fn exec<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: Option<&'a str>,
+        command: &'a [String],
+    ) -> BoxFuture<'a, Result<ExecOutput, Error>>;
+}

@@ -1,0 +1,252 @@
+//! Typed access to a module's templated arguments, with Ansible's
+//! conversions and error messages.
+
+use std::time::Duration;
+
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use crate::template::pyrepr;
+
+/// A module's arguments.
+pub struct Args<'a> {
+    module: &'static str,
+    map: &'a Value,
+}
+
+impl<'a> Args<'a> {
+    /// Wraps a templated argument mapping.
+    pub fn new(module: &'static str, map: &'a Value) -> Self {
+        Args { module, map }
+    }
+
+    /// The module's name, for messages.
+    pub fn module(&self) -> &'static str {
+        self.module
+    }
+
+    /// An argument, `None` when absent or null.
+    pub fn get(&self, name: &str) -> Option<Value> {
+        self.map
+            .get_attr(name)
+            .ok()
+            .filter(|v| !v.is_undefined() && !v.is_none())
+    }
+
+    /// Whether the argument was given (even as null).
+    pub fn has(&self, name: &str) -> bool {
+        self.map.get_attr(name).is_ok_and(|v| !v.is_undefined())
+    }
+
+    /// Every argument name.
+    pub fn names(&self) -> Vec<String> {
+        self.map
+            .try_iter()
+            .map(|keys| keys.map(|k| pyrepr::to_text(&k)).collect())
+            .unwrap_or_default()
+    }
+
+    /// A required argument.
+    pub fn required(&self, name: &str) -> Result<Value, String> {
+        self.get(name)
+            .ok_or_else(|| format!("missing required arguments: {name}"))
+    }
+
+    /// A string argument (numbers and bools are converted, as Ansible does).
+    pub fn str(&self, name: &str) -> Result<Option<String>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => match v.kind() {
+                ValueKind::String | ValueKind::Number | ValueKind::Bool => {
+                    Ok(Some(pyrepr::to_text(&v)))
+                }
+                _ => Err(format!(
+                    "argument '{name}' of {} is of type {} and we were unable to convert to str",
+                    self.module,
+                    pyrepr::type_name(&v)
+                )),
+            },
+        }
+    }
+
+    /// A required string argument.
+    pub fn required_str(&self, name: &str) -> Result<String, String> {
+        self.str(name)?
+            .ok_or_else(|| format!("missing required arguments: {name}"))
+    }
+
+    /// A boolean argument, Ansible style (`yes`, `on`, `1`, `true`…).
+    pub fn bool(&self, name: &str, default: bool) -> Result<bool, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(v) => match v.kind() {
+                ValueKind::Bool => Ok(v.is_true()),
+                ValueKind::String | ValueKind::Number => {
+                    let text = pyrepr::to_text(&v).to_lowercase();
+                    match text.as_str() {
+                        "yes" | "on" | "1" | "true" | "y" | "t" | "1.0" => Ok(true),
+                        "no" | "off" | "0" | "false" | "n" | "f" | "0.0" => Ok(false),
+                        _ => Err(format!(
+                            "argument '{name}' of {} is of type {} and we were unable to convert to bool: The value '{text}' is not a valid boolean.",
+                            self.module,
+                            pyrepr::type_name(&v)
+                        )),
+                    }
+                }
+                _ => Err(format!(
+                    "argument '{name}' of {} must be a boolean",
+                    self.module
+                )),
+            },
+        }
+    }
+
+    /// An integer argument (numeric strings are converted).
+    pub fn int(&self, name: &str) -> Result<Option<i64>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => i64::try_from(v.clone())
+                .ok()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                .map(Some)
+                .ok_or_else(|| {
+                    format!(
+                        "argument '{name}' of {} must be an integer, got {}",
+                        self.module,
+                        pyrepr::repr(&v)
+                    )
+                }),
+        }
+    }
+
+    /// A list argument; a single string becomes a one-item list, and a
+    /// comma-separated string is split, as Ansible's `type='list'` does.
+    pub fn list(&self, name: &str) -> Result<Vec<Value>, String> {
+        match self.get(name) {
+            None => Ok(Vec::new()),
+            Some(v) => match v.kind() {
+                ValueKind::Seq => Ok(v.try_iter().map(Iterator::collect).unwrap_or_default()),
+                ValueKind::String => Ok(v
+                    .as_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|s| Value::from(s.trim()))
+                    .collect()),
+                ValueKind::Number | ValueKind::Bool => Ok(vec![v]),
+                _ => Err(format!(
+                    "argument '{name}' of {} must be a list",
+                    self.module
+                )),
+            },
+        }
+    }
+
+    /// A mapping argument.
+    pub fn map(&self, name: &str) -> Result<Option<Value>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) if v.kind() == ValueKind::Map => Ok(Some(v)),
+            Some(v) => Err(format!(
+                "argument '{name}' of {} is of type {} and we were unable to convert to dict",
+                self.module,
+                pyrepr::type_name(&v)
+            )),
+        }
+    }
+
+    /// A duration in seconds.
+    pub fn seconds(&self, name: &str) -> Result<Option<Duration>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(v) => crate::engine::seconds_pub(&v).map(Some).ok_or_else(|| {
+                format!(
+                    "argument '{name}' of {} must be a number of seconds",
+                    self.module
+                )
+            }),
+        }
+    }
+
+    /// Fails when an argument is outside `allowed`.
+    pub fn one_of(&self, name: &str, allowed: &[&str]) -> Result<Option<String>, String> {
+        let value = self.str(name)?;
+        match &value {
+            Some(v) if !allowed.contains(&v.as_str()) => Err(format!(
+                "value of {name} must be one of: {}, got: {v}",
+                allowed.join(", ")
+            )),
+            _ => Ok(value),
+        }
+    }
+}
+
+/// Parses Go-style durations (`1s`, `1m30s`, `500ms`, `2h`) and plain seconds.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if number_len == 0 {
+            return None;
+        }
+        let number: f64 = rest[..number_len].parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += number * factor;
+        rest = &rest[unit_len..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(parse_duration(""), None);
+    }
+
+    #[test]
+    fn booleans_and_lists() {
+        let map = Value::from_pairs([
+            (Value::from("a"), Value::from("yes")),
+            (Value::from("b"), Value::from("maybe")),
+            (Value::from("l"), Value::from("x, y")),
+        ]);
+        let args = Args::new("test", &map);
+        assert_eq!(args.bool("a", false), Ok(true));
+        assert!(args.bool("b", false).is_err());
+        assert_eq!(args.bool("missing", true), Ok(true));
+        assert_eq!(
+            args.list("l").unwrap(),
+            vec![Value::from("x"), Value::from("y")]
+        );
+    }
+}

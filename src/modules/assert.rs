@@ -1,0 +1,33 @@
+//! `assert`: checks conditions.
+
+use minijinja::Value;
+
+use super::{Args, ModuleContext, Output};
+
+pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+    let that = args.list("that")?;
+    let quiet = args.bool("quiet", false)?;
+    let fail_msg = args.get("fail_msg").or_else(|| args.get("msg"));
+    let success_msg = args
+        .get("success_msg")
+        .unwrap_or(Value::from("All assertions passed"));
+    for condition in &that {
+        let holds = ctx
+            .templar
+            .evaluate(condition, ctx.ctx)
+            .map_err(|e| e.to_string())?;
+        if !holds {
+            let msg = fail_msg.clone().unwrap_or(Value::from("Assertion failed"));
+            return Ok(Output::changed(false)
+                .with("failed", true)
+                .with("assertion", condition.clone())
+                .with("evaluated_to", false)
+                .with("msg", msg));
+        }
+    }
+    let mut output = Output::changed(false);
+    if !quiet {
+        output = output.with("msg", success_msg);
+    }
+    Ok(output)
+}

@@ -1,0 +1,39 @@
+//! `debug`: prints a message or a variable.
+
+use minijinja::Value;
+
+use super::{Args, ModuleContext, Output};
+use crate::template::pyrepr;
+
+pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+    let verbosity = args.int("verbosity")?.unwrap_or(0);
+    if verbosity > i64::from(ctx.verbosity) {
+        return Ok(Output::changed(false)
+            .with("skipped", true)
+            .with("skipped_reason", "Verbosity threshold not met."));
+    }
+    if args.has("var") {
+        let var = args.required_str("var")?;
+        // `var` is a bare expression: template it as `{{ var }}`.
+        let value = match ctx
+            .templar
+            .template_str(&format!("{{{{ {var} }}}}"), ctx.ctx)
+        {
+            Ok(v) => v,
+            Err(err) if err.is_undefined() => Value::from("VARIABLE IS NOT DEFINED!"),
+            Err(err) => return Err(err.to_string()),
+        };
+        let shown = if ctx.no_log {
+            Value::from("******")
+        } else {
+            value.clone()
+        };
+        tracing::info!(task = %ctx.task.display_name(), "{var}: {}", pyrepr::to_text(&shown));
+        return Ok(Output::changed(false).with(&var, value));
+    }
+    let msg = args.get("msg").unwrap_or(Value::from("Hello world!"));
+    if !ctx.no_log {
+        tracing::info!(task = %ctx.task.display_name(), "{}", pyrepr::to_text(&msg));
+    }
+    Ok(Output::changed(false).with("msg", msg))
+}

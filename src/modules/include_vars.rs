@@ -1,0 +1,74 @@
+//! `include_vars`: loads variables from a YAML file of the role.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use minijinja::Value;
+
+use super::{Args, ModuleContext, Output};
+use crate::template::convert::from_yaml;
+
+pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+    let name = args.str("name")?;
+    let file = match args.str("file")?.or(args.str("_raw_params")?) {
+        Some(file) => file,
+        None => return Err("include_vars: only file= is supported in-process (dir= needs a directory walk of the operator's disk)".to_owned()),
+    };
+    let path = find(ctx, &file).ok_or_else(|| {
+        format!("Could not find or access '{file}' (looked in the role's vars/ and the project)")
+    })?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+    if text.starts_with("$ANSIBLE_VAULT") {
+        return Err(format!(
+            "{} is encrypted with Ansible Vault, which enka cannot decrypt; store it in a Kubernetes Secret",
+            path.display()
+        ));
+    }
+    let node = crate::yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    let data = node.map(|n| from_yaml(&n)).unwrap_or(Value::from(()));
+    if data.kind() != minijinja::value::ValueKind::Map {
+        return Err(format!(
+            "{} must contain a mapping of variables",
+            path.display()
+        ));
+    }
+    let mut output = Output::changed(false).with(
+        "ansible_included_var_files",
+        vec![Value::from(path.to_string_lossy().as_ref())],
+    );
+    match name {
+        Some(name) => output.included_vars.push((Arc::from(name.as_str()), data)),
+        None => {
+            for key in data.try_iter().map_err(|e| e.to_string())? {
+                let value = data.get_item(&key).unwrap_or_default();
+                output.included_vars.push((
+                    Arc::from(crate::template::pyrepr::to_text(&key).as_str()),
+                    value,
+                ));
+            }
+        }
+    }
+    Ok(output)
+}
+
+/// Looks in the role's `vars/`, the role, then the project, never outside.
+fn find(ctx: &ModuleContext<'_>, file: &str) -> Option<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Some(role) = ctx.role_path {
+        roots.push(role.join("vars"));
+        roots.push(role.to_path_buf());
+    }
+    roots.push(ctx.base_dir.to_path_buf());
+    for root in roots {
+        let candidate = crate::template::normalize_path(&root.join(file));
+        if (candidate.starts_with(ctx.base_dir)
+            || ctx.role_path.is_some_and(|r| candidate.starts_with(r)))
+            && candidate.is_file()
+        {
+            return Some(candidate);
+        }
+    }
+    let _ = Path::new(file);
+    None
+}

@@ -1,0 +1,477 @@
+//! `kubernetes.core.k8s`: create, patch, apply, replace or delete objects.
+
+use std::time::Instant;
+
+use minijinja::Value;
+use minijinja::value::ValueKind;
+use serde_json::{Value as Json, json};
+
+use super::k8s_common::{self as common, WaitCondition};
+use super::{Args, ModuleContext, Output};
+use crate::kube::{PatchType, Resource};
+
+/// The field manager enka applies with.
+pub const FIELD_MANAGER: &str = "enka";
+
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+    let state = args
+        .one_of("state", &["present", "absent", "patched"])?
+        .unwrap_or_else(|| "present".into());
+    let definitions = definitions(args, ctx)?;
+    if definitions.is_empty() {
+        return Err("no definition: give definition, src, template, or kind and name".to_owned());
+    }
+    let options = Options::from_args(args)?;
+    let mut results = Vec::with_capacity(definitions.len());
+    let mut changed = false;
+    let mut methods = Vec::new();
+    for definition in definitions {
+        let one = apply_one(ctx, &state, definition, &options).await?;
+        changed |= one.changed;
+        methods.push(one.method);
+        results.push(one.result);
+    }
+    let result = if results.len() == 1 {
+        results.pop().unwrap_or(Value::from(()))
+    } else {
+        Value::from_pairs([(Value::from("results"), Value::from(results))])
+    };
+    let mut output = Output::changed(changed).with("result", result);
+    if methods.len() == 1 {
+        output = output.with("method", methods[0]);
+    }
+    Ok(output)
+}
+
+struct Options {
+    api_version: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+    namespace: Option<String>,
+    apply: bool,
+    force: bool,
+    merge_types: Vec<String>,
+    wait: bool,
+    wait_timeout: std::time::Duration,
+    wait_sleep: std::time::Duration,
+    wait_condition: Option<WaitCondition>,
+    delete_options: Option<Json>,
+}
+
+impl Options {
+    fn from_args(args: &Args<'_>) -> Result<Self, String> {
+        let (wait, wait_timeout, wait_sleep, wait_condition) = common::wait_args(args)?;
+        let merge_types: Vec<String> = args
+            .list("merge_type")?
+            .iter()
+            .map(crate::template::pyrepr::to_text)
+            .collect();
+        for m in &merge_types {
+            if !matches!(m.as_str(), "json" | "merge" | "strategic-merge") {
+                return Err(format!(
+                    "value of merge_type must be one or more of: json, merge, strategic-merge. Got no match for: {m}"
+                ));
+            }
+        }
+        Ok(Options {
+            api_version: args.str("api_version")?.or(args.str("version")?),
+            kind: args.str("kind")?,
+            name: args.str("name")?,
+            namespace: args.str("namespace")?,
+            apply: args.bool("apply", false)? || args.map("server_side_apply")?.is_some(),
+            force: args.bool("force", false)?,
+            merge_types,
+            wait,
+            wait_timeout,
+            wait_sleep,
+            wait_condition,
+            delete_options: args
+                .map("delete_options")?
+                .map(|v| common::to_json(&v))
+                .transpose()?,
+        })
+    }
+}
+
+/// Definitions from `definition` (mapping, list, or YAML text with one or
+/// more documents), `resource_definition`, `src`, `template`, or the short
+/// form (`kind`, `api_version`, `name`, `namespace`).
+fn definitions(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Vec<Json>, String> {
+    let raw = args
+        .get("definition")
+        .or_else(|| args.get("resource_definition"));
+    let mut values: Vec<Value> = Vec::new();
+    match raw {
+        Some(v) => values.extend(expand(&v)?),
+        None => {
+            if let Some(src) = args.str("src")? {
+                let path = find_file(ctx, "files", &src)
+                    .ok_or_else(|| format!("src file {src} not found in the role or project"))?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("could not read {}: {e}", path.display()))?;
+                values.extend(expand(&Value::from(text))?);
+            } else if let Some(template) = args.get("template") {
+                let path = match template.kind() {
+                    ValueKind::Map => template
+                        .get_attr("path")
+                        .ok()
+                        .map(|v| crate::template::pyrepr::to_text(&v)),
+                    _ => Some(crate::template::pyrepr::to_text(&template)),
+                }
+                .ok_or("template needs a path")?;
+                let rendered = ctx
+                    .templar
+                    .template_str(
+                        &format!("{{{{ lookup('template', {path:?}, convert_data=False) }}}}"),
+                        ctx.ctx,
+                    )
+                    .map_err(|e| e.to_string())?;
+                values.extend(expand(&Value::from(crate::template::pyrepr::to_text(
+                    &rendered,
+                )))?);
+            } else if let (Some(kind), Some(name)) = (args.str("kind")?, args.str("name")?) {
+                values.push(Value::from_pairs([
+                    (
+                        Value::from("apiVersion"),
+                        Value::from(args.str("api_version")?.unwrap_or_else(|| "v1".into())),
+                    ),
+                    (Value::from("kind"), Value::from(kind)),
+                    (
+                        Value::from("metadata"),
+                        Value::from_pairs([(Value::from("name"), Value::from(name))]),
+                    ),
+                ]));
+            } else if args.str("kind")?.is_some() && args.str("state")?.as_deref() == Some("absent")
+            {
+                return Err(
+                    "state=absent with only kind needs name (or label_selectors with delete_all)"
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    values.iter().map(common::to_json).collect()
+}
+
+fn expand(value: &Value) -> Result<Vec<Value>, String> {
+    match value.kind() {
+        ValueKind::Map => Ok(vec![value.clone()]),
+        ValueKind::Seq => {
+            let mut out = Vec::new();
+            for item in value.try_iter().map_err(|e| e.to_string())? {
+                out.extend(expand(&item)?);
+            }
+            Ok(out)
+        }
+        ValueKind::String => {
+            let docs = crate::yaml::load_all(value.as_str().unwrap_or_default())
+                .map_err(|e| format!("definition is not valid YAML: {e}"))?;
+            let mut out = Vec::new();
+            for doc in docs {
+                let v = crate::template::convert::from_yaml(&doc);
+                if !v.is_none() {
+                    out.extend(expand(&v)?);
+                }
+            }
+            Ok(out)
+        }
+        ValueKind::None => Ok(Vec::new()),
+        _ => Err(format!(
+            "definition must be a mapping, a list or YAML text, got {}",
+            crate::template::pyrepr::type_name(value)
+        )),
+    }
+}
+
+fn find_file(ctx: &ModuleContext<'_>, subdir: &str, name: &str) -> Option<std::path::PathBuf> {
+    let mut roots = Vec::new();
+    if let Some(role) = ctx.role_path {
+        roots.push((role.join(subdir), role.to_path_buf()));
+        roots.push((role.to_path_buf(), role.to_path_buf()));
+    }
+    roots.push((ctx.base_dir.to_path_buf(), ctx.base_dir.to_path_buf()));
+    roots.into_iter().find_map(|(dir, fence)| {
+        let candidate = crate::template::normalize_path(&dir.join(name));
+        (candidate.starts_with(&fence) && candidate.is_file()).then_some(candidate)
+    })
+}
+
+struct One {
+    result: Value,
+    changed: bool,
+    method: &'static str,
+}
+
+fn meta_str<'a>(object: &'a Json, field: &str) -> Option<&'a str> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Json::as_str)
+}
+
+async fn apply_one(
+    ctx: &mut ModuleContext<'_>,
+    state: &str,
+    mut definition: Json,
+    options: &Options,
+) -> Result<One, String> {
+    if !definition.is_object() {
+        return Err("each definition must be a mapping".to_owned());
+    }
+    let api_version = definition
+        .get("apiVersion")
+        .and_then(Json::as_str)
+        .map(str::to_owned)
+        .or_else(|| options.api_version.clone())
+        .unwrap_or_else(|| "v1".to_owned());
+    let kind = definition
+        .get("kind")
+        .and_then(Json::as_str)
+        .map(str::to_owned)
+        .or_else(|| options.kind.clone())
+        .ok_or("definition has no kind")?;
+    let cluster = ctx.cluster()?.clone();
+    let resource: Resource = ctx
+        .api(cluster.resource(&api_version, &kind))
+        .await
+        .map_err(|e| common::api_failure("find the resource", &e))?;
+    if definition.get("metadata").is_none_or(|m| !m.is_object()) {
+        definition["metadata"] = json!({});
+    }
+    definition["apiVersion"] = Json::String(api_version.clone());
+    definition["kind"] = Json::String(kind.clone());
+    if meta_str(&definition, "name").is_none()
+        && let Some(name) = &options.name
+    {
+        definition["metadata"]["name"] = Json::String(name.clone());
+    }
+    let namespace = common::namespace_for(
+        &resource,
+        meta_str(&definition, "namespace"),
+        options.namespace.as_deref(),
+        ctx.owner,
+    );
+    match &namespace {
+        Some(ns) => definition["metadata"]["namespace"] = Json::String(ns.clone()),
+        None => {
+            if let Some(meta) = definition["metadata"].as_object_mut() {
+                meta.remove("namespace");
+            }
+        }
+    }
+    let name = meta_str(&definition, "name").map(str::to_owned);
+    let ns = namespace.as_deref();
+    let is_owner = match (&name, ctx.owner) {
+        (Some(n), Some(owner)) => common::is_owner(owner, &resource, ns, n),
+        _ => false,
+    };
+
+    let existing = match &name {
+        Some(n) => ctx
+            .api(cluster.get(&resource, ns, n))
+            .await
+            .map_err(|e| common::api_failure("get the object", &e))?,
+        None => None,
+    };
+
+    if state == "absent" {
+        let Some(name) = &name else {
+            return Err("state=absent needs a name".to_owned());
+        };
+        if existing.is_none() {
+            return Ok(One {
+                result: Value::from_pairs(std::iter::empty::<(Value, Value)>()),
+                changed: false,
+                method: "delete",
+            });
+        }
+        let deleted = ctx
+            .api(cluster.delete(&resource, ns, name, options.delete_options.as_ref()))
+            .await
+            .map_err(|e| common::api_failure("delete the object", &e))?;
+        if deleted && options.wait {
+            let gone = common::poll(ctx, options.wait_timeout, options.wait_sleep, || {
+                let cluster = cluster.clone();
+                let resource = resource.clone();
+                let name = name.clone();
+                let ns = ns.map(str::to_owned);
+                async move {
+                    Ok(cluster
+                        .get(&resource, ns.as_deref(), &name)
+                        .await?
+                        .is_none()
+                        .then_some(()))
+                }
+            })
+            .await?;
+            if gone.is_none() {
+                return Err(format!(
+                    "Resource deletion timed out after {:?}",
+                    options.wait_timeout
+                ));
+            }
+        }
+        return Ok(One {
+            result: common::from_json(existing.as_ref().unwrap_or(&Json::Null)),
+            changed: deleted,
+            method: "delete",
+        });
+    }
+
+    let (result, changed, method) = match existing {
+        None if state == "patched" => {
+            return Ok(One {
+                result: Value::from_pairs(std::iter::empty::<(Value, Value)>()),
+                changed: false,
+                method: "patch",
+            });
+        }
+        None => {
+            if let (Some(owner), false) = (ctx.owner, is_owner) {
+                common::inject_owner(&mut definition, owner, &resource, ns);
+            }
+            if name.is_none() && meta_str(&definition, "generateName").is_none() {
+                return Err("definition has no metadata.name".to_owned());
+            }
+            let created = ctx
+                .api(cluster.create(&resource, ns, &definition))
+                .await
+                .map_err(|e| common::api_failure("create object", &e))?;
+            (created, true, "create")
+        }
+        Some(existing) => {
+            let name = name.clone().unwrap_or_default();
+            if options.force {
+                if let (Some(owner), false) = (ctx.owner, is_owner) {
+                    common::inject_owner(&mut definition, owner, &resource, ns);
+                }
+                if let Some(rv) = meta_str(&existing, "resourceVersion") {
+                    definition["metadata"]["resourceVersion"] = Json::String(rv.to_owned());
+                }
+                let replaced = ctx
+                    .api(cluster.replace(&resource, ns, &name, &definition, None))
+                    .await
+                    .map_err(|e| common::api_failure("replace object", &e))?;
+                let changed = common::changed(&existing, &replaced);
+                (replaced, changed, "replace")
+            } else if options.apply {
+                if let (Some(owner), false) = (ctx.owner, is_owner) {
+                    common::inject_owner(&mut definition, owner, &resource, ns);
+                }
+                let kind = PatchType::Apply {
+                    field_manager: FIELD_MANAGER.to_owned(),
+                    force: true,
+                };
+                let applied = ctx
+                    .api(cluster.patch(&resource, ns, &name, &definition, &kind, None))
+                    .await
+                    .map_err(|e| common::api_failure("apply object", &e))?;
+                let changed = common::changed(&existing, &applied);
+                (applied, changed, "apply")
+            } else if common::is_subset(&definition, &existing) {
+                // Nothing to change: no write at all.
+                (existing, false, "patch")
+            } else {
+                let patched = patch(
+                    ctx,
+                    &cluster,
+                    &resource,
+                    ns,
+                    &name,
+                    &definition,
+                    &options.merge_types,
+                )
+                .await?;
+                let changed = common::changed(&existing, &patched);
+                (patched, changed, "patch")
+            }
+        }
+    };
+
+    let result = if options.wait {
+        let name = meta_str(&result, "name").unwrap_or_default().to_owned();
+        let condition = options.wait_condition.clone();
+        let started = Instant::now();
+        let waited = common::poll(ctx, options.wait_timeout, options.wait_sleep, || {
+            let cluster = cluster.clone();
+            let resource = resource.clone();
+            let name = name.clone();
+            let ns = ns.map(str::to_owned);
+            let condition = condition.clone();
+            async move {
+                let object = cluster.get(&resource, ns.as_deref(), &name).await?;
+                Ok(object.filter(|o| common::ready(o, condition.as_ref())))
+            }
+        })
+        .await?;
+        match waited {
+            Some(object) => {
+                let _ = started;
+                object
+            }
+            None => {
+                return Err(format!(
+                    "Resource {} timed out waiting to become ready after {:?}",
+                    if method == "create" {
+                        "creation"
+                    } else {
+                        "update"
+                    },
+                    options.wait_timeout
+                ));
+            }
+        }
+    } else {
+        result
+    };
+    Ok(One {
+        result: common::from_json(&result),
+        changed,
+        method,
+    })
+}
+
+async fn patch(
+    ctx: &mut ModuleContext<'_>,
+    cluster: &std::sync::Arc<dyn crate::kube::Cluster>,
+    resource: &Resource,
+    ns: Option<&str>,
+    name: &str,
+    definition: &Json,
+    merge_types: &[String],
+) -> Result<Json, String> {
+    let order: Vec<PatchType> = if merge_types.is_empty() {
+        if common::supports_strategic_merge(resource) {
+            vec![PatchType::Strategic]
+        } else {
+            vec![PatchType::Merge]
+        }
+    } else {
+        merge_types
+            .iter()
+            .filter_map(|m| match m.as_str() {
+                "strategic-merge" => {
+                    common::supports_strategic_merge(resource).then_some(PatchType::Strategic)
+                }
+                "merge" => Some(PatchType::Merge),
+                "json" => Some(PatchType::Json),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut last_error = None;
+    for kind in &order {
+        match ctx
+            .api(cluster.patch(resource, ns, name, definition, kind, None))
+            .await
+        {
+            Ok(object) => return Ok(object),
+            Err(err) if err.code() == Some(415) => last_error = Some(err),
+            Err(err) => return Err(common::api_failure("patch object", &err)),
+        }
+    }
+    Err(match last_error {
+        Some(err) => common::api_failure("patch object", &err),
+        None => "no merge_type applies to this resource".to_owned(),
+    })
+}

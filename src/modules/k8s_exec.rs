@@ -1,0 +1,115 @@
+//! `kubernetes.core.k8s_exec`: runs a command in a container.
+
+use minijinja::Value;
+
+use super::k8s_common as common;
+use super::{Args, ModuleContext, Output};
+
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+    let namespace = args
+        .str("namespace")?
+        .or_else(|| ctx.owner.and_then(|o| o.namespace.clone()))
+        .unwrap_or_else(|| "default".into());
+    let pod = args.required_str("pod")?;
+    let container = args.str("container")?;
+    let command = match args.get("command") {
+        Some(v) if v.kind() == minijinja::value::ValueKind::Seq => v
+            .try_iter()
+            .map_err(|e| e.to_string())?
+            .map(|x| crate::template::pyrepr::to_text(&x))
+            .collect(),
+        Some(v) => shell_words(&crate::template::pyrepr::to_text(&v))?,
+        None => return Err("missing required arguments: command".to_owned()),
+    };
+    let cluster = ctx.cluster()?.clone();
+    let out = ctx
+        .api(cluster.exec(&namespace, &pod, container.as_deref(), &command))
+        .await
+        .map_err(|e| common::api_failure("execute the command", &e))?;
+    let rc = out.return_code.unwrap_or(-1);
+    let lines = |s: &str| s.lines().map(Value::from).collect::<Vec<_>>();
+    let mut output = Output::changed(true)
+        .with("stdout", out.stdout.as_str())
+        .with("stderr", out.stderr.as_str())
+        .with("stdout_lines", lines(&out.stdout))
+        .with("stderr_lines", lines(&out.stderr))
+        .with("rc", rc)
+        .with("return_code", rc);
+    if rc != 0 {
+        output = output
+            .with("failed", true)
+            .with("msg", format!("the command exited with {rc}"));
+    }
+    Ok(output)
+}
+
+/// Splits a command line like Python's `shlex.split`.
+fn shell_words(text: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut in_word = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(c) => current.push(c),
+                        None => return Err("command has an unterminated quote".to_owned()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => {
+                            if let Some(c) = chars.next() {
+                                current.push(c);
+                            }
+                        }
+                        Some(c) => current.push(c),
+                        None => return Err("command has an unterminated quote".to_owned()),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(c) = chars.next() {
+                    current.push(c);
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut current));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                current.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(current);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shlex() {
+        assert_eq!(
+            shell_words("echo 'a b' \"c d\" e\\ f").unwrap(),
+            ["echo", "a b", "c d", "e f"]
+        );
+        assert!(shell_words("echo 'oops").is_err());
+    }
+}

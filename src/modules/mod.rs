@@ -1,0 +1,195 @@
+//! Ansible modules, one file per module, run in-process.
+//!
+//! [`registry`] names every module and its arguments (what the role loader
+//! validates against); the other files implement them.
+
+pub mod registry;
+
+use minijinja::Value;
+
+use registry::{ModuleId, ModuleSpec};
+
+/// Checks at load time what can be checked without running: arguments that
+/// must be present, and arguments that exclude each other. Arguments whose
+/// value is a template are only checked when the task runs.
+pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), String> {
+    let has = |name: &str| args.iter().any(|(k, _)| k.as_str() == Some(name));
+    let require_one = |names: &[&str]| -> Result<(), String> {
+        if names.iter().any(|n| has(n)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} requires one of: {}",
+                spec.name,
+                names.join(", ")
+            ))
+        }
+    };
+    match spec.id {
+        ModuleId::Debug if has("msg") && has("var") => {
+            Err("debug: parameters are mutually exclusive: msg|var".to_owned())
+        }
+        ModuleId::Assert => require_one(&["that"]),
+        ModuleId::Meta => require_one(&["_raw_params"]),
+        ModuleId::RequeueAfter => require_one(&["time"]),
+        ModuleId::K8sStatus => {
+            for name in ["api_version", "kind", "name"] {
+                if !has(name) {
+                    return Err(format!("k8s_status requires {name}"));
+                }
+            }
+            Ok(())
+        }
+        ModuleId::K8sInfo => require_one(&["kind"]),
+        ModuleId::K8sExec => require_one(&["pod"]).and(require_one(&["command"])),
+        ModuleId::IncludeVars => require_one(&["_raw_params", "file", "dir"]),
+        _ => Ok(()),
+    }
+}
+
+mod args;
+mod assert;
+mod debug;
+mod fail;
+mod include_vars;
+mod k8s;
+mod k8s_common;
+mod k8s_event;
+mod k8s_exec;
+mod k8s_info;
+mod k8s_log;
+mod k8s_scale;
+mod k8s_status;
+mod meta;
+mod osdk_metric;
+mod pause;
+mod requeue_after;
+mod set_fact;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use args::Args;
+pub use k8s_event::{format_rfc3339, now_rfc3339};
+pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
+
+use crate::kube::{Cluster, Owner};
+use crate::role::Task;
+use crate::template::{Context, Templar};
+
+/// What a module may look at while it runs.
+pub struct ModuleContext<'a> {
+    /// The task being run.
+    pub task: &'a Task,
+    /// Its template context (for `debug: var=` and `assert: that=`).
+    pub ctx: &'a Context,
+    /// The project's templar.
+    pub templar: &'a Arc<Templar>,
+    /// The cluster, when the run has one.
+    pub cluster: Option<&'a Arc<dyn Cluster>>,
+    /// Ansible verbosity of the run.
+    pub verbosity: u8,
+    /// When the run must stop.
+    pub deadline: Option<Instant>,
+    /// Whether the task's output is hidden.
+    pub no_log: bool,
+    /// Time the module spent in API calls (added to by modules).
+    pub api_time: Duration,
+    /// The current role's directory.
+    pub role_path: Option<&'a Path>,
+    /// The project directory.
+    pub base_dir: &'a Path,
+    /// The custom resource the run is for.
+    pub owner: Option<&'a Owner>,
+}
+
+impl ModuleContext<'_> {
+    /// The cluster, or the error a Kubernetes module reports without one.
+    pub fn cluster(&self) -> Result<&Arc<dyn Cluster>, String> {
+        self.cluster
+            .ok_or_else(|| "this run has no connection to a Kubernetes cluster".to_owned())
+    }
+
+    /// Times an API call into [`ModuleContext::api_time`].
+    pub async fn api<T>(&mut self, call: impl std::future::Future<Output = T>) -> T {
+        let started = Instant::now();
+        let out = call.await;
+        self.api_time += started.elapsed();
+        out
+    }
+}
+
+/// Something a module asks of the run beyond its result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    /// `meta: end_play`.
+    EndPlay,
+    /// `meta: end_host`.
+    EndHost,
+    /// `requeue_after`: reconcile again after this long.
+    Requeue(Duration),
+    /// `meta: clear_facts`.
+    ClearFacts,
+}
+
+/// A module's result.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// The registered result's fields (`changed`, `failed`, `msg`, …).
+    pub fields: Vec<(String, Value)>,
+    /// Facts to set (`set_fact`).
+    pub facts: Vec<(Arc<str>, Value)>,
+    /// Variables loaded by `include_vars`.
+    pub included_vars: Vec<(Arc<str>, Value)>,
+    /// A request to the run.
+    pub control: Option<Control>,
+    /// User metrics (`osdk_metric`).
+    pub metrics: Vec<MetricUpdate>,
+}
+
+impl Output {
+    /// A result with `changed` set.
+    pub fn changed(changed: bool) -> Self {
+        Output {
+            fields: vec![("changed".to_owned(), Value::from(changed))],
+            ..Output::default()
+        }
+    }
+
+    /// Adds a field to the result.
+    #[must_use]
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.fields.retain(|(k, _)| k != key);
+        self.fields.push((key.to_owned(), value.into()));
+        self
+    }
+}
+
+/// Runs module `spec` with templated `args`. An `Err` is a failed result
+/// with that message.
+pub async fn run(
+    spec: &'static ModuleSpec,
+    args: &Value,
+    ctx: &mut ModuleContext<'_>,
+) -> Result<Output, String> {
+    let args = Args::new(spec.name, args);
+    match spec.id {
+        ModuleId::SetFact => set_fact::run(&args),
+        ModuleId::Debug => debug::run(&args, ctx),
+        ModuleId::Fail => fail::run(&args),
+        ModuleId::Assert => assert::run(&args, ctx),
+        ModuleId::Meta => meta::run(&args),
+        ModuleId::Pause => pause::run(&args, ctx).await,
+        ModuleId::IncludeVars => include_vars::run(&args, ctx),
+        ModuleId::RequeueAfter => requeue_after::run(&args),
+        ModuleId::OsdkMetric => osdk_metric::run(&args),
+        ModuleId::K8s => k8s::run(&args, ctx).await,
+        ModuleId::K8sInfo => k8s_info::run(&args, ctx).await,
+        ModuleId::K8sStatus => k8s_status::run(&args, ctx).await,
+        ModuleId::K8sEvent => k8s_event::run(&args, ctx).await,
+        ModuleId::K8sScale => k8s_scale::run(&args, ctx).await,
+        ModuleId::K8sLog => k8s_log::run(&args, ctx).await,
+        ModuleId::K8sExec => k8s_exec::run(&args, ctx).await,
+    }
+}

@@ -1,0 +1,33 @@
+//! `pause`: waits (never for input: an operator has no terminal).
+
+use std::time::{Duration, Instant};
+
+use super::{Args, ModuleContext, Output};
+
+/// Longest pause allowed, so a role cannot stall a worker for long.
+const MAX_PAUSE: Duration = Duration::from_secs(3600);
+
+pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+    let seconds = args.seconds("seconds")?.unwrap_or_default();
+    let minutes = args.seconds("minutes")?.unwrap_or_default() * 60;
+    if !args.has("seconds") && !args.has("minutes") {
+        return Err(
+            "pause without seconds or minutes waits for a keypress, which an operator cannot give"
+                .to_owned(),
+        );
+    }
+    let mut wait = (seconds + minutes).min(MAX_PAUSE);
+    if let Some(deadline) = ctx.deadline {
+        wait = wait.min(deadline.saturating_duration_since(Instant::now()));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(wait).await;
+    let elapsed = started.elapsed();
+    Ok(Output::changed(false)
+        .with("delta", elapsed.as_secs())
+        .with("echo", true)
+        .with(
+            "stdout",
+            format!("Paused for {:.2} seconds", elapsed.as_secs_f64()),
+        ))
+}

@@ -1,0 +1,44 @@
+//! `set_fact`: sets host facts (above role and task vars).
+
+use std::sync::Arc;
+
+use minijinja::Value;
+
+use super::{Args, Output};
+
+pub fn run(args: &Args<'_>) -> Result<Output, String> {
+    let mut output = Output::changed(false);
+    let mut facts = Vec::new();
+    for name in args.names() {
+        if name == "cacheable" {
+            continue;
+        }
+        if !is_identifier(&name) {
+            return Err(format!(
+                "The variable name '{name}' is not valid. Variables must start with a letter or underscore character, and contain only letters, numbers and underscores."
+            ));
+        }
+        let mut value = args.get(&name).unwrap_or(Value::from(()));
+        // Ansible converts boolean-looking strings in set_fact (non-native
+        // templating), whether they came from k=v or from YAML.
+        if let Some(text) = value.as_str() {
+            match text.to_lowercase().as_str() {
+                "true" | "yes" => value = Value::from(true),
+                "false" | "no" => value = Value::from(false),
+                _ => {}
+            }
+        }
+        facts.push((Arc::from(name.as_str()), value));
+    }
+    let ansible_facts =
+        Value::from_pairs(facts.iter().map(|(k, v)| (Value::from(&**k), v.clone())));
+    output = output.with("ansible_facts", ansible_facts);
+    output.facts = facts;
+    Ok(output)
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}

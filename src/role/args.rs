@@ -1,0 +1,144 @@
+//! Ansible's free-form arguments: `debug: msg="hello {{ name }}"`,
+//! `include_tasks: other.yml`, `set_fact: a=1 b="two words"`.
+
+/// Splits on whitespace, keeping quoted strings and Jinja blocks whole
+/// (Ansible's `split_args`).
+fn split_args(args: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut depth = 0usize;
+    let mut chars = args.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            current.push(c);
+            if c == '\\' {
+                if let Some(next) = chars.next() {
+                    current.push(next);
+                }
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '{' if matches!(chars.peek(), Some('{' | '%' | '#')) => {
+                depth += 1;
+                current.push(c);
+                if let Some(next) = chars.next() {
+                    current.push(next);
+                }
+            }
+            '}' | '%' | '#' if depth > 0 && chars.peek() == Some(&'}') => {
+                depth -= 1;
+                current.push(c);
+                if let Some(next) = chars.next() {
+                    current.push(next);
+                }
+            }
+            '"' | '\'' if depth == 0 => {
+                quote = Some(c);
+                current.push(c);
+            }
+            c if c.is_whitespace() && depth == 0 => {
+                if !current.is_empty() {
+                    tokens.push(std::mem::take(&mut current));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    tokens
+}
+
+/// Strips one pair of matching outer quotes.
+fn unquote(s: &str) -> String {
+    let bytes = s.as_bytes();
+    if bytes.len() >= 2
+        && (bytes[0] == b'"' || bytes[0] == b'\'')
+        && bytes[bytes.len() - 1] == bytes[0]
+    {
+        s[1..s.len() - 1].to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Parses `k=v` pairs; other words become `_raw_params` (joined by spaces).
+pub fn parse_kv(args: &str) -> Vec<(String, String)> {
+    let mut options = Vec::new();
+    let mut raw = Vec::new();
+    for token in split_args(args) {
+        let eq = token
+            .char_indices()
+            .find(|&(i, c)| c == '=' && (i == 0 || token.as_bytes()[i - 1] != b'\\'))
+            .map(|(i, _)| i);
+        match eq {
+            Some(i)
+                if !token[..i].is_empty()
+                    && token[..i].chars().all(|c| c.is_alphanumeric() || c == '_') =>
+            {
+                options.push((token[..i].to_owned(), unquote(&token[i + 1..])));
+            }
+            _ => raw.push(token),
+        }
+    }
+    if !raw.is_empty() {
+        options.push(("_raw_params".to_owned(), raw.join(" ")));
+    }
+    options
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(s: &str) -> Vec<(String, String)> {
+        parse_kv(s)
+    }
+
+    #[test]
+    fn pairs_and_quotes() {
+        assert_eq!(
+            kv(r#"msg="hello {{ name }}" verbosity=2"#),
+            vec![
+                ("msg".into(), "hello {{ name }}".into()),
+                ("verbosity".into(), "2".into())
+            ]
+        );
+        assert_eq!(
+            kv("a='x y' b=z"),
+            vec![("a".into(), "x y".into()), ("b".into(), "z".into())]
+        );
+    }
+
+    #[test]
+    fn raw_params() {
+        assert_eq!(
+            kv("end_play"),
+            vec![("_raw_params".into(), "end_play".into())]
+        );
+        assert_eq!(
+            kv("tasks/{{ item }}.yml"),
+            vec![("_raw_params".into(), "tasks/{{ item }}.yml".into())]
+        );
+        assert_eq!(
+            kv("file.yml name=x"),
+            vec![
+                ("name".into(), "x".into()),
+                ("_raw_params".into(), "file.yml".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn jinja_blocks_stay_whole() {
+        assert_eq!(
+            kv("msg={{ a | default('b c') }}"),
+            vec![("msg".into(), "{{ a | default('b c') }}".into())]
+        );
+    }
+}

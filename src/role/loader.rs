@@ -1,0 +1,564 @@
+//! Reads project files, parses them once and compiles their templates.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::task::{TaskFile, parse_tasks, parse_vars};
+use super::{
+    Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
+    VarList,
+};
+use crate::template::{self, TemplarBuilder};
+use crate::yaml::{self, Node, Pos};
+
+/// Nesting bound for imports and role dependencies.
+const MAX_INCLUDE_DEPTH: usize = 32;
+
+/// What to load.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A role, by name or path.
+    Role(String),
+    /// A playbook file.
+    Playbook(PathBuf),
+}
+
+/// How to load.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Where roles are found.
+    pub role_paths: RolePaths,
+    /// Options of the compiled templates.
+    pub templates: template::Options,
+}
+
+pub(crate) struct Loader {
+    pub(crate) builder: TemplarBuilder,
+    pub(crate) diagnostics: Diagnostics,
+    role_paths: RolePaths,
+    roles: HashMap<PathBuf, Arc<Role>>,
+    roles_loading: Vec<PathBuf>,
+    task_files: HashMap<PathBuf, Arc<[Task]>>,
+    files_loading: Vec<PathBuf>,
+    playbooks: HashMap<PathBuf, Arc<Playbook>>,
+    template_files: HashSet<PathBuf>,
+}
+
+pub(crate) fn load(
+    options: &LoadOptions,
+    targets: &[Target],
+) -> (Option<Arc<Project>>, Diagnostics) {
+    let mut loader = Loader {
+        builder: TemplarBuilder::new(options.templates.clone()),
+        diagnostics: Diagnostics::default(),
+        role_paths: options.role_paths.clone(),
+        roles: HashMap::new(),
+        roles_loading: Vec::new(),
+        task_files: HashMap::new(),
+        files_loading: Vec::new(),
+        playbooks: HashMap::new(),
+        template_files: HashSet::new(),
+    };
+    for target in targets {
+        match target {
+            Target::Role(name) => {
+                let location = Location::file(&options.role_paths.base_dir);
+                loader.role_by_name(name, location);
+            }
+            Target::Playbook(path) => {
+                loader.playbook(path);
+            }
+        }
+    }
+    let Loader {
+        builder,
+        diagnostics,
+        roles,
+        playbooks,
+        task_files,
+        ..
+    } = loader;
+    if diagnostics.has_errors() {
+        return (None, diagnostics);
+    }
+    let project = Project {
+        templar: builder.build(),
+        roles,
+        playbooks,
+        task_files,
+        base_dir: options.role_paths.base_dir.clone(),
+        role_paths: options.role_paths.clone(),
+    };
+    (Some(Arc::new(project)), diagnostics)
+}
+
+fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) => {
+            loader.error(
+                Location::file(path),
+                format!("cannot read {}: {err}", path.display()),
+            );
+            return None;
+        }
+    };
+    match yaml::load_one(&text) {
+        Ok(Some(node)) => Some(node),
+        Ok(None) => Some(Node {
+            value: yaml::Value::Null,
+            pos: Pos { line: 1, col: 1 },
+            tag: None,
+        }),
+        Err(err) => {
+            loader.error(
+                Location::new(&Arc::from(path), err.pos),
+                format!("YAML syntax error: {}", err.message),
+            );
+            None
+        }
+    }
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("yml" | "yaml")
+            ) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn stem(root: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(root).unwrap_or(file).with_extension("");
+    relative.to_string_lossy().into_owned()
+}
+
+impl Loader {
+    pub(crate) fn error(&mut self, location: Location, message: String) {
+        self.diagnostics.push(Diagnostic::error(location, message));
+    }
+
+    pub(crate) fn warning(&mut self, location: Location, message: String) {
+        self.diagnostics
+            .push(Diagnostic::warning(location, message));
+    }
+
+    /// Parses a task file once; later calls share the result.
+    pub(crate) fn task_file(
+        &mut self,
+        path: &Path,
+        role: Option<&Path>,
+        from: Option<Location>,
+    ) -> Option<Arc<[Task]>> {
+        if let Some(tasks) = self.task_files.get(path) {
+            return Some(tasks.clone());
+        }
+        if self.files_loading.iter().any(|p| p == path)
+            || self.files_loading.len() >= MAX_INCLUDE_DEPTH
+        {
+            let chain: Vec<String> = self
+                .files_loading
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            self.error(
+                from.unwrap_or_else(|| Location::file(path)),
+                format!(
+                    "recursive import of {} (through {})",
+                    path.display(),
+                    chain.join(" -> ")
+                ),
+            );
+            return None;
+        }
+        self.files_loading.push(path.to_path_buf());
+        let node = read_yaml(self, path);
+        let file: Arc<Path> = Arc::from(path);
+        let tasks: Arc<[Task]> = match node {
+            Some(node) => parse_tasks(self, &TaskFile { file: &file, role }, &node).into(),
+            None => Arc::from(Vec::new()),
+        };
+        self.files_loading.pop();
+        self.task_files.insert(path.to_path_buf(), tasks.clone());
+        Some(tasks)
+    }
+
+    fn vars_file(&mut self, path: &Path, what: &str) -> VarList {
+        let Some(node) = read_yaml(self, path) else {
+            return Arc::from(Vec::new());
+        };
+        let file: Arc<Path> = Arc::from(path);
+        parse_vars(
+            self,
+            &TaskFile {
+                file: &file,
+                role: None,
+            },
+            &node,
+            what,
+        )
+    }
+
+    /// Resolves and loads a role; reports where it was looked for when
+    /// missing.
+    pub(crate) fn role_by_name(&mut self, name: &str, from: Location) -> Option<Arc<Role>> {
+        match super::resolve_role(&self.role_paths, name) {
+            Ok(path) => self.role(name, &path, from),
+            Err(tried) => {
+                let tried: Vec<String> = tried.iter().map(|p| p.display().to_string()).collect();
+                self.error(
+                    from,
+                    format!(
+                        "role {name} was not found (looked in: {})",
+                        tried.join(", ")
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    fn role(&mut self, name: &str, path: &Path, from: Location) -> Option<Arc<Role>> {
+        if let Some(role) = self.roles.get(path) {
+            return Some(role.clone());
+        }
+        if self.roles_loading.iter().any(|p| p == path)
+            || self.roles_loading.len() >= MAX_INCLUDE_DEPTH
+        {
+            self.error(from, format!("role {name} includes itself"));
+            return None;
+        }
+        self.roles_loading.push(path.to_path_buf());
+        let tasks_dir = path.join("tasks");
+        let mut task_files = HashMap::new();
+        for file in yaml_files(&tasks_dir) {
+            if let Some(tasks) = self.task_file(&file, Some(path), None) {
+                task_files.insert(stem(&tasks_dir, &file), tasks);
+            }
+        }
+        if !task_files.contains_key("main") && !tasks_dir.join("main.yml").exists() {
+            self.warning(
+                Location::file(path),
+                format!("role {name} has no tasks/main.yml"),
+            );
+        }
+        let mut defaults = HashMap::new();
+        for file in yaml_files(&path.join("defaults")) {
+            let vars = self.vars_file(&file, "default");
+            defaults.insert(stem(&path.join("defaults"), &file), vars);
+        }
+        let mut vars = HashMap::new();
+        for file in yaml_files(&path.join("vars")) {
+            let list = self.vars_file(&file, "var");
+            vars.insert(stem(&path.join("vars"), &file), list);
+        }
+        self.template_dir(&path.join("templates"));
+        self.check_plugins(path);
+        self.roles_loading.pop();
+        let role = Arc::new(Role {
+            name: name.to_owned(),
+            path: path.to_path_buf(),
+            defaults,
+            vars,
+            task_files,
+        });
+        self.roles.insert(path.to_path_buf(), role.clone());
+        Some(role)
+    }
+
+    /// Registers every file under a role's `templates/` for lookups and
+    /// includes, compiling each once.
+    fn template_dir(&mut self, dir: &Path) {
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if !self.template_files.insert(path.clone()) {
+                    continue;
+                }
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => {
+                        if let Err(err) = self.builder.add_file(&path.to_string_lossy(), text) {
+                            let line = u32::try_from(err.line().unwrap_or(1)).unwrap_or(1);
+                            self.error(
+                                Location::new(&Arc::from(path.as_path()), Pos { line, col: 1 }),
+                                format!("template {}: {err}", path.display()),
+                            );
+                        }
+                    }
+                    Err(err) => self.error(
+                        Location::file(&path),
+                        format!("cannot read template: {err}"),
+                    ),
+                }
+            }
+        }
+    }
+
+    /// Python plugins and modules cannot run in-process; say so at load.
+    fn check_plugins(&mut self, role: &Path) {
+        for (dir, what) in [
+            ("filter_plugins", "a Python filter plugin"),
+            ("library", "a custom Python module"),
+            ("lookup_plugins", "a Python lookup plugin"),
+            ("module_utils", "Python module utilities"),
+            ("test_plugins", "a Python test plugin"),
+        ] {
+            let path = role.join(dir);
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry.path().extension().is_some_and(|e| e == "py") {
+                    self.error(
+                        Location::file(&entry.path()),
+                        format!("{what} cannot run in-process; see docs/compatibility.md for the migration path"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn playbook(&mut self, path: &Path) -> Option<Arc<Playbook>> {
+        if let Some(playbook) = self.playbooks.get(path) {
+            return Some(playbook.clone());
+        }
+        let node = read_yaml(self, path)?;
+        let file: Arc<Path> = Arc::from(path);
+        let at = TaskFile {
+            file: &file,
+            role: None,
+        };
+        let Some(plays) = node.as_seq() else {
+            self.error(
+                Location::new(&file, node.pos),
+                "a playbook must be a list of plays".to_owned(),
+            );
+            return None;
+        };
+        let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut out = Vec::new();
+        for play in plays {
+            if play.as_map().is_none() {
+                self.error(
+                    Location::new(&file, play.pos),
+                    "a play must be a mapping".to_owned(),
+                );
+                continue;
+            }
+            if let Some(import) = play
+                .get("import_playbook")
+                .or_else(|| play.get("ansible.builtin.import_playbook"))
+            {
+                match import.as_str() {
+                    Some(name) => {
+                        if let Some(imported) = self.playbook(&base_dir.join(name)) {
+                            out.extend(imported.plays.iter().map(clone_play));
+                        }
+                    }
+                    None => self.error(
+                        Location::new(&file, import.pos),
+                        "import_playbook needs a file name".to_owned(),
+                    ),
+                }
+                continue;
+            }
+            for (k, _) in play.as_map().unwrap_or_default() {
+                let key = k.key_string();
+                if !PLAY_KEYWORDS.contains(&key.as_str()) {
+                    self.error(
+                        Location::new(&file, k.pos),
+                        format!("'{key}' is not a valid attribute for a Play"),
+                    );
+                }
+            }
+            if let Some(hosts) = play.get("hosts") {
+                let ok = matches!(hosts.as_str(), Some("localhost" | "all" | "127.0.0.1"));
+                if !ok {
+                    self.warning(
+                        Location::new(&file, hosts.pos),
+                        format!(
+                            "hosts: {} — enka runs every play on localhost",
+                            hosts.key_string()
+                        ),
+                    );
+                }
+            }
+            let vars = play
+                .get("vars")
+                .map(|n| parse_vars(self, &at, n, "vars"))
+                .unwrap_or_else(|| Arc::from(Vec::new()));
+            let section = |loader: &mut Loader, key: &str| -> Arc<[Task]> {
+                play.get(key)
+                    .map(|n| parse_tasks(loader, &at, n))
+                    .unwrap_or_default()
+                    .into()
+            };
+            let pre_tasks = section(self, "pre_tasks");
+            let tasks = section(self, "tasks");
+            let post_tasks = section(self, "post_tasks");
+            let mut roles = Vec::new();
+            if let Some(list) = play.get("roles") {
+                for entry in list.as_seq().unwrap_or_default() {
+                    if let Some(role_ref) = self.role_ref(&at, entry) {
+                        roles.push(role_ref);
+                    }
+                }
+            }
+            out.push(Play {
+                name: play.get("name").map(Node::key_string),
+                vars,
+                pre_tasks,
+                roles,
+                tasks,
+                post_tasks,
+            });
+        }
+        let playbook = Arc::new(Playbook {
+            path: path.to_path_buf(),
+            plays: out,
+        });
+        self.playbooks.insert(path.to_path_buf(), playbook.clone());
+        Some(playbook)
+    }
+
+    fn role_ref(&mut self, at: &TaskFile<'_>, entry: &Node) -> Option<RoleRef> {
+        let location = Location::new(at.file, entry.pos);
+        let (name, params_node) = match &entry.value {
+            yaml::Value::Str(name) => (name.clone(), None),
+            yaml::Value::Map(_) => {
+                let name = entry
+                    .get("role")
+                    .or_else(|| entry.get("name"))
+                    .and_then(Node::as_str);
+                match name {
+                    Some(name) => (name.to_owned(), Some(entry)),
+                    None => {
+                        self.error(location, "a role entry needs 'role' or 'name'".to_owned());
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.error(
+                    location,
+                    "a role entry must be a name or a mapping".to_owned(),
+                );
+                return None;
+            }
+        };
+        let role = self.role_by_name(&name, location)?;
+        let mut params: Vec<(Arc<str>, template::Var)> = Vec::new();
+        let mut when: Arc<[minijinja::Value]> = Arc::from(Vec::new());
+        if let Some(node) = params_node {
+            for (k, v) in node.as_map().unwrap_or_default() {
+                let key = k.key_string();
+                match key.as_str() {
+                    "role" | "name" | "tags" => {}
+                    "when" => {
+                        let mut conditions = Vec::new();
+                        for item in v
+                            .as_seq()
+                            .map(<[Node]>::to_vec)
+                            .unwrap_or_else(|| vec![v.clone()])
+                        {
+                            let value = template::convert::from_yaml(&item);
+                            if let Some(expr) = value.as_str()
+                                && let Err(err) = self.builder.add_condition(expr)
+                            {
+                                self.error(
+                                    Location::new(at.file, item.pos),
+                                    format!("when: {err}"),
+                                );
+                            }
+                            conditions.push(value);
+                        }
+                        when = Arc::from(conditions);
+                    }
+                    "vars" => params.extend(parse_vars(self, at, v, "vars").iter().cloned()),
+                    _ => {
+                        let single = Node {
+                            value: yaml::Value::Map(vec![(k.clone(), v.clone())]),
+                            pos: k.pos,
+                            tag: None,
+                        };
+                        params.extend(
+                            parse_vars(self, at, &single, "role parameter")
+                                .iter()
+                                .cloned(),
+                        );
+                    }
+                }
+            }
+        }
+        Some(RoleRef {
+            role,
+            params: Arc::from(params),
+            when,
+        })
+    }
+}
+
+const PLAY_KEYWORDS: &[&str] = &[
+    "name",
+    "hosts",
+    "gather_facts",
+    "connection",
+    "vars",
+    "vars_files",
+    "pre_tasks",
+    "roles",
+    "tasks",
+    "post_tasks",
+    "handlers",
+    "collections",
+    "become",
+    "become_user",
+    "any_errors_fatal",
+    "serial",
+    "strategy",
+    "tags",
+    "environment",
+    "module_defaults",
+    "max_fail_percentage",
+    "order",
+    "ignore_errors",
+    "no_log",
+    "check_mode",
+    "diff",
+    "remote_user",
+];
+
+fn clone_play(play: &Play) -> Play {
+    Play {
+        name: play.name.clone(),
+        vars: play.vars.clone(),
+        pre_tasks: play.pre_tasks.clone(),
+        roles: play.roles.clone(),
+        tasks: play.tasks.clone(),
+        post_tasks: play.post_tasks.clone(),
+    }
+}

@@ -1,0 +1,309 @@
+//! Loading roles and playbooks: YAML with positions in, validated tasks with
+//! every template compiled out.
+//!
+//! A [`Project`] is loaded once per change of its files. Loading reports
+//! *all* problems at once as [`Diagnostic`]s (for `enka check`), and a
+//! project with errors is never run.
+
+mod args;
+mod diagnostic;
+mod loader;
+mod resolve;
+mod task;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use minijinja::Value;
+
+pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
+pub use loader::{LoadOptions, Target};
+pub use resolve::{RolePaths, resolve_role};
+pub use task::resolve_task_file;
+
+use crate::modules::registry::ModuleSpec;
+use crate::template::{Templar, Var};
+
+/// Variables as loaded: names in file order, values kept raw (templated on
+/// use).
+pub type VarList = Arc<[(Arc<str>, Var)]>;
+
+/// A loaded, validated project: roles, playbooks and the compiled templates.
+#[derive(Debug)]
+pub struct Project {
+    /// Every template of every file, compiled.
+    pub templar: Arc<Templar>,
+    /// Roles by resolved directory.
+    pub roles: HashMap<PathBuf, Arc<Role>>,
+    /// Playbooks by path.
+    pub playbooks: HashMap<PathBuf, Arc<Playbook>>,
+    /// Every parsed task file, by path (for dynamic `include_tasks`).
+    pub task_files: HashMap<PathBuf, Arc<[Task]>>,
+    /// The project's base directory (the watches file's).
+    pub base_dir: PathBuf,
+    /// Where roles are looked up.
+    pub role_paths: RolePaths,
+}
+
+impl Project {
+    /// Loads what `targets` need, reporting every problem found.
+    pub fn load(options: &LoadOptions, targets: &[Target]) -> (Option<Arc<Project>>, Diagnostics) {
+        loader::load(options, targets)
+    }
+
+    /// The role at `path`, if loaded.
+    pub fn role(&self, path: &Path) -> Option<&Arc<Role>> {
+        self.roles.get(path)
+    }
+}
+
+/// A role: its tasks, defaults and vars.
+#[derive(Debug)]
+pub struct Role {
+    /// The name it was referred to by.
+    pub name: String,
+    /// Its directory.
+    pub path: PathBuf,
+    /// `defaults/<file>.yml`, by file name without extension.
+    pub defaults: HashMap<String, VarList>,
+    /// `vars/<file>.yml`, by file name without extension.
+    pub vars: HashMap<String, VarList>,
+    /// Every task file under `tasks/`, by path relative to it without
+    /// extension (`main`, `sub/other`).
+    pub task_files: HashMap<String, Arc<[Task]>>,
+}
+
+impl Role {
+    /// The tasks of `tasks/<name>.yml`.
+    pub fn tasks(&self, name: &str) -> Option<&Arc<[Task]>> {
+        let name = name.trim_end_matches(".yml").trim_end_matches(".yaml");
+        self.task_files.get(name)
+    }
+
+    /// `defaults/<name>.yml`, empty when absent.
+    pub fn defaults(&self, name: &str) -> VarList {
+        self.defaults
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
+    }
+
+    /// `vars/<name>.yml`, empty when absent.
+    pub fn vars(&self, name: &str) -> VarList {
+        self.vars
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
+    }
+}
+
+/// A playbook: one or more plays.
+#[derive(Debug)]
+pub struct Playbook {
+    /// Its file.
+    pub path: PathBuf,
+    /// The plays, in order.
+    pub plays: Vec<Play>,
+}
+
+/// One play of a playbook.
+#[derive(Debug)]
+pub struct Play {
+    /// Its name, if any.
+    pub name: Option<String>,
+    /// Play `vars`.
+    pub vars: VarList,
+    /// `pre_tasks`.
+    pub pre_tasks: Arc<[Task]>,
+    /// `roles`, in order.
+    pub roles: Vec<RoleRef>,
+    /// `tasks`.
+    pub tasks: Arc<[Task]>,
+    /// `post_tasks`.
+    pub post_tasks: Arc<[Task]>,
+}
+
+/// A role named in a play's `roles`, with its parameters.
+#[derive(Debug, Clone)]
+pub struct RoleRef {
+    /// The loaded role.
+    pub role: Arc<Role>,
+    /// `vars:` and other parameters given to the role.
+    pub params: VarList,
+    /// Conditions on the role entry.
+    pub when: Arc<[Value]>,
+}
+
+/// A task, validated, with its templates compiled.
+#[derive(Debug)]
+pub struct Task {
+    /// `name`, possibly a template.
+    pub name: Option<Arc<str>>,
+    /// Where the task starts.
+    pub location: Location,
+    /// What it does.
+    pub action: Action,
+    /// `when`, as raw conditions (all must hold).
+    pub when: Arc<[Value]>,
+    /// `register`.
+    pub register: Option<Arc<str>>,
+    /// Task (or block) `vars`.
+    pub vars: VarList,
+    /// `loop` / `with_*`.
+    pub looping: Option<Loop>,
+    /// `loop_control`.
+    pub loop_control: LoopControl,
+    /// `until`.
+    pub until: Option<Arc<[Value]>>,
+    /// `retries`.
+    pub retries: Option<Value>,
+    /// `delay`.
+    pub delay: Option<Value>,
+    /// `changed_when`.
+    pub changed_when: Option<Arc<[Value]>>,
+    /// `failed_when`.
+    pub failed_when: Option<Arc<[Value]>>,
+    /// `ignore_errors`.
+    pub ignore_errors: Option<Value>,
+    /// `no_log`.
+    pub no_log: Option<Value>,
+    /// `tags` (parsed; enka runs every task).
+    pub tags: Vec<String>,
+}
+
+impl Task {
+    /// The task's name as written, or the module name, for messages.
+    pub fn display_name(&self) -> String {
+        match (&self.name, &self.action) {
+            (Some(name), _) => name.to_string(),
+            (None, Action::Module { spec, .. }) => spec.name.to_owned(),
+            (None, Action::Block { .. }) => "block".to_owned(),
+            (None, Action::IncludeTasks { .. }) => "include_tasks".to_owned(),
+            (None, Action::IncludeRole { .. }) => "include_role".to_owned(),
+            (None, Action::ImportRole { role, .. }) => format!("import_role {}", role.name),
+        }
+    }
+}
+
+/// What a task does.
+#[derive(Debug)]
+pub enum Action {
+    /// Run a module with these raw (not yet templated) arguments.
+    Module {
+        /// The module.
+        spec: &'static ModuleSpec,
+        /// Its arguments, a mapping.
+        args: Value,
+    },
+    /// `block`/`rescue`/`always`; also what `import_tasks` becomes.
+    Block {
+        /// The tasks.
+        block: Arc<[Task]>,
+        /// Run when a task of `block` fails.
+        rescue: Arc<[Task]>,
+        /// Run in every case.
+        always: Arc<[Task]>,
+    },
+    /// `include_tasks` (and the old `include`): resolved at run time.
+    IncludeTasks {
+        /// The file, possibly a template.
+        file: Value,
+        /// The role whose `tasks/` it is relative to, if any.
+        role: Option<PathBuf>,
+        /// The directory of the including file.
+        dir: PathBuf,
+    },
+    /// `include_role`: resolved at run time.
+    IncludeRole(RoleInclude),
+    /// `import_role`: resolved when loading.
+    ImportRole {
+        /// The role.
+        role: Arc<Role>,
+        /// `tasks_from`, `defaults_from`, `vars_from`.
+        from: RoleFrom,
+    },
+}
+
+/// `include_role` arguments.
+#[derive(Debug)]
+pub struct RoleInclude {
+    /// `name`, possibly a template.
+    pub name: Value,
+    /// The role as loaded, when `name` is not a template.
+    pub role: Option<Arc<Role>>,
+    /// Which files to use.
+    pub from: RoleFrom,
+    /// `public`: whether its vars stay visible after it.
+    pub public: bool,
+}
+
+/// `tasks_from`, `defaults_from`, `vars_from` (default `main`).
+#[derive(Debug, Clone)]
+pub struct RoleFrom {
+    /// Task file.
+    pub tasks: String,
+    /// Defaults file.
+    pub defaults: String,
+    /// Vars file.
+    pub vars: String,
+}
+
+impl Default for RoleFrom {
+    fn default() -> Self {
+        RoleFrom {
+            tasks: "main".into(),
+            defaults: "main".into(),
+            vars: "main".into(),
+        }
+    }
+}
+
+/// How a task loops.
+#[derive(Debug, Clone)]
+pub struct Loop {
+    /// Which keyword.
+    pub kind: LoopKind,
+    /// The raw value (a list or a template).
+    pub items: Value,
+}
+
+/// The looping keywords.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopKind {
+    /// `loop`, `with_list`.
+    List,
+    /// `with_items`: flattened one level.
+    Items,
+    /// `with_dict`: `{key, value}` items.
+    Dict,
+    /// `with_<lookup>`: the lookup's list.
+    Lookup(String),
+}
+
+/// `loop_control`.
+#[derive(Debug, Clone)]
+pub struct LoopControl {
+    /// Name of the item variable (`item`).
+    pub loop_var: Arc<str>,
+    /// Name of the index variable, if any.
+    pub index_var: Option<Arc<str>>,
+    /// Label shown in logs instead of the item.
+    pub label: Option<Value>,
+    /// Seconds between items.
+    pub pause: Option<Value>,
+    /// Whether `ansible_loop` is set.
+    pub extended: bool,
+}
+
+impl Default for LoopControl {
+    fn default() -> Self {
+        LoopControl {
+            loop_var: Arc::from("item"),
+            index_var: None,
+            label: None,
+            pause: None,
+            extended: false,
+        }
+    }
+}

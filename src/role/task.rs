@@ -1,0 +1,822 @@
+//! Turning a YAML task list into [`Task`]s, reporting every problem with its
+//! position.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use super::loader::Loader;
+use super::{Action, Location, Loop, LoopControl, LoopKind, RoleFrom, RoleInclude, Task, VarList};
+use crate::modules::registry::{self, FreeForm};
+use crate::template::Var;
+use crate::template::convert::from_yaml;
+use crate::yaml::{Node, Pos};
+
+/// Keywords with an effect in enka.
+const KEYWORDS: &[&str] = &[
+    "name",
+    "when",
+    "register",
+    "vars",
+    "loop",
+    "loop_control",
+    "until",
+    "retries",
+    "delay",
+    "changed_when",
+    "failed_when",
+    "ignore_errors",
+    "no_log",
+    "tags",
+    "args",
+    "block",
+    "rescue",
+    "always",
+    "action",
+    "local_action",
+];
+
+/// Keywords Ansible has that mean nothing in-process: accepted silently.
+const HARMLESS: &[&str] = &[
+    "become",
+    "become_user",
+    "become_method",
+    "become_flags",
+    "become_exe",
+    "connection",
+    "run_once",
+    "check_mode",
+    "diff",
+    "collections",
+    "module_defaults",
+    "throttle",
+    "timeout",
+    "debugger",
+    "any_errors_fatal",
+    "ignore_unreachable",
+    "remote_user",
+    "port",
+    "delegate_facts",
+];
+
+/// Keywords accepted with a warning, because the author expects an effect.
+const NO_EFFECT: &[(&str, &str)] = &[
+    ("notify", "handlers are not run by enka"),
+    ("listen", "handlers are not run by enka"),
+    (
+        "environment",
+        "modules run in-process and do not see a task environment",
+    ),
+    ("async", "tasks run to completion in-process"),
+    ("poll", "tasks run to completion in-process"),
+    (
+        "delegate_to",
+        "every task already runs on the operator itself",
+    ),
+];
+
+/// Lookups that `with_<lookup>` may name.
+const LOOP_LOOKUPS: &[&str] = &[
+    "items", "list", "dict", "template", "file", "env", "vars", "password", "pipe", "k8s",
+];
+
+/// Where the task list being parsed comes from.
+pub(crate) struct TaskFile<'a> {
+    pub file: &'a Arc<Path>,
+    /// The role the file belongs to, if any.
+    pub role: Option<&'a Path>,
+}
+
+impl TaskFile<'_> {
+    fn loc(&self, pos: Pos) -> Location {
+        Location::new(self.file, pos)
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
+}
+
+/// Parses a task list (a YAML sequence of mappings).
+pub(crate) fn parse_tasks(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Vec<Task> {
+    match &node.value {
+        crate::yaml::Value::Null => Vec::new(),
+        crate::yaml::Value::Seq(items) => items
+            .iter()
+            .filter_map(|item| parse_task(loader, at, item))
+            .collect(),
+        _ => {
+            loader.error(
+                at.loc(node.pos),
+                format!(
+                    "a task list must be a YAML list, not a {}",
+                    node.type_name()
+                ),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn key_of(node: &Node) -> String {
+    node.key_string()
+}
+
+fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) -> Arc<[Value]> {
+    let items: Vec<&Node> = match &node.value {
+        crate::yaml::Value::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let value = from_yaml(item);
+        if let Some(expr) = value.as_str() {
+            if let Err(err) = loader.builder.add_condition(expr) {
+                loader.error(at.loc(item.pos), format!("{what}: {err}"));
+            }
+        } else if !matches!(
+            value.kind(),
+            ValueKind::Bool | ValueKind::None | ValueKind::Number
+        ) {
+            loader.error(
+                at.loc(item.pos),
+                format!(
+                    "{what} must be a condition or a list of conditions, not a {}",
+                    item.type_name()
+                ),
+            );
+        }
+        out.push(value);
+    }
+    Arc::from(out)
+}
+
+/// A raw value whose strings are compiled as templates.
+fn templated(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) -> Value {
+    let value = from_yaml(node);
+    compile_in(loader, at, node, what);
+    value
+}
+
+fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
+    match &node.value {
+        crate::yaml::Value::Str(s) => {
+            if node.tag.as_deref() == Some("vault") {
+                loader.error(
+                    at.loc(node.pos),
+                    format!("{what}: Ansible Vault data cannot be decrypted in-process; store it in a Kubernetes Secret (see docs/compatibility.md)"),
+                );
+                return;
+            }
+            if let Err(err) = loader.builder.add_template(s) {
+                let mut pos = node.pos;
+                if let Some(line) = err.line().filter(|&l| l > 1) {
+                    pos.line += u32::try_from(line - 1).unwrap_or(0);
+                }
+                loader.error(at.loc(pos), format!("{what}: {err}"));
+            }
+        }
+        crate::yaml::Value::Seq(items) => {
+            for item in items {
+                compile_in(loader, at, item, what);
+            }
+        }
+        crate::yaml::Value::Map(entries) => {
+            for (_, v) in entries {
+                compile_in(loader, at, v, what);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A mapping of variables, compiled.
+pub(crate) fn parse_vars(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    node: &Node,
+    what: &str,
+) -> VarList {
+    let Some(entries) = node.as_map() else {
+        if !matches!(node.value, crate::yaml::Value::Null) {
+            loader.error(
+                at.loc(node.pos),
+                format!("{what} must be a mapping, not a {}", node.type_name()),
+            );
+        }
+        return Arc::from(Vec::new());
+    };
+    let mut vars: Vec<(Arc<str>, Var)> = Vec::with_capacity(entries.len());
+    for (k, v) in entries {
+        let name = key_of(k);
+        let value = templated(loader, at, v, &format!("{what} {name}"));
+        let var = if v.tag.as_deref() == Some("unsafe") {
+            Var::plain(value)
+        } else {
+            Var::templated(value)
+        };
+        vars.retain(|(existing, _)| **existing != *name);
+        vars.push((Arc::from(name.as_str()), var));
+    }
+    Arc::from(vars)
+}
+
+fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Task> {
+    let Some(entries) = node.as_map() else {
+        loader.error(
+            at.loc(node.pos),
+            format!("a task must be a mapping, not a {}", node.type_name()),
+        );
+        return None;
+    };
+    let name_node = node.get("name");
+    let name: Option<Arc<str>> =
+        name_node.map(|n| Arc::from(crate::yaml::Node::key_string(n).as_str()));
+    if let (Some(n), Some(text)) = (name_node, &name)
+        && let Err(err) = loader.builder.add_template(text)
+    {
+        loader.error(at.loc(n.pos), format!("name: {err}"));
+    }
+    let task_name = name.as_deref().map(str::to_owned);
+    let before = loader.diagnostics.0.len();
+
+    let mut action_keys: Vec<(&Node, &Node)> = Vec::new();
+    let mut is_block = false;
+    for (k, v) in entries {
+        let key = key_of(k);
+        if KEYWORDS.contains(&key.as_str()) || HARMLESS.contains(&key.as_str()) {
+            if matches!(key.as_str(), "block" | "rescue" | "always") {
+                is_block = true;
+            }
+            if key == "action" || key == "local_action" {
+                action_keys.push((k, v));
+            }
+            continue;
+        }
+        if let Some((_, why)) = NO_EFFECT.iter().find(|(n, _)| *n == key) {
+            let harmless_delegate =
+                key == "delegate_to" && matches!(v.as_str(), Some("localhost" | "127.0.0.1"));
+            if !harmless_delegate {
+                loader.warning(at.loc(k.pos), format!("'{key}' has no effect: {why}"));
+            }
+            continue;
+        }
+        if key.starts_with("with_") {
+            continue;
+        }
+        action_keys.push((k, v));
+    }
+
+    let action = if is_block {
+        if let Some((k, _)) = action_keys.first() {
+            loader.error(
+                at.loc(k.pos),
+                format!("'{}' is not a valid attribute for a Block", key_of(k)),
+            );
+        }
+        let list = |loader: &mut Loader, key: &str| -> Arc<[Task]> {
+            node.get(key)
+                .map(|n| parse_tasks(loader, at, n))
+                .unwrap_or_default()
+                .into()
+        };
+        Action::Block {
+            block: list(loader, "block"),
+            rescue: list(loader, "rescue"),
+            always: list(loader, "always"),
+        }
+    } else {
+        match action_keys.as_slice() {
+            [] => {
+                loader.error(
+                    at.loc(node.pos),
+                    "no module/action detected in task".to_owned(),
+                );
+                return None;
+            }
+            [(k, v)] => parse_action(loader, at, node, k, v)?,
+            [(_, _), (second, _), ..] => {
+                let names: Vec<String> = action_keys.iter().map(|(k, _)| key_of(k)).collect();
+                let unknown: Vec<&String> = names
+                    .iter()
+                    .filter(|n| registry::lookup(n).is_none() && !is_include(n))
+                    .collect();
+                let message = if unknown.len() == 1 && names.len() == 2 {
+                    format!("'{}' is not a valid task keyword or module", unknown[0])
+                } else {
+                    format!("conflicting action statements: {}", names.join(", "))
+                };
+                loader.error(at.loc(second.pos), message);
+                return None;
+            }
+        }
+    };
+
+    let when = node
+        .get("when")
+        .map(|n| as_values(loader, at, n, "when"))
+        .unwrap_or_else(|| Arc::from(Vec::new()));
+    let register = node.get("register").and_then(|n| match n.as_str() {
+        Some(s) if is_identifier(s) => Some(Arc::from(s)),
+        _ => {
+            loader.error(at.loc(n.pos), "register must be a variable name".to_owned());
+            None
+        }
+    });
+    let vars = node
+        .get("vars")
+        .map(|n| parse_vars(loader, at, n, "vars"))
+        .unwrap_or_else(|| Arc::from(Vec::new()));
+    let looping = parse_loop(loader, at, node);
+    let loop_control = node
+        .get("loop_control")
+        .map(|n| parse_loop_control(loader, at, n))
+        .unwrap_or_default();
+    let conditions =
+        |loader: &mut Loader, key: &str| node.get(key).map(|n| as_values(loader, at, n, key));
+    let until = conditions(loader, "until");
+    let changed_when = conditions(loader, "changed_when");
+    let failed_when = conditions(loader, "failed_when");
+    let scalar =
+        |loader: &mut Loader, key: &str| node.get(key).map(|n| templated(loader, at, n, key));
+    let retries = scalar(loader, "retries");
+    let delay = scalar(loader, "delay");
+    let ignore_errors = scalar(loader, "ignore_errors");
+    let no_log = scalar(loader, "no_log");
+    let tags = node
+        .get("tags")
+        .map(|n| match &n.value {
+            crate::yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+            _ => n
+                .key_string()
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .collect(),
+        })
+        .unwrap_or_default();
+
+    // Name the task in every finding made while parsing it.
+    for diagnostic in &mut loader.diagnostics.0[before..] {
+        if diagnostic.task.is_none() {
+            diagnostic.task.clone_from(&task_name);
+        }
+    }
+    Some(Task {
+        name,
+        location: at.loc(node.pos),
+        action,
+        when,
+        register,
+        vars,
+        looping,
+        loop_control,
+        until,
+        retries,
+        delay,
+        changed_when,
+        failed_when,
+        ignore_errors,
+        no_log,
+        tags,
+    })
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+fn short(name: &str) -> &str {
+    name.strip_prefix("ansible.builtin.")
+        .or_else(|| name.strip_prefix("ansible.legacy."))
+        .unwrap_or(name)
+}
+
+fn is_include(name: &str) -> bool {
+    matches!(
+        short(name),
+        "include_tasks" | "import_tasks" | "include" | "include_role" | "import_role"
+    )
+}
+
+/// Arguments as a mapping: a YAML mapping, or free-form `k=v` text.
+fn arg_entries(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    node: &Node,
+    free_form: FreeForm,
+    module: &str,
+) -> Option<Vec<(String, Node)>> {
+    match &node.value {
+        crate::yaml::Value::Null => Some(Vec::new()),
+        crate::yaml::Value::Map(entries) => Some(
+            entries
+                .iter()
+                .map(|(k, v)| (key_of(k), v.clone()))
+                .collect(),
+        ),
+        crate::yaml::Value::Str(text) if free_form != FreeForm::No || !text.contains("{{") => {
+            let pairs = super::args::parse_kv(text);
+            Some(
+                pairs
+                    .into_iter()
+                    .map(|(k, v)| {
+                        (
+                            k,
+                            Node {
+                                value: crate::yaml::Value::Str(v),
+                                pos: node.pos,
+                                tag: None,
+                            },
+                        )
+                    })
+                    .collect(),
+            )
+        }
+        crate::yaml::Value::Str(_) => None,
+        _ => {
+            loader.error(
+                at.loc(node.pos),
+                format!(
+                    "arguments of {module} must be a mapping or k=v text, not a {}",
+                    node.type_name()
+                ),
+            );
+            Some(Vec::new())
+        }
+    }
+}
+
+fn parse_action(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    task: &Node,
+    key: &Node,
+    value: &Node,
+) -> Option<Action> {
+    let mut module_name = key_of(key);
+    let mut value = value.clone();
+    if module_name == "action" || module_name == "local_action" {
+        match &value.value {
+            crate::yaml::Value::Str(text) => {
+                let (name, rest) = text
+                    .trim()
+                    .split_once(char::is_whitespace)
+                    .unwrap_or((text.trim(), ""));
+                module_name = name.to_owned();
+                value = Node {
+                    value: crate::yaml::Value::Str(rest.trim().to_owned()),
+                    pos: value.pos,
+                    tag: None,
+                };
+            }
+            crate::yaml::Value::Map(entries) => {
+                let Some(name) = value.get("module").and_then(Node::as_str) else {
+                    loader.error(
+                        at.loc(value.pos),
+                        "action: a mapping needs a 'module' key".to_owned(),
+                    );
+                    return None;
+                };
+                module_name = name.to_owned();
+                value = Node {
+                    value: crate::yaml::Value::Map(
+                        entries
+                            .iter()
+                            .filter(|(k, _)| k.as_str() != Some("module"))
+                            .cloned()
+                            .collect(),
+                    ),
+                    pos: value.pos,
+                    tag: None,
+                };
+            }
+            _ => {
+                loader.error(
+                    at.loc(value.pos),
+                    "action must be a string or a mapping".to_owned(),
+                );
+                return None;
+            }
+        }
+    }
+
+    match short(&module_name) {
+        "include_tasks" | "include" | "import_tasks" => {
+            return parse_include_tasks(loader, at, task, &module_name, &value);
+        }
+        "include_role" | "import_role" => {
+            return parse_include_role(loader, at, &module_name, &value);
+        }
+        _ => {}
+    }
+
+    let Some(spec) = registry::lookup(&module_name) else {
+        let message = match registry::unsupported(&module_name) {
+            Some(why) => format!("module {module_name} is not supported: {why}"),
+            None => format!(
+                "module {module_name} is not supported (unknown module or task keyword '{module_name}')"
+            ),
+        };
+        loader.error(at.loc(key.pos), message);
+        return None;
+    };
+    let mut entries = match arg_entries(loader, at, &value, spec.free_form, spec.name) {
+        Some(entries) => entries,
+        None => {
+            // The whole argument mapping is a template; checked when it runs.
+            let args = templated(loader, at, &value, spec.name);
+            return Some(Action::Module { spec, args });
+        }
+    };
+    if let Some(extra) = task.get("args") {
+        match extra.as_map() {
+            Some(args) => {
+                for (k, v) in args {
+                    let k = key_of(k);
+                    if !entries.iter().any(|(existing, _)| *existing == k) {
+                        entries.push((k, v.clone()));
+                    }
+                }
+            }
+            None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
+        }
+    }
+    let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
+    for (name, node) in &entries {
+        if name == "_raw_params" && spec.free_form != FreeForm::Raw {
+            loader.error(
+                at.loc(node.pos),
+                format!(
+                    "{} takes key=value arguments; '{}' is not one",
+                    spec.name,
+                    node.as_str().unwrap_or_default()
+                ),
+            );
+            continue;
+        }
+        if name != "_raw_params" && !spec.accepts(name) {
+            let mut known: Vec<&str> = spec
+                .params
+                .iter()
+                .copied()
+                .filter(|p| !p.starts_with('_'))
+                .collect();
+            known.sort_unstable();
+            loader.error(
+                at.loc(node.pos),
+                format!(
+                    "unsupported parameter for {}: {name} (supported: {})",
+                    spec.name,
+                    known.join(", ")
+                ),
+            );
+            continue;
+        }
+        pairs.push((
+            Value::from(name.as_str()),
+            templated(loader, at, node, &format!("{}.{name}", spec.name)),
+        ));
+    }
+    crate::modules::validate_args(spec, &pairs)
+        .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
+    Some(Action::Module {
+        spec,
+        args: Value::from_pairs(pairs),
+    })
+}
+
+fn parse_include_tasks(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    task: &Node,
+    module: &str,
+    value: &Node,
+) -> Option<Action> {
+    let entries = arg_entries(loader, at, value, FreeForm::Raw, module)?;
+    let mut file: Option<&Node> = None;
+    for (k, v) in &entries {
+        match k.as_str() {
+            "_raw_params" | "file" => file = Some(v),
+            "apply" => loader.warning(
+                at.loc(v.pos),
+                format!("{module}: 'apply' has no effect in enka"),
+            ),
+            other => loader.error(
+                at.loc(v.pos),
+                format!("unsupported parameter for {module}: {other}"),
+            ),
+        }
+    }
+    let Some(file_node) = file else {
+        loader.error(at.loc(value.pos), format!("{module} needs a file name"));
+        return None;
+    };
+    let file_value = templated(loader, at, file_node, module);
+    let dir = at.dir();
+    let is_static = short(module) == "import_tasks";
+    let Some(name) = file_value
+        .as_str()
+        .filter(|s| !crate::template::is_possibly_template(s))
+    else {
+        if is_static {
+            loader.error(
+                at.loc(file_node.pos),
+                "import_tasks needs a file name without templates; use include_tasks for a dynamic one".to_owned(),
+            );
+            return None;
+        }
+        return Some(Action::IncludeTasks {
+            file: file_value,
+            role: at.role.map(Path::to_path_buf),
+            dir,
+        });
+    };
+    let Some(path) = resolve_task_file(at.role, &dir, name) else {
+        loader.error(
+            at.loc(file_node.pos),
+            format!("{module}: could not find the task file {name}"),
+        );
+        return None;
+    };
+    if is_static || short(module) == "include" {
+        let tasks = loader.task_file(&path, at.role, Some(at.loc(file_node.pos)))?;
+        let _ = task;
+        return Some(Action::Block {
+            block: tasks,
+            rescue: Arc::from(Vec::new()),
+            always: Arc::from(Vec::new()),
+        });
+    }
+    // Parse it now, so its errors are load-time errors too.
+    loader.task_file(&path, at.role, Some(at.loc(file_node.pos)))?;
+    Some(Action::IncludeTasks {
+        file: file_value,
+        role: at.role.map(Path::to_path_buf),
+        dir,
+    })
+}
+
+/// The task file `name`, relative to the including file's directory, then
+/// to the role's `tasks/`.
+pub fn resolve_task_file(role: Option<&Path>, dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut candidates = vec![dir.join(name)];
+    if let Some(role) = role {
+        candidates.push(role.join("tasks").join(name));
+    }
+    candidates
+        .into_iter()
+        .map(|p| crate::template::normalize_path(&p))
+        .find(|p| p.is_file())
+}
+
+fn parse_include_role(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    module: &str,
+    value: &Node,
+) -> Option<Action> {
+    let entries = arg_entries(loader, at, value, FreeForm::KeyValue, module)?;
+    let mut name: Option<&Node> = None;
+    let mut from = RoleFrom::default();
+    let mut public = short(module) == "import_role";
+    for (k, v) in &entries {
+        let text = || {
+            v.key_string()
+                .trim_end_matches(".yml")
+                .trim_end_matches(".yaml")
+                .to_owned()
+        };
+        match k.as_str() {
+            "name" | "role" => name = Some(v),
+            "tasks_from" => from.tasks = text(),
+            "defaults_from" => from.defaults = text(),
+            "vars_from" => from.vars = text(),
+            "public" => public = crate::template::to_bool(&from_yaml(v)),
+            "allow_duplicates" | "handlers_from" | "rolespec_validate" => {}
+            "apply" => loader.warning(
+                at.loc(v.pos),
+                format!("{module}: 'apply' has no effect in enka"),
+            ),
+            other => loader.error(
+                at.loc(v.pos),
+                format!("unsupported parameter for {module}: {other}"),
+            ),
+        }
+    }
+    let Some(name_node) = name else {
+        loader.error(at.loc(value.pos), format!("{module} needs a role name"));
+        return None;
+    };
+    let name_value = templated(loader, at, name_node, module);
+    let static_name = name_value
+        .as_str()
+        .filter(|s| !crate::template::is_possibly_template(s))
+        .map(str::to_owned);
+    let role = match &static_name {
+        Some(role_name) => {
+            let role = loader.role_by_name(role_name, at.loc(name_node.pos))?;
+            if role.tasks(&from.tasks).is_none() {
+                loader.error(
+                    at.loc(name_node.pos),
+                    format!("{module}: role {role_name} has no tasks/{}.yml", from.tasks),
+                );
+                return None;
+            }
+            Some(role)
+        }
+        None if short(module) == "import_role" => {
+            loader.error(
+                at.loc(name_node.pos),
+                "import_role needs a role name without templates".to_owned(),
+            );
+            return None;
+        }
+        None => None,
+    };
+    Some(match (short(module), role) {
+        ("import_role", Some(role)) => Action::ImportRole { role, from },
+        (_, role) => Action::IncludeRole(RoleInclude {
+            name: name_value,
+            role,
+            from,
+            public,
+        }),
+    })
+}
+
+fn parse_loop(loader: &mut Loader, at: &TaskFile<'_>, task: &Node) -> Option<Loop> {
+    let mut found: Vec<(LoopKind, &Node)> = Vec::new();
+    for (k, v) in task.as_map().unwrap_or_default() {
+        let key = key_of(k);
+        let kind = match key.as_str() {
+            "loop" | "with_list" => LoopKind::List,
+            "with_items" => LoopKind::Items,
+            "with_dict" => LoopKind::Dict,
+            other => match other.strip_prefix("with_") {
+                Some(lookup) if LOOP_LOOKUPS.contains(&lookup) => {
+                    LoopKind::Lookup(lookup.to_owned())
+                }
+                Some(lookup) => {
+                    loader.error(
+                        at.loc(k.pos),
+                        format!("with_{lookup}: the lookup '{lookup}' is not supported"),
+                    );
+                    continue;
+                }
+                None => continue,
+            },
+        };
+        found.push((kind, v));
+    }
+    if found.len() > 1 {
+        loader.error(
+            at.loc(found[1].1.pos),
+            "a task can only have one loop keyword".to_owned(),
+        );
+    }
+    let (kind, node) = found.into_iter().next()?;
+    let items = templated(loader, at, node, "loop");
+    Some(Loop { kind, items })
+}
+
+fn parse_loop_control(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> LoopControl {
+    let mut control = LoopControl::default();
+    let Some(entries) = node.as_map() else {
+        loader.error(
+            at.loc(node.pos),
+            "loop_control must be a mapping".to_owned(),
+        );
+        return control;
+    };
+    for (k, v) in entries {
+        match key_of(k).as_str() {
+            "loop_var" => match v.as_str() {
+                Some(s) if is_identifier(s) => control.loop_var = Arc::from(s),
+                _ => loader.error(at.loc(v.pos), "loop_var must be a variable name".to_owned()),
+            },
+            "index_var" => match v.as_str() {
+                Some(s) if is_identifier(s) => control.index_var = Some(Arc::from(s)),
+                _ => loader.error(
+                    at.loc(v.pos),
+                    "index_var must be a variable name".to_owned(),
+                ),
+            },
+            "label" => control.label = Some(templated(loader, at, v, "loop_control.label")),
+            "pause" => control.pause = Some(templated(loader, at, v, "loop_control.pause")),
+            "extended" => control.extended = crate::template::to_bool(&from_yaml(v)),
+            "extended_allitems" | "break_when" => {}
+            other => loader.error(
+                at.loc(k.pos),
+                format!("'{other}' is not a valid loop_control option"),
+            ),
+        }
+    }
+    control
+}
