@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod check;
 pub mod cli;
 pub mod engine;
 pub mod kube;
@@ -16,4 +17,5 @@ pub mod modules;
 pub mod operator;
 pub mod role;
 pub mod template;
+pub mod watches;
 pub mod yaml;

@@ -1,8 +1,10 @@
+use std::process::ExitCode;
+
 use clap::Parser;
 use enka::cli::Cli;
 use tracing_subscriber::EnvFilter;
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -10,5 +12,5 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    Ok(())
+    cli.run()
 }

@@ -30,6 +30,7 @@ fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
             seed: Some(seed),
             ..Default::default()
         },
+        origins: Vec::new(),
     };
     let (project, diagnostics) = Project::load(&options, &[Target::Role(role.to_owned())]);
     for d in &diagnostics.0 {

@@ -70,7 +70,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use args::Args;
+pub use args::{Args, parse_duration};
 pub use k8s_event::{format_rfc3339, now_rfc3339};
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 

@@ -45,7 +45,7 @@ impl Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        write!(f, "{}", display_path(&self.file).display())?;
         if let Some(pos) = self.pos {
             write!(f, ":{}:{}", pos.line, pos.col)?;
         }

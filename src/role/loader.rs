@@ -31,6 +31,8 @@ pub struct LoadOptions {
     pub role_paths: RolePaths,
     /// Options of the compiled templates.
     pub templates: template::Options,
+    /// Where each target was named (a watch entry), for error locations.
+    pub origins: Vec<(Target, Location)>,
 }
 
 pub(crate) struct Loader {
@@ -63,7 +65,12 @@ pub(crate) fn load(
     for target in targets {
         match target {
             Target::Role(name) => {
-                let location = Location::file(&options.role_paths.base_dir);
+                let location = options
+                    .origins
+                    .iter()
+                    .find(|(t, _)| t == target)
+                    .map(|(_, l)| l.clone())
+                    .unwrap_or_else(|| Location::file(&options.role_paths.base_dir));
                 loader.role_by_name(name, location);
             }
             Target::Playbook(path) => {

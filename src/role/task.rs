@@ -108,7 +108,18 @@ pub(crate) fn parse_tasks(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -
         crate::yaml::Value::Null => Vec::new(),
         crate::yaml::Value::Seq(items) => items
             .iter()
-            .filter_map(|item| parse_task(loader, at, item))
+            .filter_map(|item| {
+                let before = loader.diagnostics.0.len();
+                let task = parse_task(loader, at, item);
+                // Name the task in every finding made while parsing it.
+                let name = item.get("name").map(Node::key_string);
+                for diagnostic in &mut loader.diagnostics.0[before..] {
+                    if diagnostic.task.is_none() {
+                        diagnostic.task.clone_from(&name);
+                    }
+                }
+                task
+            })
             .collect(),
         _ => {
             loader.error(
@@ -242,8 +253,6 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     {
         loader.error(at.loc(n.pos), format!("name: {err}"));
     }
-    let task_name = name.as_deref().map(str::to_owned);
-    let before = loader.diagnostics.0.len();
 
     let mut action_keys: Vec<(&Node, &Node)> = Vec::new();
     let mut is_block = false;
@@ -360,12 +369,6 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         })
         .unwrap_or_default();
 
-    // Name the task in every finding made while parsing it.
-    for diagnostic in &mut loader.diagnostics.0[before..] {
-        if diagnostic.task.is_none() {
-            diagnostic.task.clone_from(&task_name);
-        }
-    }
     Some(Task {
         name,
         location: at.loc(node.pos),

@@ -204,6 +204,11 @@ impl TemplarBuilder {
         if self.conditions.contains_key(expr) {
             return Ok(());
         }
+        // Parse the bare expression first, so a syntax error points into
+        // what the author wrote rather than into enka's wrapper.
+        self.env
+            .compile_expression(expr)
+            .map_err(|e| Error::from_minijinja(&e, expr))?;
         let name: Arc<str> = Arc::from(format!("\u{1}condition\u{1}{expr}"));
         self.env
             .add_template_owned(name.to_string(), condition_source(expr))

@@ -5,5 +5,6 @@
 
 mod support;
 
+mod check;
 mod cli;
 mod control_plane;
