@@ -43,6 +43,23 @@ lint: ## Run clippy with warnings as errors.
 	@echo "==> cargo clippy -D warnings"
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+.PHONY: conformance
+conformance: ## Replay the templating corpus recorded from ansible-core 2.18 (fails under 97%).
+	@echo "==> conformance corpus (tests/conformance, expected values from real ansible-core 2.18)"
+	@mkdir -p target; status=0; \
+	  $(CARGO) test --quiet --test integration conformance -- --nocapture > target/conformance.log 2>&1 || status=$$?; \
+	  grep -h '^conformance:' target/conformance.log || tail -20 target/conformance.log; exit $$status
+
+.PHONY: conformance-generate
+conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).
+	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"
+	python3 tests/conformance/generate.py
+
+.PHONY: bench-engine
+bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answered in memory.
+	@echo "==> cargo bench --bench engine"
+	@$(CARGO) bench --quiet --bench engine
+
 .PHONY: test
 test: fmt-check lint kube-bin ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"

@@ -4,6 +4,12 @@ use clap::Parser;
 use enka::cli::Cli;
 use tracing_subscriber::EnvFilter;
 
+// Reconciles allocate many small, short-lived values (template values, JSON
+// from the API); mimalloc cuts the engine's time per reconcile by about a
+// quarter against glibc's allocator (see benches/engine.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

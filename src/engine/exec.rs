@@ -40,6 +40,8 @@ struct Frame {
     inherited: Inherited,
     /// The role whose tasks these are, for includes and lookups.
     role: Option<Arc<Role>>,
+    /// Where `template` and `file` lookups search (the role, the project).
+    search_path: Arc<[std::path::PathBuf]>,
     depth: usize,
 }
 
@@ -97,6 +99,7 @@ impl Runner {
                         scope: base,
                         inherited: Inherited::default(),
                         role: None,
+                        search_path: Arc::from(vec![self.project.base_dir.clone()]),
                         depth: 0,
                     };
                     self.run_role(
@@ -120,6 +123,14 @@ impl Runner {
                             scope: play_scope,
                             inherited: Inherited::default(),
                             role: None,
+                            search_path: Arc::from(vec![
+                                playbook
+                                    .path
+                                    .parent()
+                                    .map(std::path::Path::to_path_buf)
+                                    .unwrap_or_default(),
+                                self.project.base_dir.clone(),
+                            ]),
                             depth: 0,
                         };
                         flow = self.run_tasks(frame.clone(), play.pre_tasks.clone()).await;
@@ -199,6 +210,7 @@ impl Runner {
                 Var::plain(Value::from(role.name.as_str())),
             ));
             frame.scope.builtins = builtins.into();
+            frame.search_path = Arc::from(vec![role.path.clone(), self.project.base_dir.clone()]);
             frame.role = Some(role);
             self.run_tasks(frame, tasks).await
         })

@@ -62,6 +62,7 @@ async fn reconcile(
         .await
         .unwrap()
         .expect("the Hikawa exists");
+    let hikawa = Arc::new(hikawa);
     let vars = extra_vars(
         &hikawa,
         GROUP,
@@ -92,7 +93,7 @@ async fn reconcile(
         options,
     )
     .await;
-    (outcome, hikawa)
+    (outcome, (*hikawa).clone())
 }
 
 /// Runs reconciles the way the operator would (after each change of the

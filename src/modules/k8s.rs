@@ -312,7 +312,7 @@ async fn apply_one(
             }
         }
         return Ok(One {
-            result: common::from_json(existing.as_ref().unwrap_or(&Json::Null)),
+            result: common::view(existing.unwrap_or(Json::Null)),
             changed: deleted,
             method: "delete",
         });
@@ -425,7 +425,7 @@ async fn apply_one(
         result
     };
     Ok(One {
-        result: common::from_json(&result),
+        result: common::view(result),
         changed,
         method,
     })

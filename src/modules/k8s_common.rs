@@ -42,9 +42,10 @@ pub fn to_json(value: &Value) -> Result<Json, String> {
     convert::to_json(value).map_err(|e| e.to_string())
 }
 
-/// JSON from the API as a template value.
-pub fn from_json(json: &Json) -> Value {
-    convert::from_json(json)
+/// An object from the API as a template value, converted lazily where a
+/// role reads it.
+pub fn view(json: Json) -> Value {
+    convert::json_view(std::sync::Arc::new(json))
 }
 
 /// Maps an API error to Ansible's message shape.

@@ -80,7 +80,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
                 .map_err(|e| common::api_failure("create the event", &e))?
         }
     };
-    Ok(Output::changed(true).with("result", common::from_json(&written)))
+    Ok(Output::changed(true).with("result", common::view(written)))
 }
 
 /// The current time as Kubernetes writes it (`2006-01-02T15:04:05Z`).

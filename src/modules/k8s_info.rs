@@ -99,6 +99,6 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
     };
     Ok(Output::changed(false).with("api_found", true).with(
         "resources",
-        resources.iter().map(common::from_json).collect::<Vec<_>>(),
+        resources.into_iter().map(common::view).collect::<Vec<_>>(),
     ))
 }

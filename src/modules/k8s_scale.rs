@@ -52,10 +52,10 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
                 "msg",
                 "Resource not scaled as current_replicas didn't match",
             )
-            .with("result", common::from_json(&object)));
+            .with("result", common::view(object)));
     }
     if existing == replicas {
-        return Ok(Output::changed(false).with("result", common::from_json(&object)));
+        return Ok(Output::changed(false).with("result", common::view(object)));
     }
     let patch = json!({"spec": {"replicas": replicas}});
     let patched = ctx
@@ -100,5 +100,5 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
     } else {
         patched
     };
-    Ok(Output::changed(true).with("result", common::from_json(&result)))
+    Ok(Output::changed(true).with("result", common::view(result)))
 }

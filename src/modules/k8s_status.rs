@@ -61,7 +61,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
 
     if replace {
         if old_status == status {
-            return Ok(Output::changed(false).with("result", common::from_json(&instance)));
+            return Ok(Output::changed(false).with("result", common::view(instance)));
         }
         let mut object = instance.clone();
         object["status"] = status;
@@ -69,11 +69,11 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             .api(cluster.replace(&resource, ns, &name, &object, Some("status")))
             .await
             .map_err(|e| common::api_failure("replace the status", &e))?;
-        return Ok(Output::changed(true).with("result", common::from_json(&written)));
+        return Ok(Output::changed(true).with("result", common::view(written)));
     }
 
     if status.as_object().is_none_or(Map::is_empty) {
-        return Ok(Output::changed(false).with("result", common::from_json(&instance)));
+        return Ok(Output::changed(false).with("result", common::view(instance)));
     }
     let mut new_status = status.clone();
     if let Some(new_conditions) = status.get("conditions").and_then(Json::as_array) {
@@ -85,7 +85,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         new_status["conditions"] = Json::Array(merge_conditions(&old_conditions, new_conditions));
     }
     if is_subset(&new_status, &old_status, replace_lists) {
-        return Ok(Output::changed(false).with("result", common::from_json(&instance)));
+        return Ok(Output::changed(false).with("result", common::view(instance)));
     }
     let patch = json!({ "status": new_status });
     let written = ctx
@@ -99,7 +99,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         ))
         .await
         .map_err(|e| common::api_failure("patch the status", &e))?;
-    Ok(Output::changed(true).with("result", common::from_json(&written)))
+    Ok(Output::changed(true).with("result", common::view(written)))
 }
 
 fn validate_condition(value: &Value) -> Result<Json, String> {

@@ -132,7 +132,7 @@ mod tests {
             ..VarOptions::default()
         };
         let vars = extra_vars(
-            &hikawa,
+            &Arc::new(hikawa),
             "zundokokiyoshi.kaitoy.github.com",
             "Hikawa",
             &options,
@@ -189,7 +189,7 @@ mod tests {
             finalizer_vars: vec![("size".into(), Value::from(3))],
             ..VarOptions::default()
         };
-        let vars = extra_vars(&object, "g", "K", &options);
+        let vars = extra_vars(&Arc::new(object), "g", "K", &options);
         let size = vars.iter().find(|(k, _)| &**k == "size").unwrap();
         assert_eq!(size.1.value, Value::from(3));
         assert!(vars.iter().find(|(k, _)| &**k == "meta").unwrap().1.lazy);

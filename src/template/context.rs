@@ -168,8 +168,19 @@ impl Context {
             .map(|(_, v)| v.clone())
     }
 
-    /// A context for a new top-level render over the same variables, with
-    /// nothing cached (variables may have changed since).
+    /// Starts a new top-level render over the same variables: forgets
+    /// what earlier renders templated (variables may have changed since).
+    pub fn reset(&self) {
+        self.resolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.recursion
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A context sharing nothing cached with this one (for renders over
+    /// other variables, such as `template_vars`).
     pub fn fresh(&self) -> Self {
         Context {
             depth: 0,

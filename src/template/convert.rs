@@ -1,13 +1,19 @@
 //! Conversions between template values, JSON and YAML nodes.
 
-use minijinja::value::ValueKind;
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Object, ObjectRepr, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
+use serde_json::Value as Json;
 
 use crate::yaml;
 
 /// A template value as JSON. Undefined values are an error, like Ansible's
 /// JSON encoder failing on `AnsibleUndefined`.
 pub fn to_json(value: &Value) -> Result<serde_json::Value, Error> {
+    if let Some(view) = value.downcast_object_ref::<JsonView>() {
+        return Ok(view.node().clone());
+    }
     Ok(match value.kind() {
         ValueKind::Undefined => {
             return Err(Error::new(
@@ -111,5 +117,129 @@ pub fn from_yaml(node: &yaml::Node) -> Value {
             }
             Value::from_pairs(pairs)
         }
+    }
+}
+
+/// One step from a JSON document's root to a node.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(Arc<str>),
+    Index(usize),
+}
+
+/// A read-only view of a node inside a shared JSON document.
+///
+/// Objects from the API can be large (a list of custom resources with
+/// their managed fields) while a role reads a few fields of them, so they
+/// are handed to templates as views and converted only where read.
+#[derive(Debug)]
+pub struct JsonView {
+    root: Arc<Json>,
+    path: Vec<Step>,
+}
+
+/// The member `key` of a JSON object, as a lazy view sharing its root.
+pub fn json_view_member(root: Arc<Json>, key: &str) -> Value {
+    match root.get(key) {
+        Some(Json::Object(_) | Json::Array(_)) => Value::from_object(JsonView {
+            root,
+            path: vec![Step::Key(Arc::from(key))],
+        }),
+        Some(scalar) => from_json(scalar),
+        None => Value::from(()),
+    }
+}
+
+/// `json` as a template value that converts lazily.
+pub fn json_view(json: Arc<Json>) -> Value {
+    match &*json {
+        Json::Object(_) | Json::Array(_) => Value::from_object(JsonView {
+            root: json,
+            path: Vec::new(),
+        }),
+        scalar => from_json(scalar),
+    }
+}
+
+impl JsonView {
+    /// The node this view points at.
+    pub fn node(&self) -> &Json {
+        let mut node = &*self.root;
+        for step in &self.path {
+            node = match (step, node) {
+                (Step::Key(k), Json::Object(map)) => map.get(&**k).unwrap_or(&Json::Null),
+                (Step::Index(i), Json::Array(items)) => items.get(*i).unwrap_or(&Json::Null),
+                _ => &Json::Null,
+            };
+        }
+        node
+    }
+
+    fn child(&self, json: &Json, step: Step) -> Value {
+        match json {
+            Json::Object(_) | Json::Array(_) => {
+                let mut path = Vec::with_capacity(self.path.len() + 1);
+                path.extend(self.path.iter().cloned());
+                path.push(step);
+                Value::from_object(JsonView {
+                    root: self.root.clone(),
+                    path,
+                })
+            }
+            scalar => from_json(scalar),
+        }
+    }
+}
+
+impl Object for JsonView {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        match self.node() {
+            Json::Array(_) => ObjectRepr::Seq,
+            _ => ObjectRepr::Map,
+        }
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        match self.node() {
+            Json::Object(map) => {
+                let k = key.as_str()?;
+                let (stored, json) = map.get_key_value(k)?;
+                Some(self.child(json, Step::Key(Arc::from(stored.as_str()))))
+            }
+            Json::Array(items) => {
+                let index = i64::try_from(key.clone()).ok()?;
+                let index = if index < 0 {
+                    items.len().checked_sub(index.unsigned_abs() as usize)?
+                } else {
+                    index as usize
+                };
+                items
+                    .get(index)
+                    .map(|json| self.child(json, Step::Index(index)))
+            }
+            _ => None,
+        }
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        match self.node() {
+            Json::Object(map) => {
+                Enumerator::Values(map.keys().map(|k| Value::from(k.as_str())).collect())
+            }
+            Json::Array(items) => Enumerator::Seq(items.len()),
+            _ => Enumerator::Empty,
+        }
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        match self.node() {
+            Json::Object(map) => Some(map.len()),
+            Json::Array(items) => Some(items.len()),
+            _ => Some(0),
+        }
+    }
+
+    fn is_true(self: &Arc<Self>) -> bool {
+        self.enumerator_len().unwrap_or(0) > 0
     }
 }

@@ -294,9 +294,16 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
         }
         _ => ctx.clone(),
     };
-    let text = template
+    let mut text = template
         .render(render_ctx.to_value())
         .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
+    // Jinja drops the final newline; Ansible's template lookup restores it.
+    let source = template.source();
+    let wanted = source.len() - source.trim_end_matches('\n').len();
+    let have = text.len() - text.trim_end_matches('\n').len();
+    for _ in have..wanted {
+        text.push('\n');
+    }
     let convert = option(options, "convert_data").is_none_or(Value::is_true);
     Ok(if convert {
         super::pyliteral::convert_rendered(text)

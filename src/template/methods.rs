@@ -45,6 +45,11 @@ pub fn call_method(
     }
 }
 
+/// A Python tuple: renders as `(a, b)`.
+pub fn tuple(values: Vec<Value>) -> Value {
+    Value::from_object(minijinja::value::Tuple::new(values))
+}
+
 fn arg_str(args: &[Value], i: usize) -> Option<String> {
     args.get(i).filter(|v| !v.is_none()).map(pyrepr::to_text)
 }
@@ -132,7 +137,7 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
                 (None, "partition") => [s.to_owned(), String::new(), String::new()],
                 (None, _) => [String::new(), String::new(), s.to_owned()],
             };
-            Value::from(triple.into_iter().map(Value::from).collect::<Vec<_>>())
+            tuple(triple.into_iter().map(Value::from).collect())
         }
         "rsplit" => {
             let sep = arg_str(args, 0);
@@ -179,6 +184,27 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
                 .collect::<String>(),
         ),
         "casefold" => Value::from(s.to_lowercase()),
+        "istitle" => {
+            // Upper case only after uncased characters, lower case only after
+            // cased ones, and at least one cased character.
+            let mut cased = false;
+            let mut previous_cased = false;
+            let mut ok = true;
+            for c in s.chars() {
+                if c.is_uppercase() {
+                    ok &= !previous_cased;
+                    previous_cased = true;
+                    cased = true;
+                } else if c.is_lowercase() {
+                    ok &= previous_cased;
+                    previous_cased = true;
+                    cased = true;
+                } else {
+                    previous_cased = false;
+                }
+            }
+            Value::from(ok && cased)
+        }
         "isdecimal" => Value::from(!s.is_empty() && s.chars().all(|c| c.is_ascii_digit())),
         "expandtabs" => {
             let size = args

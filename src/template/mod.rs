@@ -23,7 +23,7 @@ pub mod convert;
 mod error;
 pub(crate) mod filters;
 mod lookups;
-mod methods;
+pub(crate) mod methods;
 mod predicates;
 pub mod pyliteral;
 pub mod pyrepr;
@@ -144,6 +144,7 @@ impl TemplarBuilder {
         env.set_formatter(format_output);
         env.set_unknown_method_callback(methods::call_method);
         env.add_global("omit", omit_token());
+        env.add_function("dict", filters::dict_global);
         env.add_function("__enka_truth", |value: &Value| {
             if value.is_undefined() {
                 return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
@@ -425,13 +426,9 @@ impl Templar {
         }
         // A top-level render sees the variables as they are now; only
         // renders nested inside it share its cache of templated variables.
-        let fresh;
-        let ctx = if ctx.depth == 0 {
-            fresh = ctx.fresh();
-            &fresh
-        } else {
-            ctx
-        };
+        if ctx.depth == 0 {
+            ctx.reset();
+        }
         let dynamic;
         let info = match self.compiled.get(source) {
             Some(info) => info,
@@ -529,7 +526,9 @@ impl Templar {
     }
 
     fn evaluate_str(&self, expr: &str, ctx: &Context) -> Result<bool, Error> {
-        let ctx = &ctx.fresh();
+        if ctx.depth == 0 {
+            ctx.reset();
+        }
         let mut expr = std::borrow::Cow::Borrowed(expr);
         if is_possibly_template(&expr) {
             let templated = self.template_str(&expr, ctx)?;

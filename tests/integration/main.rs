@@ -7,4 +7,5 @@ mod support;
 
 mod check;
 mod cli;
+mod conformance;
 mod control_plane;

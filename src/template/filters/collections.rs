@@ -33,6 +33,67 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_filter("json_query", json_query);
     env.add_filter("community.general.json_query", json_query);
     env.add_filter("sum", sum);
+    env.add_filter(
+        "selectattr",
+        |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
+            select_by_attr(state, value, &attr, &args, true)
+        },
+    );
+    env.add_filter(
+        "rejectattr",
+        |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
+            select_by_attr(state, value, &attr, &args, false)
+        },
+    );
+}
+
+/// Jinja's `selectattr`/`rejectattr`, where (as with Ansible's undefined) a
+/// missing attribute judged by truthiness alone is an error, while tests
+/// such as `defined` see it as undefined.
+fn select_by_attr(
+    state: &mut State,
+    value: &Value,
+    attr: &str,
+    args: &[Value],
+    keep: bool,
+) -> Result<Value, Error> {
+    let mut out = Vec::new();
+    for item in items(value, if keep { "selectattr" } else { "rejectattr" })? {
+        let mut field = item.clone();
+        for part in attr.split('.') {
+            field = field.get_attr(part).unwrap_or(Value::UNDEFINED);
+        }
+        let passed = match args.split_first() {
+            None => {
+                if field.is_undefined() {
+                    return Err(Error::new(
+                        minijinja::ErrorKind::UndefinedError,
+                        format!(
+                            "'{}' object has no attribute '{attr}'",
+                            if item.kind() == ValueKind::Map {
+                                "dict"
+                            } else {
+                                pyrepr::type_name(&item)
+                            }
+                        ),
+                    ));
+                }
+                field.is_true()
+            }
+            Some((test, test_args)) => {
+                let name = test
+                    .as_str()
+                    .ok_or_else(|| invalid("the test name must be a string"))?;
+                let mut call = vec![field];
+                call.extend(test_args.iter().cloned());
+                state.perform_test(name, &call)?
+            }
+        };
+        if passed == keep {
+            out.push(item);
+        }
+    }
+    Ok(Value::from(out))
 }
 
 pub(crate) fn items(value: &Value, what: &str) -> Result<Vec<Value>, Error> {
@@ -205,6 +266,23 @@ fn items2dict(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
         match pairs.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = val,
             None => pairs.push((key, val)),
+        }
+    }
+    Ok(Value::from_pairs(pairs))
+}
+
+/// Python's `dict(...)` as a Jinja global: a mapping, a list of pairs,
+/// and keyword arguments.
+pub fn dict_global(value: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let mut pairs: Vec<(Value, Value)> = match value {
+        Some(v) => map_pairs(&to_dict(&v)?),
+        None => Vec::new(),
+    };
+    for key in kwargs.args() {
+        let v = kwargs.get::<Value>(key)?;
+        match pairs.iter_mut().find(|(k, _)| k.as_str() == Some(key)) {
+            Some(slot) => slot.1 = v,
+            None => pairs.push((Value::from(key), v)),
         }
     }
     Ok(Value::from_pairs(pairs))

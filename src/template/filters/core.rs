@@ -71,8 +71,12 @@ pub fn to_bool(value: &Value) -> bool {
     }
 }
 
+/// The `bool` filter: like [`to_bool`], but `None` stays `None`.
 fn to_bool_filter(value: &Value) -> Result<Value, Error> {
     defined(value, "bool")?;
+    if value.is_none() {
+        return Ok(Value::from(()));
+    }
     Ok(Value::from(to_bool(value)))
 }
 

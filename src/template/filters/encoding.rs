@@ -357,9 +357,6 @@ fn yaml_dump(
         };
         out.push_str(&text);
         out.push('\n');
-        if !is_collection(value) && !text.starts_with(['\'', '"']) {
-            out.push_str("...\n");
-        }
         return Ok(out);
     }
     block_node(&mut out, value, 0, false, &style)?;
@@ -367,6 +364,10 @@ fn yaml_dump(
 }
 
 fn flow_for(value: &Value, flow: FlowStyle) -> bool {
+    // Empty collections are always written `[]` and `{}`.
+    if value.len() == Some(0) {
+        return true;
+    }
     match flow {
         FlowStyle::Always => true,
         FlowStyle::Never => false,
@@ -509,11 +510,12 @@ fn plain_allowed(s: &str, flow: bool) -> bool {
     if "#,[]{}&*!|>'\"%@`".contains(first) {
         return false;
     }
-    if "-?:".contains(first) {
-        let second = s.chars().nth(1);
-        if second.is_none_or(|c| c == ' ') || flow {
-            return false;
-        }
+    let followed_by_space = s.chars().nth(1).is_none_or(|c| c == ' ');
+    if first == '-' && followed_by_space {
+        return false;
+    }
+    if (first == '?' || first == ':') && (flow || followed_by_space) {
+        return false;
     }
     if s.contains(": ") || s.contains(" #") || s.ends_with(':') {
         return false;

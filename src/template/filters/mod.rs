@@ -10,6 +10,7 @@ mod encoding;
 mod paths;
 mod text;
 
+pub use collections::dict_global;
 pub use core::to_bool as core_to_bool;
 
 use minijinja::{Environment, Error, ErrorKind, Value};

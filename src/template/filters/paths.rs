@@ -46,8 +46,10 @@ fn splitext(value: &Value) -> Result<Value, Error> {
         .rfind('.')
         .map(|i| base_start + leading_dots + i);
     Ok(match split {
-        Some(i) => Value::from(vec![Value::from(&path[..i]), Value::from(&path[i..])]),
-        None => Value::from(vec![Value::from(path.as_str()), Value::from("")]),
+        Some(i) => {
+            crate::template::methods::tuple(vec![Value::from(&path[..i]), Value::from(&path[i..])])
+        }
+        None => crate::template::methods::tuple(vec![Value::from(path.as_str()), Value::from("")]),
     })
 }
 

@@ -23,6 +23,50 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_filter("indent", indent);
     env.add_filter("truncate", truncate);
     env.add_filter("capitalize", capitalize);
+    env.add_filter("replace", replace);
+    env.add_filter("wordcount", wordcount);
+    env.add_filter("center", center);
+}
+
+/// Jinja's `replace(s, old, new, count=None)`.
+fn replace(value: &Value, old: String, new: String, count: Option<usize>) -> Result<Value, Error> {
+    let s = text(value, "replace")?;
+    Ok(Value::from(match count {
+        Some(n) => s.replacen(&old, &new, n),
+        None => s.replace(&old, &new),
+    }))
+}
+
+/// Jinja's `wordcount`: runs of word characters.
+fn wordcount(value: &Value) -> Result<Value, Error> {
+    let s = text(value, "wordcount")?;
+    let mut count = 0;
+    let mut in_word = false;
+    for c in s.chars() {
+        let word = c.is_alphanumeric() || c == '_';
+        if word && !in_word {
+            count += 1;
+        }
+        in_word = word;
+    }
+    Ok(Value::from(count))
+}
+
+/// Jinja's `center(s, width=80)`, with Python's padding rule.
+fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
+    let s = text(value, "center")?;
+    let width = width.unwrap_or(80);
+    let len = s.chars().count();
+    if len >= width {
+        return Ok(Value::from(s));
+    }
+    let total = width - len;
+    let left = total / 2 + (total & width & 1);
+    Ok(Value::from(format!(
+        "{}{s}{}",
+        " ".repeat(left),
+        " ".repeat(total - left)
+    )))
 }
 
 fn text(value: &Value, what: &str) -> Result<String, Error> {

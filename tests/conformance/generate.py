@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Writes expected.json: what real ansible-core 2.18 makes of every case in
+cases.yaml. enka's conformance test replays the same cases and compares
+value and type.
+
+    python3 tests/conformance/generate.py          # sets up a venv, then runs
+
+The script installs ansible 11 (which pins ansible-core 2.18 and carries
+community.general for json_query) and jmespath from PyPI into a virtualenv under ~/.cache/enka (override with
+ENKA_CONFORMANCE_VENV) and re-executes itself there. CI never runs it: the
+results are committed as data.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import venv
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VENV = os.environ.get(
+    "ENKA_CONFORMANCE_VENV",
+    os.path.join(os.path.expanduser("~"), ".cache", "enka", "ansible-core-2.18-venv"),
+)
+# The `ansible` bundle 11.x pins ansible-core 2.18 and carries
+# community.general, where json_query lives (routed from the short name).
+REQUIREMENTS = ["ansible>=11,<12", "jmespath"]
+
+
+def ensure_venv():
+    python = os.path.join(VENV, "bin", "python3")
+    if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
+        return
+    if not os.path.exists(python):
+        print(f"generate.py: creating {VENV}", file=sys.stderr)
+        venv.create(VENV, with_pip=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", *REQUIREMENTS], check=True)
+    os.execv(python, [python, __file__, *sys.argv[1:]])
+
+
+def plain(value):
+    """The value as JSON data, and Python's type name for it."""
+    from ansible.utils.unsafe_proxy import AnsibleUnsafe  # noqa: F401
+
+    if value is None:
+        return None, "NoneType"
+    if isinstance(value, bool):
+        return value, "bool"
+    if isinstance(value, int):
+        return value, "int"
+    if isinstance(value, float):
+        return value, "float"
+    if isinstance(value, str):
+        return str(value), "str"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace"), "bytes"
+    if isinstance(value, dict):
+        return {str(k): plain(v)[0] for k, v in value.items()}, "dict"
+    if isinstance(value, (list, tuple, set)):
+        return [plain(v)[0] for v in value], "list"
+    return repr(value), type(value).__name__
+
+
+def main():
+    ensure_venv()
+    import yaml
+    import ansible
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.playbook.task import Task
+    from ansible.template import Templar
+
+    # As the CLI does: makes FQCNs (ansible.builtin.*) and collection
+    # routing (json_query) resolvable.
+    init_plugin_loader()
+    files = os.path.join(HERE, "files")
+    os.environ["ENKA_CONFORMANCE"] = "from-env"
+    os.environ.pop("ENKA_CONFORMANCE_UNSET", None)
+    with open(os.path.join(HERE, "cases.yaml")) as f:
+        groups = yaml.safe_load(f)
+
+    loader = DataLoader()
+    loader.set_basedir(files)
+    results = []
+    for group in groups:
+        base_vars = dict(group.get("vars") or {})
+        base_vars["ansible_search_path"] = [files]
+        base_vars["omit"] = "__omit_place_holder__conformance"
+        cases = [("template", t) for t in group.get("templates") or []]
+        cases += [("condition", c) for c in group.get("conditions") or []]
+        for index, (kind, source) in enumerate(cases):
+            case_id = f"{group['group']}/{index}"
+            templar = Templar(loader=loader, variables=dict(base_vars))
+            entry = {"id": case_id, "kind": kind, "source": source}
+            try:
+                if kind == "template":
+                    value = templar.template(source)
+                else:
+                    task = Task()
+                    task.when = [source]
+                    value = task.evaluate_conditional(templar, dict(base_vars))
+                data, type_name = plain(value)
+                entry.update(ok=True, value=data, type=type_name)
+            except Exception as err:  # noqa: BLE001 - every failure is data
+                entry.update(ok=False, error=f"{type(err).__name__}: {err}"[:300])
+            results.append(entry)
+
+    out = {
+        "ansible_core": ansible.__version__,
+        "cases": results,
+    }
+    with open(os.path.join(HERE, "expected.json"), "w") as f:
+        json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=False)
+        f.write("\n")
+    ok = sum(1 for r in results if r["ok"])
+    print(f"generate.py: {len(results)} cases from ansible-core {ansible.__version__} ({ok} succeed, {len(results) - ok} fail)")
+
+
+if __name__ == "__main__":
+    main()

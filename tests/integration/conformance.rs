@@ -1,0 +1,201 @@
+//! The templating conformance corpus: every case of
+//! `tests/conformance/cases.yaml`, rendered by enka and compared — value and
+//! type — with what real ansible-core 2.18 produced (`expected.json`,
+//! written by `tests/conformance/generate.py`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use enka::template::{Context, Options, TemplarBuilder, Var, VarSource, convert, pyrepr};
+use minijinja::Value;
+use serde_json::Value as Json;
+
+/// The share of cases that must match.
+const REQUIRED: f64 = 0.97;
+
+#[derive(Debug)]
+struct CaseVars(Vec<(String, Var)>);
+
+impl VarSource for CaseVars {
+    fn get(&self, name: &str) -> Option<Var> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn names(&self) -> Vec<Arc<str>> {
+        self.0.iter().map(|(k, _)| Arc::from(k.as_str())).collect()
+    }
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
+}
+
+fn template_files(builder: &mut TemplarBuilder, root: &Path) {
+    for entry in std::fs::read_dir(root).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            template_files(builder, &path);
+        } else {
+            builder
+                .add_file(
+                    &path.to_string_lossy(),
+                    std::fs::read_to_string(&path).unwrap(),
+                )
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}
+
+/// The outcome of one case: `Ok((type, value))` or `Err(message)`.
+type Outcome = Result<(String, Json), String>;
+
+fn run_cases() -> Vec<(Json, Outcome)> {
+    let cases_text = std::fs::read_to_string(dir().join("cases.yaml")).unwrap();
+    let groups = enka::yaml::load_one(&cases_text).unwrap().unwrap();
+    let expected: Json =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("expected.json")).unwrap())
+            .unwrap();
+    let expected = expected["cases"].as_array().unwrap().clone();
+    let files = dir().join("files");
+
+    let mut builder = TemplarBuilder::new(Options::default());
+    template_files(&mut builder, &files.join("templates"));
+    let mut sources = Vec::new();
+    for group in groups.as_seq().unwrap() {
+        let name = group.get("group").unwrap().key_string();
+        let vars: Vec<(String, Var)> = group
+            .get("vars")
+            .and_then(|v| v.as_map())
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| (k.key_string(), Var::templated(convert::from_yaml(v))))
+            .collect();
+        let vars = Arc::new(CaseVars(vars));
+        let mut index = 0;
+        for (kind, key) in [("template", "templates"), ("condition", "conditions")] {
+            for item in group.get(key).and_then(|n| n.as_seq()).unwrap_or_default() {
+                let source = item.as_str().unwrap().to_owned();
+                let compiled = match kind {
+                    "template" => builder.add_template(&source),
+                    _ => builder.add_condition(&source),
+                };
+                sources.push((
+                    format!("{name}/{index}"),
+                    kind,
+                    source,
+                    vars.clone(),
+                    compiled.err(),
+                ));
+                index += 1;
+            }
+        }
+    }
+    let templar = builder.build();
+    let search_path: Arc<[PathBuf]> = Arc::from(vec![files.clone()]);
+    let mut results = Vec::new();
+    for (id, kind, source, vars, compile_error) in sources {
+        let want = expected
+            .iter()
+            .find(|c| c["id"] == id.as_str())
+            .unwrap_or_else(|| {
+                panic!("{id} is missing from expected.json; run tests/conformance/generate.py")
+            })
+            .clone();
+        assert_eq!(
+            want["source"].as_str(),
+            Some(source.as_str()),
+            "{id}: cases.yaml and expected.json disagree; regenerate"
+        );
+        let outcome: Outcome = match compile_error {
+            Some(err) => Err(err.to_string()),
+            None => {
+                let ctx = Context::new(templar.clone(), vars, search_path.clone());
+                let rendered = match kind {
+                    "template" => templar.template_str(&source, &ctx),
+                    _ => templar
+                        .evaluate(&Value::from(source.as_str()), &ctx)
+                        .map(Value::from),
+                };
+                rendered.map_err(|e| e.to_string()).and_then(|v| {
+                    Ok((
+                        pyrepr::type_name(&v).to_owned(),
+                        convert::to_json(&v).map_err(|e| e.to_string())?,
+                    ))
+                })
+            }
+        };
+        results.push((want, outcome));
+    }
+    results
+}
+
+fn matches(want: &Json, got: &Outcome) -> bool {
+    match (want["ok"].as_bool(), got) {
+        (Some(true), Ok((type_name, value))) => {
+            want["type"] == type_name.as_str() && json_eq(&want["value"], value)
+        }
+        (Some(false), Err(_)) => true,
+        _ => false,
+    }
+}
+
+fn json_eq(a: &Json, b: &Json) -> bool {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => {
+            x.is_f64() == y.is_f64()
+                && x.as_f64()
+                    .zip(y.as_f64())
+                    .is_some_and(|(p, q)| p == q || (p - q).abs() <= 1e-12 * p.abs().max(1.0))
+        }
+        (Json::Array(x), Json::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Json::Object(x), Json::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[test]
+fn corpus_matches_ansible_core() {
+    let results = run_cases();
+    let total = results.len();
+    let mismatches: Vec<&(Json, Outcome)> =
+        results.iter().filter(|(w, g)| !matches(w, g)).collect();
+    let matched = total - mismatches.len();
+    let show =
+        std::env::var("ENKA_CONFORMANCE_SHOW").map_or(10, |v| v.parse().unwrap_or(usize::MAX));
+    for (want, got) in mismatches.iter().take(show) {
+        let expected = if want["ok"] == true {
+            format!("{} {}", want["type"], want["value"])
+        } else {
+            format!("error {}", want["error"])
+        };
+        let actual = match got {
+            Ok((t, v)) => format!("{t} {v}"),
+            Err(e) => format!("error {e}"),
+        };
+        eprintln!(
+            "MISMATCH {} {:?}\n  ansible: {expected}\n  enka:    {actual}",
+            want["id"],
+            want["source"].as_str().unwrap_or_default()
+        );
+    }
+    println!("conformance: {matched} of {total} cases match ansible-core 2.18");
+    assert!(
+        total >= 400,
+        "the corpus must have at least 400 cases, has {total}"
+    );
+    let ratio = matched as f64 / total as f64;
+    assert!(
+        ratio >= REQUIRED,
+        "conformance {:.1}% is below {:.0}%",
+        ratio * 100.0,
+        REQUIRED * 100.0
+    );
+}
