@@ -48,7 +48,8 @@ conformance: ## Replay the templating corpus recorded from ansible-core 2.18 (fa
 	@echo "==> conformance corpus (tests/conformance, expected values from real ansible-core 2.18)"
 	@mkdir -p target; status=0; \
 	  $(CARGO) test --quiet --test integration conformance -- --nocapture > target/conformance.log 2>&1 || status=$$?; \
-	  grep -h '^conformance:' target/conformance.log || tail -20 target/conformance.log; exit $$status
+	  grep -h '^conformance:' target/conformance.log | awk '{x += $$2; y += $$4} END {if (y) printf "conformance: %d of %d cases match ansible-core 2.18\n", x, y}'; \
+	  if [ $$status -ne 0 ]; then grep -E '^(MISMATCH|  ansible:|  enka:)|panicked' target/conformance.log | head -40; fi; exit $$status
 
 .PHONY: conformance-generate
 conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).

@@ -93,7 +93,7 @@ pub fn check(options: &CheckOptions) -> Report {
     );
     let load = LoadOptions {
         role_paths: paths,
-        templates: crate::template::Options::default(),
+        templates: crate::template::Options::from_env(),
         origins: watches
             .iter()
             .map(|w| (w.target.clone(), w.location.clone()))

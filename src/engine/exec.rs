@@ -87,6 +87,7 @@ impl Runner {
             elapsed,
             api_time: self.api_time,
             metrics: self.metrics,
+            facts: self.facts,
         }
     }
 
@@ -119,6 +120,15 @@ impl Runner {
                     for play in &playbook.plays {
                         let mut play_scope = base.clone();
                         play_scope.play_vars = scope::push(&None, &play.vars);
+                        // Roles listed in a play expose their defaults and
+                        // vars to the whole play (Ansible's default, with
+                        // private role vars off).
+                        for role_ref in &play.roles {
+                            play_scope.defaults =
+                                scope::push(&play_scope.defaults, &role_ref.role.defaults("main"));
+                            play_scope.role_vars =
+                                scope::push(&play_scope.role_vars, &role_ref.role.vars("main"));
+                        }
                         let frame = Frame {
                             scope: play_scope,
                             inherited: Inherited::default(),
@@ -781,6 +791,8 @@ impl Runner {
             let Some(until) = &until else {
                 return Ok(result);
             };
+            // Ansible counts the attempt before judging `until`.
+            result.set("attempts", Value::from(attempt));
             if let Some(name) = &task.register {
                 judged_scope.set_magic(name, result.to_value());
             }
@@ -789,7 +801,6 @@ impl Runner {
                 Ok(done) => done,
                 Err(err) => return Err(self.conditional_failure(task, &err)),
             };
-            result.set("attempts", Value::from(attempt));
             if done {
                 return Ok(result);
             }

@@ -70,6 +70,8 @@ pub struct RunOutcome {
     pub api_time: Duration,
     /// User metrics recorded by `osdk_metric`.
     pub metrics: Vec<crate::modules::MetricUpdate>,
+    /// The host's facts at the end (`set_fact`, `register`).
+    pub facts: super::scope::Facts,
 }
 
 impl RunOutcome {

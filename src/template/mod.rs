@@ -61,6 +61,10 @@ pub const DEFAULT_FUEL: u64 = 50_000_000;
 /// Largest text one render may produce.
 pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 
+/// Environment variable that seeds `random` and `shuffle`, so a run can be
+/// reproduced.
+pub const SEED_ENV: &str = "ENKA_RANDOM_SEED";
+
 /// Knobs that change what templates may do.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -70,6 +74,18 @@ pub struct Options {
     pub allow_pipe: bool,
     /// Instruction budget of one render; `None` means [`DEFAULT_FUEL`].
     pub fuel: Option<u64>,
+}
+
+impl Options {
+    /// Options with the seed taken from `ENKA_RANDOM_SEED`, when set.
+    pub fn from_env() -> Self {
+        Options {
+            seed: std::env::var(SEED_ENV)
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+            ..Options::default()
+        }
+    }
 }
 
 /// What the builder learned about one template when compiling it.

@@ -114,6 +114,79 @@ def main():
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])
     print(f"generate.py: {len(results)} cases from ansible-core {ansible.__version__} ({ok} succeed, {len(results) - ok} fail)")
+    plays(ansible.__version__)
+
+
+PLAYBOOK = """- hosts: localhost
+  gather_facts: no
+  roles: [case]
+  post_tasks:
+    - set_fact:
+        conformance_result: {result}
+    - debug:
+        var: conformance_result
+"""
+
+
+def plays(version):
+    """Runs each case of plays.yaml with ansible-playbook."""
+    import tempfile
+    import yaml
+
+    with open(os.path.join(HERE, "plays.yaml")) as f:
+        cases = yaml.safe_load(f)
+    results = []
+    for case in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            for rel, content in case["files"].items():
+                path = os.path.join(tmp, rel)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(content)
+            with open(os.path.join(tmp, "play.yml"), "w") as f:
+                f.write(PLAYBOOK.format(result=json.dumps(case["result"])))
+            with open(os.path.join(tmp, "extra.json"), "w") as f:
+                json.dump(case.get("extra_vars") or {}, f)
+            env = dict(
+                os.environ,
+                ANSIBLE_STDOUT_CALLBACK="json",
+                ANSIBLE_LOCALHOST_WARNING="False",
+                ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+                ANSIBLE_DEPRECATION_WARNINGS="False",
+                ANSIBLE_NOCOLOR="1",
+            )
+            proc = subprocess.run(
+                [os.path.join(VENV, "bin", "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml", "-e", "@extra.json"],
+                cwd=tmp, env=env, capture_output=True, text=True,
+            )
+        entry = {"name": case["name"]}
+        try:
+            report = json.loads(proc.stdout)
+        except ValueError:
+            entry.update(ok=False, error=(proc.stdout + proc.stderr)[-300:])
+            results.append(entry)
+            continue
+        value = None
+        found = False
+        failure = None
+        for play in report.get("plays", []):
+            for task in play.get("tasks", []):
+                host = task.get("hosts", {}).get("localhost", {})
+                if "conformance_result" in host:
+                    value, found = host["conformance_result"], True
+                if host.get("failed") and not host.get("ignore_errors") and failure is None:
+                    failure = host.get("msg", "failed")
+        if found:
+            data, type_name = plain(value)
+            entry.update(ok=True, value=data, type=type_name)
+        else:
+            entry.update(ok=False, error=str(failure)[:300])
+        results.append(entry)
+    with open(os.path.join(HERE, "expected_plays.json"), "w") as f:
+        json.dump({"ansible_core": version, "cases": results}, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    ok = sum(1 for r in results if r["ok"])
+    print(f"generate.py: {len(results)} play cases ({ok} succeed, {len(results) - ok} fail)")
 
 
 if __name__ == "__main__":

@@ -199,3 +199,108 @@ fn corpus_matches_ansible_core() {
         REQUIRED * 100.0
     );
 }
+
+/// `tests/conformance/plays.yaml`: precedence, loops, blocks and task
+/// keywords, compared with what ansible-playbook (ansible-core 2.18) did.
+#[tokio::test]
+async fn plays_match_ansible_playbook() {
+    use enka::engine::{self, Entry, RunOptions};
+    use enka::role::{LoadOptions, Project, RolePaths, Target};
+
+    let cases_text = std::fs::read_to_string(dir().join("plays.yaml")).unwrap();
+    let cases = enka::yaml::load_one(&cases_text).unwrap().unwrap();
+    let expected: Json =
+        serde_json::from_str(&std::fs::read_to_string(dir().join("expected_plays.json")).unwrap())
+            .unwrap();
+    let expected = expected["cases"].as_array().unwrap().clone();
+    let root = std::env::temp_dir().join(format!("enka-plays-{}", std::process::id()));
+    let mut total = 0;
+    let mut matched = 0;
+    for case in cases.as_seq().unwrap() {
+        let name = case.get("name").unwrap().key_string();
+        let want = expected
+            .iter()
+            .find(|c| c["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} missing; regenerate"))
+            .clone();
+        let dir = root.join(&name);
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, content) in case.get("files").unwrap().as_map().unwrap() {
+            let file = dir.join(path.key_string());
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, content.as_str().unwrap()).unwrap();
+        }
+        let result = case.get("result").unwrap().as_str().unwrap();
+        let playbook = format!(
+            "- hosts: localhost\n  gather_facts: no\n  roles: [case]\n  post_tasks:\n    - set_fact:\n        conformance_result: {}\n    - debug:\n        var: conformance_result\n",
+            serde_json::to_string(result).unwrap()
+        );
+        std::fs::write(dir.join("play.yml"), playbook).unwrap();
+        let options = LoadOptions {
+            role_paths: RolePaths {
+                base_dir: dir.clone(),
+                ..RolePaths::default()
+            },
+            templates: Options::default(),
+            origins: Vec::new(),
+        };
+        let (project, diagnostics) =
+            Project::load(&options, &[Target::Playbook(dir.join("play.yml"))]);
+        let outcome: Outcome = match project {
+            None => Err(diagnostics
+                .0
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")),
+            Some(project) => {
+                let extra: Vec<(Arc<str>, Var)> = case
+                    .get("extra_vars")
+                    .and_then(|v| v.as_map())
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            Arc::from(k.key_string().as_str()),
+                            Var::templated(convert::from_yaml(v)),
+                        )
+                    })
+                    .collect();
+                let run = engine::run(
+                    &project,
+                    &Entry::Playbook(dir.join("play.yml")),
+                    extra,
+                    None,
+                    RunOptions::default(),
+                )
+                .await;
+                match (run.facts.get("conformance_result"), run.failure()) {
+                    (Some(var), _) => Ok((
+                        pyrepr::type_name(&var.value).to_owned(),
+                        convert::to_json(&var.value).unwrap_or(Json::Null),
+                    )),
+                    (None, Some(failure)) => Err(failure.to_string()),
+                    (None, None) => Err("no result".to_owned()),
+                }
+            }
+        };
+        total += 1;
+        if matches(&want, &outcome) {
+            matched += 1;
+        } else {
+            eprintln!(
+                "MISMATCH play {name}\n  ansible: {} {}\n  enka:    {outcome:?}",
+                want["type"], want["value"]
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    println!(
+        "conformance: {matched} of {total} play cases match ansible-playbook (ansible-core 2.18)"
+    );
+    assert!(total >= 30);
+    assert!(
+        matched as f64 / total as f64 >= REQUIRED,
+        "{matched} of {total}"
+    );
+}
