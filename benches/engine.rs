@@ -84,17 +84,7 @@ async fn reconcile(
             ..VarOptions::default()
         },
     );
-    let owner = Owner {
-        api_version: format!("{GROUP}/v1beta2"),
-        group: GROUP.into(),
-        kind: "Hikawa".into(),
-        name: "hikawa".into(),
-        uid: hikawa["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .into(),
-        namespace: Some("bench".into()),
-    };
+    let owner = Owner::from_object(&hikawa, GROUP, "Hikawa");
     let before = cluster.writes();
     let dyn_cluster: Arc<dyn Cluster> = cluster.clone();
     let options = RunOptions {

@@ -23,6 +23,55 @@ pub enum Command {
     /// Load every watch, role and template and report all problems with
     /// file:line:column; exit 1 on any error.
     Check(CheckArgs),
+    /// Run the operator: one controller per watch, against the cluster of
+    /// the current kubeconfig (or in-cluster).
+    Run(RunArgs),
+}
+
+/// `enka run` flags, named as upstream's `ansible-operator run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Path to the watches file.
+    #[arg(long, env = "WATCHES_FILE", default_value = "./watches.yaml")]
+    pub watches_file: PathBuf,
+    /// Default period after which an unchanged object is reconciled again (Go duration).
+    #[arg(long, default_value = "10h", value_parser = parse_duration)]
+    pub reconcile_period: std::time::Duration,
+    /// Reconciles in flight per watch (default: the number of CPUs).
+    #[arg(long)]
+    pub max_concurrent_reconciles: Option<u16>,
+    /// Add owner references (or primary-resource annotations) to created objects.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub inject_owner_ref: bool,
+    /// Ansible verbosity (0-7); debug tasks above it are skipped.
+    #[arg(long, default_value_t = 2)]
+    pub ansible_verbosity: u8,
+    /// Extra directories to find roles in (colon-separated).
+    #[arg(long, value_delimiter = ':')]
+    pub ansible_roles_path: Vec<PathBuf>,
+    /// Extra directories to find collections in (colon-separated).
+    #[arg(long, value_delimiter = ':')]
+    pub ansible_collections_path: Vec<PathBuf>,
+    /// Longest a single reconcile may take before it fails (enka).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub reconcile_timeout: std::time::Duration,
+    /// Seed for `random` and `shuffle`, to reproduce a run (enka).
+    #[arg(long, env = "ENKA_RANDOM_SEED")]
+    pub random_seed: Option<u64>,
+    /// Allow `lookup('pipe')`, which runs commands on the operator's host (enka).
+    #[arg(long)]
+    pub allow_commands: bool,
+    /// Accepted for compatibility; enka runs no ansible-runner.
+    #[arg(long, hide = true)]
+    pub ansible_args: Option<String>,
+    /// Accepted for compatibility; enka has no proxy.
+    #[arg(long, hide = true)]
+    pub proxy_port: Option<u16>,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::watches::parse_go_duration(text)
+        .ok_or_else(|| format!("invalid duration {text:?} (use Go syntax such as 30s, 5m, 10h)"))
 }
 
 /// `enka check` flags.
@@ -59,6 +108,26 @@ impl Cli {
                     ExitCode::FAILURE
                 }
             }
+            Some(Command::Run(args)) => {
+                let runtime = match tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(err) => {
+                        eprintln!("enka: cannot start the async runtime: {err}");
+                        return ExitCode::FAILURE;
+                    }
+                };
+                match runtime.block_on(run(args)) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(err) => {
+                        tracing::error!("{err:#}");
+                        eprintln!("enka: {err:#}");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
             None => {
                 use clap::CommandFactory;
                 let _ = Cli::command().print_help();
@@ -66,4 +135,50 @@ impl Cli {
             }
         }
     }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    if args.ansible_args.is_some() {
+        tracing::warn!(
+            "--ansible-args has no effect: enka runs roles in-process, without ansible-runner"
+        );
+    }
+    if args.proxy_port.is_some() {
+        tracing::warn!(
+            "--proxy-port has no effect: enka talks to the API server directly, without a proxy"
+        );
+    }
+    let namespaces: Vec<String> = std::env::var("WATCH_NAMESPACE")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let client = kube::Client::try_default().await.map_err(|e| {
+        anyhow::anyhow!("cannot connect to Kubernetes (kubeconfig or in-cluster): {e}")
+    })?;
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let options = crate::operator::OperatorOptions {
+        watches_file: args.watches_file,
+        reconcile_period: args.reconcile_period,
+        max_concurrent_reconciles: args
+            .max_concurrent_reconciles
+            .filter(|n| *n > 0)
+            .unwrap_or(u16::try_from(cpus).unwrap_or(1)),
+        reconcile_timeout: args.reconcile_timeout,
+        roles_path: args.ansible_roles_path,
+        collections_path: args.ansible_collections_path,
+        verbosity: args.ansible_verbosity.min(7),
+        namespaces,
+        inject_owner_ref: args.inject_owner_ref,
+        templates: crate::template::Options {
+            seed: args.random_seed,
+            allow_pipe: args.allow_commands,
+            fuel: None,
+        },
+    };
+    crate::operator::run(options, client).await
 }

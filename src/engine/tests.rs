@@ -72,14 +72,7 @@ async fn reconcile(
             ..VarOptions::default()
         },
     );
-    let owner = Owner {
-        api_version: format!("{GROUP}/v1beta2"),
-        group: GROUP.into(),
-        kind: "Hikawa".into(),
-        name: "hikawa".into(),
-        uid: hikawa["metadata"]["uid"].as_str().unwrap().into(),
-        namespace: Some("ns".into()),
-    };
+    let owner = Owner::from_object(&hikawa, GROUP, "Hikawa");
     let options = RunOptions {
         owner: Some(Arc::new(owner)),
         ..RunOptions::default()

@@ -5,6 +5,8 @@
 //! or an in-memory one ([`memory::MemoryCluster`]) for the engine's
 //! benchmark. Objects travel as JSON, the way roles see them.
 
+pub mod client;
+mod exec;
 pub mod memory;
 
 use std::fmt;
@@ -124,6 +126,28 @@ pub struct Owner {
     pub uid: String,
     /// Its namespace; `None` when cluster-scoped.
     pub namespace: Option<String>,
+}
+
+impl Owner {
+    /// The owner described by an object read from the API.
+    pub fn from_object(object: &Json, group: &str, kind: &str) -> Self {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let namespace = text("/metadata/namespace");
+        Owner {
+            api_version: text("/apiVersion"),
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            name: text("/metadata/name"),
+            uid: text("/metadata/uid"),
+            namespace: (!namespace.is_empty()).then_some(namespace),
+        }
+    }
 }
 
 /// What `k8s_exec` got back.

@@ -1,5 +1,179 @@
 //! The operator: one controller per watch, the variables of each run, status
 //! conditions and finalizers.
 
+pub mod controller;
+mod events;
 pub mod paramconv;
+pub mod status;
 pub mod vars;
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use kube::api::GroupVersionKind;
+use kube::discovery::{self, Scope};
+
+use crate::check::{role_paths, targets};
+use crate::kube::client::KubeCluster;
+use crate::role::{LoadOptions, Project};
+use controller::{Settings, WatchContext};
+
+/// What `enka run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct OperatorOptions {
+    /// The watches file.
+    pub watches_file: PathBuf,
+    /// Default reconcile period.
+    pub reconcile_period: Duration,
+    /// Reconciles in flight per watch.
+    pub max_concurrent_reconciles: u16,
+    /// Maximum duration of one reconcile.
+    pub reconcile_timeout: Duration,
+    /// Extra role directories.
+    pub roles_path: Vec<PathBuf>,
+    /// Extra collection directories.
+    pub collections_path: Vec<PathBuf>,
+    /// Ansible verbosity.
+    pub verbosity: u8,
+    /// Namespaces to watch (empty: all).
+    pub namespaces: Vec<String>,
+    /// Whether created objects get owner references.
+    pub inject_owner_ref: bool,
+    /// Template options (seed, commands).
+    pub templates: crate::template::Options,
+}
+
+/// Loads the project and runs every controller until a shutdown signal.
+pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Result<()> {
+    let (watches, mut diagnostics) = crate::watches::load(&options.watches_file);
+    let paths = role_paths(
+        &options.watches_file,
+        &options.roles_path,
+        &options.collections_path,
+    );
+    let load = LoadOptions {
+        role_paths: paths,
+        templates: options.templates.clone(),
+        origins: watches
+            .iter()
+            .map(|w| (w.target.clone(), w.location.clone()))
+            .collect(),
+    };
+    let (project, project_diagnostics) = Project::load(&load, &targets(&watches));
+    diagnostics.extend(project_diagnostics);
+    for diagnostic in &diagnostics.0 {
+        if diagnostic.is_error() {
+            tracing::error!("{diagnostic}");
+        } else {
+            tracing::warn!("{diagnostic}");
+        }
+    }
+    let Some(project) = project.filter(|_| !diagnostics.has_errors()) else {
+        bail!(
+            "the project has {} error(s); run `enka check` for details",
+            diagnostics.errors().count()
+        );
+    };
+    let handle = Arc::new(RwLock::new(project));
+    let cluster = Arc::new(KubeCluster::new(client.clone(), "enka"));
+    let settings = Settings {
+        reconcile_period: options.reconcile_period,
+        reconcile_timeout: options.reconcile_timeout,
+        verbosity: options.verbosity,
+        namespaces: options.namespaces.clone(),
+        inject_owner_ref: options.inject_owner_ref,
+    };
+    let shutdown = shutdown_signal();
+    let mut controllers = Vec::new();
+    for watch in watches {
+        let gvk = GroupVersionKind::gvk(&watch.gvk.group, &watch.gvk.version, &watch.gvk.kind);
+        let (resource, caps) = discovery::pinned_kind(&client, &gvk)
+            .await
+            .with_context(|| {
+                format!(
+                    "the API server does not serve {} (is its CRD installed?)",
+                    watch.gvk
+                )
+            })?;
+        let concurrency = std::env::var(controller::env_name(
+            "MAX_CONCURRENT_RECONCILES",
+            &watch.gvk,
+        ))
+        .or_else(|_| {
+            let legacy = controller::env_name("WORKER", &watch.gvk);
+            std::env::var(&legacy).inspect(|_| {
+                tracing::warn!("{legacy} is deprecated; use MAX_CONCURRENT_RECONCILES_…")
+            })
+        })
+        .ok()
+        .and_then(|v| v.parse::<u16>().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(options.max_concurrent_reconciles);
+        let namespaced = caps.scope == Scope::Namespaced;
+        let gvk_name = watch.gvk.to_string();
+        let ctx = WatchContext::new(
+            watch,
+            resource,
+            namespaced,
+            handle.clone(),
+            cluster.clone(),
+            settings.clone(),
+        )
+        .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
+        let ctx = Arc::new(ctx);
+        let namespaces: Vec<Option<String>> = if options.namespaces.is_empty() || !namespaced {
+            vec![None]
+        } else {
+            options.namespaces.iter().cloned().map(Some).collect()
+        };
+        for namespace in namespaces {
+            controllers.push(tokio::spawn(controller::run_controller(
+                ctx.clone(),
+                namespace,
+                concurrency,
+                shutdown.clone(),
+            )));
+        }
+    }
+    tracing::info!(controllers = controllers.len(), "enka is running");
+    for controller in controllers {
+        controller
+            .await
+            .context("a controller stopped unexpectedly")?;
+    }
+    tracing::info!("enka stopped");
+    Ok(())
+}
+
+/// A future that completes on SIGTERM or Ctrl-C; cloneable for every
+/// controller.
+fn shutdown_signal() -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
+    use futures::FutureExt;
+    async {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(term) => term,
+                    Err(_) => {
+                        let _ = ctrl_c.await;
+                        return;
+                    }
+                };
+            tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = ctrl_c.await;
+        }
+        tracing::info!("shutting down: letting running reconciles finish");
+    }
+    .boxed()
+    .shared()
+}

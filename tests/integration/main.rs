@@ -9,3 +9,4 @@ mod check;
 mod cli;
 mod conformance;
 mod control_plane;
+mod zundoko;

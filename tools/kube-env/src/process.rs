@@ -63,6 +63,18 @@ impl Server {
         log: PathBuf,
         lifetime: Lifetime,
     ) -> Result<Self, Error> {
+        Self::start_with_env(name, program, args, &[], log, lifetime)
+    }
+
+    /// Like [`Server::start`], with extra environment variables.
+    pub fn start_with_env(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> Result<Self, Error> {
         let io_error = |source: std::io::Error| Error::Spawn {
             name,
             reason: source.to_string(),
@@ -76,6 +88,7 @@ impl Server {
         let mut command = Command::new(program);
         command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);

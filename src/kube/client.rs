@@ -1,0 +1,369 @@
+//! [`Cluster`] over one shared `kube::Client`, with a discovery cache.
+//!
+//! Discovery is per group-version: the first use of a kind fetches its
+//! group-version's resource list once; a kind the cache does not know
+//! refreshes that group-version once (a CRD may have been installed since).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams,
+    PostParams,
+};
+use kube::core::GroupVersion;
+use kube::discovery::{self, Scope};
+use kube::{Client, Error as KubeError};
+use serde_json::Value as Json;
+
+use super::{BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource};
+
+/// The Kubernetes API through `kube`.
+pub struct KubeCluster {
+    client: Client,
+    discovery: Mutex<HashMap<(String, String), Vec<Resource>>>,
+    field_manager: String,
+}
+
+impl std::fmt::Debug for KubeCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeCluster")
+            .field("field_manager", &self.field_manager)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Converts a `kube` error into the modules' error.
+pub fn api_error(err: KubeError) -> Error {
+    match err {
+        KubeError::Api(status) => Error::Api {
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.clone(),
+        },
+        other => Error::Transport(other.to_string()),
+    }
+}
+
+fn split_api_version(api_version: &str) -> (String, String) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g.to_owned(), v.to_owned()),
+        None => (String::new(), api_version.to_owned()),
+    }
+}
+
+impl KubeCluster {
+    /// A cluster over `client`; writes use `field_manager`.
+    pub fn new(client: Client, field_manager: &str) -> Self {
+        KubeCluster {
+            client,
+            discovery: Mutex::new(HashMap::new()),
+            field_manager: field_manager.to_owned(),
+        }
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn cached(&self, group: &str, version: &str, kind: &str) -> Option<Resource> {
+        let cache = self.discovery.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get(&(group.to_owned(), version.to_owned()))?
+            .iter()
+            .find(|r| r.kind == kind)
+            .cloned()
+    }
+
+    async fn refresh(&self, group: &str, version: &str) -> Result<(), Error> {
+        let gv = GroupVersion::gv(group, version);
+        let api_group = match discovery::pinned_group(&self.client, &gv).await {
+            Ok(g) => g,
+            // An unknown group-version is an empty one.
+            Err(KubeError::Api(status)) if status.code == 404 => {
+                self.discovery
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((group.to_owned(), version.to_owned()), Vec::new());
+                return Ok(());
+            }
+            Err(err) => return Err(api_error(err)),
+        };
+        let resources = api_group
+            .versioned_resources(version)
+            .into_iter()
+            .map(|(ar, caps)| Resource {
+                group: ar.group.clone(),
+                version: ar.version.clone(),
+                kind: ar.kind.clone(),
+                plural: ar.plural.clone(),
+                namespaced: caps.scope == Scope::Namespaced,
+            })
+            .collect();
+        self.discovery
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((group.to_owned(), version.to_owned()), resources);
+        Ok(())
+    }
+
+    fn api(&self, resource: &Resource, namespace: Option<&str>) -> Api<DynamicObject> {
+        let ar = ApiResource {
+            group: resource.group.clone(),
+            version: resource.version.clone(),
+            api_version: resource.api_version(),
+            kind: resource.kind.clone(),
+            plural: resource.plural.clone(),
+        };
+        match (resource.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            _ => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+}
+
+fn to_json(object: DynamicObject) -> Result<Json, Error> {
+    serde_json::to_value(object)
+        .map_err(|e| Error::Transport(format!("cannot encode the object: {e}")))
+}
+
+fn from_json(json: &Json) -> Result<DynamicObject, Error> {
+    serde_json::from_value(json.clone()).map_err(|e| Error::Api {
+        code: 422,
+        reason: "Invalid".into(),
+        message: format!("the object is not a valid Kubernetes object: {e}"),
+    })
+}
+
+impl Cluster for KubeCluster {
+    fn resource<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+    ) -> BoxFuture<'a, Result<Resource, Error>> {
+        Box::pin(async move {
+            let (group, version) = split_api_version(api_version);
+            if let Some(resource) = self.cached(&group, &version, kind) {
+                return Ok(resource);
+            }
+            self.refresh(&group, &version).await?;
+            self.cached(&group, &version, kind)
+                .ok_or_else(|| Error::UnknownKind {
+                    api_version: api_version.to_owned(),
+                    kind: kind.to_owned(),
+                })
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Json>, Error>> {
+        Box::pin(async move {
+            match self
+                .api(resource, namespace)
+                .get_opt(name)
+                .await
+                .map_err(api_error)?
+            {
+                Some(object) => Ok(Some(to_json(object)?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        label_selector: Option<&'a str>,
+        field_selector: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<Json>, Error>> {
+        Box::pin(async move {
+            // Served from the API server's watch cache, as upstream's proxy
+            // serves k8s_info from its informer cache: a consistent list
+            // waits for the cache to catch up with etcd (about 100 ms on a
+            // quiet cluster), and roles are written to tolerate a cache
+            // that is a moment behind (reads by name stay consistent).
+            let mut params = ListParams::default().match_any();
+            if let Some(labels) = label_selector {
+                params = params.labels(labels);
+            }
+            if let Some(fields) = field_selector {
+                params = params.fields(fields);
+            }
+            let list = self
+                .api(resource, namespace)
+                .list(&params)
+                .await
+                .map_err(api_error)?;
+            list.items.into_iter().map(to_json).collect()
+        })
+    }
+
+    fn create<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        object: &'a Json,
+    ) -> BoxFuture<'a, Result<Json, Error>> {
+        Box::pin(async move {
+            let object = from_json(object)?;
+            let created = self
+                .api(resource, namespace)
+                .create(&PostParams::default(), &object)
+                .await
+                .map_err(api_error)?;
+            to_json(created)
+        })
+    }
+
+    fn patch<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Json,
+        kind: &'a PatchType,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Json, Error>> {
+        Box::pin(async move {
+            let api = self.api(resource, namespace);
+            let (patch, params) = match kind {
+                PatchType::Merge => (Patch::Merge(patch), PatchParams::default()),
+                PatchType::Strategic => (Patch::Strategic(patch), PatchParams::default()),
+                PatchType::Json => {
+                    let ops: json_patch::Patch =
+                        serde_json::from_value(patch.clone()).map_err(|e| Error::Api {
+                            code: 422,
+                            reason: "Invalid".into(),
+                            message: format!("not a JSON patch: {e}"),
+                        })?;
+                    let params = PatchParams::default();
+                    return match subresource {
+                        Some("status") => {
+                            api.patch_status(name, &params, &Patch::<Json>::Json(ops))
+                                .await
+                        }
+                        _ => api.patch(name, &params, &Patch::<Json>::Json(ops)).await,
+                    }
+                    .map_err(api_error)
+                    .and_then(to_json);
+                }
+                PatchType::Apply {
+                    field_manager,
+                    force,
+                } => {
+                    let mut params = PatchParams::apply(field_manager);
+                    if *force {
+                        params = params.force();
+                    }
+                    (Patch::Apply(patch), params)
+                }
+            };
+            let params = if params.field_manager.is_none() {
+                PatchParams {
+                    field_manager: Some(self.field_manager.clone()),
+                    ..params
+                }
+            } else {
+                params
+            };
+            match subresource {
+                Some("status") => api.patch_status(name, &params, &patch).await,
+                _ => api.patch(name, &params, &patch).await,
+            }
+            .map_err(api_error)
+            .and_then(to_json)
+        })
+    }
+
+    fn replace<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        object: &'a Json,
+        subresource: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Json, Error>> {
+        Box::pin(async move {
+            let api = self.api(resource, namespace);
+            let object = from_json(object)?;
+            let params = PostParams {
+                field_manager: Some(self.field_manager.clone()),
+                ..PostParams::default()
+            };
+            match subresource {
+                Some("status") => api.replace_status(name, &params, &object).await,
+                _ => api.replace(name, &params, &object).await,
+            }
+            .map_err(api_error)
+            .and_then(to_json)
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        resource: &'a Resource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        options: Option<&'a Json>,
+    ) -> BoxFuture<'a, Result<bool, Error>> {
+        Box::pin(async move {
+            let mut params = DeleteParams::background();
+            if let Some(options) = options {
+                match options.get("propagationPolicy").and_then(Json::as_str) {
+                    Some("Foreground") => params = DeleteParams::foreground(),
+                    Some("Orphan") => params = DeleteParams::orphan(),
+                    _ => {}
+                }
+                if let Some(grace) = options.get("gracePeriodSeconds").and_then(Json::as_u64) {
+                    params.grace_period_seconds = u32::try_from(grace).ok();
+                }
+            }
+            match self.api(resource, namespace).delete(name, &params).await {
+                Ok(_) => Ok(true),
+                Err(KubeError::Api(status)) if status.code == 404 => Ok(false),
+                Err(err) => Err(api_error(err)),
+            }
+        })
+    }
+
+    fn logs<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: Option<&'a str>,
+        since_seconds: Option<i64>,
+        tail_lines: Option<i64>,
+        previous: bool,
+    ) -> BoxFuture<'a, Result<String, Error>> {
+        Box::pin(async move {
+            let pods: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(self.client.clone(), namespace);
+            let params = LogParams {
+                container: container.map(str::to_owned),
+                since_seconds,
+                tail_lines,
+                previous,
+                ..LogParams::default()
+            };
+            pods.logs(pod, &params).await.map_err(api_error)
+        })
+    }
+
+    fn exec<'a>(
+        &'a self,
+        namespace: &'a str,
+        pod: &'a str,
+        container: Option<&'a str>,
+        command: &'a [String],
+    ) -> BoxFuture<'a, Result<ExecOutput, Error>> {
+        Box::pin(async move {
+            super::exec::exec(&self.client, namespace, pod, container, command).await
+        })
+    }
+}

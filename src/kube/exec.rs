@@ -1,0 +1,61 @@
+//! `pods/exec` over the API's websocket.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, AttachParams};
+use tokio::io::AsyncReadExt;
+
+use super::client::api_error;
+use super::{Error, ExecOutput};
+
+/// Runs `command` in a container and collects its output and exit code.
+pub async fn exec(
+    client: &Client,
+    namespace: &str,
+    pod: &str,
+    container: Option<&str>,
+    command: &[String],
+) -> Result<ExecOutput, Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut params = AttachParams::default()
+        .stdin(false)
+        .stdout(true)
+        .stderr(true);
+    if let Some(container) = container {
+        params = params.container(container);
+    }
+    let mut attached = pods
+        .exec(pod, command.iter().map(String::as_str), &params)
+        .await
+        .map_err(api_error)?;
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut out) = attached.stdout() {
+        let _ = out.read_to_string(&mut stdout).await;
+    }
+    if let Some(mut err) = attached.stderr() {
+        let _ = err.read_to_string(&mut stderr).await;
+    }
+    let status = match attached.take_status() {
+        Some(status) => status.await,
+        None => None,
+    };
+    let return_code = status.map(|s| {
+        if s.status.as_deref() == Some("Success") {
+            return 0;
+        }
+        s.details
+            .and_then(|d| d.causes)
+            .into_iter()
+            .flatten()
+            .find(|c| c.reason.as_deref() == Some("ExitCode"))
+            .and_then(|c| c.message.and_then(|m| m.parse().ok()))
+            .unwrap_or(1)
+    });
+    let _ = attached.join().await;
+    Ok(ExecOutput {
+        stdout,
+        stderr,
+        return_code,
+    })
+}

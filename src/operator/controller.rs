@@ -1,0 +1,529 @@
+//! One kube-runtime controller per watch, and the reconcile of one object:
+//! finalizers, status conditions, the run itself, and when to come back.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher::{self, Config as WatcherConfig};
+use kube::runtime::{Predicate, WatchStreamExt, predicates};
+use serde_json::{Value as Json, json};
+
+use super::events;
+use super::status;
+use super::vars::{VarOptions, extra_vars};
+use crate::engine::{self, Entry, RunOptions};
+use crate::kube::client::{KubeCluster, api_error};
+use crate::kube::{Cluster, Owner};
+use crate::role::{Project, Target};
+use crate::watches::{Gvk, Watch};
+
+/// The annotation that overrides the reconcile period of one object.
+pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
+
+/// The loaded project, replaced as a whole when its files change.
+pub type ProjectHandle = Arc<RwLock<Arc<Project>>>;
+
+/// Settings shared by every controller.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `--reconcile-period`: when an unchanged object is reconciled again.
+    pub reconcile_period: Duration,
+    /// Maximum duration of one reconcile.
+    pub reconcile_timeout: Duration,
+    /// `--ansible-verbosity`.
+    pub verbosity: u8,
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    /// `--inject-owner-ref`.
+    pub inject_owner_ref: bool,
+}
+
+/// Why a reconcile did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A task failed (the message names it).
+    #[error("{0}")]
+    RunFailed(String),
+    /// The API refused a write of the runtime itself (status, finalizer).
+    #[error("failed to {action}: {source}")]
+    Api {
+        /// What was being done.
+        action: &'static str,
+        /// Why it failed.
+        #[source]
+        source: crate::kube::Error,
+    },
+    /// The object could not be read as JSON.
+    #[error("the object could not be encoded: {0}")]
+    Encode(String),
+}
+
+/// What a controller needs to reconcile objects of one watch.
+pub struct WatchContext {
+    watch: Watch,
+    entry: Entry,
+    finalizer_entry: Option<Entry>,
+    resource: ApiResource,
+    namespaced: bool,
+    project: ProjectHandle,
+    cluster: Arc<KubeCluster>,
+    settings: Settings,
+    verbosity: u8,
+    failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
+}
+
+fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
+    match target {
+        Target::Role(name) => crate::role::resolve_role(&project.role_paths, name)
+            .ok()
+            .map(Entry::Role),
+        Target::Playbook(path) => Some(Entry::Playbook(path.clone())),
+    }
+}
+
+/// `ANSIBLE_VERBOSITY_<KIND>_<GROUP>` for a watch, as upstream names it.
+pub fn env_name(prefix: &str, gvk: &Gvk) -> String {
+    format!("{prefix}_{}_{}", gvk.kind, gvk.group)
+        .to_uppercase()
+        .replace('.', "_")
+}
+
+impl WatchContext {
+    /// Builds the context of one watch.
+    pub fn new(
+        watch: Watch,
+        resource: ApiResource,
+        namespaced: bool,
+        project: ProjectHandle,
+        cluster: Arc<KubeCluster>,
+        settings: Settings,
+    ) -> Option<Self> {
+        let loaded = project.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let entry = entry_for(&loaded, &watch.target)?;
+        let finalizer_entry = watch
+            .finalizer
+            .as_ref()
+            .and_then(|f| f.target.as_ref())
+            .and_then(|t| entry_for(&loaded, t));
+        let verbosity = std::env::var(env_name("ANSIBLE_VERBOSITY", &watch.gvk))
+            .ok()
+            .and_then(|v| v.parse::<u8>().ok())
+            .filter(|v| *v <= 7)
+            .unwrap_or(settings.verbosity);
+        Some(WatchContext {
+            watch,
+            entry,
+            finalizer_entry,
+            resource,
+            namespaced,
+            project,
+            cluster,
+            settings,
+            verbosity,
+            failures: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn resource_ref(&self) -> crate::kube::Resource {
+        crate::kube::Resource {
+            group: self.resource.group.clone(),
+            version: self.resource.version.clone(),
+            kind: self.resource.kind.clone(),
+            plural: self.resource.plural.clone(),
+            namespaced: self.namespaced,
+        }
+    }
+
+    fn period_for(&self, object: &Json) -> Result<Option<Duration>, String> {
+        if let Some(text) = object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(RECONCILE_PERIOD_ANNOTATION))
+            .and_then(Json::as_str)
+        {
+            return crate::watches::parse_go_duration(text)
+                .map(|d| (!d.is_zero()).then_some(d))
+                .ok_or_else(|| {
+                    format!(
+                        "Unable to parse reconcile period annotation: invalid duration {text:?}"
+                    )
+                });
+        }
+        let period = self
+            .watch
+            .reconcile_period
+            .unwrap_or(self.settings.reconcile_period);
+        Ok((!period.is_zero()).then_some(period))
+    }
+}
+
+fn now() -> String {
+    crate::modules::now_rfc3339()
+}
+
+fn completion() -> String {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let base = crate::modules::format_rfc3339(since.as_secs());
+    format!(
+        "{}.{:06}+00:00",
+        base.trim_end_matches('Z'),
+        since.subsec_micros()
+    )
+}
+
+async fn write_status(
+    ctx: &WatchContext,
+    namespace: Option<&str>,
+    name: &str,
+    update: impl Fn(&mut Json),
+) -> Result<(), ReconcileError> {
+    let resource = ctx.resource_ref();
+    for attempt in 0..3 {
+        let Some(mut live) =
+            ctx.cluster
+                .get(&resource, namespace, name)
+                .await
+                .map_err(|source| ReconcileError::Api {
+                    action: "read the object",
+                    source,
+                })?
+        else {
+            return Ok(());
+        };
+        let before = live.get("status").cloned().unwrap_or_else(|| json!({}));
+        let mut status = before.clone();
+        update(&mut status);
+        if status == before {
+            return Ok(());
+        }
+        live["status"] = status;
+        match ctx
+            .cluster
+            .replace(&resource, namespace, name, &live, Some("status"))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(err) if err.is_conflict() && attempt < 2 => continue,
+            Err(source) => {
+                return Err(ReconcileError::Api {
+                    action: "update the status",
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn set_finalizers(
+    ctx: &WatchContext,
+    object: &Json,
+    finalizers: Vec<String>,
+) -> Result<(), ReconcileError> {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Json::as_str)
+        .unwrap_or_default();
+    let namespace = object.pointer("/metadata/namespace").and_then(Json::as_str);
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": object.pointer("/metadata/resourceVersion"),
+    }});
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) if ctx.namespaced => {
+            Api::namespaced_with(ctx.cluster.client().clone(), ns, &ctx.resource)
+        }
+        _ => Api::all_with(ctx.cluster.client().clone(), &ctx.resource),
+    };
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| ReconcileError::Api {
+            action: "update the finalizers",
+            source: api_error(e),
+        })?;
+    Ok(())
+}
+
+/// Reconciles one object.
+pub async fn reconcile(
+    object: Arc<DynamicObject>,
+    ctx: Arc<WatchContext>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    let json = Arc::new(
+        serde_json::to_value(&*object).map_err(|e| ReconcileError::Encode(e.to_string()))?,
+    );
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let namespace = object.metadata.namespace.clone();
+    let ns = namespace.as_deref();
+    let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+    let deleting = object.metadata.deletion_timestamp.is_some();
+    let finalizer_name = ctx.watch.finalizer.as_ref().map(|f| f.name.clone());
+
+    if deleting {
+        let Some(finalizer) = finalizer_name.filter(|f| finalizers.contains(f)) else {
+            return Ok(Action::await_change());
+        };
+        let entry = ctx
+            .finalizer_entry
+            .clone()
+            .unwrap_or_else(|| ctx.entry.clone());
+        let finalizer_vars = ctx
+            .watch
+            .finalizer
+            .as_ref()
+            .map(|f| f.vars.clone())
+            .unwrap_or_default();
+        let outcome = run_once(&ctx, &json, &entry, finalizer_vars).await;
+        if let Some(failure) = outcome.failure() {
+            events::record_failure(&ctx.cluster, &json, &failure.task, &failure.to_string()).await;
+            return Err(ReconcileError::RunFailed(failure.to_string()));
+        }
+        let remaining: Vec<String> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
+        set_finalizers(&ctx, &json, remaining).await?;
+        tracing::info!(kind = %ctx.watch.gvk.kind, %name, namespace = ns.unwrap_or(""), "finalizer ran; removed {finalizer}");
+        return Ok(Action::await_change());
+    }
+
+    let mut json = json;
+    if let Some(finalizer) = finalizer_name.filter(|f| !finalizers.contains(f)) {
+        let mut list = finalizers.clone();
+        list.push(finalizer);
+        set_finalizers(&ctx, &json, list).await?;
+        // Continue with the object as it is now.
+        if let Some(fresh) = ctx
+            .cluster
+            .get(&ctx.resource_ref(), ns, &name)
+            .await
+            .map_err(|source| ReconcileError::Api {
+                action: "read the object",
+                source,
+            })?
+        {
+            json = Arc::new(fresh);
+        }
+    }
+
+    let period = match ctx.period_for(&json) {
+        Ok(period) => period,
+        Err(message) => {
+            if ctx.watch.manage_status {
+                write_status(&ctx, ns, &name, |s| status::mark_error(s, &message, &now())).await?;
+            }
+            return Err(ReconcileError::RunFailed(message));
+        }
+    };
+
+    if ctx.watch.manage_status {
+        write_status(&ctx, ns, &name, |s| status::mark_running(s, &now())).await?;
+        if let Some(fresh) = ctx
+            .cluster
+            .get(&ctx.resource_ref(), ns, &name)
+            .await
+            .map_err(|source| ReconcileError::Api {
+                action: "read the object",
+                source,
+            })?
+        {
+            json = Arc::new(fresh);
+        }
+    }
+
+    let entry = ctx.entry.clone();
+    let outcome = run_once(&ctx, &json, &entry, Vec::new()).await;
+    if ctx.watch.manage_status {
+        let done_at = completion();
+        write_status(&ctx, ns, &name, |s| {
+            status::mark_done(s, &outcome, &now(), &done_at)
+        })
+        .await?;
+    }
+    tracing::info!(
+        kind = %ctx.watch.gvk.kind,
+        %name,
+        namespace = ns.unwrap_or(""),
+        ok = outcome.stats.ok,
+        changed = outcome.stats.changed,
+        failed = outcome.stats.failed,
+        skipped = outcome.stats.skipped,
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        api_ms = outcome.api_time.as_secs_f64() * 1e3,
+        "reconciled"
+    );
+    let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
+    if let Some(failure) = outcome.failure() {
+        events::record_failure(&ctx.cluster, &json, &failure.task, &failure.to_string()).await;
+        if let Some(after) = outcome.requeue_after {
+            return Ok(Action::requeue(after));
+        }
+        return Err(ReconcileError::RunFailed(failure.to_string()));
+    }
+    ctx.failures
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&key);
+    Ok(match (outcome.requeue_after, period) {
+        (Some(after), _) => Action::requeue(after),
+        (None, Some(period)) => Action::requeue(period),
+        (None, None) => Action::await_change(),
+    })
+}
+
+async fn run_once(
+    ctx: &WatchContext,
+    object: &Arc<Json>,
+    entry: &Entry,
+    finalizer_vars: Vec<(String, minijinja::Value)>,
+) -> engine::RunOutcome {
+    let project = ctx
+        .project
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let options = VarOptions {
+        snake_case: ctx.watch.snake_case_parameters,
+        template_custom_resource: ctx.watch.template_custom_resource && !ctx.watch.mark_unsafe,
+        watch_vars: ctx.watch.vars.clone(),
+        finalizer_vars,
+    };
+    let vars = extra_vars(object, &ctx.watch.gvk.group, &ctx.watch.gvk.kind, &options);
+    let owner = ctx.settings.inject_owner_ref.then(|| {
+        Arc::new(Owner::from_object(
+            object,
+            &ctx.watch.gvk.group,
+            &ctx.watch.gvk.kind,
+        ))
+    });
+    let run_options = RunOptions {
+        verbosity: ctx.verbosity,
+        deadline: Some(Instant::now() + ctx.settings.reconcile_timeout),
+        owner,
+        ..RunOptions::default()
+    };
+    let cluster: Arc<dyn Cluster> = ctx.cluster.clone();
+    engine::run(&project, entry, vars, Some(cluster), run_options).await
+}
+
+/// Exponential backoff per object, from 5 ms to 1000 s, reset on success.
+pub fn error_policy(
+    object: Arc<DynamicObject>,
+    error: &ReconcileError,
+    ctx: Arc<WatchContext>,
+) -> Action {
+    let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
+    let attempts = {
+        let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let count = failures.entry(key).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    };
+    let delay = backoff(attempts);
+    tracing::warn!(
+        kind = %ctx.watch.gvk.kind,
+        name = object.metadata.name.as_deref().unwrap_or(""),
+        namespace = object.metadata.namespace.as_deref().unwrap_or(""),
+        retry_in_ms = delay.as_millis() as u64,
+        "reconcile failed: {error}"
+    );
+    Action::requeue(delay)
+}
+
+/// The delay before retry number `attempts`.
+pub fn backoff(attempts: u32) -> Duration {
+    let exponent = attempts.saturating_sub(1).min(32);
+    Duration::from_millis(5)
+        .saturating_mul(1u32 << exponent.min(31))
+        .min(Duration::from_secs(1000))
+}
+
+/// Runs the controller of one watch until shutdown.
+pub async fn run_controller(
+    ctx: Arc<WatchContext>,
+    namespace: Option<String>,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.cluster.client().clone();
+    let api: Api<DynamicObject> = match (&namespace, ctx.namespaced) {
+        (Some(ns), true) => Api::namespaced_with(client, ns, &ctx.resource),
+        _ => Api::all_with(client, &ctx.resource),
+    };
+    let mut config = WatcherConfig::default();
+    if !ctx.watch.selector.is_empty() {
+        config = config.labels(&ctx.watch.selector.to_query());
+    }
+    let writer = reflector::store::Writer::new(ctx.resource.clone());
+    let reader = writer.as_reader();
+    // Reconcile on a change of generation (spec, deletion), of finalizers,
+    // of annotations when asked, and on any change of objects without a
+    // generation (a Secret, a ConfigMap).
+    let predicate = predicates::generation
+        .fallback(predicates::resource_version)
+        .combine(predicates::finalizers);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects();
+    let triggers = if ctx.watch.watch_annotations_changes {
+        stream
+            .predicate_filter(
+                predicate.combine(predicates::annotations),
+                Default::default(),
+            )
+            .boxed()
+    } else {
+        stream
+            .predicate_filter(predicate, Default::default())
+            .boxed()
+    };
+    tracing::info!(gvk = %ctx.watch.gvk, namespace = namespace.as_deref().unwrap_or("(all)"), "starting controller");
+    Controller::for_stream_with(triggers, reader, ctx.resource.clone())
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!("controller: {err}");
+            }
+        })
+        .await;
+}
+
+fn watcher(
+    api: Api<DynamicObject>,
+    config: WatcherConfig,
+) -> impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> {
+    watcher::watcher(api, config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_5ms_to_1000s() {
+        assert_eq!(backoff(1), Duration::from_millis(5));
+        assert_eq!(backoff(2), Duration::from_millis(10));
+        assert_eq!(backoff(11), Duration::from_millis(5120));
+        assert_eq!(backoff(40), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn env_names_follow_upstream() {
+        let gvk = Gvk {
+            group: "cache.example.com".into(),
+            version: "v1".into(),
+            kind: "Memcached".into(),
+        };
+        assert_eq!(
+            env_name("MAX_CONCURRENT_RECONCILES", &gvk),
+            "MAX_CONCURRENT_RECONCILES_MEMCACHED_CACHE_EXAMPLE_COM"
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! `manageStatus`: the Running, Successful and Failure conditions, with
+//! upstream's reasons, messages, `ansibleResult` and update rules.
+
+use serde_json::{Map, Value as Json, json};
+
+use crate::engine::{RunOutcome, Stats};
+
+/// `ansibleResult` of a condition.
+pub fn ansible_result(stats: &Stats, completion: &str) -> Json {
+    json!({
+        "ok": stats.ok + stats.changed,
+        "changed": stats.changed,
+        "skipped": stats.skipped,
+        "failures": stats.failed,
+        "completion": completion,
+    })
+}
+
+fn conditions_mut(status: &mut Json) -> &mut Vec<Json> {
+    if !status.is_object() {
+        *status = Json::Object(Map::new());
+    }
+    let conditions = status
+        .as_object_mut()
+        .map(|m| {
+            m.entry("conditions")
+                .or_insert_with(|| Json::Array(Vec::new()))
+        })
+        .expect("status is an object");
+    if !conditions.is_array() {
+        *conditions = Json::Array(Vec::new());
+    }
+    conditions.as_array_mut().expect("conditions is an array")
+}
+
+fn field<'a>(condition: &'a Json, name: &str) -> &'a str {
+    condition
+        .get(name)
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+}
+
+/// Upstream's `SetCondition`: a condition of the same type, other than
+/// `Failure`, with the same status and reason is left alone; an unchanged
+/// status keeps its `lastTransitionTime`; otherwise the old one is removed
+/// and the new one appended.
+pub fn set_condition(status: &mut Json, mut condition: Json, now: &str) {
+    let conditions = conditions_mut(status);
+    let kind = field(&condition, "type").to_owned();
+    if let Some(index) = conditions.iter().position(|c| field(c, "type") == kind) {
+        let existing = &conditions[index];
+        let same_status = field(existing, "status") == field(&condition, "status");
+        if kind != "Failure"
+            && same_status
+            && field(existing, "reason") == field(&condition, "reason")
+        {
+            return;
+        }
+        if same_status {
+            condition["lastTransitionTime"] = existing
+                .get("lastTransitionTime")
+                .cloned()
+                .unwrap_or_else(|| Json::String(now.to_owned()));
+        }
+        conditions.remove(index);
+    }
+    if condition.get("lastTransitionTime").is_none() {
+        condition["lastTransitionTime"] = Json::String(now.to_owned());
+    }
+    conditions.push(condition);
+}
+
+/// Flips the status of an existing condition, keeping its reason, message
+/// and `lastTransitionTime` (as upstream's copy-and-modify does).
+fn flip(status: &mut Json, kind: &str, to: &str, now: &str) {
+    let existing = conditions_mut(status)
+        .iter()
+        .find(|c| field(c, "type") == kind)
+        .cloned();
+    if let Some(mut condition) = existing {
+        condition["status"] = Json::String(to.to_owned());
+        set_condition(status, condition, now);
+    }
+}
+
+/// Before a run: `Successful` (if present) becomes False, `Running` becomes
+/// True / Running / "Running reconciliation".
+pub fn mark_running(status: &mut Json, now: &str) {
+    flip(status, "Successful", "False", now);
+    set_condition(
+        status,
+        json!({"type": "Running", "status": "True", "reason": "Running", "message": "Running reconciliation"}),
+        now,
+    );
+}
+
+/// After a run, as upstream's `markDone`.
+pub fn mark_done(status: &mut Json, outcome: &RunOutcome, now: &str, completion: &str) {
+    let result = ansible_result(&outcome.stats, completion);
+    match outcome.failure() {
+        None => {
+            set_condition(
+                status,
+                json!({"type": "Running", "status": "True", "reason": "Successful", "message": "Awaiting next reconciliation", "ansibleResult": result}),
+                now,
+            );
+            set_condition(
+                status,
+                json!({"type": "Successful", "status": "True", "reason": "Successful", "message": "Last reconciliation succeeded"}),
+                now,
+            );
+            set_condition(
+                status,
+                json!({"type": "Failure", "status": "False", "reason": "", "message": ""}),
+                now,
+            );
+        }
+        Some(failure) => {
+            flip(status, "Running", "False", now);
+            set_condition(
+                status,
+                json!({"type": "Failure", "status": "True", "reason": "Failed", "message": failure.message, "ansibleResult": result}),
+                now,
+            );
+            set_condition(
+                status,
+                json!({"type": "Successful", "status": "False", "reason": "", "message": ""}),
+                now,
+            );
+        }
+    }
+}
+
+/// After an error outside the run (bad annotation, broken role):
+/// `Running` and `Successful` become False, `Failure` True with `message`.
+pub fn mark_error(status: &mut Json, message: &str, now: &str) {
+    flip(status, "Running", "False", now);
+    flip(status, "Successful", "False", now);
+    set_condition(
+        status,
+        json!({"type": "Failure", "status": "True", "reason": "Failed", "message": message}),
+        now,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn types(status: &Json) -> Vec<(String, String)> {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (field(c, "type").to_owned(), field(c, "status").to_owned()))
+            .collect()
+    }
+
+    fn outcome(failed: bool) -> RunOutcome {
+        RunOutcome {
+            status: if failed {
+                crate::engine::RunStatus::Failed(crate::engine::Failure {
+                    task: "t".into(),
+                    location: crate::role::Location::file(std::path::Path::new("x")),
+                    message: "boom".into(),
+                    result: minijinja::Value::UNDEFINED,
+                })
+            } else {
+                crate::engine::RunStatus::Successful
+            },
+            stats: Stats {
+                ok: 2,
+                changed: 1,
+                ..Stats::default()
+            },
+            requeue_after: None,
+            elapsed: std::time::Duration::ZERO,
+            api_time: std::time::Duration::ZERO,
+            metrics: Vec::new(),
+            facts: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_successful_run() {
+        let mut status = json!({});
+        mark_running(&mut status, "t1");
+        assert_eq!(types(&status), [("Running".into(), "True".into())]);
+        mark_done(&mut status, &outcome(false), "t2", "c");
+        assert_eq!(
+            types(&status),
+            [
+                ("Running".into(), "True".into()),
+                ("Successful".into(), "True".into()),
+                ("Failure".into(), "False".into())
+            ]
+        );
+        let running = &status["conditions"][0];
+        assert_eq!(running["reason"], "Successful");
+        assert_eq!(running["message"], "Awaiting next reconciliation");
+        assert_eq!(
+            running["ansibleResult"],
+            json!({"ok": 3, "changed": 1, "skipped": 0, "failures": 0, "completion": "c"})
+        );
+        assert_eq!(running["lastTransitionTime"], "t1", "status stayed True");
+    }
+
+    #[test]
+    fn a_failed_run_then_recovery() {
+        let mut status = json!({});
+        mark_running(&mut status, "t1");
+        mark_done(&mut status, &outcome(true), "t2", "c");
+        let failure = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Failure")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            (
+                failure["status"].as_str(),
+                failure["reason"].as_str(),
+                failure["message"].as_str()
+            ),
+            (Some("True"), Some("Failed"), Some("boom"))
+        );
+        let running = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Running")
+            .unwrap()
+            .clone();
+        assert_eq!(running["status"], "False");
+        mark_running(&mut status, "t3");
+        mark_done(&mut status, &outcome(false), "t4", "c");
+        let failure = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Failure")
+            .unwrap()
+            .clone();
+        assert_eq!(failure["status"], "False");
+    }
+
+    #[test]
+    fn unchanged_conditions_stay_in_place() {
+        let mut status = json!({"conditions": [{"type": "A", "status": "True", "reason": "R", "message": "m", "lastTransitionTime": "t0"}]});
+        set_condition(
+            &mut status,
+            json!({"type": "A", "status": "True", "reason": "R", "message": "new"}),
+            "t1",
+        );
+        assert_eq!(
+            status["conditions"][0]["message"], "m",
+            "same status and reason: no-op"
+        );
+        set_condition(
+            &mut status,
+            json!({"type": "A", "status": "True", "reason": "Other"}),
+            "t1",
+        );
+        assert_eq!(
+            status["conditions"][0]["lastTransitionTime"], "t0",
+            "status unchanged keeps the time"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! The seed's Zundoko operator, end to end: its CRDs, its watches.yaml and
+//! its hikawa role, unchanged, run by the `enka` binary against the real
+//! control plane, until the Hikawa says "Kiyoshi!".
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
+use kube_env::KubeEnv;
+use kube_env::process::{Lifetime, Server};
+use serde_json::json;
+
+use crate::support::{eventually, install_crd, repo_path};
+
+const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
+
+fn resource(version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, version, kind), plural)
+}
+
+/// A running `enka run`, stopped when dropped.
+pub struct Enka {
+    server: Server,
+}
+
+impl Enka {
+    /// Starts enka on `watches` (relative to the repository) for `namespace`.
+    pub fn start(
+        env: &KubeEnv,
+        watches: &str,
+        namespace: &str,
+        extra_env: &[(&str, &str)],
+    ) -> Enka {
+        let log = std::env::temp_dir().join(format!("enka-{namespace}.log"));
+        let _ = std::fs::remove_file(&log);
+        let mut vars: Vec<(String, String)> = vec![
+            ("KUBECONFIG".into(), env.kubeconfig().display().to_string()),
+            ("WATCH_NAMESPACE".into(), namespace.into()),
+            ("ENKA_LOG".into(), "info,enka=debug".into()),
+        ];
+        vars.extend(
+            extra_env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let args = vec![
+            "run".to_owned(),
+            "--watches-file".to_owned(),
+            repo_path(watches).display().to_string(),
+        ];
+        let server = Server::start_with_env(
+            "enka",
+            &PathBuf::from(env!("CARGO_BIN_EXE_enka")),
+            &args,
+            &vars,
+            log,
+            Lifetime::Tied,
+        )
+        .expect("starting enka");
+        Enka { server }
+    }
+
+    /// The end of enka's log, for failure messages.
+    pub fn log(&self) -> String {
+        self.server.log_tail(6000)
+    }
+}
+
+pub async fn install_zundoko_crds(client: &kube::Client) {
+    for crd in ["hikawas", "zundokos", "kiyoshis"] {
+        install_crd(client, &format!("config/crd/bases/{GROUP}_{crd}.yaml")).await;
+    }
+}
+
+#[tokio::test]
+async fn the_seed_operator_sings_until_kiyoshi() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_zundoko_crds(&client).await;
+    let ns = env.namespace("zundoko").await.unwrap();
+    let enka = Enka::start(
+        env,
+        "tests/fixtures/zundoko-seed/watches.yaml",
+        &ns,
+        &[("ENKA_RANDOM_SEED", "42")],
+    );
+
+    let hikawas: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("v1beta2", "Hikawa", "hikawas"),
+    );
+    let zundokos: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("v1beta1", "Zundoko", "zundokos"),
+    );
+    let kiyoshis: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("v1beta1", "Kiyoshi", "kiyoshis"),
+    );
+    let mut hikawa = DynamicObject::new("hikawa", &resource("v1beta2", "Hikawa", "hikawas"));
+    hikawa.data = json!({"spec": {"intervalMillis": 500}});
+    let started = Instant::now();
+    let created = hikawas
+        .create(&PostParams::default(), &hikawa)
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+
+    let done = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let h = hikawas.get("hikawa").await.unwrap();
+            if h.data["status"]["kiyoshied"] == json!(true) {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no Kiyoshi within 60 s; enka's log:\n{}", enka.log()));
+    let time_to_kiyoshi = started.elapsed();
+
+    // The song, read from the objects themselves.
+    let list = zundokos.list(&ListParams::default()).await.unwrap();
+    let by_name: BTreeMap<String, &DynamicObject> = list
+        .items
+        .iter()
+        .map(|z| (z.metadata.name.clone().unwrap(), z))
+        .collect();
+    let count = by_name.len();
+    let expected: Vec<String> = (1..=count)
+        .map(|i| format!("hikawa-zundoko-{i:04}"))
+        .collect();
+    assert_eq!(
+        by_name.keys().cloned().collect::<Vec<_>>(),
+        expected,
+        "{}",
+        enka.log()
+    );
+    let song: Vec<&str> = by_name
+        .values()
+        .map(|z| z.data["spec"]["say"].as_str().unwrap())
+        .collect();
+    let sung = song.join(" ");
+    assert!(sung.ends_with("Zun Zun Zun Zun Doko"), "{sung}");
+    assert_eq!(sung.matches("Zun Zun Zun Zun Doko").count(), 1, "{sung}");
+    for z in by_name.values() {
+        let owners = z.metadata.owner_references.as_ref().expect("owned");
+        assert_eq!(
+            (owners[0].kind.as_str(), owners[0].uid.as_str()),
+            ("Hikawa", uid.as_str())
+        );
+        assert_eq!(
+            z.metadata.labels.as_ref().unwrap()["hikawa.zundokokiyoshi.kaitoy.github.com"],
+            "hikawa"
+        );
+    }
+    let kiyoshi = kiyoshis.get("hikawa-kiyoshi").await.unwrap();
+    assert_eq!(kiyoshi.data["spec"]["say"], "Kiyoshi !");
+    assert_eq!(
+        kiyoshi.metadata.owner_references.as_ref().unwrap()[0].uid,
+        uid
+    );
+    assert_eq!(
+        done.data["status"]["numZundokosSaid"],
+        json!(count.to_string())
+    );
+    assert_eq!(done.data["spec"]["numZundokos"], json!(count.to_string()));
+    println!(
+        "zundoko: Kiyoshi after {count} Zundokos in {:.0} ms: {sung}",
+        time_to_kiyoshi.as_secs_f64() * 1e3
+    );
+    assert!(
+        time_to_kiyoshi < Duration::from_secs(10),
+        "took {time_to_kiyoshi:?}"
+    );
+
+    // Then nothing more is written.
+    let versions = |h: &DynamicObject, zs: &[DynamicObject]| {
+        let mut v: Vec<String> = zs
+            .iter()
+            .map(|z| z.metadata.resource_version.clone().unwrap())
+            .collect();
+        v.push(h.metadata.resource_version.clone().unwrap());
+        v
+    };
+    let before = versions(
+        &hikawas.get("hikawa").await.unwrap(),
+        &zundokos.list(&ListParams::default()).await.unwrap().items,
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = versions(
+        &hikawas.get("hikawa").await.unwrap(),
+        &zundokos.list(&ListParams::default()).await.unwrap().items,
+    );
+    assert_eq!(
+        before,
+        after,
+        "writes after Kiyoshi; enka's log:\n{}",
+        enka.log()
+    );
+    assert!(
+        kiyoshis
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len()
+            == 1
+    );
+
+    // Deleting the Hikawa garbage-collects what it owns.
+    hikawas
+        .delete("hikawa", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually(
+        "the Zundokos and the Kiyoshi to be garbage-collected",
+        Duration::from_secs(120),
+        || {
+            let zundokos = zundokos.clone();
+            let kiyoshis = kiyoshis.clone();
+            async move {
+                let z = zundokos
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .len();
+                let k = kiyoshis
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .len();
+                (z == 0 && k == 0).then_some(())
+            }
+        },
+    )
+    .await;
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
