@@ -36,6 +36,7 @@ fn load_project(seed: u64) -> Arc<Project> {
             ..Default::default()
         },
         origins: Vec::new(),
+        lookups: Vec::new(),
     };
     Project::load(&options, &[Target::Role("hikawa".into())])
         .0

@@ -98,6 +98,7 @@ pub fn check(options: &CheckOptions) -> Report {
             .iter()
             .map(|w| (w.target.clone(), w.location.clone()))
             .collect(),
+        lookups: Vec::new(),
     };
     let (project, project_diagnostics) = Project::load(&load, &targets(&watches));
     diagnostics.extend(project_diagnostics);

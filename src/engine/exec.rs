@@ -706,7 +706,13 @@ impl Runner {
                 Ok(b) => b,
                 Err(err) => return self.template_failure(task, "ignore_errors", &err),
             };
-            let message = result.message();
+            // A no_log task's message may hold what it hides; it reaches
+            // logs, status conditions and Events, so it is censored too.
+            let message = if no_log {
+                "the output has been hidden due to the fact that 'no_log: true' was specified for this result".to_owned()
+            } else {
+                result.message()
+            };
             if ignore {
                 self.stats.ignored += 1;
                 tracing::info!(task = %task.display_name(), location = %task.location, "task failed, ignoring: {message}");

@@ -31,6 +31,7 @@ fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
             ..Default::default()
         },
         origins: Vec::new(),
+        lookups: Vec::new(),
     };
     let (project, diagnostics) = Project::load(&options, &[Target::Role(role.to_owned())]);
     for d in &diagnostics.0 {
@@ -188,4 +189,38 @@ async fn a_fixed_seed_gives_the_same_song() {
     let (a, _) = sing(7).await;
     let (b, _) = sing(7).await;
     assert_eq!(song(&a), song(&b));
+}
+
+#[tokio::test]
+async fn no_log_hides_a_failure_message() {
+    let dir = std::env::temp_dir().join(format!("enka-nolog-{}", std::process::id()));
+    let tasks = dir.join("roles/secret/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(
+        tasks.join("main.yml"),
+        "- name: leaks\n  fail:\n    msg: \"password is {{ pw }}\"\n  no_log: true\n",
+    )
+    .unwrap();
+    let project = load(&dir, "secret", 1);
+    let vars = vec![(
+        std::sync::Arc::from("pw"),
+        crate::template::Var::plain(minijinja::Value::from("hunter2")),
+    )];
+    let outcome = run(
+        &project,
+        &Entry::Role(dir.join("roles/secret")),
+        vars,
+        None,
+        RunOptions::default(),
+    )
+    .await;
+    let failure = outcome.failure().expect("the task fails");
+    assert!(!failure.message.contains("hunter2"), "{}", failure.message);
+    assert!(
+        !format!("{:?}", failure.result).contains("hunter2"),
+        "{:?}",
+        failure.result
+    );
+    assert!(failure.message.contains("no_log"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,6 +7,7 @@
 
 pub mod client;
 mod exec;
+pub mod lookup;
 pub mod memory;
 
 use std::fmt;

@@ -75,6 +75,7 @@ pub struct WatchContext {
     settings: Settings,
     verbosity: u8,
     failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
+    reload: Arc<super::reload::ReloadState>,
 }
 
 fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
@@ -102,6 +103,7 @@ impl WatchContext {
         project: ProjectHandle,
         cluster: Arc<KubeCluster>,
         settings: Settings,
+        reload: Arc<super::reload::ReloadState>,
     ) -> Option<Self> {
         let loaded = project.read().unwrap_or_else(|e| e.into_inner()).clone();
         let entry = entry_for(&loaded, &watch.target)?;
@@ -126,6 +128,7 @@ impl WatchContext {
             settings,
             verbosity,
             failures: Mutex::new(HashMap::new()),
+            reload,
         })
     }
 
@@ -337,12 +340,19 @@ pub async fn reconcile(
 
     let entry = ctx.entry.clone();
     let outcome = run_once(&ctx, &json, &entry, Vec::new()).await;
+    let broken_edit = ctx.reload.broken();
     if ctx.watch.manage_status {
         let done_at = completion();
         write_status(&ctx, ns, &name, |s| {
-            status::mark_done(s, &outcome, &now(), &done_at)
+            status::mark_done(s, &outcome, &now(), &done_at);
+            if let Some(message) = &broken_edit {
+                status::mark_broken(s, message, &now());
+            }
         })
         .await?;
+    }
+    if let Some(message) = &broken_edit {
+        events::record_failure(&ctx.cluster, &json, "(role reload)", message).await;
     }
     tracing::info!(
         kind = %ctx.watch.gvk.kind,
@@ -447,6 +457,7 @@ pub async fn run_controller(
     ctx: Arc<WatchContext>,
     namespace: Option<String>,
     concurrency: u16,
+    reloads: impl futures::Stream<Item = ()> + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.cluster.client().clone();
@@ -485,6 +496,7 @@ pub async fn run_controller(
     tracing::info!(gvk = %ctx.watch.gvk, namespace = namespace.as_deref().unwrap_or("(all)"), "starting controller");
     Controller::for_stream_with(triggers, reader, ctx.resource.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_all_on(reloads)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

@@ -4,6 +4,7 @@
 pub mod controller;
 mod events;
 pub mod paramconv;
+pub mod reload;
 pub mod status;
 pub mod vars;
 
@@ -53,6 +54,9 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         &options.roles_path,
         &options.collections_path,
     );
+    let cluster = Arc::new(KubeCluster::new(client.clone(), "enka"));
+    let k8s_lookup: Arc<dyn crate::template::LookupPlugin> =
+        Arc::new(crate::kube::lookup::K8sLookup::new(cluster.clone()));
     let load = LoadOptions {
         role_paths: paths,
         templates: options.templates.clone(),
@@ -60,8 +64,10 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             .iter()
             .map(|w| (w.target.clone(), w.location.clone()))
             .collect(),
+        lookups: vec![("k8s".to_owned(), k8s_lookup)],
     };
-    let (project, project_diagnostics) = Project::load(&load, &targets(&watches));
+    let watch_targets = targets(&watches);
+    let (project, project_diagnostics) = Project::load(&load, &watch_targets);
     diagnostics.extend(project_diagnostics);
     for diagnostic in &diagnostics.0 {
         if diagnostic.is_error() {
@@ -77,7 +83,15 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         );
     };
     let handle = Arc::new(RwLock::new(project));
-    let cluster = Arc::new(KubeCluster::new(client.clone(), "enka"));
+    let reload_state = Arc::new(reload::ReloadState::default());
+    let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
+    tokio::spawn(reload::run(
+        load,
+        watch_targets,
+        handle.clone(),
+        reload_state.clone(),
+        changed_tx,
+    ));
     let settings = Settings {
         reconcile_period: options.reconcile_period,
         reconcile_timeout: options.reconcile_timeout,
@@ -120,6 +134,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             handle.clone(),
             cluster.clone(),
             settings.clone(),
+            reload_state.clone(),
         )
         .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
         let ctx = Arc::new(ctx);
@@ -133,6 +148,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
                 ctx.clone(),
                 namespace,
                 concurrency,
+                reload::triggers(changed_rx.clone()),
                 shutdown.clone(),
             )));
         }

@@ -143,6 +143,16 @@ pub fn mark_error(status: &mut Json, message: &str, now: &str) {
     );
 }
 
+/// A role edit on disk that does not load: `Failure` becomes True with the
+/// reason, whatever the last run of the previous version did.
+pub fn mark_broken(status: &mut Json, message: &str, now: &str) {
+    set_condition(
+        status,
+        json!({"type": "Failure", "status": "True", "reason": "Failed", "message": message}),
+        now,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

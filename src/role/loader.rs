@@ -33,6 +33,8 @@ pub struct LoadOptions {
     pub templates: template::Options,
     /// Where each target was named (a watch entry), for error locations.
     pub origins: Vec<(Target, Location)>,
+    /// Lookup plugins from other layers (such as `k8s`).
+    pub lookups: Vec<(String, std::sync::Arc<dyn template::LookupPlugin>)>,
 }
 
 pub(crate) struct Loader {
@@ -51,8 +53,12 @@ pub(crate) fn load(
     options: &LoadOptions,
     targets: &[Target],
 ) -> (Option<Arc<Project>>, Diagnostics) {
+    let mut builder = TemplarBuilder::new(options.templates.clone());
+    for (name, plugin) in &options.lookups {
+        builder.add_lookup(name, plugin.clone());
+    }
     let mut loader = Loader {
-        builder: TemplarBuilder::new(options.templates.clone()),
+        builder,
         diagnostics: Diagnostics::default(),
         role_paths: options.role_paths.clone(),
         roles: HashMap::new(),

@@ -243,6 +243,7 @@ async fn plays_match_ansible_playbook() {
             },
             templates: Options::default(),
             origins: Vec::new(),
+            lookups: Vec::new(),
         };
         let (project, diagnostics) =
             Project::load(&options, &[Target::Playbook(dir.join("play.yml"))]);

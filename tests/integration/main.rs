@@ -9,4 +9,5 @@ mod check;
 mod cli;
 mod conformance;
 mod control_plane;
-mod zundoko;
+mod runtime;
+pub mod zundoko;

@@ -1,0 +1,174 @@
+//! The operator runtime on a small custom resource: status conditions, live
+//! role reload, and a rejected broken edit.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube_env::KubeEnv;
+use serde_json::{Value as Json, json};
+
+use crate::support::{eventually, install_crd};
+use crate::zundoko::Enka;
+
+const ROLE_V1: &str = "- name: write the output\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: '{{ ansible_operator_meta.name }}-out'\n        namespace: '{{ ansible_operator_meta.namespace }}'\n      data:\n        version: \"VERSION\"\n        size: '{{ size | string }}'\n";
+
+fn sample_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("enka.test", "v1", "Sample"),
+        "samples",
+    )
+}
+
+fn condition(object: &DynamicObject, kind: &str) -> Option<Json> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .cloned()
+}
+
+/// A throwaway project directory.
+struct Project {
+    dir: std::path::PathBuf,
+}
+
+impl Project {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("enka-project-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("roles/sample/tasks")).unwrap();
+        std::fs::write(
+            dir.join("watches.yaml"),
+            "- version: v1\n  group: enka.test\n  kind: Sample\n  role: sample\n  reconcilePeriod: 0s\n",
+        )
+        .unwrap();
+        Project { dir }
+    }
+
+    fn write_role(&self, text: &str) {
+        std::fs::write(self.dir.join("roles/sample/tasks/main.yml"), text).unwrap();
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test]
+async fn conditions_live_reload_and_a_rejected_edit() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    let ns = env.namespace("runtime").await.unwrap();
+    let project = Project::new("reload");
+    project.write_role(&ROLE_V1.replace("VERSION", "1"));
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+
+    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mut sample = DynamicObject::new("s1", &sample_resource());
+    sample.data = json!({"spec": {"size": 3}});
+    samples
+        .create(&PostParams::default(), &sample)
+        .await
+        .unwrap();
+
+    let version = |want: &'static str| {
+        let config_maps = config_maps.clone();
+        move || {
+            let config_maps = config_maps.clone();
+            async move {
+                let cm = config_maps.get_opt("s1-out").await.unwrap()?;
+                (cm.data?.get("version")?.as_str() == want).then_some(())
+            }
+        }
+    };
+    eventually(
+        "the first version of the role to run",
+        Duration::from_secs(30),
+        version("1"),
+    )
+    .await;
+    let cm = config_maps.get("s1-out").await.unwrap();
+    assert_eq!(cm.data.unwrap()["size"], "3");
+    assert_eq!(cm.metadata.owner_references.unwrap()[0].kind, "Sample");
+
+    // manageStatus (the default): Successful after a clean run.
+    let done = eventually("Successful=True", Duration::from_secs(30), || {
+        let samples = samples.clone();
+        async move {
+            let s = samples.get("s1").await.unwrap();
+            (condition(&s, "Successful")?["status"] == "True").then_some(s)
+        }
+    })
+    .await;
+    let running = condition(&done, "Running").unwrap();
+    assert_eq!(
+        (running["status"].as_str(), running["reason"].as_str()),
+        (Some("True"), Some("Successful"))
+    );
+    assert_eq!(running["message"], "Awaiting next reconciliation");
+    assert!(running["ansibleResult"]["changed"].as_i64().unwrap() >= 1);
+    assert_eq!(condition(&done, "Failure").unwrap()["status"], "False");
+
+    // A saved edit takes effect without touching the object or restarting.
+    project.write_role(&ROLE_V1.replace("VERSION", "2"));
+    eventually(
+        "the edited role to run",
+        Duration::from_secs(30),
+        version("2"),
+    )
+    .await;
+
+    // A broken edit is rejected: the object says why, the last good role runs on.
+    project.write_role("- name: broken\n  k8s:\n    definition: {apiVersion: v1\n");
+    let failed = eventually(
+        "Failure=True naming the broken file",
+        Duration::from_secs(30),
+        || {
+            let samples = samples.clone();
+            async move {
+                let s = samples.get("s1").await.unwrap();
+                let failure = condition(&s, "Failure")?;
+                (failure["status"] == "True").then_some(failure)
+            }
+        },
+    )
+    .await;
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains("roles/sample/tasks/main.yml:"),
+        "{message}"
+    );
+    assert!(message.contains("last good version"), "{message}");
+    assert!(enka.log().contains("rejected role edit"), "{}", enka.log());
+    let cm = config_maps.get("s1-out").await.unwrap();
+    assert_eq!(
+        cm.data.unwrap()["version"],
+        "2",
+        "the last good role still ran"
+    );
+
+    // Fixing the file recovers.
+    project.write_role(&ROLE_V1.replace("VERSION", "3"));
+    eventually(
+        "the fixed role to run",
+        Duration::from_secs(30),
+        version("3"),
+    )
+    .await;
+    eventually("Failure=False again", Duration::from_secs(30), || {
+        let samples = samples.clone();
+        async move {
+            let s = samples.get("s1").await.unwrap();
+            (condition(&s, "Failure")?["status"] == "False").then_some(())
+        }
+    })
+    .await;
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
