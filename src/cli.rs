@@ -52,6 +52,12 @@ pub struct RunArgs {
     /// Extra directories to find collections in (colon-separated).
     #[arg(long, value_delimiter = ':')]
     pub ansible_collections_path: Vec<PathBuf>,
+    /// Address of the Prometheus /metrics endpoint (`0` disables it).
+    #[arg(long, default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Address of the /healthz and /readyz endpoints (`0` disables them).
+    #[arg(long, default_value = ":6789")]
+    pub health_probe_bind_address: String,
     /// Longest a single reconcile may take before it fails (enka).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub reconcile_timeout: std::time::Duration,
@@ -174,6 +180,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         verbosity: args.ansible_verbosity.min(7),
         namespaces,
         inject_owner_ref: args.inject_owner_ref,
+        metrics_address: crate::operator::metrics::parse_bind(&args.metrics_bind_address)
+            .map_err(anyhow::Error::msg)?,
+        health_address: crate::operator::metrics::parse_bind(&args.health_probe_bind_address)
+            .map_err(anyhow::Error::msg)?,
         templates: crate::template::Options {
             seed: args.random_seed,
             allow_pipe: args.allow_commands,

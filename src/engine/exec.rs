@@ -56,6 +56,7 @@ pub(crate) struct Runner {
     requeue_after: Option<Duration>,
     api_time: Duration,
     metrics: Vec<MetricUpdate>,
+    module_timings: Vec<(&'static str, Duration)>,
 }
 
 impl Runner {
@@ -76,6 +77,7 @@ impl Runner {
             requeue_after: None,
             api_time: Duration::ZERO,
             metrics: Vec::new(),
+            module_timings: Vec::new(),
         }
     }
 
@@ -88,6 +90,7 @@ impl Runner {
             api_time: self.api_time,
             metrics: self.metrics,
             facts: self.facts,
+            module_timings: self.module_timings,
         }
     }
 
@@ -889,7 +892,9 @@ impl Runner {
             base_dir: &self.project.base_dir,
             owner: self.options.owner.as_deref(),
         };
+        let started = Instant::now();
         let outcome = modules::run(spec, &templated, &mut module_ctx).await;
+        self.module_timings.push((spec.name, started.elapsed()));
         self.api_time += module_ctx.api_time;
         match outcome {
             Ok(output) => {

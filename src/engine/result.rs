@@ -72,6 +72,8 @@ pub struct RunOutcome {
     pub metrics: Vec<crate::modules::MetricUpdate>,
     /// The host's facts at the end (`set_fact`, `register`).
     pub facts: super::scope::Facts,
+    /// Each module call: the module and how long it took.
+    pub module_timings: Vec<(&'static str, Duration)>,
 }
 
 impl RunOutcome {

@@ -63,6 +63,21 @@ pub enum ReconcileError {
     Encode(String),
 }
 
+/// What every controller of the operator shares.
+#[derive(Clone)]
+pub struct Shared {
+    /// The loaded project.
+    pub project: ProjectHandle,
+    /// The cluster.
+    pub cluster: Arc<KubeCluster>,
+    /// Runtime settings.
+    pub settings: Settings,
+    /// The state of live reload.
+    pub reload: Arc<super::reload::ReloadState>,
+    /// The metrics.
+    pub metrics: Arc<super::metrics::Metrics>,
+}
+
 /// What a controller needs to reconcile objects of one watch.
 pub struct WatchContext {
     watch: Watch,
@@ -76,6 +91,8 @@ pub struct WatchContext {
     verbosity: u8,
     failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
     reload: Arc<super::reload::ReloadState>,
+    metrics: Arc<super::metrics::Metrics>,
+    gvk_label: String,
 }
 
 fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
@@ -100,11 +117,15 @@ impl WatchContext {
         watch: Watch,
         resource: ApiResource,
         namespaced: bool,
-        project: ProjectHandle,
-        cluster: Arc<KubeCluster>,
-        settings: Settings,
-        reload: Arc<super::reload::ReloadState>,
+        shared: Shared,
     ) -> Option<Self> {
+        let Shared {
+            project,
+            cluster,
+            settings,
+            reload,
+            metrics,
+        } = shared;
         let loaded = project.read().unwrap_or_else(|e| e.into_inner()).clone();
         let entry = entry_for(&loaded, &watch.target)?;
         let finalizer_entry = watch
@@ -117,6 +138,7 @@ impl WatchContext {
             .and_then(|v| v.parse::<u8>().ok())
             .filter(|v| *v <= 7)
             .unwrap_or(settings.verbosity);
+        let gvk_label = watch.gvk.to_string();
         Some(WatchContext {
             watch,
             entry,
@@ -129,6 +151,8 @@ impl WatchContext {
             verbosity,
             failures: Mutex::new(HashMap::new()),
             reload,
+            metrics,
+            gvk_label,
         })
     }
 
@@ -253,8 +277,22 @@ async fn set_finalizers(
     Ok(())
 }
 
-/// Reconciles one object.
+/// Reconciles one object, recording metrics.
 pub async fn reconcile(
+    object: Arc<DynamicObject>,
+    ctx: Arc<WatchContext>,
+) -> Result<Action, ReconcileError> {
+    let started = Instant::now();
+    ctx.metrics.start(&ctx.gvk_label);
+    let result = reconcile_object(object, ctx.clone()).await;
+    ctx.metrics
+        .finish(&ctx.gvk_label, result.is_ok(), started.elapsed());
+    let waiting = ctx.failures.lock().unwrap_or_else(|e| e.into_inner()).len();
+    ctx.metrics.set_waiting_retry(&ctx.gvk_label, waiting);
+    result
+}
+
+async fn reconcile_object(
     object: Arc<DynamicObject>,
     ctx: Arc<WatchContext>,
 ) -> Result<Action, ReconcileError> {
@@ -417,7 +455,10 @@ async fn run_once(
         ..RunOptions::default()
     };
     let cluster: Arc<dyn Cluster> = ctx.cluster.clone();
-    engine::run(&project, entry, vars, Some(cluster), run_options).await
+    let outcome = engine::run(&project, entry, vars, Some(cluster), run_options).await;
+    ctx.metrics
+        .record_run(&outcome.module_timings, &outcome.metrics);
+    outcome
 }
 
 /// Exponential backoff per object, from 5 ms to 1000 s, reset on success.

@@ -3,6 +3,7 @@
 
 pub mod controller;
 mod events;
+pub mod metrics;
 pub mod paramconv;
 pub mod reload;
 pub mod status;
@@ -44,6 +45,10 @@ pub struct OperatorOptions {
     pub inject_owner_ref: bool,
     /// Template options (seed, commands).
     pub templates: crate::template::Options,
+    /// Where `/metrics` is served (`None`: not served).
+    pub metrics_address: Option<std::net::SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served (`None`: not served).
+    pub health_address: Option<std::net::SocketAddr>,
 }
 
 /// Loads the project and runs every controller until a shutdown signal.
@@ -83,6 +88,29 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         );
     };
     let handle = Arc::new(RwLock::new(project));
+    let metrics = Arc::new(metrics::Metrics::default());
+    if let Some(addr) = options.metrics_address {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        let serving = metrics::serve_metrics(metrics.clone(), listener);
+        tokio::spawn(async move {
+            if let Err(err) = serving.await {
+                tracing::error!(%addr, "the metrics endpoint stopped: {err}");
+            }
+        });
+    }
+    if let Some(addr) = options.health_address {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot serve health probes on {addr}"))?;
+        let serving = metrics::serve_health(metrics.clone(), listener);
+        tokio::spawn(async move {
+            if let Err(err) = serving.await {
+                tracing::error!(%addr, "the health endpoint stopped: {err}");
+            }
+        });
+    }
     let reload_state = Arc::new(reload::ReloadState::default());
     let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
     tokio::spawn(reload::run(
@@ -127,16 +155,15 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         .unwrap_or(options.max_concurrent_reconciles);
         let namespaced = caps.scope == Scope::Namespaced;
         let gvk_name = watch.gvk.to_string();
-        let ctx = WatchContext::new(
-            watch,
-            resource,
-            namespaced,
-            handle.clone(),
-            cluster.clone(),
-            settings.clone(),
-            reload_state.clone(),
-        )
-        .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
+        let shared = controller::Shared {
+            project: handle.clone(),
+            cluster: cluster.clone(),
+            settings: settings.clone(),
+            reload: reload_state.clone(),
+            metrics: metrics.clone(),
+        };
+        let ctx = WatchContext::new(watch, resource, namespaced, shared)
+            .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
         let ctx = Arc::new(ctx);
         let namespaces: Vec<Option<String>> = if options.namespaces.is_empty() || !namespaced {
             vec![None]
@@ -153,6 +180,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             )));
         }
     }
+    metrics.set_ready();
     tracing::info!(controllers = controllers.len(), "enka is running");
     for controller in controllers {
         controller

@@ -188,6 +188,7 @@ mod tests {
             api_time: std::time::Duration::ZERO,
             metrics: Vec::new(),
             facts: Default::default(),
+            module_timings: Vec::new(),
         }
     }
 

@@ -115,6 +115,27 @@ async fn conditions_live_reload_and_a_rejected_edit() {
     assert!(running["ansibleResult"]["changed"].as_i64().unwrap() >= 1);
     assert_eq!(condition(&done, "Failure").unwrap()["status"], "False");
 
+    // Metrics and health endpoints.
+    let (status, _) = crate::zundoko::http_get(enka.health_port, "/readyz").await;
+    assert_eq!(status, 200);
+    let (status, _) = crate::zundoko::http_get(enka.health_port, "/healthz").await;
+    assert_eq!(status, 200);
+    // The counter moves just after the status write the test saw.
+    let port = enka.metrics_port;
+    let text = eventually("the reconcile to be counted", Duration::from_secs(10), || async move {
+        let (status, text) = crate::zundoko::http_get(port, "/metrics").await;
+        (status == 200 && text.contains(r#"ansible_operator_reconcile_result_total{GVK="enka.test/v1, Kind=Sample",result="succeeded"}"#)).then_some(text)
+    })
+    .await;
+    assert!(
+        text.contains(r#"enka_module_calls_total{module="k8s"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"ansible_operator_reconciles_count{GVK="enka.test/v1, Kind=Sample"}"#),
+        "{text}"
+    );
+
     // A saved edit takes effect without touching the object or restarting.
     project.write_role(&ROLE_V1.replace("VERSION", "2"));
     eventually(

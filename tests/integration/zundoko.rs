@@ -24,6 +24,41 @@ fn resource(version: &str, kind: &str, plural: &str) -> ApiResource {
 /// A running `enka run`, stopped when dropped.
 pub struct Enka {
     server: Server,
+    /// Port of its /metrics endpoint on 127.0.0.1.
+    pub metrics_port: u16,
+    /// Port of its /healthz and /readyz endpoints on 127.0.0.1.
+    pub health_port: u16,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP GET on 127.0.0.1: status code and body.
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connecting");
+    // HTTP/1.0, so the body is not chunked.
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
 }
 
 impl Enka {
@@ -46,10 +81,15 @@ impl Enka {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
+        let (metrics_port, health_port) = (free_port(), free_port());
         let args = vec![
             "run".to_owned(),
             "--watches-file".to_owned(),
             repo_path(watches).display().to_string(),
+            "--metrics-bind-address".to_owned(),
+            format!("127.0.0.1:{metrics_port}"),
+            "--health-probe-bind-address".to_owned(),
+            format!("127.0.0.1:{health_port}"),
         ];
         let server = Server::start_with_env(
             "enka",
@@ -60,7 +100,11 @@ impl Enka {
             Lifetime::Tied,
         )
         .expect("starting enka");
-        Enka { server }
+        Enka {
+            server,
+            metrics_port,
+            health_port,
+        }
     }
 
     /// The end of enka's log, for failure messages.
