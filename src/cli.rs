@@ -25,7 +25,7 @@ pub enum Command {
     Check(CheckArgs),
     /// Run the operator: one controller per watch, against the cluster of
     /// the current kubeconfig (or in-cluster).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// `enka run` flags, named as upstream's `ansible-operator run`.
@@ -58,6 +58,24 @@ pub struct RunArgs {
     /// Address of the /healthz and /readyz endpoints (`0` disables them).
     #[arg(long, default_value = ":6789")]
     pub health_probe_bind_address: String,
+    /// Run controllers only while holding a Lease, so one of several replicas acts.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "enka-leader-election")]
+    pub leader_election_id: String,
+    /// Namespace of the Lease (default: the pod's own namespace).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// How long a Lease holds after its last renewal (enka).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_election_lease_duration: std::time::Duration,
+    /// How long the leader may fail to renew before it stops (enka).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_election_renew_deadline: std::time::Duration,
+    /// How often to try to acquire or renew the Lease (enka).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_election_retry_period: std::time::Duration,
     /// Longest a single reconcile may take before it fails (enka).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub reconcile_timeout: std::time::Duration,
@@ -125,7 +143,7 @@ impl Cli {
                         return ExitCode::FAILURE;
                     }
                 };
-                match runtime.block_on(run(args)) {
+                match runtime.block_on(run(*args)) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(err) => {
                         tracing::error!("{err:#}");
@@ -164,6 +182,30 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.map_err(|e| {
         anyhow::anyhow!("cannot connect to Kubernetes (kubeconfig or in-cluster): {e}")
     })?;
+    let leader_election = if args.leader_elect {
+        let namespace = match args.leader_election_namespace {
+            Some(ns) => ns,
+            None => {
+                std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+                    .map(|ns| ns.trim().to_owned())
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "--leader-elect outside a cluster needs --leader-election-namespace"
+                        )
+                    })?
+            }
+        };
+        Some(crate::operator::leader::ElectionConfig {
+            lease_name: args.leader_election_id,
+            namespace,
+            identity: crate::operator::leader::identity(),
+            lease_duration: args.leader_election_lease_duration,
+            renew_deadline: args.leader_election_renew_deadline,
+            retry_period: args.leader_election_retry_period,
+        })
+    } else {
+        None
+    };
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -180,6 +222,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         verbosity: args.ansible_verbosity.min(7),
         namespaces,
         inject_owner_ref: args.inject_owner_ref,
+        leader_election,
         metrics_address: crate::operator::metrics::parse_bind(&args.metrics_bind_address)
             .map_err(anyhow::Error::msg)?,
         health_address: crate::operator::metrics::parse_bind(&args.health_probe_bind_address)

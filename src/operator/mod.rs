@@ -3,6 +3,7 @@
 
 pub mod controller;
 mod events;
+pub mod leader;
 pub mod metrics;
 pub mod paramconv;
 pub mod reload;
@@ -49,6 +50,8 @@ pub struct OperatorOptions {
     pub metrics_address: Option<std::net::SocketAddr>,
     /// Where `/healthz` and `/readyz` are served (`None`: not served).
     pub health_address: Option<std::net::SocketAddr>,
+    /// Leader election, when more than one replica may run.
+    pub leader_election: Option<leader::ElectionConfig>,
 }
 
 /// Loads the project and runs every controller until a shutdown signal.
@@ -127,6 +130,10 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         namespaces: options.namespaces.clone(),
         inject_owner_ref: options.inject_owner_ref,
     };
+    let leadership = match options.leader_election.clone() {
+        Some(config) => Some(leader::acquire(&client, config).await),
+        None => None,
+    };
     let shutdown = shutdown_signal();
     let mut controllers = Vec::new();
     for watch in watches {
@@ -182,10 +189,22 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
     }
     metrics.set_ready();
     tracing::info!(controllers = controllers.len(), "enka is running");
-    for controller in controllers {
-        controller
-            .await
-            .context("a controller stopped unexpectedly")?;
+    let all = async {
+        for controller in controllers {
+            controller
+                .await
+                .context("a controller stopped unexpectedly")?;
+        }
+        anyhow::Ok(())
+    };
+    match leadership {
+        None => all.await?,
+        Some(leadership) => {
+            tokio::select! {
+                result = all => result?,
+                () = leadership.keep() => bail!("leadership lost; stopping so that another replica takes over"),
+            }
+        }
     }
     tracing::info!("enka stopped");
     Ok(())

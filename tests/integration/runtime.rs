@@ -193,3 +193,98 @@ async fn conditions_live_reload_and_a_rejected_edit() {
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
+
+#[tokio::test]
+async fn two_replicas_elect_one_leader_and_fail_over() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    let ns = env.namespace("leader").await.unwrap();
+    let project = Project::new("leader");
+    project.write_role(&ROLE_V1.replace("VERSION", "1"));
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let flags = [
+        "--leader-elect",
+        "--leader-election-namespace",
+        &ns,
+        "--leader-election-lease-duration",
+        "3s",
+        "--leader-election-renew-deadline",
+        "2s",
+        "--leader-election-retry-period",
+        "500ms",
+    ];
+    let first = Enka::start_with_args(env, &watches, &ns, &[], &flags, "-a");
+    eventually(
+        "the first replica to lead",
+        Duration::from_secs(30),
+        || async { first.log().contains("acquired leadership").then_some(()) },
+    )
+    .await;
+    let second = Enka::start_with_args(env, &watches, &ns, &[], &flags, "-b");
+    eventually(
+        "the second replica to wait",
+        Duration::from_secs(30),
+        || async {
+            second
+                .log()
+                .contains("waiting for leadership")
+                .then_some(())
+        },
+    )
+    .await;
+
+    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mut sample = DynamicObject::new("s1", &sample_resource());
+    sample.data = json!({"spec": {"size": 1}});
+    samples
+        .create(&PostParams::default(), &sample)
+        .await
+        .unwrap();
+    let size = |want: &'static str| {
+        let config_maps = config_maps.clone();
+        move || {
+            let config_maps = config_maps.clone();
+            async move {
+                let cm = config_maps.get_opt("s1-out").await.unwrap()?;
+                (cm.data?.get("size")?.as_str() == want).then_some(())
+            }
+        }
+    };
+    eventually(
+        "the leader to reconcile",
+        Duration::from_secs(30),
+        size("1"),
+    )
+    .await;
+    assert!(first.log().contains("reconciled"), "{}", first.log());
+    assert!(
+        !second.log().contains("reconciled"),
+        "only the leader acts:\n{}",
+        second.log()
+    );
+
+    // The leader dies; the other takes over and acts on the next change.
+    drop(first);
+    eventually(
+        "the second replica to take over",
+        Duration::from_secs(30),
+        || async { second.log().contains("acquired leadership").then_some(()) },
+    )
+    .await;
+    let mut patched = samples.get("s1").await.unwrap();
+    patched.data["spec"]["size"] = json!(2);
+    samples
+        .replace("s1", &PostParams::default(), &patched)
+        .await
+        .unwrap();
+    eventually(
+        "the new leader to reconcile",
+        Duration::from_secs(30),
+        size("2"),
+    )
+    .await;
+    drop(second);
+    env.delete_namespace(&ns).await.unwrap();
+}

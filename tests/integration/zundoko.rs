@@ -69,7 +69,19 @@ impl Enka {
         namespace: &str,
         extra_env: &[(&str, &str)],
     ) -> Enka {
-        let log = std::env::temp_dir().join(format!("enka-{namespace}.log"));
+        Self::start_with_args(env, watches, namespace, extra_env, &[], "")
+    }
+
+    /// Like [`Enka::start`], with extra flags; `tag` names the log file.
+    pub fn start_with_args(
+        env: &KubeEnv,
+        watches: &str,
+        namespace: &str,
+        extra_env: &[(&str, &str)],
+        extra_args: &[&str],
+        tag: &str,
+    ) -> Enka {
+        let log = std::env::temp_dir().join(format!("enka-{namespace}{tag}.log"));
         let _ = std::fs::remove_file(&log);
         let mut vars: Vec<(String, String)> = vec![
             ("KUBECONFIG".into(), env.kubeconfig().display().to_string()),
@@ -91,6 +103,10 @@ impl Enka {
             "--health-probe-bind-address".to_owned(),
             format!("127.0.0.1:{health_port}"),
         ];
+        let args: Vec<String> = args
+            .into_iter()
+            .chain(extra_args.iter().map(|a| (*a).to_owned()))
+            .collect();
         let server = Server::start_with_env(
             "enka",
             &PathBuf::from(env!("CARGO_BIN_EXE_enka")),
