@@ -57,6 +57,7 @@ pub(crate) struct Runner {
     api_time: Duration,
     metrics: Vec<MetricUpdate>,
     module_timings: Vec<(&'static str, Duration)>,
+    dependents: Vec<crate::kube::Resource>,
 }
 
 impl Runner {
@@ -78,6 +79,7 @@ impl Runner {
             api_time: Duration::ZERO,
             metrics: Vec::new(),
             module_timings: Vec::new(),
+            dependents: Vec::new(),
         }
     }
 
@@ -91,6 +93,7 @@ impl Runner {
             metrics: self.metrics,
             facts: self.facts,
             module_timings: self.module_timings,
+            dependents: self.dependents,
         }
     }
 
@@ -891,10 +894,16 @@ impl Runner {
             role_path: frame.role.as_ref().map(|r| r.path.as_path()),
             base_dir: &self.project.base_dir,
             owner: self.options.owner.as_deref(),
+            dependents: Vec::new(),
         };
         let started = Instant::now();
         let outcome = modules::run(spec, &templated, &mut module_ctx).await;
         self.module_timings.push((spec.name, started.elapsed()));
+        for resource in module_ctx.dependents.drain(..) {
+            if !self.dependents.contains(&resource) {
+                self.dependents.push(resource);
+            }
+        }
         self.api_time += module_ctx.api_time;
         match outcome {
             Ok(output) => {

@@ -266,6 +266,11 @@ async fn apply_one(
         _ => false,
     };
 
+    // Objects the role owns are dependents whose watch reconciles the owner.
+    if ctx.owner.is_some() && !is_owner && state != "absent" && !ctx.dependents.contains(&resource)
+    {
+        ctx.dependents.push(resource.clone());
+    }
     let existing = match &name {
         Some(n) => ctx
             .api(cluster.get(&resource, ns, n))

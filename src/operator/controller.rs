@@ -93,6 +93,7 @@ pub struct WatchContext {
     reload: Arc<super::reload::ReloadState>,
     metrics: Arc<super::metrics::Metrics>,
     gvk_label: String,
+    dependents: Option<Arc<super::dependents::DependentWatches>>,
 }
 
 fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
@@ -118,6 +119,7 @@ impl WatchContext {
         resource: ApiResource,
         namespaced: bool,
         shared: Shared,
+        dependents: Option<Arc<super::dependents::DependentWatches>>,
     ) -> Option<Self> {
         let Shared {
             project,
@@ -153,6 +155,7 @@ impl WatchContext {
             reload,
             metrics,
             gvk_label,
+            dependents,
         })
     }
 
@@ -458,6 +461,9 @@ async fn run_once(
     let outcome = engine::run(&project, entry, vars, Some(cluster), run_options).await;
     ctx.metrics
         .record_run(&outcome.module_timings, &outcome.metrics);
+    if let Some(dependents) = &ctx.dependents {
+        dependents.ensure(ctx.cluster.client(), &outcome.dependents);
+    }
     outcome
 }
 
@@ -499,6 +505,7 @@ pub async fn run_controller(
     namespace: Option<String>,
     concurrency: u16,
     reloads: impl futures::Stream<Item = ()> + Send + Sync + 'static,
+    owners: impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.cluster.client().clone();
@@ -538,6 +545,7 @@ pub async fn run_controller(
     Controller::for_stream_with(triggers, reader, ctx.resource.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(reloads)
+        .reconcile_on(owners)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

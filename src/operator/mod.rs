@@ -2,6 +2,7 @@
 //! conditions and finalizers.
 
 pub mod controller;
+pub mod dependents;
 mod events;
 pub mod leader;
 pub mod metrics;
@@ -169,7 +170,17 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             reload: reload_state.clone(),
             metrics: metrics.clone(),
         };
-        let ctx = WatchContext::new(watch, resource, namespaced, shared)
+        let triggers = dependents::Triggers::default();
+        let dependent_watches = watch.watch_dependent_resources.then(|| {
+            Arc::new(dependents::DependentWatches::new(
+                &watch,
+                resource.clone(),
+                namespaced,
+                options.namespaces.clone(),
+                triggers.clone(),
+            ))
+        });
+        let ctx = WatchContext::new(watch, resource, namespaced, shared, dependent_watches)
             .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
         let ctx = Arc::new(ctx);
         let namespaces: Vec<Option<String>> = if options.namespaces.is_empty() || !namespaced {
@@ -178,11 +189,13 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             options.namespaces.iter().cloned().map(Some).collect()
         };
         for namespace in namespaces {
+            let owners = triggers.stream(namespace.clone());
             controllers.push(tokio::spawn(controller::run_controller(
                 ctx.clone(),
                 namespace,
                 concurrency,
                 reload::triggers(changed_rx.clone()),
+                owners,
                 shutdown.clone(),
             )));
         }

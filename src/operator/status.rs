@@ -189,6 +189,7 @@ mod tests {
             metrics: Vec::new(),
             facts: Default::default(),
             module_timings: Vec::new(),
+            dependents: Vec::new(),
         }
     }
 

@@ -35,14 +35,17 @@ struct Project {
 
 impl Project {
     fn new(name: &str) -> Self {
+        Self::with_watches(
+            name,
+            "- version: v1\n  group: enka.test\n  kind: Sample\n  role: sample\n  reconcilePeriod: 0s\n",
+        )
+    }
+
+    fn with_watches(name: &str, watches: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("enka-project-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("roles/sample/tasks")).unwrap();
-        std::fs::write(
-            dir.join("watches.yaml"),
-            "- version: v1\n  group: enka.test\n  kind: Sample\n  role: sample\n  reconcilePeriod: 0s\n",
-        )
-        .unwrap();
+        std::fs::write(dir.join("watches.yaml"), watches).unwrap();
         Project { dir }
     }
 
@@ -286,5 +289,131 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     )
     .await;
     drop(second);
+    env.delete_namespace(&ns).await.unwrap();
+}
+
+const DEPENDENTS_ROLE: &str = r#"
+- name: a watched dependent
+  k8s:
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-out'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      data:
+        size: '{{ size | string }}'
+- name: a blacklisted dependent
+  k8s:
+    definition:
+      apiVersion: v1
+      kind: Secret
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-secret'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      stringData:
+        size: '{{ size | string }}'
+"#;
+
+#[tokio::test]
+async fn deleted_or_edited_dependents_are_restored() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{DeleteParams, Patch, PatchParams};
+
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    let ns = env.namespace("dependents").await.unwrap();
+    // No periodic resync: only the dependent watch can bring a reconcile.
+    let project = Project::with_watches(
+        "dependents",
+        "- version: v1\n  group: enka.test\n  kind: Sample\n  role: sample\n  reconcilePeriod: 0s\n  blacklist:\n  - {group: '', version: v1, kind: Secret}\n",
+    );
+    project.write_role(DEPENDENTS_ROLE);
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+
+    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let mut sample = DynamicObject::new("s1", &sample_resource());
+    sample.data = json!({"spec": {"size": 3}});
+    samples
+        .create(&PostParams::default(), &sample)
+        .await
+        .unwrap();
+
+    let size_is = |want: &'static str| {
+        let config_maps = config_maps.clone();
+        move || {
+            let config_maps = config_maps.clone();
+            async move {
+                let cm = config_maps.get_opt("s1-out").await.unwrap()?;
+                let uid = cm.metadata.uid.clone()?;
+                (cm.data?.get("size")?.as_str() == want).then_some(uid)
+            }
+        }
+    };
+    let first_uid = eventually("the first reconcile", Duration::from_secs(30), size_is("3")).await;
+    let secret_uid = eventually("the secret", Duration::from_secs(30), || {
+        let secrets = secrets.clone();
+        async move { secrets.get_opt("s1-secret").await.unwrap()?.metadata.uid }
+    })
+    .await;
+    eventually("Successful=True", Duration::from_secs(30), || {
+        let samples = samples.clone();
+        async move {
+            let s = samples.get("s1").await.unwrap();
+            (condition(&s, "Successful")?["status"] == "True").then_some(())
+        }
+    })
+    .await;
+
+    // An edit outside status brings the owner back to reconcile it away.
+    config_maps
+        .patch(
+            "s1-out",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"size": "tampered"}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the edit to be undone",
+        Duration::from_secs(30),
+        size_is("3"),
+    )
+    .await;
+
+    // A blacklisted kind is not watched: deleting it brings no reconcile.
+    secrets
+        .delete("s1-secret", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        secrets.get_opt("s1-secret").await.unwrap().is_none(),
+        "a blacklisted dependent was watched"
+    );
+
+    // A deleted dependent is re-created; that reconcile restores the secret too.
+    config_maps
+        .delete("s1-out", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the config map to come back",
+        Duration::from_secs(30),
+        || {
+            let size_is = size_is("3");
+            let first_uid = first_uid.clone();
+            async move { size_is().await.filter(|uid| *uid != first_uid) }
+        },
+    )
+    .await;
+    let restored = secrets.get("s1-secret").await.unwrap();
+    assert_ne!(restored.metadata.uid.unwrap(), secret_uid);
+    assert!(enka.log().contains("watching dependents"), "{}", enka.log());
+    drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }

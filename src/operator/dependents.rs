@@ -1,0 +1,365 @@
+//! `watchDependentResources`: the kinds a role creates are watched, and a
+//! dependent that is deleted, or changed outside its status, reconciles its
+//! owner (found by ownerReference or by the primary-resource annotations).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::mpsc;
+
+use crate::kube::Resource;
+use crate::watches::Gvk;
+
+type OwnerSender = mpsc::UnboundedSender<ObjectRef<DynamicObject>>;
+
+/// Sends owners to reconcile into the controller of their namespace.
+#[derive(Clone, Default)]
+pub struct Triggers {
+    senders: Arc<Mutex<HashMap<Option<String>, OwnerSender>>>,
+}
+
+impl Triggers {
+    /// A stream of owners to reconcile for the controller of `namespace`
+    /// (`None`: all namespaces).
+    pub fn stream(
+        &self,
+        namespace: Option<String>,
+    ) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.senders
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(namespace, tx);
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
+    }
+
+    fn send(&self, owner: ObjectRef<DynamicObject>) {
+        let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
+        let sender = senders.get(&owner.namespace).or_else(|| senders.get(&None));
+        if let Some(sender) = sender {
+            let _ = sender.send(owner);
+        }
+    }
+}
+
+/// The dependent watches of one watch.
+pub struct DependentWatches {
+    owner_gvk: Gvk,
+    owner_resource: ApiResource,
+    owner_namespaced: bool,
+    blacklist: Vec<Gvk>,
+    cluster_scoped: bool,
+    namespaces: Vec<String>,
+    watched: Mutex<Vec<Resource>>,
+    triggers: Triggers,
+}
+
+impl DependentWatches {
+    /// Dependent watches for the owner kind of `watch`.
+    pub fn new(
+        watch: &crate::watches::Watch,
+        owner_resource: ApiResource,
+        owner_namespaced: bool,
+        namespaces: Vec<String>,
+        triggers: Triggers,
+    ) -> Self {
+        DependentWatches {
+            owner_gvk: watch.gvk.clone(),
+            owner_resource,
+            owner_namespaced,
+            blacklist: watch.blacklist.clone(),
+            cluster_scoped: watch.watch_cluster_scoped_resources,
+            namespaces,
+            watched: Mutex::new(Vec::new()),
+            triggers,
+        }
+    }
+
+    /// Starts watching each kind in `kinds` not watched yet.
+    pub fn ensure(self: &Arc<Self>, client: &kube::Client, kinds: &[Resource]) {
+        for kind in kinds {
+            if !self.wants(kind) {
+                continue;
+            }
+            {
+                let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+                if watched.contains(kind) {
+                    continue;
+                }
+                watched.push(kind.clone());
+            }
+            let ar = ApiResource {
+                group: kind.group.clone(),
+                version: kind.version.clone(),
+                api_version: kind.api_version(),
+                kind: kind.kind.clone(),
+                plural: kind.plural.clone(),
+            };
+            let scopes: Vec<Option<String>> = if self.namespaces.is_empty() || !kind.namespaced {
+                vec![None]
+            } else {
+                self.namespaces.iter().cloned().map(Some).collect()
+            };
+            for scope in scopes {
+                let api: Api<DynamicObject> = match &scope {
+                    Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                    None => Api::all_with(client.clone(), &ar),
+                };
+                tracing::info!(owner = %self.owner_gvk, dependent = %ar.api_version, kind = %ar.kind, "watching dependents");
+                tokio::spawn(self.clone().watch(api));
+            }
+        }
+    }
+
+    /// Whether dependents of `kind` are watched: not when blacklisted, and
+    /// cluster-scoped kinds under a namespaced owner only with
+    /// `watchClusterScopedResources` and a cluster-wide operator.
+    fn wants(&self, kind: &Resource) -> bool {
+        let blacklisted = self
+            .blacklist
+            .iter()
+            .any(|b| b.group == kind.group && b.version == kind.version && b.kind == kind.kind);
+        let cluster_scoped_allowed = kind.namespaced
+            || !self.owner_namespaced
+            || (self.cluster_scoped && self.namespaces.is_empty());
+        !blacklisted && cluster_scoped_allowed
+    }
+
+    /// The owner an object points at, if it is one of ours.
+    fn owner_of(&self, object: &DynamicObject) -> Option<ObjectRef<DynamicObject>> {
+        let api_version = self.owner_gvk.api_version();
+        if let Some(reference) = object.metadata.owner_references.iter().flatten().find(|r| {
+            r.kind == self.owner_gvk.kind
+                && r.api_version.split('/').next() == api_version.split('/').next()
+        }) {
+            let mut owner = ObjectRef::new_with(&reference.name, self.owner_resource.clone());
+            if self.owner_namespaced {
+                owner = owner.within(object.metadata.namespace.as_deref().unwrap_or_default());
+            }
+            return Some(owner);
+        }
+        let annotations = object.metadata.annotations.as_ref()?;
+        let kind = if self.owner_gvk.group.is_empty() {
+            self.owner_gvk.kind.clone()
+        } else {
+            format!("{}.{}", self.owner_gvk.kind, self.owner_gvk.group)
+        };
+        if annotations.get("operator-sdk/primary-resource-type") != Some(&kind) {
+            return None;
+        }
+        let primary = annotations.get("operator-sdk/primary-resource")?;
+        let owner = match primary.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() => {
+                ObjectRef::new_with(name, self.owner_resource.clone()).within(ns)
+            }
+            Some((_, name)) => ObjectRef::new_with(name, self.owner_resource.clone()),
+            None => ObjectRef::new_with(primary, self.owner_resource.clone()),
+        };
+        Some(owner)
+    }
+
+    async fn watch(self: Arc<Self>, api: Api<DynamicObject>) {
+        // Upstream's DependentPredicate: creates are ignored, deletes pass,
+        // updates pass when something besides status, resourceVersion and
+        // managed-field timestamps changed. A relist compares against the
+        // fingerprints from before it, so a change made while the watch was
+        // down still counts and objects gone since then are forgotten.
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        let mut before_relist: HashMap<String, u64> = HashMap::new();
+        let mut events = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Init) => before_relist = std::mem::take(&mut seen),
+                Ok(Event::InitApply(object)) => {
+                    let Some(uid) = object.metadata.uid.clone() else {
+                        continue;
+                    };
+                    let fingerprint = fingerprint(&object);
+                    let previous = before_relist.remove(&uid);
+                    seen.insert(uid, fingerprint);
+                    if previous.is_some_and(|p| p != fingerprint) {
+                        self.reconcile_owner_of(&object, "changed");
+                    }
+                }
+                Ok(Event::InitDone) => before_relist.clear(),
+                Ok(Event::Apply(object)) => {
+                    let Some(uid) = object.metadata.uid.clone() else {
+                        continue;
+                    };
+                    let fingerprint = fingerprint(&object);
+                    if seen
+                        .insert(uid, fingerprint)
+                        .is_some_and(|p| p != fingerprint)
+                    {
+                        self.reconcile_owner_of(&object, "changed");
+                    }
+                }
+                Ok(Event::Delete(object)) => {
+                    if let Some(uid) = &object.metadata.uid {
+                        seen.remove(uid);
+                    }
+                    self.reconcile_owner_of(&object, "deleted");
+                }
+                Err(err) => tracing::warn!(owner = %self.owner_gvk, "dependent watch: {err}"),
+            }
+        }
+    }
+
+    fn reconcile_owner_of(&self, dependent: &DynamicObject, what: &str) {
+        if let Some(owner) = self.owner_of(dependent) {
+            tracing::debug!(
+                dependent = dependent.metadata.name.as_deref().unwrap_or(""),
+                owner = %owner,
+                "dependent {what}; reconciling its owner"
+            );
+            self.triggers.send(owner);
+        }
+    }
+}
+
+fn fingerprint(object: &DynamicObject) -> u64 {
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        meta.remove("resourceVersion");
+        if let Some(fields) = meta.get_mut("managedFields").and_then(|f| f.as_array_mut()) {
+            for field in fields {
+                if let Some(f) = field.as_object_mut() {
+                    f.remove("time");
+                }
+            }
+        }
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dependents(watch_yaml: &str) -> DependentWatches {
+        let mut diagnostics = crate::role::Diagnostics::default();
+        let (watches, _) = crate::watches::parse(
+            watch_yaml,
+            std::path::Path::new("/p/watches.yaml"),
+            &mut diagnostics,
+        );
+        let watch = &watches[0];
+        let resource = ApiResource {
+            group: watch.gvk.group.clone(),
+            version: watch.gvk.version.clone(),
+            api_version: watch.gvk.api_version(),
+            kind: watch.gvk.kind.clone(),
+            plural: "samples".into(),
+        };
+        DependentWatches::new(watch, resource, true, Vec::new(), Triggers::default())
+    }
+
+    fn object(value: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn resource(kind: &str, plural: &str, namespaced: bool) -> Resource {
+        Resource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+        }
+    }
+
+    const WATCH: &str = "- {group: enka.test, version: v1, kind: Sample, role: sample}\n";
+
+    #[test]
+    fn the_owner_comes_from_the_owner_reference_in_the_dependents_namespace() {
+        let d = dependents(WATCH);
+        let cm = object(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "out", "namespace": "ns1", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "other", "uid": "1"},
+                {"apiVersion": "enka.test/v1", "kind": "Sample", "name": "s1", "uid": "2"}
+            ]}
+        }));
+        let owner = d.owner_of(&cm).unwrap();
+        assert_eq!(
+            (owner.name.as_str(), owner.namespace.as_deref()),
+            ("s1", Some("ns1"))
+        );
+    }
+
+    #[test]
+    fn the_owner_of_a_cross_namespace_dependent_comes_from_the_annotations() {
+        let d = dependents(WATCH);
+        let ns = object(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "made", "annotations": {
+                "operator-sdk/primary-resource": "ns1/s1",
+                "operator-sdk/primary-resource-type": "Sample.enka.test"
+            }}
+        }));
+        let owner = d.owner_of(&ns).unwrap();
+        assert_eq!(
+            (owner.name.as_str(), owner.namespace.as_deref()),
+            ("s1", Some("ns1"))
+        );
+
+        let foreign = object(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "made", "annotations": {
+                "operator-sdk/primary-resource": "ns1/s1",
+                "operator-sdk/primary-resource-type": "Other.enka.test"
+            }}
+        }));
+        assert!(d.owner_of(&foreign).is_none());
+        let unowned =
+            object(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}));
+        assert!(d.owner_of(&unowned).is_none());
+    }
+
+    #[test]
+    fn status_and_bookkeeping_do_not_change_the_fingerprint() {
+        let base = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "resourceVersion": "1",
+                "managedFields": [{"manager": "enka", "time": "2026-01-01T00:00:00Z"}]},
+            "spec": {"replicas": 1},
+            "status": {"readyReplicas": 0}
+        });
+        let mut bookkeeping = base.clone();
+        bookkeeping["metadata"]["resourceVersion"] = json!("2");
+        bookkeeping["metadata"]["managedFields"][0]["time"] = json!("2026-01-02T00:00:00Z");
+        bookkeeping["status"]["readyReplicas"] = json!(1);
+        let mut edited = base.clone();
+        edited["spec"]["replicas"] = json!(3);
+        let print = |v: &serde_json::Value| fingerprint(&object(v.clone()));
+        assert_eq!(print(&base), print(&bookkeeping));
+        assert_ne!(print(&base), print(&edited));
+    }
+
+    #[test]
+    fn blacklisted_and_cluster_scoped_kinds_are_not_watched_from_a_namespaced_owner() {
+        let d = dependents(
+            "- group: enka.test\n  version: v1\n  kind: Sample\n  role: sample\n  blacklist:\n  - {group: '', version: v1, kind: Secret}\n",
+        );
+        let secret = resource("Secret", "secrets", true);
+        let namespace = resource("Namespace", "namespaces", false);
+        let config_map = resource("ConfigMap", "configmaps", true);
+        assert!(!d.wants(&secret));
+        assert!(!d.wants(&namespace));
+        assert!(d.wants(&config_map));
+    }
+}
