@@ -62,6 +62,10 @@ bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answ
 	@$(CARGO) bench --quiet --bench engine
 
 .PHONY: test
+e2e: kube-bin ## End-to-end tests only: the seed's Zundoko operator and the runtime, on a real control plane.
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --test integration -- zundoko:: runtime::
+	@bash scripts/check-no-leftovers
+
 test: fmt-check lint kube-bin ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --workspace

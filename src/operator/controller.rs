@@ -462,7 +462,9 @@ async fn run_once(
     ctx.metrics
         .record_run(&outcome.module_timings, &outcome.metrics);
     if let Some(dependents) = &ctx.dependents {
-        dependents.ensure(ctx.cluster.client(), &outcome.dependents);
+        dependents
+            .ensure(ctx.cluster.client(), &outcome.dependents)
+            .await;
     }
     outcome
 }

@@ -11,10 +11,13 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::kube::Resource;
 use crate::watches::Gvk;
+
+/// How long a run waits for a new dependent watch's first list.
+const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 type OwnerSender = mpsc::UnboundedSender<ObjectRef<DynamicObject>>;
 
@@ -81,8 +84,12 @@ impl DependentWatches {
         }
     }
 
-    /// Starts watching each kind in `kinds` not watched yet.
-    pub fn ensure(self: &Arc<Self>, client: &kube::Client, kinds: &[Resource]) {
+    /// Starts watching each kind in `kinds` not watched yet, and returns once
+    /// the new watches have listed (or `LIST_WAIT` passed): the run that made
+    /// the first dependent of a kind ends only when later changes to it are
+    /// seen, so an edit right after the owner reports success is not missed.
+    pub async fn ensure(self: &Arc<Self>, client: &kube::Client, kinds: &[Resource]) {
+        let mut listing = Vec::new();
         for kind in kinds {
             if !self.wants(kind) {
                 continue;
@@ -112,8 +119,17 @@ impl DependentWatches {
                     None => Api::all_with(client.clone(), &ar),
                 };
                 tracing::info!(owner = %self.owner_gvk, dependent = %ar.api_version, kind = %ar.kind, "watching dependents");
-                tokio::spawn(self.clone().watch(api));
+                let (listed, on_listed) = oneshot::channel();
+                tokio::spawn(self.clone().watch(api, listed));
+                listing.push(on_listed);
             }
+        }
+        if listing.is_empty() {
+            return;
+        }
+        let all_listed = futures::future::join_all(listing);
+        if tokio::time::timeout(LIST_WAIT, all_listed).await.is_err() {
+            tracing::warn!(owner = %self.owner_gvk, "a new dependent watch has not listed yet; going on without it");
         }
     }
 
@@ -164,7 +180,7 @@ impl DependentWatches {
         Some(owner)
     }
 
-    async fn watch(self: Arc<Self>, api: Api<DynamicObject>) {
+    async fn watch(self: Arc<Self>, api: Api<DynamicObject>, listed: oneshot::Sender<()>) {
         // Upstream's DependentPredicate: creates are ignored, deletes pass,
         // updates pass when something besides status, resourceVersion and
         // managed-field timestamps changed. A relist compares against the
@@ -172,6 +188,7 @@ impl DependentWatches {
         // down still counts and objects gone since then are forgotten.
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
+        let mut listed = Some(listed);
         let mut events = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
@@ -189,7 +206,12 @@ impl DependentWatches {
                         self.reconcile_owner_of(&object, "changed");
                     }
                 }
-                Ok(Event::InitDone) => before_relist.clear(),
+                Ok(Event::InitDone) => {
+                    before_relist.clear();
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                }
                 Ok(Event::Apply(object)) => {
                     let Some(uid) = object.metadata.uid.clone() else {
                         continue;

@@ -261,7 +261,13 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
         size("1"),
     )
     .await;
-    assert!(first.log().contains("reconciled"), "{}", first.log());
+    // The object is written mid-run; the run's log line comes after it.
+    eventually(
+        "the leader to log its reconcile",
+        Duration::from_secs(30),
+        || async { first.log().contains("reconciled").then_some(()) },
+    )
+    .await;
     assert!(
         !second.log().contains("reconciled"),
         "only the leader acts:\n{}",
@@ -276,10 +282,12 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
         || async { second.log().contains("acquired leadership").then_some(()) },
     )
     .await;
-    let mut patched = samples.get("s1").await.unwrap();
-    patched.data["spec"]["size"] = json!(2);
     samples
-        .replace("s1", &PostParams::default(), &patched)
+        .patch(
+            "s1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"size": 2}})),
+        )
         .await
         .unwrap();
     eventually(
@@ -296,13 +304,22 @@ const DEPENDENTS_ROLE: &str = r#"
 - name: a watched dependent
   k8s:
     definition:
-      apiVersion: v1
-      kind: ConfigMap
+      apiVersion: apps/v1
+      kind: Deployment
       metadata:
-        name: '{{ ansible_operator_meta.name }}-out'
+        name: '{{ ansible_operator_meta.name }}-app'
         namespace: '{{ ansible_operator_meta.namespace }}'
-      data:
-        size: '{{ size | string }}'
+      spec:
+        replicas: '{{ size }}'
+        selector:
+          matchLabels: {app: '{{ ansible_operator_meta.name }}'}
+        template:
+          metadata:
+            labels: {app: '{{ ansible_operator_meta.name }}'}
+          spec:
+            containers:
+            - name: app
+              image: registry.k8s.io/pause:3.10
 - name: a blacklisted dependent
   k8s:
     definition:
@@ -317,6 +334,7 @@ const DEPENDENTS_ROLE: &str = r#"
 
 #[tokio::test]
 async fn deleted_or_edited_dependents_are_restored() {
+    use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{DeleteParams, Patch, PatchParams};
 
@@ -334,7 +352,7 @@ async fn deleted_or_edited_dependents_are_restored() {
     let enka = Enka::start(env, &watches, &ns, &[]);
 
     let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut sample = DynamicObject::new("s1", &sample_resource());
     sample.data = json!({"spec": {"size": 3}});
@@ -343,18 +361,23 @@ async fn deleted_or_edited_dependents_are_restored() {
         .await
         .unwrap();
 
-    let size_is = |want: &'static str| {
-        let config_maps = config_maps.clone();
+    let replicas_are = |want: i32| {
+        let deployments = deployments.clone();
         move || {
-            let config_maps = config_maps.clone();
+            let deployments = deployments.clone();
             async move {
-                let cm = config_maps.get_opt("s1-out").await.unwrap()?;
-                let uid = cm.metadata.uid.clone()?;
-                (cm.data?.get("size")?.as_str() == want).then_some(uid)
+                let d = deployments.get_opt("s1-app").await.unwrap()?;
+                let uid = d.metadata.uid.clone()?;
+                (d.spec?.replicas? == want).then_some(uid)
             }
         }
     };
-    let first_uid = eventually("the first reconcile", Duration::from_secs(30), size_is("3")).await;
+    let first_uid = eventually(
+        "the first reconcile",
+        Duration::from_secs(30),
+        replicas_are(3),
+    )
+    .await;
     let secret_uid = eventually("the secret", Duration::from_secs(30), || {
         let secrets = secrets.clone();
         async move { secrets.get_opt("s1-secret").await.unwrap()?.metadata.uid }
@@ -370,18 +393,18 @@ async fn deleted_or_edited_dependents_are_restored() {
     .await;
 
     // An edit outside status brings the owner back to reconcile it away.
-    config_maps
+    deployments
         .patch(
-            "s1-out",
+            "s1-app",
             &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"size": "tampered"}})),
+            &Patch::Merge(json!({"spec": {"replicas": 7}})),
         )
         .await
         .unwrap();
     eventually(
         "the edit to be undone",
         Duration::from_secs(30),
-        size_is("3"),
+        replicas_are(3),
     )
     .await;
 
@@ -397,23 +420,201 @@ async fn deleted_or_edited_dependents_are_restored() {
     );
 
     // A deleted dependent is re-created; that reconcile restores the secret too.
-    config_maps
-        .delete("s1-out", &DeleteParams::default())
+    deployments
+        .delete("s1-app", &DeleteParams::default())
         .await
         .unwrap();
     eventually(
-        "the config map to come back",
+        "the deployment to come back",
         Duration::from_secs(30),
         || {
-            let size_is = size_is("3");
+            let replicas_are = replicas_are(3);
             let first_uid = first_uid.clone();
-            async move { size_is().await.filter(|uid| *uid != first_uid) }
+            async move { replicas_are().await.filter(|uid| *uid != first_uid) }
         },
     )
     .await;
     let restored = secrets.get("s1-secret").await.unwrap();
     assert_ne!(restored.metadata.uid.unwrap(), secret_uid);
     assert!(enka.log().contains("watching dependents"), "{}", enka.log());
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
+
+const PACED_ROLE: &str = r#"
+- name: fail on request
+  fail:
+    msg: 'asked to fail: {{ reason }}'
+  when: fail_now | default(false)
+- name: count the runs
+  k8s_status:
+    api_version: enka.test/v1
+    kind: Sample
+    name: '{{ ansible_operator_meta.name }}'
+    namespace: '{{ ansible_operator_meta.namespace }}'
+    status:
+      runs: '{{ (_enka_test_sample.status.runs | default(0) | int) + 1 }}'
+- name: come back in a second
+  operator_sdk.util.requeue_after:
+    time: 1s
+"#;
+
+const CLEANUP_ROLE: &str = r#"
+- name: remove what garbage collection cannot see
+  k8s:
+    state: absent
+    api_version: v1
+    kind: ConfigMap
+    name: '{{ ansible_operator_meta.name }}-{{ suffix }}'
+    namespace: '{{ ansible_operator_meta.namespace }}'
+"#;
+
+#[tokio::test]
+async fn failure_conditions_requeue_after_pacing_and_a_finalizer_role() {
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    let ns = env.namespace("paced").await.unwrap();
+    let project = Project::with_watches(
+        "paced",
+        "- version: v1\n  group: enka.test\n  kind: Sample\n  role: sample\n  reconcilePeriod: 0s\n  finalizer:\n    name: enka.test/cleanup\n    role: cleanup\n    vars: {suffix: external}\n",
+    );
+    project.write_role(PACED_ROLE);
+    std::fs::create_dir_all(project.dir.join("roles/cleanup/tasks")).unwrap();
+    std::fs::write(
+        project.dir.join("roles/cleanup/tasks/main.yml"),
+        CLEANUP_ROLE,
+    )
+    .unwrap();
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+
+    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    // Something outside garbage collection's reach that the finalizer must remove.
+    let external: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "s1-external"}})).unwrap();
+    config_maps
+        .create(&PostParams::default(), &external)
+        .await
+        .unwrap();
+
+    let mut sample = DynamicObject::new("s1", &sample_resource());
+    sample.data = json!({"spec": {"failNow": true, "reason": "testing"}});
+    samples
+        .create(&PostParams::default(), &sample)
+        .await
+        .unwrap();
+
+    // A failing task: Failure=True with the task's message, and an Event.
+    let failure = eventually("Failure=True", Duration::from_secs(30), || {
+        let samples = samples.clone();
+        async move {
+            let s = samples.get("s1").await.unwrap();
+            let failure = condition(&s, "Failure")?;
+            (failure["status"] == "True").then_some(s)
+        }
+    })
+    .await;
+    let message = condition(&failure, "Failure").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(message.contains("asked to fail: testing"), "{message}");
+    assert_eq!(
+        condition(&failure, "Successful").unwrap()["status"],
+        "False"
+    );
+    // Running flips back to True as each retry starts, so it is not asserted.
+    assert_eq!(
+        failure.metadata.finalizers.as_deref(),
+        Some(&["enka.test/cleanup".to_owned()][..]),
+        "the finalizer is added on the first run"
+    );
+    let event = eventually("a ReconcileFailed event", Duration::from_secs(30), || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.unwrap();
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some("ReconcileFailed")
+                    && e.involved_object.name.as_deref() == Some("s1")
+            })
+        }
+    })
+    .await;
+    let event_message = event.message.unwrap_or_default();
+    assert!(event_message.contains("fail on request"), "{event_message}");
+
+    // Fixed: Successful, and from then on a run about every second.
+    samples
+        .patch(
+            "s1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"failNow": false}})),
+        )
+        .await
+        .unwrap();
+    eventually("Successful=True", Duration::from_secs(30), || {
+        let samples = samples.clone();
+        async move {
+            let s = samples.get("s1").await.unwrap();
+            (condition(&s, "Successful")?["status"] == "True"
+                && condition(&s, "Failure")?["status"] == "False")
+                .then_some(())
+        }
+    })
+    .await;
+    let runs = |s: &DynamicObject| {
+        s.data["status"]["runs"]
+            .as_str()
+            .and_then(|r| r.parse::<u32>().ok())
+    };
+    let mut seen: Vec<(u32, std::time::Instant)> = Vec::new();
+    let watching = std::time::Instant::now();
+    while watching.elapsed() < Duration::from_millis(4500) {
+        let s = samples.get("s1").await.unwrap();
+        if let Some(n) = runs(&s)
+            && seen.last().is_none_or(|(last, _)| *last != n)
+        {
+            seen.push((n, std::time::Instant::now()));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let gaps: Vec<Duration> = seen.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    assert!(gaps.len() >= 2, "requeue_after brought no runs: {seen:?}");
+    assert!(
+        seen.windows(2).all(|w| w[1].0 == w[0].0 + 1),
+        "each paced run counts once: {seen:?}"
+    );
+    // Paced, not a hot loop: no two runs closer than most of the second.
+    assert!(
+        gaps.iter().all(|g| *g >= Duration::from_millis(700)),
+        "{gaps:?}"
+    );
+
+    // Deleting runs the finalizer role (with the finalizer's vars), then lets go.
+    samples
+        .delete("s1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the finalizer role to clean up and release the object",
+        Duration::from_secs(30),
+        || {
+            let samples = samples.clone();
+            let config_maps = config_maps.clone();
+            async move {
+                let cleaned = config_maps.get_opt("s1-external").await.unwrap().is_none();
+                let gone = samples.get_opt("s1").await.unwrap().is_none();
+                (cleaned && gone).then_some(())
+            }
+        },
+    )
+    .await;
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
