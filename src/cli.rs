@@ -79,6 +79,9 @@ pub struct RunArgs {
     /// Longest a single reconcile may take before it fails (enka).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub reconcile_timeout: std::time::Duration,
+    /// How long reconciles in flight may finish after SIGTERM before enka exits.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub graceful_shutdown_timeout: std::time::Duration,
     /// Seed for `random` and `shuffle`, to reproduce a run (enka).
     #[arg(long, env = "ENKA_RANDOM_SEED")]
     pub random_seed: Option<u64>,
@@ -217,6 +220,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .filter(|n| *n > 0)
             .unwrap_or(u16::try_from(cpus).unwrap_or(1)),
         reconcile_timeout: args.reconcile_timeout,
+        graceful_shutdown_timeout: args.graceful_shutdown_timeout,
         roles_path: args.ansible_roles_path,
         collections_path: args.ansible_collections_path,
         verbosity: args.ansible_verbosity.min(7),

@@ -35,6 +35,8 @@ pub struct OperatorOptions {
     pub max_concurrent_reconciles: u16,
     /// Maximum duration of one reconcile.
     pub reconcile_timeout: Duration,
+    /// How long reconciles in flight may finish after a shutdown signal.
+    pub graceful_shutdown_timeout: Duration,
     /// Extra role directories.
     pub roles_path: Vec<PathBuf>,
     /// Extra collection directories.
@@ -210,14 +212,24 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         }
         anyhow::Ok(())
     };
-    match leadership {
-        None => all.await?,
-        Some(leadership) => {
-            tokio::select! {
-                result = all => result?,
-                () = leadership.keep() => bail!("leadership lost; stopping so that another replica takes over"),
-            }
+    let grace = options.graceful_shutdown_timeout;
+    let grace_over = async move {
+        shutdown.await;
+        tokio::time::sleep(grace).await;
+    };
+    let lost_leadership = async move {
+        match leadership {
+            Some(leadership) => leadership.keep().await,
+            None => std::future::pending().await,
         }
+    };
+    tokio::select! {
+        result = all => result?,
+        () = grace_over => tracing::warn!(
+            "reconciles still running {}s after the shutdown signal; stopping anyway",
+            grace.as_secs_f64()
+        ),
+        () = lost_leadership => bail!("leadership lost; stopping so that another replica takes over"),
     }
     tracing::info!("enka stopped");
     Ok(())

@@ -618,3 +618,71 @@ async fn failure_conditions_requeue_after_pacing_and_a_finalizer_role() {
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
+
+const SLOW_ROLE: &str = r#"
+- name: take a while
+  pause:
+    seconds: PAUSE
+- name: write after the pause
+  k8s:
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-out'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+"#;
+
+#[tokio::test]
+async fn sigterm_lets_a_run_finish_within_the_graceful_shutdown_timeout() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    let ns = env.namespace("graceful").await.unwrap();
+    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    for (name, pause, grace, finishes) in [("s1", "2", "30s", true), ("s2", "60", "300ms", false)] {
+        let project = Project::new(&format!("graceful-{name}"));
+        project.write_role(&SLOW_ROLE.replace("PAUSE", pause));
+        let watches = project.dir.join("watches.yaml").display().to_string();
+        let mut enka = Enka::start_with_args(
+            env,
+            &watches,
+            &ns,
+            &[],
+            &["--graceful-shutdown-timeout", grace],
+            name,
+        );
+        let sample = DynamicObject::new(name, &sample_resource());
+        samples
+            .create(&PostParams::default(), &sample)
+            .await
+            .unwrap();
+        // Running=True is written just before the run starts its pause.
+        eventually("the run to start", Duration::from_secs(30), || {
+            let samples = samples.clone();
+            async move {
+                let s = samples.get(name).await.unwrap();
+                (condition(&s, "Running")?["status"] == "True").then_some(())
+            }
+        })
+        .await;
+        let status = enka.terminate(Duration::from_secs(20));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "enka did not exit cleanly on SIGTERM ({status:?}):\n{}",
+            enka.log()
+        );
+        let written = config_maps
+            .get_opt(&format!("{name}-out"))
+            .await
+            .unwrap()
+            .is_some();
+        assert_eq!(written, finishes, "{}", enka.log());
+        if !finishes {
+            assert!(enka.log().contains("stopping anyway"), "{}", enka.log());
+        }
+    }
+    env.delete_namespace(&ns).await.unwrap();
+}

@@ -123,6 +123,15 @@ impl Enka {
         }
     }
 
+    /// Sends SIGTERM and waits up to `limit` for enka to exit by itself:
+    /// its exit status, or `None` if it had to be killed.
+    pub fn terminate(&mut self, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+        self.server.stop(limit);
+        self.server
+            .exited()
+            .filter(|status| status.code().is_some())
+    }
+
     /// The end of enka's log, for failure messages.
     pub fn log(&self) -> String {
         self.server.log_tail(6000)
@@ -231,9 +240,17 @@ async fn the_seed_operator_sings_until_kiyoshi() {
         json!(count.to_string())
     );
     assert_eq!(done.data["spec"]["numZundokos"], json!(count.to_string()));
+    let (_, metrics) = http_get(enka.metrics_port, "/metrics").await;
+    let reconciles: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("ansible_operator_reconcile_result_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(reconciles >= count as f64, "{metrics}");
     println!(
-        "zundoko: Kiyoshi after {count} Zundokos in {:.0} ms: {sung}",
-        time_to_kiyoshi.as_secs_f64() * 1e3
+        "zundoko: Kiyoshi after {count} Zundokos in {:.0} ms ({reconciles} reconciles, {:.1}/s end to end): {sung}",
+        time_to_kiyoshi.as_secs_f64() * 1e3,
+        reconciles / time_to_kiyoshi.as_secs_f64()
     );
     assert!(
         time_to_kiyoshi < Duration::from_secs(10),
