@@ -33,6 +33,26 @@ kube-env-down: ## Stop the control plane started by `make kube-env`.
 	@echo "==> stopping the local control plane in $(KUBE_ENV_DIR)"
 	@$(CARGO) run --quiet -p kube-env -- down --dir "$(KUBE_ENV_DIR)"
 
+.PHONY: demo
+demo: ## A local real control plane, enka, and the sample Hikawa sung live to "Kiyoshi!" (SEED=n, INTERVAL_MS=n).
+	@echo "==> make demo: everything it starts is stopped at the end"
+	@SEED="$(SEED)" INTERVAL_MS="$(INTERVAL_MS)" bash scripts/demo.sh
+
+.PHONY: run
+run: ## Run enka on ./watches.yaml against the current KUBECONFIG.
+	@echo "==> enka run --watches-file watches.yaml (KUBECONFIG=$${KUBECONFIG:-~/.kube/config})"
+	$(CARGO) run --release -p enka -- run --watches-file watches.yaml
+
+.PHONY: install
+install: kube-bin ## Install the CRDs into the current KUBECONFIG's cluster.
+	@echo "==> installing the CRDs from config/crd/bases"
+	"$$(bash $(KUBE_ENV_BUILD))/kubectl" apply -f config/crd/bases
+
+.PHONY: uninstall
+uninstall: kube-bin ## Remove the CRDs (and every Hikawa, Zundoko and Kiyoshi) from the current cluster.
+	@echo "==> removing the CRDs in config/crd/bases"
+	"$$(bash $(KUBE_ENV_BUILD))/kubectl" delete --ignore-not-found -f config/crd/bases
+
 .PHONY: fmt-check
 fmt-check: ## Check formatting.
 	@echo "==> cargo fmt --check"

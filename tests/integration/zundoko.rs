@@ -323,3 +323,83 @@ async fn the_seed_operator_sings_until_kiyoshi() {
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
+
+/// The project's own `roles/hikawa` paces the song by `spec.intervalMillis`
+/// (the seed's role had to ignore it), and still ends in Kiyoshi.
+#[tokio::test]
+async fn the_shipped_role_paces_zundokos_by_interval_millis() {
+    const INTERVAL_MS: u64 = 50;
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_zundoko_crds(&client).await;
+    let ns = env.namespace("paced-song").await.unwrap();
+    let enka = Enka::start(env, "watches.yaml", &ns, &[("ENKA_RANDOM_SEED", "7")]);
+    let hikawa_resource = resource("v1beta2", "Hikawa", "hikawas");
+    let hikawas: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &hikawa_resource);
+    let zundokos: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &resource("v1beta1", "Zundoko", "zundokos"),
+    );
+    let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
+    hikawa.data = json!({"spec": {"intervalMillis": INTERVAL_MS}});
+    let started = Instant::now();
+    hikawas
+        .create(&PostParams::default(), &hikawa)
+        .await
+        .unwrap();
+    eventually(
+        "Kiyoshi from the paced role",
+        Duration::from_secs(120),
+        || {
+            let hikawas = hikawas.clone();
+            async move {
+                let h = hikawas.get("hikawa").await.unwrap();
+                (h.data["status"]["kiyoshied"] == json!(true)).then_some(())
+            }
+        },
+    )
+    .await;
+    let elapsed = started.elapsed();
+    let mut song: Vec<(String, String)> = zundokos
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|z| {
+            let say = z.data["spec"]["say"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            (z.metadata.name.unwrap_or_default(), say)
+        })
+        .collect();
+    song.sort();
+    let sung = song
+        .iter()
+        .map(|(_, say)| say.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(sung.ends_with("Zun Zun Zun Zun Doko"), "{sung}");
+    assert_eq!(sung.matches("Zun Zun Zun Zun Doko").count(), 1, "{sung}");
+    // Each Zundoko after the first waits intervalMillis, so the song cannot be faster.
+    let floor = Duration::from_millis(INTERVAL_MS * (song.len() as u64 - 1));
+    println!(
+        "paced song: {} Zundokos at intervalMillis {INTERVAL_MS} in {:.0} ms (floor {:.0} ms)",
+        song.len(),
+        elapsed.as_secs_f64() * 1e3,
+        floor.as_secs_f64() * 1e3
+    );
+    assert!(
+        elapsed >= floor,
+        "{elapsed:?} < {floor:?}: not paced\n{}",
+        enka.log()
+    );
+    assert!(
+        !enka.log().contains("Fail Intentionally"),
+        "the paced role does not fail"
+    );
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
