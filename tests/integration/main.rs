@@ -9,5 +9,6 @@ mod check;
 mod cli;
 mod conformance;
 mod control_plane;
+mod deploy;
 mod runtime;
 pub mod zundoko;

@@ -1,0 +1,153 @@
+//! `config/`: the kustomized manifests apply to a real API server, and the
+//! ServiceAccount's RBAC is enough for the Zundoko operator and no more.
+
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube_env::KubeEnv;
+use serde_json::json;
+
+use crate::support::{eventually, repo_path};
+use crate::zundoko::{Enka, install_zundoko_crds};
+
+const NAMESPACE: &str = "zundoko-ansible-operator-system";
+const SERVICE_ACCOUNT: &str = "zundoko-ansible-operator-controller-manager";
+
+fn kubectl(env: &KubeEnv, args: &[&str]) -> String {
+    let output = Command::new(env.binaries().path("kubectl"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .args(args)
+        .current_dir(repo_path(""))
+        .output()
+        .expect("running kubectl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "kubectl {args:?} failed:\n{text}");
+    text
+}
+
+#[tokio::test]
+async fn config_default_applies_and_its_rbac_runs_the_operator_and_no_more() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_zundoko_crds(&client).await;
+
+    // A server dry run cannot create the namespace the other objects need.
+    kubectl(env, &["create", "namespace", NAMESPACE]);
+    kubectl(env, &["apply", "-k", "config/default", "--dry-run=server"]);
+    kubectl(env, &["apply", "-k", "config/default"]);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let manager = deployments
+        .get("zundoko-ansible-operator-controller-manager")
+        .await
+        .unwrap();
+    let pod = manager.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
+    let container = &pod.containers[0];
+    let security = container.security_context.clone().unwrap();
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert!(container.liveness_probe.is_some() && container.readiness_probe.is_some());
+
+    // A token of the deployed ServiceAccount, used from outside the cluster.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.token)
+        .expect("a token");
+    let mut kubeconfig = Kubeconfig::read_from(env.kubeconfig()).unwrap();
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            *auth = kube::config::AuthInfo {
+                token: Some(token.clone().into()),
+                ..Default::default()
+            };
+        }
+    }
+    let sa_kubeconfig =
+        std::env::temp_dir().join(format!("enka-sa-{}.kubeconfig", std::process::id()));
+    std::fs::write(&sa_kubeconfig, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();
+
+    // The ServiceAccount cannot do what it was not granted.
+    let sa_client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(sa_client.clone(), "kube-system");
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("the ServiceAccount could list Secrets: {other:?}"),
+    }
+    let deployments_as_sa: Api<Deployment> = Api::namespaced(sa_client.clone(), NAMESPACE);
+    assert!(
+        deployments_as_sa
+            .list(&ListParams::default())
+            .await
+            .is_err()
+    );
+
+    // With only that token, enka sings a Hikawa to Kiyoshi.
+    let ns = env.namespace("rbac").await.unwrap();
+    let enka = Enka::start(
+        env,
+        "watches.yaml",
+        &ns,
+        &[
+            ("KUBECONFIG", sa_kubeconfig.to_str().unwrap()),
+            ("ENKA_RANDOM_SEED", "3"),
+        ],
+    );
+    let hikawa_resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("zundokokiyoshi.kaitoy.github.com", "v1beta2", "Hikawa"),
+        "hikawas",
+    );
+    let hikawas: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &hikawa_resource);
+    let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
+    hikawa.data = json!({"spec": {"intervalMillis": 10}});
+    hikawas
+        .create(&PostParams::default(), &hikawa)
+        .await
+        .unwrap();
+    eventually(
+        "Kiyoshi with the ServiceAccount's token",
+        Duration::from_secs(120),
+        || {
+            let hikawas = hikawas.clone();
+            async move {
+                let h = hikawas.get("hikawa").await.unwrap();
+                (h.data["status"]["kiyoshied"] == json!(true)).then_some(())
+            }
+        },
+    )
+    .await;
+    let log = enka.log();
+    assert!(
+        !log.contains("forbidden") && !log.contains("Forbidden"),
+        "{log}"
+    );
+    drop(enka);
+    let _ = std::fs::remove_file(&sa_kubeconfig);
+    env.delete_namespace(&ns).await.unwrap();
+    env.delete_namespace(NAMESPACE).await.unwrap();
+}
