@@ -53,6 +53,33 @@ uninstall: kube-bin ## Remove the CRDs (and every Hikawa, Zundoko and Kiyoshi) f
 	@echo "==> removing the CRDs in config/crd/bases"
 	"$$(bash $(KUBE_ENV_BUILD))/kubectl" delete --ignore-not-found -f config/crd/bases
 
+IMG ?= ghcr.io/enka-operator/zundoko-ansible-operator:latest
+KUBECTL = "$$(bash $(KUBE_ENV_BUILD))/kubectl"
+
+.PHONY: deploy
+deploy: kube-bin ## Deploy the operator (CRDs, RBAC, Deployment of image IMG) to the current KUBECONFIG's cluster.
+	@echo "==> kubectl apply -k config/default with image $(IMG)"
+	$(KUBECTL) kustomize config/default | sed "s#ghcr.io/enka-operator/zundoko-ansible-operator:latest#$(IMG)#" | $(KUBECTL) apply -f -
+
+.PHONY: undeploy
+undeploy: kube-bin ## Remove what `make deploy` created, CRDs included.
+	@echo "==> kubectl delete -k config/default"
+	$(KUBECTL) delete --ignore-not-found -k config/default
+
+.PHONY: docker-build
+docker-build: ## Build the container image IMG (needs a Docker engine).
+	@echo "==> docker build -t $(IMG) ."
+	docker build -t $(IMG) .
+
+.PHONY: image-check
+image-check: ## Without Docker: hadolint the Dockerfile, build its static binary as it does, and smoke-test it.
+	@echo "==> checking the image's Dockerfile and static binary"
+	@bash scripts/lint-dockerfile.sh
+	@bash scripts/check-static-binary.sh "$$(bash scripts/build-static.sh)"
+
+.PHONY: bench
+bench: bench-engine ## Every benchmark.
+
 .PHONY: fmt-check
 fmt-check: ## Check formatting.
 	@echo "==> cargo fmt --check"
@@ -86,7 +113,7 @@ e2e: kube-bin ## End-to-end tests only: the seed's Zundoko operator and the runt
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --test integration -- zundoko:: runtime::
 	@bash scripts/check-no-leftovers
 
-test: fmt-check lint kube-bin ## Format check, clippy and every test, real-control-plane ones included.
+test: fmt-check lint image-check kube-bin ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --workspace
 	@bash scripts/check-no-leftovers

@@ -79,6 +79,8 @@ while :; do
     if [[ "$("$kubectl" get hikawa hikawa -o jsonpath='{.status.kiyoshied}')" == "true" ]]; then
         kiyoshi=$("$kubectl" get kiyoshi hikawa-kiyoshi -o jsonpath='{.spec.say}')
         printf '%s        Ki-yo-shi!  (hikawa-kiyoshi says "%s" after %d Zundokos)\n' "$(elapsed)" "$kiyoshi" "$shown"
+        echo
+        "$kubectl" get hikawa hikawa
         break
     fi
     if (( ($(date +%s%N) - start) / 1000000000 > 600 )); then
