@@ -7,13 +7,12 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_env::KubeEnv;
-use serde_json::json;
 
-use crate::support::{eventually, repo_path};
-use crate::zundoko::{Enka, install_zundoko_crds};
+use crate::support::repo_path;
+use crate::zundoko::{Enka, await_kiyoshi, create_hikawa, install_zundoko_crds};
 
 const NAMESPACE: &str = "zundoko-ansible-operator-system";
 const SERVICE_ACCOUNT: &str = "zundoko-ansible-operator-controller-manager";
@@ -118,27 +117,11 @@ async fn config_default_applies_and_its_rbac_runs_the_operator_and_no_more() {
             ("ENKA_RANDOM_SEED", "3"),
         ],
     );
-    let hikawa_resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("zundokokiyoshi.kaitoy.github.com", "v1beta2", "Hikawa"),
-        "hikawas",
-    );
-    let hikawas: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &hikawa_resource);
-    let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
-    hikawa.data = json!({"spec": {"intervalMillis": 10}});
-    hikawas
-        .create(&PostParams::default(), &hikawa)
-        .await
-        .unwrap();
-    eventually(
+    let hikawas = create_hikawa(&client, &ns, 10).await;
+    await_kiyoshi(
+        &hikawas,
         "Kiyoshi with the ServiceAccount's token",
         Duration::from_secs(120),
-        || {
-            let hikawas = hikawas.clone();
-            async move {
-                let h = hikawas.get("hikawa").await.unwrap();
-                (h.data["status"]["kiyoshied"] == json!(true)).then_some(())
-            }
-        },
     )
     .await;
     let log = enka.log();

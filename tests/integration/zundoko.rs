@@ -132,10 +132,60 @@ impl Enka {
             .filter(|status| status.code().is_some())
     }
 
+    /// Reconciles finished so far, from /metrics.
+    pub async fn reconciles(&self) -> f64 {
+        let (_, metrics) = http_get(self.metrics_port, "/metrics").await;
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("ansible_operator_reconcile_result_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Waits until no reconcile has finished for a second and a half: the
+    /// runs that enka's own writes bring about are over.
+    pub async fn settle(&self) {
+        let mut last = self.reconciles().await;
+        let mut quiet = 0;
+        while quiet < 3 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let now = self.reconciles().await;
+            quiet = if now == last { quiet + 1 } else { 0 };
+            last = now;
+        }
+    }
+
     /// The end of enka's log, for failure messages.
     pub fn log(&self) -> String {
         self.server.log_tail(6000)
     }
+}
+
+/// Creates the Hikawa `hikawa` in `namespace`; the Hikawas of that namespace.
+pub async fn create_hikawa(
+    client: &kube::Client,
+    namespace: &str,
+    interval_millis: u64,
+) -> Api<DynamicObject> {
+    let hikawa_resource = resource("v1beta2", "Hikawa", "hikawas");
+    let hikawas: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &hikawa_resource);
+    let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
+    hikawa.data = json!({"spec": {"intervalMillis": interval_millis}});
+    hikawas
+        .create(&PostParams::default(), &hikawa)
+        .await
+        .unwrap();
+    hikawas
+}
+
+/// Waits until the Hikawa `hikawa` says it is kiyoshied.
+pub async fn await_kiyoshi(hikawas: &Api<DynamicObject>, what: &str, limit: Duration) {
+    eventually(what, limit, || async move {
+        let h = hikawas.get("hikawa").await.unwrap();
+        (h.data["status"]["kiyoshied"] == json!(true)).then_some(())
+    })
+    .await
 }
 
 pub async fn install_zundoko_crds(client: &kube::Client) {
@@ -240,13 +290,8 @@ async fn the_seed_operator_sings_until_kiyoshi() {
         json!(count.to_string())
     );
     assert_eq!(done.data["spec"]["numZundokos"], json!(count.to_string()));
-    let (_, metrics) = http_get(enka.metrics_port, "/metrics").await;
-    let reconciles: f64 = metrics
-        .lines()
-        .filter(|l| l.starts_with("ansible_operator_reconcile_result_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
-    assert!(reconciles >= count as f64, "{metrics}");
+    let reconciles = enka.reconciles().await;
+    assert!(reconciles >= count as f64, "{reconciles} reconciles");
     println!(
         "zundoko: Kiyoshi after {count} Zundokos in {:.0} ms ({reconciles} reconciles, {:.1}/s end to end): {sung}",
         time_to_kiyoshi.as_secs_f64() * 1e3,
@@ -334,30 +379,17 @@ async fn the_shipped_role_paces_zundokos_by_interval_millis() {
     install_zundoko_crds(&client).await;
     let ns = env.namespace("paced-song").await.unwrap();
     let enka = Enka::start(env, "watches.yaml", &ns, &[("ENKA_RANDOM_SEED", "7")]);
-    let hikawa_resource = resource("v1beta2", "Hikawa", "hikawas");
-    let hikawas: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &hikawa_resource);
     let zundokos: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         &ns,
         &resource("v1beta1", "Zundoko", "zundokos"),
     );
-    let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
-    hikawa.data = json!({"spec": {"intervalMillis": INTERVAL_MS}});
     let started = Instant::now();
-    hikawas
-        .create(&PostParams::default(), &hikawa)
-        .await
-        .unwrap();
-    eventually(
+    let hikawas = create_hikawa(&client, &ns, INTERVAL_MS).await;
+    await_kiyoshi(
+        &hikawas,
         "Kiyoshi from the paced role",
         Duration::from_secs(120),
-        || {
-            let hikawas = hikawas.clone();
-            async move {
-                let h = hikawas.get("hikawa").await.unwrap();
-                (h.data["status"]["kiyoshied"] == json!(true)).then_some(())
-            }
-        },
     )
     .await;
     let elapsed = started.elapsed();
