@@ -110,7 +110,7 @@ bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answ
 
 .PHONY: test
 e2e: kube-bin ## End-to-end tests only: the seed's Zundoko operator and the runtime, on a real control plane.
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --test integration -- zundoko:: runtime::
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --test integration -- zundoko:: runtime:: deploy::
 	@bash scripts/check-no-leftovers
 
 test: fmt-check lint image-check kube-bin ## Format check, clippy and every test, real-control-plane ones included.
