@@ -8,8 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams,
-    PostParams,
+    Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
 };
 use kube::core::GroupVersion;
 use kube::discovery::{self, Scope};
@@ -108,14 +107,10 @@ impl KubeCluster {
         Ok(())
     }
 
-    fn api(&self, resource: &Resource, namespace: Option<&str>) -> Api<DynamicObject> {
-        let ar = ApiResource {
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            api_version: resource.api_version(),
-            kind: resource.kind.clone(),
-            plural: resource.plural.clone(),
-        };
+    /// A dynamic `Api` for `resource`: in `namespace` when the kind is
+    /// namespaced and one is given, across the cluster otherwise.
+    pub(crate) fn api(&self, resource: &Resource, namespace: Option<&str>) -> Api<DynamicObject> {
+        let ar = resource.api_resource();
         match (resource.namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
             _ => Api::all_with(self.client.clone(), &ar),

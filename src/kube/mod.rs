@@ -35,6 +35,17 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// The kube-rs description of this kind, for dynamic `Api`s.
+    pub fn api_resource(&self) -> kube::api::ApiResource {
+        kube::api::ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {

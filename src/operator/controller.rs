@@ -462,9 +462,7 @@ async fn run_once(
     ctx.metrics
         .record_run(&outcome.module_timings, &outcome.metrics);
     if let Some(dependents) = &ctx.dependents {
-        dependents
-            .ensure(ctx.cluster.client(), &outcome.dependents)
-            .await;
+        dependents.ensure(&ctx.cluster, &outcome.dependents).await;
     }
     outcome
 }

@@ -14,6 +14,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::kube::Resource;
+use crate::kube::client::KubeCluster;
 use crate::watches::Gvk;
 
 /// How long a run waits for a new dependent watch's first list.
@@ -88,7 +89,7 @@ impl DependentWatches {
     /// the new watches have listed (or `LIST_WAIT` passed): the run that made
     /// the first dependent of a kind ends only when later changes to it are
     /// seen, so an edit right after the owner reports success is not missed.
-    pub async fn ensure(self: &Arc<Self>, client: &kube::Client, kinds: &[Resource]) {
+    pub async fn ensure(self: &Arc<Self>, cluster: &KubeCluster, kinds: &[Resource]) {
         let mut listing = Vec::new();
         for kind in kinds {
             if !self.wants(kind) {
@@ -101,24 +102,9 @@ impl DependentWatches {
                 }
                 watched.push(kind.clone());
             }
-            let ar = ApiResource {
-                group: kind.group.clone(),
-                version: kind.version.clone(),
-                api_version: kind.api_version(),
-                kind: kind.kind.clone(),
-                plural: kind.plural.clone(),
-            };
-            let scopes: Vec<Option<String>> = if self.namespaces.is_empty() || !kind.namespaced {
-                vec![None]
-            } else {
-                self.namespaces.iter().cloned().map(Some).collect()
-            };
-            for scope in scopes {
-                let api: Api<DynamicObject> = match &scope {
-                    Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-                    None => Api::all_with(client.clone(), &ar),
-                };
-                tracing::info!(owner = %self.owner_gvk, dependent = %ar.api_version, kind = %ar.kind, "watching dependents");
+            for scope in super::watch_scopes(&self.namespaces, kind.namespaced) {
+                let api = cluster.api(kind, scope.as_deref());
+                tracing::info!(owner = %self.owner_gvk, dependent = %kind.api_version(), kind = %kind.kind, "watching dependents");
                 let (listed, on_listed) = oneshot::channel();
                 tokio::spawn(self.clone().watch(api, listed));
                 listing.push(on_listed);

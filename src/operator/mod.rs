@@ -185,12 +185,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         let ctx = WatchContext::new(watch, resource, namespaced, shared, dependent_watches)
             .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
         let ctx = Arc::new(ctx);
-        let namespaces: Vec<Option<String>> = if options.namespaces.is_empty() || !namespaced {
-            vec![None]
-        } else {
-            options.namespaces.iter().cloned().map(Some).collect()
-        };
-        for namespace in namespaces {
+        for namespace in watch_scopes(&options.namespaces, namespaced) {
             let owners = triggers.stream(namespace.clone());
             controllers.push(tokio::spawn(controller::run_controller(
                 ctx.clone(),
@@ -233,6 +228,16 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
     }
     tracing::info!("enka stopped");
     Ok(())
+}
+
+/// Where a kind is watched: each namespace of `WATCH_NAMESPACE` for a
+/// namespaced kind, else (`None`) the whole cluster.
+pub(crate) fn watch_scopes(namespaces: &[String], namespaced: bool) -> Vec<Option<String>> {
+    if namespaces.is_empty() || !namespaced {
+        vec![None]
+    } else {
+        namespaces.iter().cloned().map(Some).collect()
+    }
 }
 
 /// A future that completes on SIGTERM or Ctrl-C; cloneable for every

@@ -28,6 +28,37 @@ fn condition(object: &DynamicObject, kind: &str) -> Option<Json> {
         .cloned()
 }
 
+/// A fresh namespace with the Sample CRD installed: the shared control
+/// plane, a client, the namespace and its Samples.
+async fn sample_namespace(
+    prefix: &str,
+) -> (&'static KubeEnv, kube::Client, String, Api<DynamicObject>) {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    let ns = env.namespace(prefix).await.unwrap();
+    let samples = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    (env, client, ns, samples)
+}
+
+async fn create_sample(samples: &Api<DynamicObject>, name: &str, spec: Json) {
+    let mut sample = DynamicObject::new(name, &sample_resource());
+    sample.data = json!({ "spec": spec });
+    samples
+        .create(&PostParams::default(), &sample)
+        .await
+        .unwrap();
+}
+
+/// Waits until the ConfigMap `s1-out` has `key` = `want`.
+async fn await_output(config_maps: &Api<ConfigMap>, key: &str, want: &str, what: &str) {
+    eventually(what, Duration::from_secs(30), || async move {
+        let cm = config_maps.get_opt("s1-out").await.unwrap()?;
+        (cm.data?.get(key)?.as_str() == want).then_some(())
+    })
+    .await
+}
+
 /// Waits until condition `kind` of sample `name` has `status`; the object.
 async fn await_condition(
     samples: &Api<DynamicObject>,
@@ -77,38 +108,20 @@ impl Drop for Project {
 
 #[tokio::test]
 async fn conditions_live_reload_and_a_rejected_edit() {
-    let env = KubeEnv::shared().await;
-    let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
-    let ns = env.namespace("runtime").await.unwrap();
+    let (env, client, ns, samples) = sample_namespace("runtime").await;
     let project = Project::new("reload");
     project.write_role(&ROLE_V1.replace("VERSION", "1"));
     let watches = project.dir.join("watches.yaml").display().to_string();
     let enka = Enka::start(env, &watches, &ns, &[]);
 
-    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let mut sample = DynamicObject::new("s1", &sample_resource());
-    sample.data = json!({"spec": {"size": 3}});
-    samples
-        .create(&PostParams::default(), &sample)
-        .await
-        .unwrap();
+    create_sample(&samples, "s1", json!({"size": 3})).await;
 
-    let version = |want: &'static str| {
-        let config_maps = config_maps.clone();
-        move || {
-            let config_maps = config_maps.clone();
-            async move {
-                let cm = config_maps.get_opt("s1-out").await.unwrap()?;
-                (cm.data?.get("version")?.as_str() == want).then_some(())
-            }
-        }
-    };
-    eventually(
+    await_output(
+        &config_maps,
+        "version",
+        "1",
         "the first version of the role to run",
-        Duration::from_secs(30),
-        version("1"),
     )
     .await;
     let cm = config_maps.get("s1-out").await.unwrap();
@@ -149,12 +162,7 @@ async fn conditions_live_reload_and_a_rejected_edit() {
 
     // A saved edit takes effect without touching the object or restarting.
     project.write_role(&ROLE_V1.replace("VERSION", "2"));
-    eventually(
-        "the edited role to run",
-        Duration::from_secs(30),
-        version("2"),
-    )
-    .await;
+    await_output(&config_maps, "version", "2", "the edited role to run").await;
 
     // A broken edit is rejected: the object says why, the last good role runs on.
     project.write_role("- name: broken\n  k8s:\n    definition: {apiVersion: v1\n");
@@ -179,12 +187,7 @@ async fn conditions_live_reload_and_a_rejected_edit() {
 
     // Fixing the file recovers.
     project.write_role(&ROLE_V1.replace("VERSION", "3"));
-    eventually(
-        "the fixed role to run",
-        Duration::from_secs(30),
-        version("3"),
-    )
-    .await;
+    await_output(&config_maps, "version", "3", "the fixed role to run").await;
     await_condition(&samples, "s1", "Failure", "False").await;
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
@@ -192,10 +195,7 @@ async fn conditions_live_reload_and_a_rejected_edit() {
 
 #[tokio::test]
 async fn two_replicas_elect_one_leader_and_fail_over() {
-    let env = KubeEnv::shared().await;
-    let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
-    let ns = env.namespace("leader").await.unwrap();
+    let (env, client, ns, samples) = sample_namespace("leader").await;
     let project = Project::new("leader");
     project.write_role(&ROLE_V1.replace("VERSION", "1"));
     let watches = project.dir.join("watches.yaml").display().to_string();
@@ -230,30 +230,9 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     )
     .await;
 
-    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let mut sample = DynamicObject::new("s1", &sample_resource());
-    sample.data = json!({"spec": {"size": 1}});
-    samples
-        .create(&PostParams::default(), &sample)
-        .await
-        .unwrap();
-    let size = |want: &'static str| {
-        let config_maps = config_maps.clone();
-        move || {
-            let config_maps = config_maps.clone();
-            async move {
-                let cm = config_maps.get_opt("s1-out").await.unwrap()?;
-                (cm.data?.get("size")?.as_str() == want).then_some(())
-            }
-        }
-    };
-    eventually(
-        "the leader to reconcile",
-        Duration::from_secs(30),
-        size("1"),
-    )
-    .await;
+    create_sample(&samples, "s1", json!({"size": 1})).await;
+    await_output(&config_maps, "size", "1", "the leader to reconcile").await;
     // The object is written mid-run; the run's log line comes after it.
     eventually(
         "the leader to log its reconcile",
@@ -283,12 +262,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
         )
         .await
         .unwrap();
-    eventually(
-        "the new leader to reconcile",
-        Duration::from_secs(30),
-        size("2"),
-    )
-    .await;
+    await_output(&config_maps, "size", "2", "the new leader to reconcile").await;
     drop(second);
     env.delete_namespace(&ns).await.unwrap();
 }
@@ -331,10 +305,7 @@ async fn deleted_or_edited_dependents_are_restored() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{DeleteParams, Patch, PatchParams};
 
-    let env = KubeEnv::shared().await;
-    let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
-    let ns = env.namespace("dependents").await.unwrap();
+    let (env, client, ns, samples) = sample_namespace("dependents").await;
     // No periodic resync: only the dependent watch can bring a reconcile.
     let project = Project::with_watches(
         "dependents",
@@ -344,15 +315,9 @@ async fn deleted_or_edited_dependents_are_restored() {
     let watches = project.dir.join("watches.yaml").display().to_string();
     let enka = Enka::start(env, &watches, &ns, &[]);
 
-    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    let mut sample = DynamicObject::new("s1", &sample_resource());
-    sample.data = json!({"spec": {"size": 3}});
-    samples
-        .create(&PostParams::default(), &sample)
-        .await
-        .unwrap();
+    create_sample(&samples, "s1", json!({"size": 3})).await;
 
     let replicas_are = |want: i32| {
         let deployments = deployments.clone();
@@ -463,10 +428,7 @@ async fn failure_conditions_requeue_after_pacing_and_a_finalizer_role() {
     use k8s_openapi::api::core::v1::Event;
     use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 
-    let env = KubeEnv::shared().await;
-    let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
-    let ns = env.namespace("paced").await.unwrap();
+    let (env, client, ns, samples) = sample_namespace("paced").await;
     let project = Project::with_watches(
         "paced",
         "- version: v1\n  group: enka.test\n  kind: Sample\n  role: sample\n  reconcilePeriod: 0s\n  finalizer:\n    name: enka.test/cleanup\n    role: cleanup\n    vars: {suffix: external}\n",
@@ -481,7 +443,6 @@ async fn failure_conditions_requeue_after_pacing_and_a_finalizer_role() {
     let watches = project.dir.join("watches.yaml").display().to_string();
     let enka = Enka::start(env, &watches, &ns, &[]);
 
-    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
     // Something outside garbage collection's reach that the finalizer must remove.
@@ -492,12 +453,12 @@ async fn failure_conditions_requeue_after_pacing_and_a_finalizer_role() {
         .await
         .unwrap();
 
-    let mut sample = DynamicObject::new("s1", &sample_resource());
-    sample.data = json!({"spec": {"failNow": true, "reason": "testing"}});
-    samples
-        .create(&PostParams::default(), &sample)
-        .await
-        .unwrap();
+    create_sample(
+        &samples,
+        "s1",
+        json!({"failNow": true, "reason": "testing"}),
+    )
+    .await;
 
     // A failing task: Failure=True with the task's message, and an Event.
     let failure = await_condition(&samples, "s1", "Failure", "True").await;
@@ -608,11 +569,7 @@ const SLOW_ROLE: &str = r#"
 
 #[tokio::test]
 async fn sigterm_lets_a_run_finish_within_the_graceful_shutdown_timeout() {
-    let env = KubeEnv::shared().await;
-    let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
-    let ns = env.namespace("graceful").await.unwrap();
-    let samples: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let (env, client, ns, samples) = sample_namespace("graceful").await;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
 
     for (name, pause, grace, finishes) in [("s1", "2", "30s", true), ("s2", "60", "300ms", false)] {
@@ -627,11 +584,7 @@ async fn sigterm_lets_a_run_finish_within_the_graceful_shutdown_timeout() {
             &["--graceful-shutdown-timeout", grace],
             name,
         );
-        let sample = DynamicObject::new(name, &sample_resource());
-        samples
-            .create(&PostParams::default(), &sample)
-            .await
-            .unwrap();
+        create_sample(&samples, name, json!({})).await;
         // Running=True is written just before the run starts its pause.
         await_condition(&samples, name, "Running", "True").await;
         let status = enka.terminate(Duration::from_secs(20));
