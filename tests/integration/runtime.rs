@@ -605,3 +605,104 @@ async fn sigterm_lets_a_run_finish_within_the_graceful_shutdown_timeout() {
     }
     env.delete_namespace(&ns).await.unwrap();
 }
+
+#[tokio::test]
+async fn the_duration_histogram_measures_the_whole_run() {
+    let (env, client, ns, samples) = sample_namespace("duration").await;
+    let project = Project::new("duration");
+    project.write_role(&SLOW_ROLE.replace("PAUSE", "1"));
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create_sample(&samples, "s1", json!({})).await;
+    eventually("the slow run to write", Duration::from_secs(30), || {
+        let config_maps = config_maps.clone();
+        async move { config_maps.get_opt("s1-out").await.unwrap().map(|_| ()) }
+    })
+    .await;
+    // Upstream's histogram times only the run's setup; enka's spans the 1 s pause.
+    let port = enka.metrics_port;
+    let sum = eventually(
+        "the run to be timed",
+        Duration::from_secs(10),
+        || async move {
+            let (_, text) = crate::zundoko::http_get(port, "/metrics").await;
+            text.lines()
+                .find(|l| l.starts_with("ansible_operator_reconciles_sum{"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        },
+    )
+    .await;
+    assert!(
+        sum >= 1.0,
+        "reconcile duration sum {sum} s for a run with a 1 s pause"
+    );
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
+
+const ADOPTING_ROLE: &str = r#"
+- name: server-side apply
+  k8s:
+    apply: yes
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-applied'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      data: {how: apply}
+- name: forced replace
+  k8s:
+    force: yes
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-forced'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      data: {how: force}
+"#;
+
+/// Upstream injects owner references only on create (ansible-operator-plugins
+/// #33); enka also on apply and forced replace of existing objects.
+#[tokio::test]
+async fn apply_and_force_give_existing_objects_their_owner() {
+    let (env, client, ns, samples) = sample_namespace("adopt").await;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    for name in ["s1-applied", "s1-forced"] {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        config_maps
+            .create(&PostParams::default(), &cm)
+            .await
+            .unwrap();
+    }
+    let project = Project::new("adopt");
+    project.write_role(ADOPTING_ROLE);
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    create_sample(&samples, "s1", json!({})).await;
+    let uid = samples.get("s1").await.unwrap().metadata.uid.unwrap();
+    for (name, how) in [("s1-applied", "apply"), ("s1-forced", "force")] {
+        let cm = eventually(
+            &format!("{name} to be written"),
+            Duration::from_secs(30),
+            || {
+                let config_maps = config_maps.clone();
+                async move {
+                    let cm = config_maps.get(name).await.unwrap();
+                    (cm.data.as_ref()?.get("how")?.as_str() == how).then_some(cm)
+                }
+            },
+        )
+        .await;
+        let owners = cm.metadata.owner_references.unwrap_or_default();
+        assert!(
+            owners.iter().any(|o| o.kind == "Sample" && o.uid == uid),
+            "{name} has no owner reference: {owners:?}\n{}",
+            enka.log()
+        );
+    }
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
