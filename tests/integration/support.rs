@@ -70,3 +70,41 @@ pub fn expect_api_error<T: std::fmt::Debug>(
         other => panic!("{what}: expected the API server to reject it, got {other:?}"),
     }
 }
+
+/// A free TCP port on 127.0.0.1, for an operator's metrics or probes.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A plain HTTP GET on 127.0.0.1: status code and body.
+pub async fn http_get(port: u16, path: &str) -> (u16, String) {
+    try_http_get(port, path)
+        .await
+        .unwrap_or_else(|e| panic!("GET 127.0.0.1:{port}{path}: {e}"))
+}
+
+/// Like [`http_get`], with connection errors returned: for waiting until a
+/// server listens.
+pub async fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    // HTTP/1.0, so the body is not chunked.
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}

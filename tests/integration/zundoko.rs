@@ -13,7 +13,7 @@ use kube_env::KubeEnv;
 use kube_env::process::{Lifetime, Server};
 use serde_json::json;
 
-use crate::support::{eventually, install_crd, repo_path};
+use crate::support::{eventually, free_port, http_get, install_crd, repo_path};
 
 const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
 
@@ -28,37 +28,6 @@ pub struct Enka {
     pub metrics_port: u16,
     /// Port of its /healthz and /readyz endpoints on 127.0.0.1.
     pub health_port: u16,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A plain HTTP GET on 127.0.0.1: status code and body.
-pub async fn http_get(port: u16, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connecting");
-    // HTTP/1.0, so the body is not chunked.
-    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
 }
 
 impl Enka {
