@@ -76,6 +76,8 @@ pub struct Shared {
     pub reload: Arc<super::reload::ReloadState>,
     /// The metrics.
     pub metrics: Arc<super::metrics::Metrics>,
+    /// Writes failure Events.
+    pub events: events::Recorder,
 }
 
 /// What a controller needs to reconcile objects of one watch.
@@ -92,6 +94,7 @@ pub struct WatchContext {
     failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
     reload: Arc<super::reload::ReloadState>,
     metrics: Arc<super::metrics::Metrics>,
+    events: events::Recorder,
     gvk_label: String,
     dependents: Option<Arc<super::dependents::DependentWatches>>,
 }
@@ -127,6 +130,7 @@ impl WatchContext {
             settings,
             reload,
             metrics,
+            events,
         } = shared;
         let loaded = project.read().unwrap_or_else(|e| e.into_inner()).clone();
         let entry = entry_for(&loaded, &watch.target)?;
@@ -154,6 +158,7 @@ impl WatchContext {
             failures: Mutex::new(HashMap::new()),
             reload,
             metrics,
+            events,
             gvk_label,
             dependents,
         })
@@ -207,39 +212,50 @@ fn completion() -> String {
     )
 }
 
+/// Writes the status `update` makes of `known`, the object as last seen, and
+/// returns the object as the API server stored it, so no read is needed
+/// before or after. A stale `known` costs one conflict and one read.
 async fn write_status(
     ctx: &WatchContext,
     namespace: Option<&str>,
     name: &str,
+    known: Arc<Json>,
+    api_wait: &mut Duration,
     update: impl Fn(&mut Json),
-) -> Result<(), ReconcileError> {
+) -> Result<Arc<Json>, ReconcileError> {
     let resource = ctx.resource_ref();
+    let mut live = known;
     for attempt in 0..3 {
-        let Some(mut live) =
-            ctx.cluster
-                .get(&resource, namespace, name)
-                .await
-                .map_err(|source| ReconcileError::Api {
-                    action: "read the object",
-                    source,
-                })?
-        else {
-            return Ok(());
-        };
         let before = live.get("status").cloned().unwrap_or_else(|| json!({}));
         let mut status = before.clone();
         update(&mut status);
         if status == before {
-            return Ok(());
+            return Ok(live);
         }
-        live["status"] = status;
-        match ctx
+        let mut object = (*live).clone();
+        object["status"] = status;
+        let started = Instant::now();
+        let written = ctx
             .cluster
-            .replace(&resource, namespace, name, &live, Some("status"))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(err) if err.is_conflict() && attempt < 2 => continue,
+            .replace(&resource, namespace, name, &object, Some("status"))
+            .await;
+        *api_wait += started.elapsed();
+        match written {
+            Ok(written) => return Ok(Arc::new(written)),
+            // Deleted meanwhile: there is no status left to write.
+            Err(err) if err.is_not_found() => return Ok(live),
+            Err(err) if err.is_conflict() && attempt < 2 => {
+                let started = Instant::now();
+                let fresh = ctx.cluster.get(&resource, namespace, name).await;
+                *api_wait += started.elapsed();
+                match fresh.map_err(|source| ReconcileError::Api {
+                    action: "read the object",
+                    source,
+                })? {
+                    Some(fresh) => live = Arc::new(fresh),
+                    None => return Ok(live),
+                }
+            }
             Err(source) => {
                 return Err(ReconcileError::Api {
                     action: "update the status",
@@ -248,14 +264,15 @@ async fn write_status(
             }
         }
     }
-    Ok(())
+    Ok(live)
 }
 
+/// Sets the finalizers of `object`; the object as stored afterwards.
 async fn set_finalizers(
     ctx: &WatchContext,
     object: &Json,
     finalizers: Vec<String>,
-) -> Result<(), ReconcileError> {
+) -> Result<Json, ReconcileError> {
     let name = object
         .pointer("/metadata/name")
         .and_then(Json::as_str)
@@ -271,13 +288,14 @@ async fn set_finalizers(
         }
         _ => Api::all_with(ctx.cluster.client().clone(), &ctx.resource),
     };
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    let patched = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| ReconcileError::Api {
             action: "update the finalizers",
             source: api_error(e),
         })?;
-    Ok(())
+    serde_json::to_value(&patched).map_err(|e| ReconcileError::Encode(e.to_string()))
 }
 
 /// Reconciles one object, recording metrics.
@@ -287,17 +305,20 @@ pub async fn reconcile(
 ) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     ctx.metrics.start(&ctx.gvk_label);
-    let result = reconcile_object(object, ctx.clone()).await;
+    let mut api_wait = Duration::ZERO;
+    let result = reconcile_object(object, ctx.clone(), &mut api_wait).await;
     ctx.metrics
-        .finish(&ctx.gvk_label, result.is_ok(), started.elapsed());
+        .finish(&ctx.gvk_label, result.is_ok(), started.elapsed(), api_wait);
     let waiting = ctx.failures.lock().unwrap_or_else(|e| e.into_inner()).len();
     ctx.metrics.set_waiting_retry(&ctx.gvk_label, waiting);
     result
 }
 
+/// `api_wait` adds up the time spent waiting on the API server.
 async fn reconcile_object(
     object: Arc<DynamicObject>,
     ctx: Arc<WatchContext>,
+    api_wait: &mut Duration,
 ) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     let json = Arc::new(
@@ -325,12 +346,17 @@ async fn reconcile_object(
             .map(|f| f.vars.clone())
             .unwrap_or_default();
         let outcome = run_once(&ctx, &json, &entry, finalizer_vars).await;
+        *api_wait += outcome.api_time;
         if let Some(failure) = outcome.failure() {
-            events::record_failure(&ctx.cluster, &json, &failure.task, &failure.to_string()).await;
+            ctx.events
+                .failure(&json, &failure.task, &failure.to_string());
             return Err(ReconcileError::RunFailed(failure.to_string()));
         }
         let remaining: Vec<String> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
-        set_finalizers(&ctx, &json, remaining).await?;
+        let started = Instant::now();
+        let removed = set_finalizers(&ctx, &json, remaining).await;
+        *api_wait += started.elapsed();
+        removed?;
         tracing::info!(kind = %ctx.watch.gvk.kind, %name, namespace = ns.unwrap_or(""), "finalizer ran; removed {finalizer}");
         return Ok(Action::await_change());
     }
@@ -339,52 +365,42 @@ async fn reconcile_object(
     if let Some(finalizer) = finalizer_name.filter(|f| !finalizers.contains(f)) {
         let mut list = finalizers.clone();
         list.push(finalizer);
-        set_finalizers(&ctx, &json, list).await?;
+        let started = Instant::now();
+        let added = set_finalizers(&ctx, &json, list).await;
+        *api_wait += started.elapsed();
         // Continue with the object as it is now.
-        if let Some(fresh) = ctx
-            .cluster
-            .get(&ctx.resource_ref(), ns, &name)
-            .await
-            .map_err(|source| ReconcileError::Api {
-                action: "read the object",
-                source,
-            })?
-        {
-            json = Arc::new(fresh);
-        }
+        json = Arc::new(added?);
     }
 
     let period = match ctx.period_for(&json) {
         Ok(period) => period,
         Err(message) => {
             if ctx.watch.manage_status {
-                write_status(&ctx, ns, &name, |s| status::mark_error(s, &message, &now())).await?;
+                write_status(&ctx, ns, &name, json, api_wait, |s| {
+                    status::mark_error(s, &message, &now())
+                })
+                .await?;
             }
             return Err(ReconcileError::RunFailed(message));
         }
     };
 
     if ctx.watch.manage_status {
-        write_status(&ctx, ns, &name, |s| status::mark_running(s, &now())).await?;
-        if let Some(fresh) = ctx
-            .cluster
-            .get(&ctx.resource_ref(), ns, &name)
-            .await
-            .map_err(|source| ReconcileError::Api {
-                action: "read the object",
-                source,
-            })?
-        {
-            json = Arc::new(fresh);
-        }
+        json = write_status(&ctx, ns, &name, json, api_wait, |s| {
+            status::mark_running(s, &now())
+        })
+        .await?;
     }
 
     let entry = ctx.entry.clone();
     let outcome = run_once(&ctx, &json, &entry, Vec::new()).await;
+    *api_wait += outcome.api_time;
     let broken_edit = ctx.reload.broken();
     if ctx.watch.manage_status {
         let done_at = completion();
-        write_status(&ctx, ns, &name, |s| {
+        // If the role wrote this object, `json` is stale and the write
+        // conflicts once, then re-reads.
+        write_status(&ctx, ns, &name, json.clone(), api_wait, |s| {
             status::mark_done(s, &outcome, &now(), &done_at);
             if let Some(message) = &broken_edit {
                 status::mark_broken(s, message, &now());
@@ -393,7 +409,7 @@ async fn reconcile_object(
         .await?;
     }
     if let Some(message) = &broken_edit {
-        events::record_failure(&ctx.cluster, &json, "(role reload)", message).await;
+        ctx.events.failure(&json, "(role reload)", message);
     }
     tracing::info!(
         kind = %ctx.watch.gvk.kind,
@@ -409,7 +425,8 @@ async fn reconcile_object(
     );
     let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
     if let Some(failure) = outcome.failure() {
-        events::record_failure(&ctx.cluster, &json, &failure.task, &failure.to_string()).await;
+        ctx.events
+            .failure(&json, &failure.task, &failure.to_string());
         if let Some(after) = outcome.requeue_after {
             return Ok(Action::requeue(after));
         }
@@ -527,6 +544,10 @@ pub async fn run_controller(
         .combine(predicates::finalizers);
     let stream = watcher(api, config)
         .default_backoff()
+        // managedFields are often half of an object and no role reads them;
+        // dropped (not emptied, which a status update would take as "clear
+        // them"), the cache holds less than half as much per object.
+        .modify(|object| object.metadata.managed_fields = None)
         .reflect(writer)
         .applied_objects();
     let triggers = if ctx.watch.watch_annotations_changes {

@@ -59,6 +59,7 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     reconcile_result: Family<ResultLabels, Counter>,
     reconcile_duration: HistogramFamily<GvkLabels>,
+    api_wait: HistogramFamily<GvkLabels>,
     module_calls: Family<ModuleLabels, Counter>,
     module_duration: HistogramFamily<ModuleLabels>,
     in_flight: Family<GvkLabels, Gauge>,
@@ -79,6 +80,7 @@ impl Default for Metrics {
         let reconcile_result = Family::<ResultLabels, Counter>::default();
         let reconcile_duration: HistogramFamily<GvkLabels> =
             Family::new_with_constructor(duration_histogram);
+        let api_wait: HistogramFamily<GvkLabels> = Family::new_with_constructor(duration_histogram);
         let module_calls = Family::<ModuleLabels, Counter>::default();
         let module_duration: HistogramFamily<ModuleLabels> =
             Family::new_with_constructor(duration_histogram);
@@ -93,6 +95,11 @@ impl Default for Metrics {
             "ansible_operator_reconciles",
             "Duration of whole reconciles, in seconds",
             reconcile_duration.clone(),
+        );
+        registry.register(
+            "enka_api_wait_seconds",
+            "Time each reconcile spent waiting on the API server, in seconds",
+            api_wait.clone(),
         );
         registry.register(
             "enka_module_calls",
@@ -118,6 +125,7 @@ impl Default for Metrics {
             registry: Mutex::new(registry),
             reconcile_result,
             reconcile_duration,
+            api_wait,
             module_calls,
             module_duration,
             in_flight,
@@ -138,8 +146,9 @@ impl Metrics {
             .inc();
     }
 
-    /// A reconcile of `gvk` finished.
-    pub fn finish(&self, gvk: &str, succeeded: bool, elapsed: Duration) {
+    /// A reconcile of `gvk` finished after `elapsed`, of which `api_wait`
+    /// went to waiting on the API server.
+    pub fn finish(&self, gvk: &str, succeeded: bool, elapsed: Duration, api_wait: Duration) {
         let labels = GvkLabels {
             GVK: gvk.to_owned(),
         };
@@ -147,6 +156,9 @@ impl Metrics {
         self.reconcile_duration
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
+        self.api_wait
+            .get_or_create(&labels)
+            .observe(api_wait.as_secs_f64());
         let result = if succeeded { "succeeded" } else { "failed" };
         self.reconcile_result
             .get_or_create(&ResultLabels {
@@ -339,7 +351,12 @@ mod tests {
     fn reconciles_modules_and_user_metrics_are_encoded() {
         let metrics = Metrics::default();
         metrics.start("g/v, Kind=K");
-        metrics.finish("g/v, Kind=K", true, Duration::from_millis(3));
+        metrics.finish(
+            "g/v, Kind=K",
+            true,
+            Duration::from_millis(3),
+            Duration::from_millis(2),
+        );
         metrics.record_run(
             &[("k8s", Duration::from_millis(1))],
             &[MetricUpdate {
@@ -352,6 +369,10 @@ mod tests {
         assert!(text.contains("ansible_operator_reconcile_result_total{GVK=\"g/v, Kind=K\",result=\"succeeded\"} 1"), "{text}");
         assert!(
             text.contains("ansible_operator_reconciles_count{GVK=\"g/v, Kind=K\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("enka_api_wait_seconds_sum{GVK=\"g/v, Kind=K\"} 0.002"),
             "{text}"
         );
         assert!(

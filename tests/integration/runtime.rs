@@ -140,14 +140,14 @@ async fn conditions_live_reload_and_a_rejected_edit() {
     assert_eq!(condition(&done, "Failure").unwrap()["status"], "False");
 
     // Metrics and health endpoints.
-    let (status, _) = crate::zundoko::http_get(enka.health_port, "/readyz").await;
+    let (status, _) = crate::support::http_get(enka.health_port, "/readyz").await;
     assert_eq!(status, 200);
-    let (status, _) = crate::zundoko::http_get(enka.health_port, "/healthz").await;
+    let (status, _) = crate::support::http_get(enka.health_port, "/healthz").await;
     assert_eq!(status, 200);
     // The counter moves just after the status write the test saw.
     let port = enka.metrics_port;
     let text = eventually("the reconcile to be counted", Duration::from_secs(10), || async move {
-        let (status, text) = crate::zundoko::http_get(port, "/metrics").await;
+        let (status, text) = crate::support::http_get(port, "/metrics").await;
         (status == 200 && text.contains(r#"ansible_operator_reconcile_result_total{GVK="enka.test/v1, Kind=Sample",result="succeeded"}"#)).then_some(text)
     })
     .await;
@@ -529,6 +529,17 @@ async fn failure_conditions_requeue_after_pacing_and_a_finalizer_role() {
         gaps.iter().all(|g| *g >= Duration::from_millis(700)),
         "{gaps:?}"
     );
+    // The role's own status write and the runtime's conditions both stand:
+    // the final status write starts from a copy the role made stale, so it
+    // must conflict and re-read rather than drop `runs`.
+    let last = samples.get("s1").await.unwrap();
+    let counted = seen.last().map(|(n, _)| *n).unwrap_or_default();
+    assert!(
+        runs(&last).is_some_and(|n| n >= counted),
+        "{:?}",
+        last.data["status"]
+    );
+    assert_eq!(condition(&last, "Successful").unwrap()["status"], "True");
 
     // Deleting runs the finalizer role (with the finalizer's vars), then lets go.
     samples
@@ -626,7 +637,7 @@ async fn the_duration_histogram_measures_the_whole_run() {
         "the run to be timed",
         Duration::from_secs(10),
         || async move {
-            let (_, text) = crate::zundoko::http_get(port, "/metrics").await;
+            let (_, text) = crate::support::http_get(port, "/metrics").await;
             text.lines()
                 .find(|l| l.starts_with("ansible_operator_reconciles_sum{"))
                 .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
