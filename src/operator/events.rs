@@ -1,10 +1,55 @@
 //! Kubernetes Events for failed reconciles, one per object and task, with
 //! a count that grows on repetition instead of a new Event each time.
 
+use std::sync::Arc;
+
 use serde_json::{Value as Json, json};
+use tokio::sync::mpsc;
 
 use crate::kube::client::KubeCluster;
 use crate::kube::{Cluster, PatchType};
+
+/// Failures waiting to be recorded before new ones are dropped, as client-go's
+/// event broadcaster does when the API server cannot keep up.
+const QUEUE: usize = 1000;
+
+struct Failure {
+    object: Arc<Json>,
+    task: String,
+    message: String,
+}
+
+/// Records failure Events in the background, in order, so a reconcile never
+/// waits for the two API calls an Event costs.
+#[derive(Clone, Debug)]
+pub struct Recorder {
+    queue: mpsc::Sender<Failure>,
+}
+
+impl Recorder {
+    /// Starts the worker that writes Events through `cluster`.
+    pub fn start(cluster: Arc<KubeCluster>) -> Recorder {
+        let (queue, mut failures) = mpsc::channel::<Failure>(QUEUE);
+        tokio::spawn(async move {
+            while let Some(f) = failures.recv().await {
+                record_failure(&cluster, &f.object, &f.task, &f.message).await;
+            }
+        });
+        Recorder { queue }
+    }
+
+    /// Queues a `Warning` Event on `object` saying that `task` failed.
+    pub fn failure(&self, object: &Arc<Json>, task: &str, message: &str) {
+        let failure = Failure {
+            object: object.clone(),
+            task: task.to_owned(),
+            message: message.to_owned(),
+        };
+        if self.queue.try_send(failure).is_err() {
+            tracing::debug!("event queue full; dropped the event for task {task:?}");
+        }
+    }
+}
 
 /// Records a `Warning` event on `object` saying that `task` failed.
 pub async fn record_failure(cluster: &KubeCluster, object: &Json, task: &str, message: &str) {

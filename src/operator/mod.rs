@@ -138,6 +138,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         None => None,
     };
     let shutdown = shutdown_signal();
+    let events = events::Recorder::start(cluster.clone());
     let mut controllers = Vec::new();
     for watch in watches {
         let gvk = GroupVersionKind::gvk(&watch.gvk.group, &watch.gvk.version, &watch.gvk.kind);
@@ -171,6 +172,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             settings: settings.clone(),
             reload: reload_state.clone(),
             metrics: metrics.clone(),
+            events: events.clone(),
         };
         let triggers = dependents::Triggers::default();
         let dependent_watches = watch.watch_dependent_resources.then(|| {
