@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams,
+    Api, DeleteParams, DynamicObject, GetParams, ListParams, LogParams, Patch, PatchParams,
+    PostParams,
 };
-use kube::core::GroupVersion;
+use kube::core::{GroupVersion, Request};
 use kube::discovery::{self, Scope};
 use kube::{Client, Error as KubeError};
 use serde_json::Value as Json;
@@ -118,17 +119,35 @@ impl KubeCluster {
     }
 }
 
-fn to_json(object: DynamicObject) -> Result<Json, Error> {
-    serde_json::to_value(object)
+impl KubeCluster {
+    /// Requests on `resource`'s collection, sent and answered as plain JSON:
+    /// the objects the engine handles are JSON already, and going through
+    /// `DynamicObject` both ways cost a copy and two conversions per call.
+    fn requests(&self, resource: &Resource, namespace: Option<&str>) -> Request {
+        Request::new(self.api(resource, namespace).resource_url())
+    }
+
+    async fn send(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+    ) -> Result<Json, Error> {
+        let request =
+            request.map_err(|e| Error::Transport(format!("cannot build the request: {e}")))?;
+        self.client
+            .request::<Json>(request)
+            .await
+            .map_err(api_error)
+    }
+}
+
+fn body(object: &Json) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(object)
         .map_err(|e| Error::Transport(format!("cannot encode the object: {e}")))
 }
 
-fn from_json(json: &Json) -> Result<DynamicObject, Error> {
-    serde_json::from_value(json.clone()).map_err(|e| Error::Api {
-        code: 422,
-        reason: "Invalid".into(),
-        message: format!("the object is not a valid Kubernetes object: {e}"),
-    })
+fn to_json(object: DynamicObject) -> Result<Json, Error> {
+    serde_json::to_value(object)
+        .map_err(|e| Error::Transport(format!("cannot encode the object: {e}")))
 }
 
 impl Cluster for KubeCluster {
@@ -158,14 +177,13 @@ impl Cluster for KubeCluster {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Json>, Error>> {
         Box::pin(async move {
-            match self
-                .api(resource, namespace)
-                .get_opt(name)
-                .await
-                .map_err(api_error)?
-            {
-                Some(object) => Ok(Some(to_json(object)?)),
-                None => Ok(None),
+            let request = self
+                .requests(resource, namespace)
+                .get(name, &GetParams::default());
+            match self.send(request).await {
+                Ok(object) => Ok(Some(object)),
+                Err(err) if err.is_not_found() => Ok(None),
+                Err(err) => Err(err),
             }
         })
     }
@@ -206,13 +224,10 @@ impl Cluster for KubeCluster {
         object: &'a Json,
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
-            let object = from_json(object)?;
-            let created = self
-                .api(resource, namespace)
-                .create(&PostParams::default(), &object)
-                .await
-                .map_err(api_error)?;
-            to_json(created)
+            let request = self
+                .requests(resource, namespace)
+                .create(&PostParams::default(), body(object)?);
+            self.send(request).await
         })
     }
 
@@ -285,18 +300,17 @@ impl Cluster for KubeCluster {
         subresource: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
-            let api = self.api(resource, namespace);
-            let object = from_json(object)?;
             let params = PostParams {
                 field_manager: Some(self.field_manager.clone()),
                 ..PostParams::default()
             };
-            match subresource {
-                Some("status") => api.replace_status(name, &params, &object).await,
-                _ => api.replace(name, &params, &object).await,
-            }
-            .map_err(api_error)
-            .and_then(to_json)
+            let requests = self.requests(resource, namespace);
+            let body = body(object)?;
+            let request = match subresource {
+                Some(subresource) => requests.replace_subresource(subresource, name, &params, body),
+                None => requests.replace(name, &params, body),
+            };
+            self.send(request).await
         })
     }
 
