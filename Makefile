@@ -78,7 +78,18 @@ image-check: ## Without Docker: hadolint the Dockerfile, build its static binary
 	@bash scripts/check-static-binary.sh "$$(bash scripts/build-static.sh)"
 
 .PHONY: bench
-bench: bench-engine ## Every benchmark.
+bench: bench-engine bench-operators ## Every benchmark; regenerates docs/benchmarks.md and its chart.
+
+.PHONY: bench-operators
+bench-operators: kube-bin ## enka vs upstream ansible-operator on one real control plane (installs upstream from registries).
+	@echo "==> cargo bench --bench operators (enka and upstream ansible-operator side by side; about 15 minutes)"
+	ENKA_BENCH_DOCS=1 $(CARGO) bench --bench operators
+	@echo "==> wrote target/bench/summary.tsv, docs/benchmarks.md and docs/benchmarks.png"
+
+.PHONY: bench-smoke
+bench-smoke: kube-bin ## A small enka-only pass of the operators bench (debug build), so it cannot rot.
+	@echo "==> bench smoke: the operators bench, enka only, small counts"
+	ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
 
 .PHONY: fmt-check
 fmt-check: ## Check formatting.
@@ -116,4 +127,6 @@ e2e: kube-bin ## End-to-end tests only: the seed's Zundoko operator and the runt
 test: fmt-check lint image-check kube-bin ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --workspace
+	@echo "==> bench smoke: the operators bench, enka only, small counts"
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
 	@bash scripts/check-no-leftovers

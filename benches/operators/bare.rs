@@ -1,0 +1,82 @@
+//! The floor: the API calls the memcached role needs before its Deployment
+//! exists, made by a hand-written controller with no engine at all. On a
+//! watch event for a new Memcached it writes the `Running` status, reads the
+//! Deployment (absent), creates it, then writes `Successful`, which is what an
+//! operator with `manageStatus: true` must do.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Client;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+
+use crate::workload::memcached_resource;
+
+/// Runs the bare controller on `namespace` until the task is aborted.
+pub fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let memcacheds: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &namespace, &memcached_resource());
+        let deployments: Api<Deployment> = Api::namespaced(client, &namespace);
+        let mut events = watcher::watcher(memcacheds.clone(), watcher::Config::default()).boxed();
+        while let Ok(Some(event)) = events.try_next().await {
+            let (Event::Apply(object) | Event::InitApply(object)) = event else {
+                continue;
+            };
+            if object.data.get("status").is_some() {
+                continue;
+            }
+            if let Err(e) = reconcile(&memcacheds, &deployments, object).await {
+                eprintln!("bench: bare controller: {e}");
+            }
+        }
+    })
+}
+
+fn condition(kind: &str, reason: &str) -> serde_json::Value {
+    json!({"type": kind, "status": "True", "reason": reason,
+           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+async fn reconcile(
+    memcacheds: &Api<DynamicObject>,
+    deployments: &Api<Deployment>,
+    mut object: DynamicObject,
+) -> kube::Result<()> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    object.data["status"] = json!({"conditions": [condition("Running", "Running")]});
+    let mut object = memcacheds
+        .replace_status(&name, &PostParams::default(), &object)
+        .await?;
+    let deployment_name = format!("{name}-memcached");
+    if deployments.get_opt(&deployment_name).await?.is_none() {
+        let labels = json!({"app.kubernetes.io/name": "memcached",
+                            "app.kubernetes.io/instance": name});
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": deployment_name, "labels": labels},
+            "spec": {
+                "replicas": object.data["spec"]["size"],
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{
+                        "name": "memcached",
+                        "image": "docker.io/library/memcached:1.6-alpine",
+                        "command": ["memcached", "-m=64", "-o", "modern", "-v"],
+                        "ports": [{"containerPort": 11211, "name": "memcached"}]
+                    }]}
+                }
+            }
+        }))
+        .map_err(kube::Error::SerdeError)?;
+        deployments
+            .create(&PostParams::default(), &deployment)
+            .await?;
+    }
+    object.data["status"] = json!({"conditions": [condition("Successful", "Successful")]});
+    memcacheds
+        .replace_status(&name, &PostParams::default(), &object)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! enka and upstream's ansible-operator side by side, on one real control
+//! plane, in one run: `make bench` (or `cargo bench --bench operators`).
+//!
+//! The workload is benches/memcached, a memcached-style role that only uses
+//! kubernetes.core modules, so upstream runs it from package registries. The
+//! harness measures, for each operator in turn on its own namespace:
+//! - latency from creating a Memcached to its Deployment existing, one at a
+//!   time, against a bare hand-written controller making the same API calls;
+//! - throughput on a burst of Memcacheds created at once;
+//! - CPU seconds and resident memory at idle and after the burst.
+//!
+//! For enka only, it also measures memory at larger scales, the seed's
+//! Zundoko song, and CPU per reconcile against time spent waiting on the API
+//! server.
+//!
+//! Results: target/bench/summary.tsv (metric, enka, upstream, upstream/enka),
+//! target/bench/results.json, and with ENKA_BENCH_DOCS=1 (what `make bench`
+//! sets) docs/benchmarks.md and docs/benchmarks.png.
+//!
+//! ENKA_BENCH_SMOKE=1 runs a small enka-only pass, as `make test` does, so the
+//! harness cannot rot between full runs.
+
+#[allow(dead_code)]
+#[path = "../../tests/integration/support.rs"]
+mod support;
+
+mod bare;
+mod operator;
+mod report;
+mod scenarios;
+mod usage;
+mod workload;
+
+use std::time::Instant;
+
+use kube_env::{KubeEnv, Options};
+
+use report::Report;
+
+/// The concurrency of the extra enka burst that finds the API server's limit.
+const WIDE: u16 = 32;
+
+/// What to run, from the environment.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub latency_crs: usize,
+    pub burst_crs: usize,
+    pub scale: Vec<usize>,
+    pub upstream: bool,
+    pub docs: bool,
+    pub out_dir: std::path::PathBuf,
+}
+
+impl Plan {
+    fn from_env() -> Plan {
+        let smoke = env_flag("ENKA_BENCH_SMOKE");
+        let number = |name: &str, full: usize, small: usize| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(if smoke { small } else { full })
+        };
+        let scale = std::env::var("ENKA_BENCH_SCALE")
+            .ok()
+            .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+            .unwrap_or_else(|| if smoke { vec![60] } else { vec![1000, 5000] });
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|_| support::repo_path("target"));
+        Plan {
+            latency_crs: number("ENKA_BENCH_LATENCY_CRS", 50, 5),
+            burst_crs: number("ENKA_BENCH_BURST_CRS", 200, 20),
+            scale,
+            upstream: !smoke && !std::env::var("ENKA_BENCH_UPSTREAM").is_ok_and(|v| v == "0"),
+            docs: !smoke && env_flag("ENKA_BENCH_DOCS"),
+            out_dir: target.join(if smoke { "bench/smoke" } else { "bench" }),
+        }
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1" || v == "true")
+}
+
+fn main() {
+    // `cargo bench` passes --bench; nothing else is accepted.
+    if std::env::args().skip(1).any(|a| a != "--bench") {
+        eprintln!(
+            "usage: cargo bench --bench operators  (settings come from ENKA_BENCH_* variables)"
+        );
+        std::process::exit(2);
+    }
+    let plan = Plan::from_env();
+    std::fs::create_dir_all(&plan.out_dir).expect("creating the output directory");
+    eprintln!("bench: {plan:?}");
+    if plan.upstream {
+        // Before the control plane starts, so a cold install is not timed
+        // against anything.
+        eprintln!(
+            "bench: upstream is in {}",
+            operator::upstream_dir().display()
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let started = Instant::now();
+    let report = runtime.block_on(run(&plan));
+    report.check(&plan);
+    report
+        .write(&plan)
+        .unwrap_or_else(|e| panic!("writing the report: {e}"));
+    eprintln!(
+        "bench: done in {:.0} s; {}",
+        started.elapsed().as_secs_f64(),
+        plan.out_dir.join("summary.tsv").display()
+    );
+}
+
+async fn run(plan: &Plan) -> Report {
+    // No kube-controller-manager: no Deployment controller, so Deployments
+    // stay objects and the API server's load is the operators' alone.
+    let env = KubeEnv::start(Options::default().controller_manager(false))
+        .await
+        .unwrap_or_else(|e| panic!("starting the control plane: {e}"));
+    let client = env.client().expect("a client");
+    support::install_crd(&client, workload::CRD).await;
+    scenarios::warm_up(&client, &workload::memcached_resource()).await;
+    let log_dir = plan.out_dir.join("logs");
+    std::fs::create_dir_all(&log_dir).expect("creating the log directory");
+
+    let mut report = Report::new(&env);
+    let bench = scenarios::Bench {
+        env: &env,
+        client: &client,
+        plan,
+        log_dir: &log_dir,
+    };
+    report.bare_latency = bench.bare_latency().await;
+    report.enka = Some(bench.side_by_side(operator::Flavour::Enka).await);
+    if plan.upstream {
+        report.upstream = Some(bench.side_by_side(operator::Flavour::Upstream).await);
+    }
+    report.wide_burst = Some((WIDE, bench.enka_wide_burst(WIDE).await));
+    report.scale = bench.enka_scale().await;
+    report.seed = Some(bench.seed_song().await);
+    report
+}

@@ -1,0 +1,480 @@
+//! The bench's outputs: summary.tsv and results.json under target/bench, and,
+//! for `make bench`, docs/benchmarks.md with its chart.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use kube_env::KubeEnv;
+use serde_json::json;
+
+use crate::Plan;
+use crate::scenarios::{Burst, ScalePoint, Seed, Side, mib};
+use crate::workload::percentile;
+
+#[derive(Default)]
+pub struct Report {
+    pub bare_latency: Vec<Duration>,
+    pub enka: Option<Side>,
+    pub upstream: Option<Side>,
+    pub scale: Vec<ScalePoint>,
+    /// enka's burst with a higher concurrency, and that concurrency.
+    pub wide_burst: Option<(u16, Burst)>,
+    pub seed: Option<Seed>,
+    kubernetes: String,
+}
+
+/// One line of the table: a figure for each system.
+struct Row {
+    metric: String,
+    what: String,
+    enka: Option<f64>,
+    upstream: Option<f64>,
+}
+
+impl Row {
+    fn ratio(&self) -> Option<f64> {
+        match (self.enka, self.upstream) {
+            (Some(e), Some(u)) if e > 0.0 => Some(u / e),
+            _ => None,
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn cell(value: Option<f64>) -> String {
+    match value {
+        None => "-".into(),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.0}"),
+        Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
+        Some(v) if v.abs() >= 0.1 => format!("{v:.2}"),
+        Some(v) => format!("{v:.4}"),
+    }
+}
+
+impl Report {
+    pub fn new(env: &KubeEnv) -> Report {
+        let kubernetes = std::process::Command::new(env.binaries().path("kube-apiserver"))
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        Report {
+            kubernetes,
+            ..Report::default()
+        }
+    }
+
+    fn rows(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let mut both = |metric: &str, what: &str, f: &dyn Fn(&Side) -> f64| {
+            rows.push(Row {
+                metric: metric.into(),
+                what: what.into(),
+                enka: self.enka.as_ref().map(f),
+                upstream: self.upstream.as_ref().map(f),
+            });
+        };
+        both("latency_p50_ms", "create → Deployment, p50 (ms)", &|s| {
+            ms(percentile(&s.latency, 50.0))
+        });
+        both("latency_p99_ms", "create → Deployment, p99 (ms)", &|s| {
+            ms(percentile(&s.latency, 99.0))
+        });
+        both(
+            "wall_ms_per_reconcile",
+            "wall time per reconcile (ms)",
+            &|s| s.per_reconcile.wall_seconds * 1e3,
+        );
+        both(
+            "cpu_ms_per_reconcile",
+            "operator CPU per reconcile (ms)",
+            &|s| s.per_reconcile.cpu_seconds * 1e3,
+        );
+        both(
+            "burst_seconds",
+            "burst: all Deployed and Successful (s)",
+            &|s| s.burst.seconds,
+        );
+        both(
+            "burst_reconciles_per_second",
+            "burst: reconciles per second",
+            &|s| s.burst.reconciles / s.burst.seconds,
+        );
+        both("burst_cpu_seconds", "burst: operator CPU (s)", &|s| {
+            s.burst.operator_cpu_seconds
+        });
+        both(
+            "burst_control_plane_cpu_seconds",
+            "burst: kube-apiserver + etcd CPU (s)",
+            &|s| s.burst.control_plane_cpu_seconds,
+        );
+        both(
+            "burst_operator_cores",
+            "burst: operator CPU cores busy",
+            &|s| s.burst.operator_cpu_seconds / s.burst.seconds,
+        );
+        both(
+            "burst_control_plane_cores",
+            "burst: kube-apiserver + etcd CPU cores busy",
+            &|s| s.burst.control_plane_cpu_seconds / s.burst.seconds,
+        );
+        both("idle_rss_mib", "idle RSS (MiB)", &|s| mib(s.idle.rss_bytes));
+        both(
+            "idle_heap_mib",
+            "idle anonymous RSS: heap and stacks (MiB)",
+            &|s| mib(s.idle.anon_bytes),
+        );
+        both(
+            "heap_after_burst_mib",
+            "anonymous RSS after the burst (MiB)",
+            &|s| mib(s.after_burst.anon_bytes),
+        );
+        both(
+            "idle_cpu_seconds_per_minute",
+            "idle CPU (s per minute)",
+            &|s| s.idle_cpu_seconds * 60.0 / s.idle_window.as_secs_f64(),
+        );
+        both("rss_after_burst_mib", "RSS after the burst (MiB)", &|s| {
+            mib(s.after_burst.rss_bytes)
+        });
+        both(
+            "peak_tree_rss_burst_mib",
+            "peak RSS with child processes, burst (MiB)",
+            &|s| mib(s.burst.peak_tree_rss_bytes),
+        );
+        let enka_only = |metric: &str, what: &str, value: Option<f64>| Row {
+            metric: metric.into(),
+            what: what.into(),
+            enka: value,
+            upstream: None,
+        };
+        let bare_p50 = ms(percentile(&self.bare_latency, 50.0));
+        rows.push(enka_only(
+            "bare_api_latency_p50_ms",
+            "bare API calls of the role, create → Deployment, p50 (ms)",
+            Some(bare_p50),
+        ));
+        rows.push(enka_only(
+            "latency_p50_over_bare_api",
+            "enka p50 latency ÷ bare API calls p50",
+            self.enka
+                .as_ref()
+                .map(|s| ms(percentile(&s.latency, 50.0)) / bare_p50),
+        ));
+        if let Some(side) = &self.enka {
+            let p = &side.per_reconcile;
+            if let Some(wait) = p.api_wait_seconds {
+                rows.push(enka_only(
+                    "api_wait_ms_per_reconcile",
+                    "time waiting on the API server per reconcile (ms)",
+                    Some(wait * 1e3),
+                ));
+            }
+        }
+        if let Some((concurrency, burst)) = &self.wide_burst {
+            let per_second = burst.reconciles / burst.seconds;
+            rows.push(enka_only(
+                &format!("burst_x{concurrency}_reconciles_per_second"),
+                &format!("burst, {concurrency} reconciles at once: reconciles per second"),
+                Some(per_second),
+            ));
+            rows.push(enka_only(
+                &format!("burst_x{concurrency}_operator_cores"),
+                &format!("burst, {concurrency} at once: enka CPU cores busy"),
+                Some(burst.operator_cpu_seconds / burst.seconds),
+            ));
+            rows.push(enka_only(
+                &format!("burst_x{concurrency}_control_plane_cores"),
+                &format!("burst, {concurrency} at once: kube-apiserver + etcd CPU cores busy"),
+                Some(burst.control_plane_cpu_seconds / burst.seconds),
+            ));
+        }
+        for point in &self.scale {
+            rows.push(enka_only(
+                &format!("rss_mib_at_{}", point.crs),
+                &format!("RSS at {} Memcacheds (MiB)", point.crs),
+                Some(mib(point.rss_bytes)),
+            ));
+        }
+        for point in &self.scale {
+            rows.push(enka_only(
+                &format!("heap_mib_at_{}", point.crs),
+                &format!("anonymous RSS at {} Memcacheds (MiB)", point.crs),
+                Some(mib(point.anon_bytes)),
+            ));
+        }
+        for point in self.scale.iter().filter(|p| p.crs > 0) {
+            rows.push(enka_only(
+                &format!("converge_seconds_to_{}", point.crs),
+                &format!("create and converge up to {} Memcacheds (s)", point.crs),
+                Some(point.converge_seconds),
+            ));
+        }
+        if let Some(seed) = &self.seed {
+            rows.push(enka_only(
+                "seed_kiyoshi_seconds",
+                "seed: Hikawa created → kiyoshied (s)",
+                Some(seed.seconds),
+            ));
+            rows.push(enka_only(
+                "seed_reconciles",
+                "seed: reconciles to Kiyoshi",
+                Some(seed.reconciles),
+            ));
+            rows.push(enka_only(
+                "seed_zundokos",
+                "seed: Zundokos sung",
+                Some(seed.zundokos as f64),
+            ));
+        }
+        rows
+    }
+
+    /// Panics when a figure cannot be right: a measurement that broke (a
+    /// renamed metric reading as zero, a phase that measured nothing) must
+    /// fail the run, not land in the table.
+    pub fn check(&self, plan: &Plan) {
+        assert_eq!(
+            self.bare_latency.len(),
+            plan.latency_crs,
+            "bare latency samples"
+        );
+        for (name, side) in [("enka", &self.enka), ("upstream", &self.upstream)] {
+            let Some(side) = side else { continue };
+            assert_eq!(
+                side.latency.len(),
+                plan.latency_crs,
+                "{name}: latency samples"
+            );
+            assert!(
+                side.latency.iter().all(|d| !d.is_zero()),
+                "{name}: a zero latency"
+            );
+            assert!(
+                side.burst.reconciles >= side.burst.crs as f64,
+                "{name}: {} reconciles for {} Memcacheds; is ansible_operator_reconcile_result read?",
+                side.burst.reconciles,
+                side.burst.crs
+            );
+            assert!(
+                side.per_reconcile.wall_seconds > 0.0,
+                "{name}: no reconcile duration"
+            );
+            assert!(side.per_reconcile.cpu_seconds > 0.0, "{name}: no CPU time");
+            assert!(
+                side.idle.rss_bytes > 0 && side.after_burst.rss_bytes > 0,
+                "{name}: no RSS"
+            );
+        }
+        if let Some(enka) = &self.enka {
+            assert!(
+                enka.per_reconcile
+                    .api_wait_seconds
+                    .is_some_and(|w| w <= enka.per_reconcile.wall_seconds),
+                "enka: API wait {:?} missing or above the run's wall time",
+                enka.per_reconcile.api_wait_seconds
+            );
+        }
+        assert_eq!(self.scale.len(), plan.scale.len() + 1, "scale points");
+        if let Some(seed) = &self.seed {
+            // Each Zundoko takes at least a run that sings it and one that
+            // judges the song.
+            assert!(
+                seed.zundokos >= 5,
+                "{} Zundokos before Kiyoshi",
+                seed.zundokos
+            );
+            assert!(seed.reconciles >= 2.0 * seed.zundokos as f64, "{seed:?}");
+        }
+    }
+
+    pub fn write(&self, plan: &Plan) -> std::io::Result<()> {
+        let rows = self.rows();
+        let mut tsv = String::from("metric\tenka\tupstream\tupstream/enka\n");
+        for row in &rows {
+            let _ = writeln!(
+                tsv,
+                "{}\t{}\t{}\t{}",
+                row.metric,
+                cell(row.enka),
+                cell(row.upstream),
+                cell(row.ratio())
+            );
+        }
+        std::fs::write(plan.out_dir.join("summary.tsv"), &tsv)?;
+        print!("{tsv}");
+
+        let results = plan.out_dir.join("results.json");
+        std::fs::write(&results, serde_json::to_string_pretty(&self.json())?)?;
+        if plan.docs {
+            let docs = crate::support::repo_path("docs");
+            let chart = docs.join("benchmarks.png");
+            draw_chart(&results, &chart)?;
+            std::fs::write(docs.join("benchmarks.md"), self.markdown(&rows, plan))?;
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let latency = |samples: &[Duration]| samples.iter().map(|d| ms(*d)).collect::<Vec<_>>();
+        let side = |side: &Option<Side>| {
+            side.as_ref().map(|s| {
+                json!({
+                    "latency_ms": latency(&s.latency),
+                    "idle_rss_mib": mib(s.idle.rss_bytes),
+                    "burst_crs": s.burst.crs,
+                    "burst_seconds": s.burst.seconds,
+                    "rss_after_burst_mib": mib(s.after_burst.rss_bytes),
+                })
+            })
+        };
+        json!({
+            "bare": {"latency_ms": latency(&self.bare_latency)},
+            "enka": side(&self.enka),
+            "upstream": side(&self.upstream),
+            "scale": self.scale.iter().map(|p| json!({"crs": p.crs, "rss_mib": mib(p.rss_bytes), "heap_mib": mib(p.anon_bytes)})).collect::<Vec<_>>(),
+        })
+    }
+
+    fn markdown(&self, rows: &[Row], plan: &Plan) -> String {
+        let mut md = String::new();
+        let _ = writeln!(
+            md,
+            "# Benchmarks: enka and upstream ansible-operator, side by side\n"
+        );
+        let _ = writeln!(
+            md,
+            "Generated by `make bench` (benches/operators); do not edit by hand. Both operators ran the \
+             same role (benches/memcached: a Memcached becomes a Deployment of `spec.size` replicas, \
+             `manageStatus: true`, only kubernetes.core modules) on the same real kube-apiserver + etcd, \
+             one after the other, each on its own namespace, in one run. Figures from one run on a shared \
+             machine are noisy: read the ratios.\n"
+        );
+        let _ = writeln!(md, "![latency and memory](benchmarks.png)\n");
+        let _ = writeln!(
+            md,
+            "| figure | enka | upstream | upstream ÷ enka |\n|---|---:|---:|---:|"
+        );
+        for row in rows {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} |",
+                row.what,
+                cell(row.enka),
+                cell(row.upstream),
+                cell(row.ratio())
+            );
+        }
+        let _ = writeln!(md, "\n## How it was measured\n");
+        let _ = writeln!(
+            md,
+            "- **Latency**: {n} Memcacheds created one at a time; the time from the create call to the \
+             harness's own watch seeing the Deployment. The next one is created when the operator is idle \
+             (enka's in-flight gauge, controller-runtime's active workers and queue depth). The bare row is \
+             a hand-written controller in the harness making the same API calls with no engine: \
+             status `Running`, GET the Deployment, create it.\n\
+             - **Burst**: {b} Memcacheds created at once ({p} creates in flight); done when every one has \
+             its Deployment and a `Successful` condition. Reconciles from `ansible_operator_reconcile_result`; \
+             each Memcached takes two (its create, then the event of its own Deployment).\n\
+             - **CPU and memory**: /proc of the operator's process. Upstream's CPU includes the \
+             ansible-runner and ansible-playbook children it waited for; its peak RSS with children is \
+             sampled every 100 ms. Idle: {idle} s with nothing to do.\n\
+             - **Per reconcile**: over the latency phase, where runs do not overlap: wall time from \
+             the reconcile histograms, CPU from /proc divided by the runs.\n\
+             - **Wide burst (enka)**: the same burst on an enka run with \
+             `--max-concurrent-reconciles={wide}` instead of the default of one per CPU (upstream's \
+             default too), with the CPU cores enka and the control plane kept busy: on two cores, \
+             that shows which of them sets the pace.\n\
+             - **Scale (enka)**: Memcacheds added in one namespace up to each step, then RSS once settled.\n\
+             - **Seed**: the seed's Zundoko operator (tests/fixtures/zundoko-seed, unchanged) with \
+             `ENKA_RANDOM_SEED=42`, from creating the Hikawa to `status.kiyoshied`.\n",
+            n = plan.latency_crs,
+            b = plan.burst_crs,
+            p = crate::scenarios::PARALLEL_CREATES,
+            idle = self.enka.as_ref().map_or(0, |s| s.idle_window.as_secs()),
+            wide = self.wide_burst.as_ref().map_or(0, |(c, _)| *c),
+        );
+        let _ = writeln!(md, "## Machine and versions\n");
+        let _ = writeln!(md, "- {}", machine());
+        let _ = writeln!(
+            md,
+            "- control plane: {} (tools/kube-env), no kube-controller-manager",
+            self.kubernetes
+        );
+        let _ = writeln!(md, "- enka: release build of {}", git_describe());
+        let _ = writeln!(
+            md,
+            "- upstream: ansible-operator {} with ansible-core 2.18, ansible-runner 2.4, \
+             kubernetes.core from the ansible 11 bundle and ansible-runner-http 1.0.0 \
+             (scripts/upstream-ansible-operator.sh)",
+            upstream_version(),
+        );
+        md
+    }
+}
+
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|l| l.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / (1024.0 * 1024.0));
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!(
+        "{cores} cores ({model}), {mem_gib:.0} GiB, Linux {}",
+        kernel.trim()
+    )
+}
+
+fn git_describe() -> String {
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn upstream_version() -> String {
+    let binary = crate::operator::upstream_dir().join("bin/ansible-operator");
+    std::process::Command::new(binary)
+        .arg("version")
+        .output()
+        .ok()
+        .and_then(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            text.split('"').nth(1).map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Draws the chart with benches/operators/chart.py (matplotlib, installed into
+/// a cached virtualenv on first use).
+fn draw_chart(results: &Path, chart: &Path) -> std::io::Result<()> {
+    let script = crate::support::repo_path("benches/operators/chart.py");
+    let status = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(results)
+        .arg(chart)
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "{} failed: {status}",
+            script.display()
+        )))
+    }
+}

@@ -1,0 +1,477 @@
+//! The measurements, one method per scenario.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube_env::KubeEnv;
+use serde_json::json;
+
+use crate::Plan;
+use crate::operator::{Flavour, Operator, sum_metric};
+use crate::usage::{PeakSampler, Usage};
+use crate::workload::{self, Observer, create_many, create_namespace, memcached_resource};
+
+/// How long any one wait may take before the bench gives up loudly.
+const LIMIT: Duration = Duration::from_secs(1800);
+/// Creates in flight during bursts, like a `kubectl apply` of many files.
+pub const PARALLEL_CREATES: usize = 32;
+
+pub struct Bench<'a> {
+    pub env: &'a KubeEnv,
+    pub client: &'a Client,
+    pub plan: &'a Plan,
+    pub log_dir: &'a Path,
+}
+
+/// One operator's figures on the memcached workload.
+#[derive(Debug)]
+pub struct Side {
+    pub latency: Vec<Duration>,
+    pub idle: Usage,
+    pub idle_window: Duration,
+    pub idle_cpu_seconds: f64,
+    pub burst: Burst,
+    pub after_burst: Usage,
+    /// Whole-run averages over the latency phase, where runs do not overlap.
+    pub per_reconcile: PerReconcile,
+}
+
+#[derive(Debug)]
+pub struct Burst {
+    pub crs: usize,
+    pub seconds: f64,
+    pub reconciles: f64,
+    pub operator_cpu_seconds: f64,
+    pub control_plane_cpu_seconds: f64,
+    pub peak_tree_rss_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct PerReconcile {
+    pub wall_seconds: f64,
+    pub cpu_seconds: f64,
+    /// enka only: time inside API calls (`enka_api_wait_seconds`).
+    pub api_wait_seconds: Option<f64>,
+}
+
+#[derive(Debug)]
+pub struct ScalePoint {
+    pub crs: usize,
+    pub rss_bytes: u64,
+    pub anon_bytes: u64,
+    pub cpu_seconds: f64,
+    pub converge_seconds: f64,
+}
+
+#[derive(Debug)]
+pub struct Seed {
+    pub seconds: f64,
+    pub reconciles: f64,
+    pub zundokos: usize,
+}
+
+impl Bench<'_> {
+    fn memcacheds(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &memcached_resource())
+    }
+
+    async fn start(
+        &self,
+        flavour: Flavour,
+        watches: &str,
+        namespace: &str,
+        env: &[(&str, &str)],
+    ) -> Operator {
+        Operator::start(
+            flavour,
+            self.env,
+            &crate::support::repo_path(watches),
+            namespace,
+            env,
+            self.log_dir,
+        )
+        .await
+    }
+
+    /// Create-to-Deployment latency of the bare controller.
+    pub async fn bare_latency(&self) -> Vec<Duration> {
+        let namespace = "bench-bare";
+        create_namespace(self.client, namespace).await;
+        let observer = Observer::start(self.client, namespace).await;
+        let controller = crate::bare::spawn(self.client.clone(), namespace.to_owned());
+        let latency = self.latency_run(namespace, &observer, None).await;
+        controller.abort();
+        eprintln!(
+            "bench: bare      p50 {:?}",
+            workload::percentile(&latency, 50.0)
+        );
+        latency
+    }
+
+    /// Latency, burst and resource use of one operator on its own namespace.
+    pub async fn side_by_side(&self, flavour: Flavour) -> Side {
+        let namespace = format!("bench-{}", flavour.name());
+        create_namespace(self.client, &namespace).await;
+        let observer = Observer::start(self.client, &namespace).await;
+        let operator = self
+            .start(flavour, workload::WATCHES, &namespace, &[])
+            .await;
+        settle(&operator).await;
+
+        let idle_window = if self.plan.docs || self.plan.upstream {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(2)
+        };
+        let before = operator.usage();
+        tokio::time::sleep(idle_window).await;
+        let idle = operator.usage();
+        let idle_cpu_seconds = idle.cpu_seconds - before.cpu_seconds;
+        eprintln!(
+            "bench: {:9} idle: {:.1} MiB ({:.1} MiB heap), {:.3} CPU s in {idle_window:?}",
+            flavour.name(),
+            mib(idle.rss_bytes),
+            mib(idle.anon_bytes),
+            idle_cpu_seconds
+        );
+
+        let metrics_before = operator.metrics().await;
+        let cpu_before = operator.usage().cpu_seconds;
+        let latency = self
+            .latency_run(&namespace, &observer, Some(&operator))
+            .await;
+        let metrics_after = operator.metrics().await;
+        let cpu_after = operator.usage().cpu_seconds;
+        let per_reconcile = per_reconcile(&metrics_before, &metrics_after, cpu_after - cpu_before);
+        eprintln!(
+            "bench: {:9} latency p50 {:?} p99 {:?}; per run {:.2} ms wall, {:.2} ms CPU",
+            flavour.name(),
+            workload::percentile(&latency, 50.0),
+            workload::percentile(&latency, 99.0),
+            per_reconcile.wall_seconds * 1e3,
+            per_reconcile.cpu_seconds * 1e3,
+        );
+
+        let burst = self.burst(&namespace, &observer, &operator).await;
+        let after_burst = operator.usage();
+        eprintln!(
+            "bench: {:9} burst of {}: {:.2} s, {:.0} reconciles ({:.0}/s), {:.2} CPU s (control plane {:.2}), {:.1} MiB after",
+            flavour.name(),
+            burst.crs,
+            burst.seconds,
+            burst.reconciles,
+            burst.reconciles / burst.seconds,
+            burst.operator_cpu_seconds,
+            burst.control_plane_cpu_seconds,
+            mib(after_burst.rss_bytes)
+        );
+        operator.stop();
+        Side {
+            latency,
+            idle,
+            idle_window,
+            idle_cpu_seconds,
+            burst,
+            after_burst,
+            per_reconcile,
+        }
+    }
+
+    /// Creates Memcacheds one at a time; for each, the time from the create
+    /// call to the observer seeing its Deployment. The next one is created
+    /// once the operator is idle again, so runs never overlap.
+    async fn latency_run(
+        &self,
+        namespace: &str,
+        observer: &Observer,
+        operator: Option<&Operator>,
+    ) -> Vec<Duration> {
+        let api = self.memcacheds(namespace);
+        let mut samples = Vec::with_capacity(self.plan.latency_crs);
+        for i in 0..self.plan.latency_crs {
+            let name = format!("latency-{i:04}");
+            let started = Instant::now();
+            workload::create_memcached(&api, &name, 1).await;
+            let names = [name];
+            let seen = observer.await_all(&names, false, LIMIT).await;
+            samples.push(seen.duration_since(started));
+            observer.await_all(&names, true, LIMIT).await;
+            if let Some(operator) = operator {
+                settle(operator).await;
+            }
+        }
+        samples
+    }
+
+    async fn burst(&self, namespace: &str, observer: &Observer, operator: &Operator) -> Burst {
+        let api = self.memcacheds(namespace);
+        let names: Vec<String> = (0..self.plan.burst_crs)
+            .map(|i| format!("burst-{i:05}"))
+            .collect();
+        let reconciles_before = operator.reconciles().await;
+        let cpu_before = operator.usage().cpu_seconds;
+        let control_plane_before = self.control_plane_cpu();
+        let sampler = PeakSampler::start(operator.pid());
+        let started = Instant::now();
+        create_many(&api, &names, PARALLEL_CREATES).await;
+        let done = observer.await_all(&names, true, LIMIT).await;
+        let seconds = done.duration_since(started).as_secs_f64();
+        let reconciles = operator.reconciles().await - reconciles_before;
+        let operator_cpu_seconds = operator.usage().cpu_seconds - cpu_before;
+        let control_plane_cpu_seconds = self.control_plane_cpu() - control_plane_before;
+        settle(operator).await;
+        Burst {
+            crs: names.len(),
+            seconds,
+            reconciles,
+            operator_cpu_seconds,
+            control_plane_cpu_seconds,
+            peak_tree_rss_bytes: sampler.finish(),
+        }
+    }
+
+    fn control_plane_cpu(&self) -> f64 {
+        self.env
+            .pids()
+            .into_iter()
+            .filter_map(Usage::of)
+            .map(|u| u.cpu_seconds)
+            .sum()
+    }
+
+    /// A burst on an enka allowed `concurrency` reconciles at once instead
+    /// of the default (one per CPU, as upstream): where the API server, not
+    /// enka, sets the pace.
+    pub async fn enka_wide_burst(&self, concurrency: u16) -> Burst {
+        let namespace = format!("bench-enka-x{concurrency}");
+        create_namespace(self.client, &namespace).await;
+        let observer = Observer::start(self.client, &namespace).await;
+        let flag = format!("--max-concurrent-reconciles={concurrency}");
+        let operator = Operator::start_with_args(
+            Flavour::Enka,
+            self.env,
+            &crate::support::repo_path(workload::WATCHES),
+            &namespace,
+            &[],
+            &[&flag],
+            self.log_dir,
+        )
+        .await;
+        settle(&operator).await;
+        let burst = self.burst(&namespace, &observer, &operator).await;
+        eprintln!(
+            "bench: enka ×{concurrency} burst of {}: {:.2} s, {:.0} reconciles/s, CPU cores: enka {:.2}, control plane {:.2}",
+            burst.crs,
+            burst.seconds,
+            burst.reconciles / burst.seconds,
+            burst.operator_cpu_seconds / burst.seconds,
+            burst.control_plane_cpu_seconds / burst.seconds,
+        );
+        operator.stop();
+        burst
+    }
+
+    /// enka's memory and CPU as the number of Memcacheds grows.
+    pub async fn enka_scale(&self) -> Vec<ScalePoint> {
+        let namespace = "bench-scale";
+        create_namespace(self.client, namespace).await;
+        let observer = Observer::start(self.client, namespace).await;
+        let operator = self
+            .start(Flavour::Enka, workload::WATCHES, namespace, &[])
+            .await;
+        settle(&operator).await;
+        let api = self.memcacheds(namespace);
+        let idle = operator.usage();
+        let mut points = vec![ScalePoint {
+            crs: 0,
+            rss_bytes: idle.rss_bytes,
+            anon_bytes: idle.anon_bytes,
+            cpu_seconds: idle.cpu_seconds,
+            converge_seconds: 0.0,
+        }];
+        let mut names: Vec<String> = Vec::new();
+        for &target in &self.plan.scale {
+            let new: Vec<String> = (names.len()..target)
+                .map(|i| format!("scale-{i:05}"))
+                .collect();
+            let started = Instant::now();
+            create_many(&api, &new, PARALLEL_CREATES).await;
+            names.extend(new);
+            let done = observer.await_all(&names, true, LIMIT).await;
+            settle(&operator).await;
+            let usage = operator.usage();
+            let point = ScalePoint {
+                crs: target,
+                rss_bytes: usage.rss_bytes,
+                anon_bytes: usage.anon_bytes,
+                cpu_seconds: usage.cpu_seconds,
+                converge_seconds: done.duration_since(started).as_secs_f64(),
+            };
+            eprintln!(
+                "bench: enka at {target} Memcacheds: {:.1} MiB ({:.1} MiB heap), {:.2} CPU s in all, converged in {:.1} s",
+                mib(point.rss_bytes),
+                mib(point.anon_bytes),
+                point.cpu_seconds,
+                point.converge_seconds
+            );
+            points.push(point);
+        }
+        operator.stop();
+        points
+    }
+
+    /// The seed's Zundoko operator, unchanged, with a fixed random seed: time
+    /// from creating the Hikawa to it saying it is kiyoshied.
+    pub async fn seed_song(&self) -> Seed {
+        const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
+        let namespace = "bench-seed";
+        create_namespace(self.client, namespace).await;
+        for crd in ["hikawas", "zundokos", "kiyoshis"] {
+            crate::support::install_crd(
+                self.client,
+                &format!("config/crd/bases/{GROUP}_{crd}.yaml"),
+            )
+            .await;
+        }
+        let resource = |version: &str, kind: &str, plural: &str| {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, version, kind), plural)
+        };
+        for (version, kind, plural) in [
+            ("v1beta2", "Hikawa", "hikawas"),
+            ("v1beta1", "Zundoko", "zundokos"),
+            ("v1beta1", "Kiyoshi", "kiyoshis"),
+        ] {
+            warm_up(self.client, &resource(version, kind, plural)).await;
+        }
+        let operator = self
+            .start(
+                Flavour::Enka,
+                "tests/fixtures/zundoko-seed/watches.yaml",
+                namespace,
+                &[("ENKA_RANDOM_SEED", "42")],
+            )
+            .await;
+        let hikawa_resource = resource("v1beta2", "Hikawa", "hikawas");
+        let hikawas: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &hikawa_resource);
+        let mut events = watcher::watcher(hikawas.clone(), watcher::Config::default()).boxed();
+        let reconciles_before = operator.reconciles().await;
+        let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
+        // The seed role ignores the interval; the CRD requires one.
+        hikawa.data = json!({"spec": {"intervalMillis": 500}});
+        let started = Instant::now();
+        hikawas
+            .create(&PostParams::default(), &hikawa)
+            .await
+            .expect("creating the Hikawa");
+        let sung = tokio::time::timeout(LIMIT, async {
+            while let Ok(Some(event)) = events.try_next().await {
+                if let Event::Apply(h) | Event::InitApply(h) = event
+                    && h.data["status"]["kiyoshied"] == json!(true)
+                {
+                    return Instant::now();
+                }
+            }
+            panic!("the Hikawa watch ended:\n{}", operator.log_tail());
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no Kiyoshi:\n{}", operator.log_tail()));
+        let reconciles = operator.reconciles().await - reconciles_before;
+        let zundokos: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &resource("v1beta1", "Zundoko", "zundokos"),
+        );
+        let zundokos = zundokos
+            .list(&ListParams::default())
+            .await
+            .expect("listing Zundokos")
+            .items
+            .len();
+        operator.stop();
+        let seed = Seed {
+            seconds: sung.duration_since(started).as_secs_f64(),
+            reconciles,
+            zundokos,
+        };
+        eprintln!(
+            "bench: seed song: Kiyoshi in {:.2} s after {} Zundokos, {} reconciles",
+            seed.seconds, seed.zundokos, seed.reconciles
+        );
+        seed
+    }
+}
+
+/// Lists a freshly installed kind once, so the API server's one-off cost of
+/// its first read (about a second, spent readying the kind's watch cache) is
+/// not charged to the operator that happens to read it first.
+pub async fn warm_up(client: &Client, resource: &ApiResource) {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+    let started = Instant::now();
+    api.list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing {}: {e}", resource.plural));
+    eprintln!(
+        "bench: first list of {} took {:.0} ms",
+        resource.plural,
+        started.elapsed().as_secs_f64() * 1e3
+    );
+}
+
+/// Waits until the operator has had nothing running or queued for half a
+/// second: enka's in-flight gauge, controller-runtime's active workers and
+/// work-queue depth for upstream.
+async fn settle(operator: &Operator) {
+    let step = Duration::from_millis(100);
+    let deadline = Instant::now() + LIMIT;
+    let mut quiet = Duration::ZERO;
+    let mut last = f64::NAN;
+    while quiet < Duration::from_millis(500) {
+        assert!(
+            Instant::now() < deadline,
+            "operator never settled:\n{}",
+            operator.log_tail()
+        );
+        tokio::time::sleep(step).await;
+        let text = operator.metrics().await;
+        let busy = sum_metric(&text, "enka_reconciles_in_flight")
+            + sum_metric(&text, "controller_runtime_active_workers")
+            + sum_metric(&text, "workqueue_depth");
+        let done = sum_metric(&text, "ansible_operator_reconcile_result");
+        quiet = if busy == 0.0 && done == last {
+            quiet + step
+        } else {
+            Duration::ZERO
+        };
+        last = done;
+    }
+}
+
+fn per_reconcile(before: &str, after: &str, cpu_seconds: f64) -> PerReconcile {
+    let delta = |name: &str| sum_metric(after, name) - sum_metric(before, name);
+    // enka's histogram covers whole runs; upstream's of the same name times
+    // only the set-up, so controller-runtime's own is used for upstream.
+    let histogram = if after.contains("controller_runtime_reconcile_time_seconds_count") {
+        "controller_runtime_reconcile_time_seconds"
+    } else {
+        "ansible_operator_reconciles"
+    };
+    let runs = delta(&format!("{histogram}_count"));
+    if runs == 0.0 {
+        return PerReconcile::default();
+    }
+    let api_wait = delta("enka_api_wait_seconds_sum");
+    PerReconcile {
+        wall_seconds: delta(&format!("{histogram}_sum")) / runs,
+        cpu_seconds: cpu_seconds / runs,
+        api_wait_seconds: (api_wait > 0.0).then(|| api_wait / runs),
+    }
+}
+
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}

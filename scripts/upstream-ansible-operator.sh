@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs upstream's ansible-operator and the Python side it drives, from
+# package registries only, into a cache directory keyed by version; prints
+# that directory. `make bench` runs upstream from there, side by side with enka.
+#
+#   <dir>/bin/ansible-operator   built from the Go module proxy by the
+#                                tools/upstream module, which pins the version
+#   <dir>/venv                   ansible-core 2.18 (+ kubernetes.core from the
+#                                `ansible` 11 bundle), ansible-runner 2.4, the
+#                                kubernetes client and ansible-runner-http,
+#                                the event plugin ansible-operator listens to
+#
+# Upstream's base image installs a vendored copy of ansible-runner-http; the
+# 1.0.0 release on PyPI has the same code and entry point, so that is used.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+module="$root/tools/upstream"
+repo="github.com/operator-framework/ansible-operator-plugins"
+package="$repo/cmd/ansible-operator"
+version="$(awk -v repo="$repo" '$1 == repo { print $2 }' "$module/go.mod")"
+# The versions upstream's base image pins (images/ansible-operator/Pipfile),
+# with the `ansible` bundle standing in for `ansible-galaxy collection
+# install`, which needs Galaxy rather than a package registry.
+python_requirements=(
+    "ansible>=11,<12"
+    "ansible-core~=2.18.3"
+    "ansible-runner~=2.4.0"
+    "kubernetes==33.1.0"
+    "requests-unixsocket==0.4.1"
+    "ansible-runner-http==1.0.0"
+)
+dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/upstream/ansible-operator-$version"
+stamp="$dir/.complete"
+want="recipe-2 $version $(sha256sum "$module/go.sum" | cut -c1-12) ${python_requirements[*]}"
+
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    echo "$dir"
+    exit 0
+fi
+
+mkdir -p "$dir/bin"
+echo "upstream: building ansible-operator $version into $dir/bin" >&2
+(cd "$module" && GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly \
+    go build -trimpath -ldflags "-X '$repo/internal/version.Version=$version' -X '$repo/internal/version.GitVersion=$version'" \
+        -o "$dir/bin/ansible-operator" "$package") >&2
+"$dir/bin/ansible-operator" version >&2
+
+echo "upstream: installing ${python_requirements[*]} into $dir/venv" >&2
+python3 -m venv "$dir/venv"
+"$dir/venv/bin/pip" install --quiet --disable-pip-version-check "${python_requirements[@]}" >&2
+"$dir/venv/bin/ansible-galaxy" collection list kubernetes.core >&2
+
+echo "$want" >"$stamp"
+echo "$dir"
