@@ -13,14 +13,22 @@ use serde_json::json;
 
 use crate::workload::memcached_resource;
 
-/// Runs the bare controller on `namespace` until the task is aborted.
-pub fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+/// Runs the bare controller on `namespace` until the task is aborted;
+/// returns once its watch has listed, so no sample pays for its start.
+pub async fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle<()> {
+    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let mut listed = Some(listed_tx);
         let memcacheds: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &namespace, &memcached_resource());
         let deployments: Api<Deployment> = Api::namespaced(client, &namespace);
         let mut events = watcher::watcher(memcacheds.clone(), watcher::Config::default()).boxed();
         while let Ok(Some(event)) = events.try_next().await {
+            if matches!(event, Event::InitDone)
+                && let Some(listed) = listed.take()
+            {
+                let _ = listed.send(());
+            }
             let (Event::Apply(object) | Event::InitApply(object)) = event else {
                 continue;
             };
@@ -31,7 +39,12 @@ pub fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle<()> {
                 eprintln!("bench: bare controller: {e}");
             }
         }
-    })
+    });
+    tokio::time::timeout(std::time::Duration::from_secs(30), listed_rx)
+        .await
+        .expect("the bare controller lists within 30 s")
+        .expect("the bare controller is running");
+    task
 }
 
 fn condition(kind: &str, reason: &str) -> serde_json::Value {
