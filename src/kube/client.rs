@@ -140,13 +140,19 @@ impl KubeCluster {
     }
 }
 
-fn body(object: &Json) -> Result<Vec<u8>, Error> {
-    serde_json::to_vec(object)
-        .map_err(|e| Error::Transport(format!("cannot encode the object: {e}")))
+/// A PATCH of `name` (or of its subresource) in `requests`' collection.
+fn patch_request<P: serde::Serialize>(
+    (requests, subresource, name, params): (&Request, Option<&str>, &str, &PatchParams),
+    patch: &Patch<P>,
+) -> Result<http::Request<Vec<u8>>, kube::core::request::Error> {
+    match subresource {
+        Some(subresource) => requests.patch_subresource(subresource, name, params, patch),
+        None => requests.patch(name, params, patch),
+    }
 }
 
-fn to_json(object: DynamicObject) -> Result<Json, Error> {
-    serde_json::to_value(object)
+fn body(object: &Json) -> Result<Vec<u8>, Error> {
+    serde_json::to_vec(object)
         .map_err(|e| Error::Transport(format!("cannot encode the object: {e}")))
 }
 
@@ -208,12 +214,15 @@ impl Cluster for KubeCluster {
             if let Some(fields) = field_selector {
                 params = params.fields(fields);
             }
-            let list = self
-                .api(resource, namespace)
-                .list(&params)
-                .await
-                .map_err(api_error)?;
-            list.items.into_iter().map(to_json).collect()
+            let request = self.requests(resource, namespace).list(&params);
+            let list = self.send(request).await?;
+            Ok(match list {
+                Json::Object(mut list) => match list.remove("items") {
+                    Some(Json::Array(items)) => items,
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            })
         })
     }
 
@@ -241,10 +250,25 @@ impl Cluster for KubeCluster {
         subresource: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
-            let api = self.api(resource, namespace);
-            let (patch, params) = match kind {
-                PatchType::Merge => (Patch::Merge(patch), PatchParams::default()),
-                PatchType::Strategic => (Patch::Strategic(patch), PatchParams::default()),
+            let params = match kind {
+                PatchType::Apply {
+                    field_manager,
+                    force,
+                } => {
+                    let params = PatchParams::apply(field_manager);
+                    if *force { params.force() } else { params }
+                }
+                _ => PatchParams {
+                    field_manager: Some(self.field_manager.clone()),
+                    ..PatchParams::default()
+                },
+            };
+            let requests = self.requests(resource, namespace);
+            let target = (&requests, subresource, name, &params);
+            let request = match kind {
+                PatchType::Merge => patch_request(target, &Patch::Merge(patch)),
+                PatchType::Strategic => patch_request(target, &Patch::Strategic(patch)),
+                PatchType::Apply { .. } => patch_request(target, &Patch::Apply(patch)),
                 PatchType::Json => {
                     let ops: json_patch::Patch =
                         serde_json::from_value(patch.clone()).map_err(|e| Error::Api {
@@ -252,42 +276,10 @@ impl Cluster for KubeCluster {
                             reason: "Invalid".into(),
                             message: format!("not a JSON patch: {e}"),
                         })?;
-                    let params = PatchParams::default();
-                    return match subresource {
-                        Some("status") => {
-                            api.patch_status(name, &params, &Patch::<Json>::Json(ops))
-                                .await
-                        }
-                        _ => api.patch(name, &params, &Patch::<Json>::Json(ops)).await,
-                    }
-                    .map_err(api_error)
-                    .and_then(to_json);
-                }
-                PatchType::Apply {
-                    field_manager,
-                    force,
-                } => {
-                    let mut params = PatchParams::apply(field_manager);
-                    if *force {
-                        params = params.force();
-                    }
-                    (Patch::Apply(patch), params)
+                    patch_request(target, &Patch::<Json>::Json(ops))
                 }
             };
-            let params = if params.field_manager.is_none() {
-                PatchParams {
-                    field_manager: Some(self.field_manager.clone()),
-                    ..params
-                }
-            } else {
-                params
-            };
-            match subresource {
-                Some("status") => api.patch_status(name, &params, &patch).await,
-                _ => api.patch(name, &params, &patch).await,
-            }
-            .map_err(api_error)
-            .and_then(to_json)
+            self.send(request).await
         })
     }
 
