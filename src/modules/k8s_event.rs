@@ -1,10 +1,10 @@
 //! `operator_sdk.util.k8s_event`: records a Kubernetes Event.
 
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, Output};
-use crate::kube::PatchType;
+use crate::kube::event;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
     let name = args.required_str("name")?;
@@ -24,11 +24,11 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         .api(cluster.resource("v1", "Event"))
         .await
         .map_err(|e| common::api_failure("find Events", &e))?;
-    let existing = ctx
-        .api(cluster.get(&resource, Some(&namespace), &name))
-        .await
-        .map_err(|e| common::api_failure("get the event", &e))?;
     if state == "absent" {
+        let existing = ctx
+            .api(cluster.get(&resource, Some(&namespace), &name))
+            .await
+            .map_err(|e| common::api_failure("get the event", &e))?;
         let deleted = match existing {
             Some(_) => ctx
                 .api(cluster.delete(&resource, Some(&namespace), &name, None))
@@ -39,47 +39,38 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         return Ok(Output::changed(deleted));
     }
     let now = now_rfc3339();
-    let written = match existing {
-        Some(event) => {
-            let count = event.get("count").and_then(Json::as_i64).unwrap_or(1) + 1;
-            let patch =
-                json!({"count": count, "lastTimestamp": now, "message": args.str("message")?});
-            ctx.api(cluster.patch(
-                &resource,
-                Some(&namespace),
-                &name,
-                &patch,
-                &PatchType::Merge,
-                None,
-            ))
-            .await
-            .map_err(|e| common::api_failure("update the event", &e))?
-        }
-        None => {
-            let source = match args.map("source")? {
-                Some(v) => common::to_json(&v)?,
-                None => json!({"component": "enka"}),
-            };
-            let event = json!({
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": involved,
-                "message": args.str("message")?.unwrap_or_default(),
-                "reason": args.str("reason")?.unwrap_or_default(),
-                "type": args.one_of("type", &["Normal", "Warning"])?.unwrap_or_else(|| "Normal".into()),
-                "source": source,
-                "count": 1,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "reportingComponent": args.str("reportingComponent")?.unwrap_or_else(|| "enka".into()),
-                "reportingInstance": args.str("reportingInstance")?.unwrap_or_default(),
-            });
-            ctx.api(cluster.create(&resource, Some(&namespace), &event))
-                .await
-                .map_err(|e| common::api_failure("create the event", &e))?
-        }
+    let message = args.str("message")?;
+    let source = match args.map("source")? {
+        Some(v) => common::to_json(&v)?,
+        None => json!({"component": "enka"}),
     };
+    let event = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": involved,
+        "message": message.clone().unwrap_or_default(),
+        "reason": args.str("reason")?.unwrap_or_default(),
+        "type": args.one_of("type", &["Normal", "Warning"])?.unwrap_or_else(|| "Normal".into()),
+        "source": source,
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "reportingComponent": args.str("reportingComponent")?.unwrap_or_else(|| "enka".into()),
+        "reportingInstance": args.str("reportingInstance")?.unwrap_or_default(),
+    });
+    let written = ctx
+        .api(event::record(
+            cluster.as_ref(),
+            &resource,
+            &namespace,
+            &name,
+            message.as_deref(),
+            &now,
+            || event,
+        ))
+        .await
+        .map_err(|(step, e)| common::api_failure(step.action(), &e))?;
     Ok(Output::changed(true).with("result", common::view(written)))
 }
 

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use tokio::sync::mpsc;
 
-use crate::kube::client::KubeCluster;
-use crate::kube::{Cluster, PatchType};
+use crate::kube::{Cluster, event};
 
 /// Failures waiting to be recorded before new ones are dropped, as client-go's
 /// event broadcaster does when the API server cannot keep up.
@@ -28,11 +27,11 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts the worker that writes Events through `cluster`.
-    pub fn start(cluster: Arc<KubeCluster>) -> Recorder {
+    pub fn start(cluster: Arc<dyn Cluster>) -> Recorder {
         let (queue, mut failures) = mpsc::channel::<Failure>(QUEUE);
         tokio::spawn(async move {
             while let Some(f) = failures.recv().await {
-                record_failure(&cluster, &f.object, &f.task, &f.message).await;
+                record_failure(cluster.as_ref(), &f.object, &f.task, &f.message).await;
             }
         });
         Recorder { queue }
@@ -52,7 +51,7 @@ impl Recorder {
 }
 
 /// Records a `Warning` event on `object` saying that `task` failed.
-pub async fn record_failure(cluster: &KubeCluster, object: &Json, task: &str, message: &str) {
+pub async fn record_failure(cluster: &dyn Cluster, object: &Json, task: &str, message: &str) {
     let text = |p: &str| {
         object
             .pointer(p)
@@ -71,54 +70,42 @@ pub async fn record_failure(cluster: &KubeCluster, object: &Json, task: &str, me
     };
     let now = crate::modules::now_rfc3339();
     let message: String = message.chars().take(1024).collect();
-    let result = match cluster.get(&events, Some(&namespace), &name).await {
-        Ok(Some(existing)) => {
-            let count = existing.get("count").and_then(Json::as_i64).unwrap_or(1) + 1;
-            let patch = json!({"count": count, "lastTimestamp": now, "message": message});
-            cluster
-                .patch(
-                    &events,
-                    Some(&namespace),
-                    &name,
-                    &patch,
-                    &PatchType::Merge,
-                    None,
-                )
-                .await
-                .map(|_| ())
-        }
-        Ok(None) => {
-            let event = json!({
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "involvedObject": {
-                    "apiVersion": text("/apiVersion"),
-                    "kind": text("/kind"),
-                    "name": object_name,
-                    "namespace": text("/metadata/namespace"),
-                    "uid": text("/metadata/uid"),
-                    "resourceVersion": text("/metadata/resourceVersion"),
-                },
-                "reason": "ReconcileFailed",
-                "message": message,
-                "type": "Warning",
-                "source": {"component": "enka"},
-                "reportingComponent": "enka",
-                "reportingInstance": hostname(),
-                "count": 1,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-            });
-            cluster
-                .create(&events, Some(&namespace), &event)
-                .await
-                .map(|_| ())
-        }
-        Err(err) => Err(err),
+    let new_event = || {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": text("/apiVersion"),
+                "kind": text("/kind"),
+                "name": object_name,
+                "namespace": text("/metadata/namespace"),
+                "uid": text("/metadata/uid"),
+                "resourceVersion": text("/metadata/resourceVersion"),
+            },
+            "reason": "ReconcileFailed",
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "enka"},
+            "reportingComponent": "enka",
+            "reportingInstance": hostname(),
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+        })
     };
-    if let Err(err) = result {
-        tracing::debug!("could not record an event for task {task:?}: {err}");
+    let recorded = event::record(
+        cluster,
+        &events,
+        &namespace,
+        &name,
+        Some(&message),
+        &now,
+        new_event,
+    )
+    .await;
+    if let Err((step, err)) = recorded {
+        tracing::debug!("could not {} for task {task:?}: {err}", step.action());
     }
 }
 
@@ -131,4 +118,49 @@ fn fnv(text: &str) -> u32 {
     text.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kube::memory::MemoryCluster;
+
+    fn failed_object() -> Arc<Json> {
+        Arc::new(json!({
+            "apiVersion": "enka.test/v1",
+            "kind": "Sample",
+            "metadata": {"name": "s1", "namespace": "ns", "uid": "u-1"}
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_repeated_failure_raises_the_count_of_one_event() {
+        let cluster = Arc::new(MemoryCluster::new());
+        let recorder = Recorder::start(cluster.clone());
+        let object = failed_object();
+        recorder.failure(&object, "create things", "first");
+        recorder.failure(&object, "create things", "second");
+        recorder.failure(&object, "another task", "third");
+        let mut events = Vec::new();
+        for _ in 0..200 {
+            events = cluster.objects("Event");
+            if events
+                .iter()
+                .map(|e| e["count"].as_i64().unwrap_or(0))
+                .sum::<i64>()
+                == 3
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        assert_eq!(events.len(), 2, "one Event per task: {events:?}");
+        let repeated = events
+            .iter()
+            .find(|e| e["count"] == 2)
+            .unwrap_or_else(|| panic!("no Event counted twice: {events:?}"));
+        assert_eq!(repeated["message"], "second", "the latest message wins");
+        assert_eq!(repeated["reason"], "ReconcileFailed");
+        assert_eq!(repeated["involvedObject"]["uid"], "u-1");
+    }
 }
