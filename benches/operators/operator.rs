@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube_env::KubeEnv;
 use kube_env::process::{Lifetime, Server};
 
-use crate::support::{free_port, try_http_get};
+use crate::support::{free_port, sum_metric, try_http_get};
 use crate::usage::Usage;
 
 /// Which operator runs the role.
@@ -180,23 +180,6 @@ impl Operator {
     pub fn stop(mut self) {
         self.server.stop(Duration::from_secs(10));
     }
-}
-
-/// The sum of every sample of the counter or histogram part `name` (with or
-/// without the OpenMetrics `_total` suffix).
-pub fn sum_metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter(|line| {
-            line.strip_prefix(name).is_some_and(|rest| {
-                rest.starts_with('{')
-                    || rest.starts_with(' ')
-                    || rest.starts_with("_total{")
-                    || rest.starts_with("_total ")
-            })
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 /// Where scripts/upstream-ansible-operator.sh installed upstream; runs it

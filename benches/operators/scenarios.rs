@@ -11,7 +11,11 @@ use kube_env::KubeEnv;
 use serde_json::json;
 
 use crate::Plan;
-use crate::operator::{Flavour, Operator, sum_metric};
+use crate::operator::{Flavour, Operator};
+use crate::support::{sum_metric, sum_metric_where};
+
+const RESULT: &str = "ansible_operator_reconcile_result";
+const FAILED: &str = "result=\"failed\"";
 use crate::usage::{PeakSampler, Usage};
 use crate::workload::{self, Observer, create_many, create_namespace, memcached_resource};
 
@@ -391,15 +395,6 @@ impl Bench<'_> {
         let metrics_after = operator.metrics().await;
         let delta =
             |name: &str| sum_metric(&metrics_after, name) - sum_metric(&metrics_before, name);
-        let failed = |text: &str| {
-            text.lines()
-                .filter(|l| {
-                    l.starts_with("ansible_operator_reconcile_result")
-                        && l.contains("result=\"failed\"")
-                })
-                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum::<f64>()
-        };
         let zundokos: Api<DynamicObject> = Api::namespaced_with(
             self.client.clone(),
             namespace,
@@ -418,7 +413,8 @@ impl Bench<'_> {
             zundokos,
             run_seconds: delta("ansible_operator_reconciles_sum"),
             api_wait_seconds: delta("enka_api_wait_seconds_sum"),
-            failed_runs: failed(&metrics_after) - failed(&metrics_before),
+            failed_runs: sum_metric_where(&metrics_after, RESULT, FAILED)
+                - sum_metric_where(&metrics_before, RESULT, FAILED),
         };
         eprintln!(
             "bench: seed song: Kiyoshi in {:.2} s after {} Zundokos, {} reconciles ({} failed on purpose); {:.2} s in runs, {:.2} s of it waiting on the API server",

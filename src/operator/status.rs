@@ -157,6 +157,14 @@ pub fn mark_broken(status: &mut Json, message: &str, now: &str) {
 mod tests {
     use super::*;
 
+    fn condition(status: &Json, kind: &str) -> Json {
+        status["conditions"]
+            .as_array()
+            .and_then(|all| all.iter().find(|c| c["type"] == kind))
+            .unwrap_or_else(|| panic!("no {kind} condition in {status}"))
+            .clone()
+    }
+
     fn types(status: &Json) -> Vec<(String, String)> {
         status["conditions"]
             .as_array()
@@ -222,13 +230,7 @@ mod tests {
         let mut status = json!({});
         mark_running(&mut status, "t1");
         mark_done(&mut status, &outcome(true), "t2", "c");
-        let failure = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == "Failure")
-            .unwrap()
-            .clone();
+        let failure = condition(&status, "Failure");
         assert_eq!(
             (
                 failure["status"].as_str(),
@@ -237,23 +239,11 @@ mod tests {
             ),
             (Some("True"), Some("Failed"), Some("boom"))
         );
-        let running = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == "Running")
-            .unwrap()
-            .clone();
+        let running = condition(&status, "Running");
         assert_eq!(running["status"], "False");
         mark_running(&mut status, "t3");
         mark_done(&mut status, &outcome(false), "t4", "c");
-        let failure = status["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == "Failure")
-            .unwrap()
-            .clone();
+        let failure = condition(&status, "Failure");
         assert_eq!(failure["status"], "False");
     }
 

@@ -595,6 +595,22 @@ fn parse_action(
     })
 }
 
+/// An argument of an include that enka does not take: `apply` is ignored
+/// with a warning, anything else is an error.
+fn other_include_arg(loader: &mut Loader, at: &TaskFile<'_>, module: &str, key: &str, v: &Node) {
+    if key == "apply" {
+        loader.warning(
+            at.loc(v.pos),
+            format!("{module}: 'apply' has no effect in enka"),
+        );
+    } else {
+        loader.error(
+            at.loc(v.pos),
+            format!("unsupported parameter for {module}: {key}"),
+        );
+    }
+}
+
 fn parse_include_tasks(
     loader: &mut Loader,
     at: &TaskFile<'_>,
@@ -607,14 +623,7 @@ fn parse_include_tasks(
     for (k, v) in &entries {
         match k.as_str() {
             "_raw_params" | "file" => file = Some(v),
-            "apply" => loader.warning(
-                at.loc(v.pos),
-                format!("{module}: 'apply' has no effect in enka"),
-            ),
-            other => loader.error(
-                at.loc(v.pos),
-                format!("unsupported parameter for {module}: {other}"),
-            ),
+            other => other_include_arg(loader, at, module, other, v),
         }
     }
     let Some(file_node) = file else {
@@ -703,14 +712,7 @@ fn parse_include_role(
             "vars_from" => from.vars = text(),
             "public" => public = crate::template::to_bool(&from_yaml(v)),
             "allow_duplicates" | "handlers_from" | "rolespec_validate" => {}
-            "apply" => loader.warning(
-                at.loc(v.pos),
-                format!("{module}: 'apply' has no effect in enka"),
-            ),
-            other => loader.error(
-                at.loc(v.pos),
-                format!("unsupported parameter for {module}: {other}"),
-            ),
+            other => other_include_arg(loader, at, module, other, v),
         }
     }
     let Some(name_node) = name else {

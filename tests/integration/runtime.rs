@@ -638,9 +638,8 @@ async fn the_duration_histogram_measures_the_whole_run() {
         Duration::from_secs(10),
         || async move {
             let (_, text) = crate::support::http_get(port, "/metrics").await;
-            text.lines()
-                .find(|l| l.starts_with("ansible_operator_reconciles_sum{"))
-                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            text.contains("ansible_operator_reconciles_sum{")
+                .then(|| crate::support::sum_metric(&text, "ansible_operator_reconciles_sum"))
         },
     )
     .await;

@@ -108,3 +108,24 @@ pub async fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String
         .unwrap_or_default();
     Ok((status, body))
 }
+
+/// The sum of every sample of the counter or histogram part `name` (with or
+/// without the OpenMetrics `_total` suffix) in a /metrics text.
+pub fn sum_metric(text: &str, name: &str) -> f64 {
+    sum_metric_where(text, name, "")
+}
+
+/// Like [`sum_metric`], over the samples whose labels contain `label`
+/// (such as `result="failed"`).
+pub fn sum_metric_where(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let rest = rest.strip_prefix("_total").unwrap_or(rest);
+            (rest.starts_with('{') || rest.starts_with(' ')).then_some(rest)
+        })
+        .filter(|sample| sample.contains(label))
+        .filter_map(|sample| sample.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}

@@ -13,7 +13,7 @@ use kube_env::KubeEnv;
 use kube_env::process::{Lifetime, Server};
 use serde_json::json;
 
-use crate::support::{eventually, free_port, http_get, install_crd, repo_path};
+use crate::support::{eventually, free_port, http_get, install_crd, repo_path, sum_metric};
 
 const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
 
@@ -104,11 +104,7 @@ impl Enka {
     /// Reconciles finished so far, from /metrics.
     pub async fn reconciles(&self) -> f64 {
         let (_, metrics) = http_get(self.metrics_port, "/metrics").await;
-        metrics
-            .lines()
-            .filter(|l| l.starts_with("ansible_operator_reconcile_result_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        sum_metric(&metrics, "ansible_operator_reconcile_result")
     }
 
     /// Waits until no reconcile has finished for a second and a half: the
