@@ -142,7 +142,10 @@ impl KubeCluster {
 
 /// A PATCH of `name` (or of its subresource) in `requests`' collection.
 fn patch_request<P: serde::Serialize>(
-    (requests, subresource, name, params): (&Request, Option<&str>, &str, &PatchParams),
+    requests: &Request,
+    subresource: Option<&str>,
+    name: &str,
+    params: &PatchParams,
     patch: &Patch<P>,
 ) -> Result<http::Request<Vec<u8>>, kube::core::request::Error> {
     match subresource {
@@ -264,11 +267,11 @@ impl Cluster for KubeCluster {
                 },
             };
             let requests = self.requests(resource, namespace);
-            let target = (&requests, subresource, name, &params);
+            let to = |patch| patch_request(&requests, subresource, name, &params, patch);
             let request = match kind {
-                PatchType::Merge => patch_request(target, &Patch::Merge(patch)),
-                PatchType::Strategic => patch_request(target, &Patch::Strategic(patch)),
-                PatchType::Apply { .. } => patch_request(target, &Patch::Apply(patch)),
+                PatchType::Merge => to(&Patch::Merge(patch)),
+                PatchType::Strategic => to(&Patch::Strategic(patch)),
+                PatchType::Apply { .. } => to(&Patch::Apply(patch)),
                 PatchType::Json => {
                     let ops: json_patch::Patch =
                         serde_json::from_value(patch.clone()).map_err(|e| Error::Api {
@@ -276,7 +279,13 @@ impl Cluster for KubeCluster {
                             reason: "Invalid".into(),
                             message: format!("not a JSON patch: {e}"),
                         })?;
-                    patch_request(target, &Patch::<Json>::Json(ops))
+                    patch_request(
+                        &requests,
+                        subresource,
+                        name,
+                        &params,
+                        &Patch::<()>::Json(ops),
+                    )
                 }
             };
             self.send(request).await
