@@ -106,7 +106,22 @@ pub fn check(options: &CheckOptions) -> Report {
     let warnings = diagnostics.0.len() - errors;
     let summary = match (&project, errors) {
         (Some(project), 0) => {
-            let tasks: usize = project.task_files.values().map(|t| count_tasks(t)).sum();
+            let in_plays: usize = project
+                .playbooks
+                .values()
+                .flat_map(|playbook| &playbook.plays)
+                .map(|play| {
+                    count_tasks(&play.pre_tasks)
+                        + count_tasks(&play.tasks)
+                        + count_tasks(&play.post_tasks)
+                })
+                .sum();
+            let tasks = in_plays
+                + project
+                    .task_files
+                    .values()
+                    .map(|t| count_tasks(t))
+                    .sum::<usize>();
             format!(
                 "enka check: ok — {} watch{}, {} role{}, {} playbook{}, {} task{}, {} warning{}",
                 watches.len(),

@@ -47,6 +47,9 @@ pub(crate) struct Loader {
     files_loading: Vec<PathBuf>,
     playbooks: HashMap<PathBuf, Arc<Playbook>>,
     template_files: HashSet<PathBuf>,
+    /// The project and playbook directories already checked for Python
+    /// plugins, Vault files and `ansible.cfg`.
+    project_dirs: HashSet<PathBuf>,
 }
 
 pub(crate) fn load(
@@ -67,7 +70,9 @@ pub(crate) fn load(
         files_loading: Vec::new(),
         playbooks: HashMap::new(),
         template_files: HashSet::new(),
+        project_dirs: HashSet::new(),
     };
+    loader.project_dir(&options.role_paths.base_dir);
     for target in targets {
         match target {
             Target::Role(name) => {
@@ -117,6 +122,10 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
             return None;
         }
     };
+    if is_vault_encrypted(&text) {
+        loader.error(Location::file(path), VAULT_FILE.to_owned());
+        return None;
+    }
     match yaml::load_one(&text) {
         Ok(Some(node)) => Some(node),
         Ok(None) => Some(Node {
@@ -133,6 +142,44 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
         }
     }
 }
+
+const VAULT_FILE: &str = "the file is encrypted with Ansible Vault, which enka cannot decrypt; \
+     keep the values in a Kubernetes Secret (see docs/compatibility.md)";
+
+fn is_vault_encrypted(text: &str) -> bool {
+    text.starts_with("$ANSIBLE_VAULT;")
+}
+
+/// Settings of an `ansible.cfg` that load Python code or Vault secrets, and
+/// why enka cannot follow them.
+const UNSUPPORTED_ANSIBLE_CFG: [(&str, &str); 8] = [
+    (
+        "filter_plugins",
+        "Python filter plugins cannot run in-process",
+    ),
+    ("test_plugins", "Python test plugins cannot run in-process"),
+    (
+        "lookup_plugins",
+        "Python lookup plugins cannot run in-process",
+    ),
+    ("library", "custom Python modules cannot run in-process"),
+    (
+        "module_utils",
+        "Python module utilities cannot run in-process",
+    ),
+    (
+        "action_plugins",
+        "Python action plugins cannot run in-process",
+    ),
+    (
+        "vault_password_file",
+        "Ansible Vault data cannot be decrypted in-process",
+    ),
+    (
+        "vault_identity_list",
+        "Ansible Vault data cannot be decrypted in-process",
+    ),
+];
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -155,6 +202,16 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Reads no more than the header: the file may be large and is not needed.
+fn starts_with_vault_header(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 15];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && head == *b"$ANSIBLE_VAULT;"
 }
 
 fn stem(root: &Path, file: &Path) -> String {
@@ -355,9 +412,69 @@ impl Loader {
         }
     }
 
+    /// What Ansible would load next to a playbook or the project and enka
+    /// cannot run: Python plugin directories, Vault-encrypted variable files
+    /// and `ansible.cfg` settings that point at either.
+    fn project_dir(&mut self, dir: &Path) {
+        if !self.project_dirs.insert(dir.to_path_buf()) {
+            return;
+        }
+        self.check_plugins(dir);
+        // Only the directory itself and vars/: a project directory may be a
+        // whole repository (target/, .git) that Ansible would never read.
+        for vars_dir in [dir.to_path_buf(), dir.join("vars")] {
+            let Ok(entries) = std::fs::read_dir(&vars_dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            files.sort();
+            for file in files {
+                let is_yaml = matches!(
+                    file.extension().and_then(|e| e.to_str()),
+                    Some("yml" | "yaml" | "json")
+                );
+                if is_yaml && starts_with_vault_header(&file) {
+                    self.error(Location::file(&file), VAULT_FILE.to_owned());
+                }
+            }
+        }
+        self.ansible_cfg(&dir.join("ansible.cfg"));
+    }
+
+    fn ansible_cfg(&mut self, path: &Path) {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let file: Arc<Path> = Arc::from(path);
+        for (index, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with(['#', ';']) {
+                continue;
+            }
+            let Some((key, _)) = trimmed.split_once(['=', ':']) else {
+                continue;
+            };
+            let key = key.trim();
+            if let Some((_, why)) = UNSUPPORTED_ANSIBLE_CFG.iter().find(|(k, _)| *k == key) {
+                let indent = line.chars().count() - trimmed.chars().count();
+                let pos = Pos {
+                    line: u32::try_from(index + 1).unwrap_or(u32::MAX),
+                    col: u32::try_from(indent + 1).unwrap_or(u32::MAX),
+                };
+                self.error(
+                    Location::new(&file, pos),
+                    format!("{key}: {why}; see docs/compatibility.md for the migration path"),
+                );
+            }
+        }
+    }
+
     fn playbook(&mut self, path: &Path) -> Option<Arc<Playbook>> {
         if let Some(playbook) = self.playbooks.get(path) {
             return Some(playbook.clone());
+        }
+        if let Some(dir) = path.parent() {
+            self.project_dir(dir);
         }
         let node = read_yaml(self, path)?;
         let file: Arc<Path> = Arc::from(path);

@@ -45,6 +45,11 @@ fn every_broken_role_is_reported_with_its_position() {
         format!("{roles}/vault/tasks/main.yml:3:15: error: task \"vaulted variable\": vars password: Ansible Vault data cannot be decrypted"),
         format!("{roles}/command_module/tasks/main.yml:2:3: error: task \"run a command\": module command is not supported"),
         "tests/fixtures/broken/watches.yaml:14:3: error: role no_such_role was not found".to_owned(),
+        "tests/fixtures/broken/ansible.cfg:5:1: error: filter_plugins: Python filter plugins cannot run in-process".to_owned(),
+        "tests/fixtures/broken/ansible.cfg:6:1: error: vault_password_file: Ansible Vault data cannot be decrypted in-process".to_owned(),
+        format!("{roles}/vault_file/vars/main.yml: error: the file is encrypted with Ansible Vault"),
+        "tests/fixtures/broken/playbooks/filter_plugins/strings.py: error: a Python filter plugin cannot run in-process".to_owned(),
+        "tests/fixtures/broken/playbooks/vars/secret.yml: error: the file is encrypted with Ansible Vault".to_owned(),
     ] {
         assert!(stderr.contains(&expected), "missing {expected:?} in:\n{stderr}");
     }
@@ -54,7 +59,7 @@ fn every_broken_role_is_reported_with_its_position() {
         "{stderr}"
     );
     assert!(
-        stdout.contains("enka check: 12 errors, 0 warnings"),
+        stdout.contains("enka check: 17 errors, 0 warnings"),
         "{stdout}"
     );
 }
