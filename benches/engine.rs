@@ -85,7 +85,10 @@ async fn reconcile(
             ..VarOptions::default()
         },
     );
-    let owner = Owner::from_object(&hikawa, GROUP, "Hikawa");
+    let resource = kube::discovery::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        GROUP, "v1beta2", "Hikawa",
+    ));
+    let owner = Owner::from_object(&hikawa, &resource);
     let before = cluster.writes();
     let dyn_cluster: Arc<dyn Cluster> = cluster.clone();
     let options = RunOptions {

@@ -142,8 +142,10 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// The owner described by an object read from the API.
-    pub fn from_object(object: &Json, group: &str, kind: &str) -> Self {
+    /// The owner described by an object read from the API, of the kind
+    /// `resource` (which names its version even where a list's items
+    /// carry no `apiVersion`).
+    pub fn from_object(object: &Json, resource: &kube::discovery::ApiResource) -> Self {
         let text = |pointer: &str| {
             object
                 .pointer(pointer)
@@ -153,9 +155,9 @@ impl Owner {
         };
         let namespace = text("/metadata/namespace");
         Owner {
-            api_version: text("/apiVersion"),
-            group: group.to_owned(),
-            kind: kind.to_owned(),
+            api_version: resource.api_version.clone(),
+            group: resource.group.clone(),
+            kind: resource.kind.clone(),
             name: text("/metadata/name"),
             uid: text("/metadata/uid"),
             namespace: (!namespace.is_empty()).then_some(namespace),

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, TypeMeta};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher::{self, Config as WatcherConfig};
@@ -461,13 +461,10 @@ async fn run_once(
         finalizer_vars,
     };
     let vars = extra_vars(object, &ctx.watch.gvk.group, &ctx.watch.gvk.kind, &options);
-    let owner = ctx.settings.inject_owner_ref.then(|| {
-        Arc::new(Owner::from_object(
-            object,
-            &ctx.watch.gvk.group,
-            &ctx.watch.gvk.kind,
-        ))
-    });
+    let owner = ctx
+        .settings
+        .inject_owner_ref
+        .then(|| Arc::new(Owner::from_object(object, &ctx.resource)));
     let run_options = RunOptions {
         verbosity: ctx.verbosity,
         deadline: Some(Instant::now() + ctx.settings.reconcile_timeout),
@@ -535,6 +532,7 @@ pub async fn run_controller(
         config = config.labels(&ctx.watch.selector.to_query());
     }
     let writer = reflector::store::Writer::new(ctx.resource.clone());
+    let resource = ctx.resource.clone();
     let reader = writer.as_reader();
     // Reconcile on a change of generation (spec, deletion), of finalizers,
     // of annotations when asked, and on any change of objects without a
@@ -547,7 +545,17 @@ pub async fn run_controller(
         // managedFields are often half of an object and no role reads them;
         // dropped (not emptied, which a status update would take as "clear
         // them"), the cache holds less than half as much per object.
-        .modify(|object| object.metadata.managed_fields = None)
+        .modify(move |object| {
+            object.metadata.managed_fields = None;
+            // Items of a list of a built-in kind carry no apiVersion or kind;
+            // roles read both from the object (`__secret.kind`).
+            if object.types.is_none() {
+                object.types = Some(TypeMeta {
+                    api_version: resource.api_version.clone(),
+                    kind: resource.kind.clone(),
+                });
+            }
+        })
         .reflect(writer)
         .applied_objects();
     let triggers = if ctx.watch.watch_annotations_changes {
