@@ -205,9 +205,13 @@ impl Metrics {
             };
             let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
             match &metric {
-                UserMetric::Counter(c) => {
-                    registry.register(update.name.clone(), update.description.clone(), c.clone())
-                }
+                // OpenMetrics serves a counter as `<name>_total`; a name that
+                // already ends so is served as written, as upstream does.
+                UserMetric::Counter(c) => registry.register(
+                    update.name.strip_suffix("_total").unwrap_or(&update.name),
+                    update.description.clone(),
+                    c.clone(),
+                ),
                 UserMetric::Gauge(g) => {
                     registry.register(update.name.clone(), update.description.clone(), g.clone())
                 }
@@ -359,11 +363,18 @@ mod tests {
         );
         metrics.record_run(
             &[("k8s", Duration::from_millis(1))],
-            &[MetricUpdate {
-                name: "my_counter".into(),
-                description: "a user counter".into(),
-                kind: MetricKind::Counter { add: 2.0 },
-            }],
+            &[
+                MetricUpdate {
+                    name: "my_counter".into(),
+                    description: "a user counter".into(),
+                    kind: MetricKind::Counter { add: 2.0 },
+                },
+                MetricUpdate {
+                    name: "my_runs_total".into(),
+                    description: "named as Prometheus advises".into(),
+                    kind: MetricKind::Counter { add: 1.0 },
+                },
+            ],
         );
         let text = metrics.encode();
         assert!(text.contains("ansible_operator_reconcile_result_total{GVK=\"g/v, Kind=K\",result=\"succeeded\"} 1"), "{text}");
@@ -380,6 +391,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("my_counter_total 2.0"), "{text}");
+        assert!(text.contains("\nmy_runs_total 1.0"), "{text}");
+        assert!(!text.contains("my_runs_total_total"), "{text}");
         assert!(
             text.contains("enka_reconciles_in_flight{GVK=\"g/v, Kind=K\"} 0"),
             "{text}"
