@@ -1,7 +1,6 @@
 //! `config/`: the kustomized manifests apply to a real API server, and the
 //! ServiceAccount's RBAC is enough for the Zundoko operator and no more.
 
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -11,28 +10,12 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_env::KubeEnv;
 
-use crate::support::repo_path;
-use crate::zundoko::{Enka, await_kiyoshi, create_hikawa, install_zundoko_crds};
+use crate::enka::Enka;
+use crate::support::kubectl;
+use crate::zundoko::{await_kiyoshi, create_hikawa, install_zundoko_crds};
 
 const NAMESPACE: &str = "zundoko-ansible-operator-system";
 const SERVICE_ACCOUNT: &str = "zundoko-ansible-operator-controller-manager";
-
-fn kubectl(env: &KubeEnv, args: &[&str]) -> String {
-    let output = Command::new(env.binaries().path("kubectl"))
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(args)
-        .current_dir(repo_path(""))
-        .output()
-        .expect("running kubectl");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "kubectl {args:?} failed:\n{text}");
-    text
-}
 
 #[tokio::test]
 async fn config_default_applies_and_its_rbac_runs_the_operator_and_no_more() {

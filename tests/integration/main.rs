@@ -10,5 +10,6 @@ mod cli;
 mod conformance;
 mod control_plane;
 mod deploy;
+pub mod enka;
 mod runtime;
 pub mod zundoko;

@@ -8,8 +8,8 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube_env::KubeEnv;
 use serde_json::{Value as Json, json};
 
+use crate::enka::Enka;
 use crate::support::{eventually, install_crd};
-use crate::zundoko::Enka;
 
 const ROLE_V1: &str = "- name: write the output\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: '{{ ansible_operator_meta.name }}-out'\n        namespace: '{{ ansible_operator_meta.namespace }}'\n      data:\n        version: \"VERSION\"\n        size: '{{ size | string }}'\n";
 

@@ -39,6 +39,25 @@ pub async fn install_crd(client: &Client, relative: &str) -> CustomResourceDefin
     .expect("an established CRD exists")
 }
 
+/// Runs the kubectl built with the control plane (never one on PATH) from
+/// the repository's root; its output, or a panic with it on failure.
+pub fn kubectl(env: &kube_env::KubeEnv, args: &[&str]) -> String {
+    let output = std::process::Command::new(env.binaries().path("kubectl"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .args(args)
+        .current_dir(repo_path(""))
+        .output()
+        .expect("running kubectl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "kubectl {args:?} failed:\n{text}");
+    text
+}
+
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `limit`
 /// naming `what`.
 pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
