@@ -109,6 +109,12 @@ conformance: ## Replay the templating corpus recorded from ansible-core 2.18 (fa
 	  grep -h '^conformance:' target/conformance.log | awk '{x += $$2; y += $$4} END {if (y) printf "conformance: %d of %d cases match ansible-core 2.18\n", x, y}'; \
 	  if [ $$status -ne 0 ]; then grep -E '^(MISMATCH|  ansible:|  enka:)|panicked' target/conformance.log | head -40; fi; exit $$status
 
+.PHONY: compat
+compat: kube-bin ## Upstream's test-operator scenarios (tests/compat) on a real control plane: "compat: X of Y scenarios pass".
+	@echo "==> compat scenarios (tests/compat: our operators in the shape of upstream's molecule suites)"
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test compat -- $(SCENARIOS)
+	@bash scripts/check-no-leftovers
+
 .PHONY: conformance-generate
 conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).
 	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"
