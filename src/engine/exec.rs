@@ -57,7 +57,7 @@ pub(crate) struct Runner {
     api_time: Duration,
     metrics: Vec<MetricUpdate>,
     module_timings: Vec<(&'static str, Duration)>,
-    dependents: Vec<crate::kube::Resource>,
+    dependents: Vec<crate::kube::Dependent>,
 }
 
 impl Runner {
@@ -899,9 +899,9 @@ impl Runner {
         let started = Instant::now();
         let outcome = modules::run(spec, &templated, &mut module_ctx).await;
         self.module_timings.push((spec.name, started.elapsed()));
-        for resource in module_ctx.dependents.drain(..) {
-            if !self.dependents.contains(&resource) {
-                self.dependents.push(resource);
+        for dependent in module_ctx.dependents.drain(..) {
+            if !self.dependents.contains(&dependent) {
+                self.dependents.push(dependent);
             }
         }
         self.api_time += module_ctx.api_time;

@@ -74,8 +74,8 @@ pub struct RunOutcome {
     pub facts: super::scope::Facts,
     /// Each module call: the module and how long it took.
     pub module_timings: Vec<(&'static str, Duration)>,
-    /// Kinds of the dependents the run wrote.
-    pub dependents: Vec<crate::kube::Resource>,
+    /// The dependents the run wrote.
+    pub dependents: Vec<crate::kube::Dependent>,
 }
 
 impl RunOutcome {

@@ -35,6 +35,17 @@ pub struct Resource {
     pub namespaced: bool,
 }
 
+/// An object a run wrote as a dependent of its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Dependent {
+    /// Its kind.
+    pub resource: Resource,
+    /// Its namespace; `None` when cluster-scoped.
+    pub namespace: Option<String>,
+    /// Its name; `None` for one made with `generateName`.
+    pub name: Option<String>,
+}
+
 impl Resource {
     /// The kube-rs description of this kind, for dynamic `Api`s.
     pub fn api_resource(&self) -> kube::api::ApiResource {

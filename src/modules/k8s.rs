@@ -267,9 +267,15 @@ async fn apply_one(
     };
 
     // Objects the role owns are dependents whose watch reconciles the owner.
-    if ctx.owner.is_some() && !is_owner && state != "absent" && !ctx.dependents.contains(&resource)
-    {
-        ctx.dependents.push(resource.clone());
+    if ctx.owner.is_some() && !is_owner && state != "absent" {
+        let dependent = crate::kube::Dependent {
+            resource: resource.clone(),
+            namespace: ns.map(str::to_owned),
+            name: name.clone(),
+        };
+        if !ctx.dependents.contains(&dependent) {
+            ctx.dependents.push(dependent);
+        }
     }
     let existing = match &name {
         Some(n) => ctx

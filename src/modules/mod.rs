@@ -102,8 +102,8 @@ pub struct ModuleContext<'a> {
     pub base_dir: &'a Path,
     /// The custom resource the run is for.
     pub owner: Option<&'a Owner>,
-    /// Kinds of the owner's dependents this module wrote (for dependent watches).
-    pub dependents: Vec<crate::kube::Resource>,
+    /// The owner's dependents this module wrote (for dependent watches).
+    pub dependents: Vec<crate::kube::Dependent>,
 }
 
 impl ModuleContext<'_> {

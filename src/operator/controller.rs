@@ -472,11 +472,22 @@ async fn run_once(
         ..RunOptions::default()
     };
     let cluster: Arc<dyn Cluster> = ctx.cluster.clone();
+    let run_started = tokio::time::Instant::now();
     let outcome = engine::run(&project, entry, vars, Some(cluster), run_options).await;
     ctx.metrics
         .record_run(&outcome.module_timings, &outcome.metrics);
     if let Some(dependents) = &ctx.dependents {
-        dependents.ensure(&ctx.cluster, &outcome.dependents).await;
+        let owner = ObjectRef::new_with(
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+            ctx.resource.clone(),
+        );
+        let owner = match object["metadata"]["namespace"].as_str() {
+            Some(namespace) => owner.within(namespace),
+            None => owner,
+        };
+        dependents
+            .ensure(&ctx.cluster, &outcome.dependents, &owner, run_started)
+            .await;
     }
     outcome
 }

@@ -2,7 +2,7 @@
 //! dependent that is deleted, or changed outside its status, reconciles its
 //! owner (found by ownerReference or by the primary-resource annotations).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -11,16 +11,27 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 
-use crate::kube::Resource;
 use crate::kube::client::KubeCluster;
+use crate::kube::{Dependent, Resource};
 use crate::watches::Gvk;
 
 /// How long a run waits for a new dependent watch's first list.
 const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 type OwnerSender = mpsc::UnboundedSender<ObjectRef<DynamicObject>>;
+
+/// What a dependent watch's first list held, and when it ended.
+pub struct Listing {
+    at: Instant,
+    /// Namespace and name of each object listed.
+    objects: HashSet<(Option<String>, String)>,
+}
+
+/// A watch's namespace (`None`: all) and the receiver of its first list.
+type Scope = (Option<String>, watch::Receiver<Option<Arc<Listing>>>);
 
 /// Sends owners to reconcile into the controller of their namespace.
 #[derive(Clone, Default)]
@@ -60,7 +71,7 @@ pub struct DependentWatches {
     blacklist: Vec<Gvk>,
     cluster_scoped: bool,
     namespaces: Vec<String>,
-    watched: Mutex<Vec<Resource>>,
+    watched: Mutex<HashMap<Resource, Vec<Scope>>>,
     triggers: Triggers,
 }
 
@@ -80,43 +91,84 @@ impl DependentWatches {
             blacklist: watch.blacklist.clone(),
             cluster_scoped: watch.watch_cluster_scoped_resources,
             namespaces,
-            watched: Mutex::new(Vec::new()),
+            watched: Mutex::new(HashMap::new()),
             triggers,
         }
     }
 
-    /// Starts watching each kind in `kinds` not watched yet, and returns once
-    /// the new watches have listed (or `LIST_WAIT` passed): the run that made
-    /// the first dependent of a kind ends only when later changes to it are
-    /// seen, so an edit right after the owner reports success is not missed.
-    pub async fn ensure(self: &Arc<Self>, cluster: &KubeCluster, kinds: &[Resource]) {
-        let mut listing = Vec::new();
-        for kind in kinds {
-            if !self.wants(kind) {
+    /// Starts watching each kind of `dependents` not watched yet, and returns
+    /// once those watches have listed (or `LIST_WAIT` passed): the run that
+    /// made the first dependent of a kind ends only when later changes to it
+    /// are seen, so an edit right after the owner reports success is not
+    /// missed. A dependent the run wrote that a watch's first list, made
+    /// after the run began, no longer holds was deleted before the watch
+    /// could see it go: `owner` is reconciled again to make it anew.
+    pub async fn ensure(
+        self: &Arc<Self>,
+        cluster: &KubeCluster,
+        dependents: &[Dependent],
+        owner: &ObjectRef<DynamicObject>,
+        run_started: Instant,
+    ) {
+        let mut listings = Vec::new();
+        for dependent in dependents {
+            let kind = &dependent.resource;
+            if !self.wants(kind) || listings.iter().any(|(k, _, _)| k == kind) {
                 continue;
             }
-            {
-                let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-                if watched.contains(kind) {
-                    continue;
-                }
-                watched.push(kind.clone());
+            let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            let scopes = watched
+                .entry(kind.clone())
+                .or_insert_with(|| self.start_watches(cluster, kind));
+            for (scope, listed) in scopes.iter() {
+                listings.push((kind.clone(), scope.clone(), listed.clone()));
             }
-            for scope in super::watch_scopes(&self.namespaces, kind.namespaced) {
+        }
+        let deadline = tokio::time::Instant::now() + LIST_WAIT;
+        let mut lost = None;
+        for (kind, scope, mut listed) in listings {
+            let waited = tokio::time::timeout_at(deadline, listed.wait_for(Option::is_some)).await;
+            let Ok(Ok(listing)) = waited else {
+                tracing::warn!(owner = %self.owner_gvk, dependent = %kind.kind, "a new dependent watch has not listed yet; going on without it");
+                continue;
+            };
+            let Some(listing) = listing.clone() else {
+                continue;
+            };
+            if listing.at <= run_started {
+                continue;
+            }
+            lost = lost.or_else(|| {
+                dependents.iter().find(|d| {
+                    d.resource == kind
+                        && (scope.is_none() || d.namespace == scope)
+                        && d.name.as_ref().is_some_and(|name| {
+                            !listing
+                                .objects
+                                .contains(&(d.namespace.clone(), name.clone()))
+                        })
+                })
+            });
+        }
+        if let Some(gone) = lost {
+            tracing::info!(owner = %owner, dependent = ?gone.name, kind = %gone.resource.kind, "a dependent went before its watch listed; reconciling its owner again");
+            self.triggers.send(owner.clone());
+        }
+    }
+
+    /// One watch per scope of `kind`, each with the receiver of its first
+    /// list.
+    fn start_watches(self: &Arc<Self>, cluster: &KubeCluster, kind: &Resource) -> Vec<Scope> {
+        super::watch_scopes(&self.namespaces, kind.namespaced)
+            .into_iter()
+            .map(|scope| {
                 let api = cluster.api(kind, scope.as_deref());
                 tracing::info!(owner = %self.owner_gvk, dependent = %kind.api_version(), kind = %kind.kind, "watching dependents");
-                let (listed, on_listed) = oneshot::channel();
-                tokio::spawn(self.clone().watch(api, listed));
-                listing.push(on_listed);
-            }
-        }
-        if listing.is_empty() {
-            return;
-        }
-        let all_listed = futures::future::join_all(listing);
-        if tokio::time::timeout(LIST_WAIT, all_listed).await.is_err() {
-            tracing::warn!(owner = %self.owner_gvk, "a new dependent watch has not listed yet; going on without it");
-        }
+                let (on_listed, listed) = watch::channel(None);
+                tokio::spawn(self.clone().watch(api, on_listed));
+                (scope, listed)
+            })
+            .collect()
     }
 
     /// Whether dependents of `kind` are watched: not when blacklisted, and
@@ -166,7 +218,11 @@ impl DependentWatches {
         Some(owner)
     }
 
-    async fn watch(self: Arc<Self>, api: Api<DynamicObject>, listed: oneshot::Sender<()>) {
+    async fn watch(
+        self: Arc<Self>,
+        api: Api<DynamicObject>,
+        on_listed: watch::Sender<Option<Arc<Listing>>>,
+    ) {
         // Upstream's DependentPredicate: creates are ignored, deletes pass,
         // updates pass when something besides status, resourceVersion and
         // managed-field timestamps changed. A relist compares against the
@@ -174,7 +230,7 @@ impl DependentWatches {
         // down still counts and objects gone since then are forgotten.
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
-        let mut listed = Some(listed);
+        let mut first_list = Some(HashSet::new());
         let mut events = watcher::watcher(api, watcher::Config::default())
             .default_backoff()
             .boxed();
@@ -185,6 +241,9 @@ impl DependentWatches {
                     let Some(uid) = object.metadata.uid.clone() else {
                         continue;
                     };
+                    if let (Some(objects), Some(name)) = (&mut first_list, &object.metadata.name) {
+                        objects.insert((object.metadata.namespace.clone(), name.clone()));
+                    }
                     let fingerprint = fingerprint(&object);
                     let previous = before_relist.remove(&uid);
                     seen.insert(uid, fingerprint);
@@ -194,8 +253,12 @@ impl DependentWatches {
                 }
                 Ok(Event::InitDone) => {
                     before_relist.clear();
-                    if let Some(listed) = listed.take() {
-                        let _ = listed.send(());
+                    if let Some(objects) = first_list.take() {
+                        let listing = Listing {
+                            at: Instant::now(),
+                            objects,
+                        };
+                        let _ = on_listed.send(Some(Arc::new(listing)));
                     }
                 }
                 Ok(Event::Apply(object)) => {

@@ -299,6 +299,48 @@ const DEPENDENTS_ROLE: &str = r#"
         size: '{{ size | string }}'
 "#;
 
+/// The first dependent of a kind is made, then deleted while the run that
+/// made it is still going: its watch starts only when the run ends, so the
+/// deletion is no event. The watch's first list shows it gone, and the owner
+/// runs again to make it anew.
+#[tokio::test]
+async fn a_dependent_deleted_before_its_watch_listed_is_made_again() {
+    use kube::api::DeleteParams;
+
+    let (env, client, ns, samples) = sample_namespace("unseen-delete").await;
+    let project = Project::new("unseen-delete");
+    project.write_role(&format!(
+        "{}- name: keep the run going\n  pause:\n    seconds: 2\n",
+        ROLE_V1.replace("VERSION", "1")
+    ));
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, &ns);
+    create_sample(&samples, "s1", json!({"size": 1})).await;
+
+    let first = eventually("s1-out made", Duration::from_secs(30), || async {
+        config_maps.get_opt("s1-out").await.unwrap()?.metadata.uid
+    })
+    .await;
+    config_maps
+        .delete("s1-out", &DeleteParams::default())
+        .await
+        .unwrap();
+    await_condition(&samples, "s1", "Successful", "True").await;
+    let again = eventually("s1-out made again", Duration::from_secs(30), || async {
+        let uid = config_maps.get_opt("s1-out").await.unwrap()?.metadata.uid;
+        (uid != Some(first.clone())).then_some(uid)
+    })
+    .await;
+    assert!(again.is_some(), "{}", enka.log());
+    assert!(
+        enka.log()
+            .contains("a dependent went before its watch listed"),
+        "{}",
+        enka.log()
+    );
+}
+
 #[tokio::test]
 async fn deleted_or_edited_dependents_are_restored() {
     use k8s_openapi::api::apps::v1::Deployment;
