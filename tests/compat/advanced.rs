@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::{
     ADVANCED_NAMESPACE, Ctx, LIMIT, await_condition, await_gone, await_object, condition, create,
-    data, delete, merge,
+    data, delete, delete_and_await_remade, merge,
 };
 use crate::support::{eventually, http_get, sum_metric_where};
 
@@ -268,12 +268,7 @@ pub async fn cluster_scoped_and_cross_namespace_dependents(ctx: Arc<Ctx>) {
     .await;
 
     let config_maps = ctx.config_maps(&external);
-    config_maps
-        .delete(name, &Default::default())
-        .await
-        .expect("deleting the external ConfigMap");
-    await_gone(&config_maps, name).await;
-    await_object(&config_maps, name).await;
+    delete_and_await_remade(&config_maps, name).await;
 }
 
 /// The memcached finalizer with `vars` instead of a role: the main role runs

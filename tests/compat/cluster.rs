@@ -214,6 +214,29 @@ where
     .await
 }
 
+/// Deletes `name` and waits until the operator has made it again. A new uid
+/// shows it: the operator can be quicker than any poll for "gone".
+pub async fn delete_and_await_remade<K>(api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let before = api
+        .get(name)
+        .await
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"))
+        .meta()
+        .uid
+        .clone();
+    api.delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting {name}: {e}"));
+    eventually(&format!("{name} made again"), LIMIT, || async {
+        let again = api.get_opt(name).await.ok()??;
+        (again.meta().uid != before).then_some(())
+    })
+    .await;
+}
+
 /// A ConfigMap's data value.
 pub fn data<'a>(config_map: &'a ConfigMap, key: &str) -> Option<&'a str> {
     config_map.data.as_ref()?.get(key).map(String::as_str)

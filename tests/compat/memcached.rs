@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::cluster::{
     Ctx, LIMIT, MEMCACHED_NAMESPACE, await_condition, await_gone, await_object, create, data,
-    delete, merge, start_memcached,
+    delete, delete_and_await_remade, merge, start_memcached,
 };
 use crate::support::{eventually, http_get, sum_metric, sum_metric_where};
 
@@ -171,12 +171,7 @@ pub async fn core_secret_watch_survives_restart(ctx: Arc<Ctx>) {
     operator.await_ready().await;
     drop(operator);
 
-    services
-        .delete(&service, &DeleteParams::default())
-        .await
-        .expect("deleting the Service");
-    await_gone(&services, &service).await;
-    await_object(&services, &service).await;
+    delete_and_await_remade(&services, &service).await;
 }
 
 /// foo_test.yml: a role with no tasks still succeeds.
