@@ -119,7 +119,7 @@ pub fn mark_done(status: &mut Json, outcome: &RunOutcome, now: &str, completion:
             flip(status, "Running", "False", now);
             set_condition(
                 status,
-                json!({"type": "Failure", "status": "True", "reason": "Failed", "message": failure.message, "ansibleResult": result}),
+                json!({"type": "Failure", "status": "True", "reason": "Failed", "message": failure.to_string(), "ansibleResult": result}),
                 now,
             );
             set_condition(
@@ -237,7 +237,13 @@ mod tests {
                 failure["reason"].as_str(),
                 failure["message"].as_str()
             ),
-            (Some("True"), Some("Failed"), Some("boom"))
+            // Upstream's message is the task's alone; enka's names the task
+            // and where it is, as the Event does.
+            (
+                Some("True"),
+                Some("Failed"),
+                Some("task \"t\" at x failed: boom")
+            )
         );
         let running = condition(&status, "Running");
         assert_eq!(running["status"], "False");
