@@ -476,7 +476,7 @@ impl Runner {
                 }
                 Action::IncludeRole(include) => {
                     let role = match &include.role {
-                        Some(role) => Some(role.clone()),
+                        Some(role) => Ok(role.clone()),
                         None => {
                             let scope = self.task_scope(&inner, task);
                             let ctx = self.context(&inner, &scope);
@@ -486,6 +486,7 @@ impl Runner {
                                     crate::role::resolve_role(&self.project.role_paths, &name)
                                         .ok()
                                         .and_then(|p| self.project.role(&p).cloned())
+                                        .ok_or(name)
                                 }
                                 Err(err) => {
                                     return self.template_failure(task, "include_role", &err);
@@ -493,9 +494,11 @@ impl Runner {
                             }
                         }
                     };
-                    let Some(role) = role else {
-                        let message =
-                            "include_role: the role is not part of the loaded project".to_owned();
+                    let Ok(role) = role else {
+                        let name = role.err().unwrap_or_default();
+                        let message = format!(
+                            "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"
+                        );
                         return Flow::Failed(self.failure(
                             task,
                             message.clone(),
@@ -818,14 +821,23 @@ impl Runner {
             }
             if attempt >= attempts || self.past_deadline(delay) {
                 result.set("failed", Value::from(true));
-                if result.get("msg").is_none() {
-                    result.set(
-                        "msg",
-                        Value::from(format!(
-                            "Retried {attempt} times, the until condition never held"
-                        )),
-                    );
-                }
+                let why = if attempt >= attempts {
+                    format!("the until condition never held in {attempt} attempts")
+                } else {
+                    format!(
+                        "the reconcile timeout (--reconcile-timeout) ended the until loop after {attempt} of {attempts} attempts"
+                    )
+                };
+                // Ansible keeps the module's own msg; the reason is added so
+                // a Failure of `debug` until-loop does not read "polling".
+                let msg = match result
+                    .get("msg")
+                    .and_then(|m| m.as_str().map(str::to_owned))
+                {
+                    Some(own) => format!("{own} ({why})"),
+                    None => format!("Retried {attempt} times: {why}"),
+                };
+                result.set("msg", Value::from(msg));
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
