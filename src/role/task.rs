@@ -355,6 +355,32 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         |loader: &mut Loader, key: &str| node.get(key).map(|n| templated(loader, at, n, key));
     let retries = scalar(loader, "retries");
     let delay = scalar(loader, "delay");
+    // A number written as text that is not one would be ignored at run time.
+    for (key, whole) in [("retries", true), ("delay", false)] {
+        if let Some(n) = node.get(key) {
+            let is_number = match n.as_str() {
+                Some(text) if !text.contains("{{") => {
+                    let text = text.trim();
+                    text.parse::<i64>().is_ok() || (!whole && text.parse::<f64>().is_ok())
+                }
+                _ => true,
+            };
+            if !is_number {
+                let what = if whole {
+                    "an integer"
+                } else {
+                    "a number of seconds"
+                };
+                loader.error(
+                    at.loc(n.pos),
+                    format!(
+                        "{key} must be {what}, got {:?}",
+                        n.as_str().unwrap_or_default()
+                    ),
+                );
+            }
+        }
+    }
     let ignore_errors = scalar(loader, "ignore_errors");
     let no_log = scalar(loader, "no_log");
     let tags = node
