@@ -55,8 +55,11 @@ const STRING_TYPE_FILTERS: &[&str] = &[
 ];
 
 /// Instruction budget of one render, so a runaway loop in a template fails
-/// instead of hanging a reconcile.
-pub const DEFAULT_FUEL: u64 = 50_000_000;
+/// instead of hanging a reconcile. A render runs on the async runtime's
+/// thread, so this also bounds how long one object can hold a worker: about
+/// 0.13 s in a release build (measured: 39 M instructions/s), while a loop
+/// over 5000 items costs well under 1 M.
+pub const DEFAULT_FUEL: u64 = 5_000_000;
 
 /// Largest text one render may produce.
 pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
