@@ -115,6 +115,12 @@ compat: kube-bin ## Upstream's test-operator scenarios (tests/compat) on a real 
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test compat -- $(SCENARIOS)
 	@bash scripts/check-no-leftovers
 
+.PHONY: catalogue
+catalogue: kube-bin ## The bad-input catalogue (tests/catalogue): broken projects and hostile objects, each refused clearly.
+	@echo "==> bad-input catalogue (tests/catalogue, real control plane)"
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test catalogue -- $(CASES)
+	@bash scripts/check-no-leftovers
+
 .PHONY: conformance-generate
 conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).
 	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"

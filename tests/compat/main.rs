@@ -21,23 +21,22 @@ mod support;
 #[path = "../integration/enka.rs"]
 mod enka;
 
+#[path = "../integration/runner.rs"]
+mod runner;
+
 mod advanced;
 mod cluster;
 mod memcached;
 mod porting;
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster::Ctx;
-
-type Run = fn(Arc<Ctx>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+use runner::Scenario;
 
 macro_rules! scenarios {
-    ($($name:literal => $run:path,)*) => {
-        [$(($name, (|ctx| Box::pin($run(ctx))) as Run),)*]
+    ($ctx:expr; $($name:literal => $run:path,)*) => {
+        vec![$(($name.to_owned(), Box::pin($run($ctx.clone())) as _),)*]
     };
 }
 
@@ -45,91 +44,43 @@ macro_rules! scenarios {
 const SCENARIO_LIMIT: Duration = Duration::from_secs(120);
 
 fn main() {
-    let filters: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let all = scenarios![
-        "memcached: Deployment from size, custom status, edits reverted" => memcached::deployment_and_custom_status,
-        "memcached: osdk_metric served on /metrics" => memcached::osdk_metric_on_metrics,
-        "memcached: blacklisted kind not watched" => memcached::blacklisted_kind_is_not_watched,
-        "memcached: core Secret watch, manageStatus false, recovery after restart" => memcached::core_secret_watch_survives_restart,
-        "foo: empty role succeeds" => memcached::empty_role_succeeds,
-        "memfin: finalizer role as a playbook" => memcached::finalizer_role_as_playbook,
-        "collectiontest: collection-qualified role" => advanced::collection_qualified_role,
-        "statustest: k8s_status fields and conditions" => advanced::k8s_status_fields_and_conditions,
-        "secretstest: __secret, with_dict, string definition, meta: end_play, selector" => advanced::core_secret_raw_var_with_dict_end_play,
-        "selectortest: selector" => advanced::selector,
-        "casetest: snakeCaseParameters false" => advanced::snake_case_parameters_false,
-        "reconciliationtest: requeue_after" => advanced::requeue_after,
-        "clusterannotationtest: cluster-scoped and cross-namespace dependents" => advanced::cluster_scoped_and_cross_namespace_dependents,
-        "finalizervarstest: finalizer with vars only" => advanced::finalizer_with_vars,
-        "includetest: include_role tasks_from, lookup('template') with include and indent" => advanced::include_role_tasks_from_and_template_lookup,
-        "polltest: k8s_info until" => advanced::k8s_info_until,
-        // Last of all: kube-controller-manager's garbage collector learns of
-        // a new CRD on its 30 s discovery resync, and this one needs it.
-        "memcached: finalizer role on delete, dependents collected" => memcached::finalizer_role_on_delete,
-        "porting: the README's porting guide" => porting::readme_porting_guide,
-    ];
-    let selected: Vec<_> = all
-        .into_iter()
-        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
-        .collect();
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a Tokio runtime");
     let started = Instant::now();
-    let passed = runtime.block_on(async {
+    runner::main(async {
         let ctx = Ctx::start().await;
         eprintln!(
             "compat: control plane and both operators up in {:.1} s",
             started.elapsed().as_secs_f64()
         );
-        let mut passed = 0;
-        for (name, run) in &selected {
-            let began = Instant::now();
-            let outcome =
-                tokio::time::timeout(SCENARIO_LIMIT, tokio::spawn(run(ctx.clone()))).await;
-            let failure = match outcome {
-                Ok(Ok(())) => None,
-                Ok(Err(join)) => Some(panic_message(join)),
-                Err(_) => Some(format!("did not finish within {SCENARIO_LIMIT:?}")),
-            };
-            let seconds = began.elapsed().as_secs_f64();
-            match failure {
-                None => {
-                    passed += 1;
-                    println!("compat: ok      {name} ({seconds:.1} s)");
-                }
-                Some(reason) => {
-                    println!("compat: FAILED  {name} ({seconds:.1} s): {reason}");
-                    eprintln!("{}", ctx.logs().await);
-                }
-            }
-        }
-        passed
+        let all: Vec<Scenario> = scenarios![ctx;
+            "memcached: Deployment from size, custom status, edits reverted" => memcached::deployment_and_custom_status,
+            "memcached: osdk_metric served on /metrics" => memcached::osdk_metric_on_metrics,
+            "memcached: blacklisted kind not watched" => memcached::blacklisted_kind_is_not_watched,
+            "memcached: core Secret watch, manageStatus false, recovery after restart" => memcached::core_secret_watch_survives_restart,
+            "foo: empty role succeeds" => memcached::empty_role_succeeds,
+            "memfin: finalizer role as a playbook" => memcached::finalizer_role_as_playbook,
+            "collectiontest: collection-qualified role" => advanced::collection_qualified_role,
+            "statustest: k8s_status fields and conditions" => advanced::k8s_status_fields_and_conditions,
+            "secretstest: __secret, with_dict, string definition, meta: end_play, selector" => advanced::core_secret_raw_var_with_dict_end_play,
+            "selectortest: selector" => advanced::selector,
+            "casetest: snakeCaseParameters false" => advanced::snake_case_parameters_false,
+            "reconciliationtest: requeue_after" => advanced::requeue_after,
+            "clusterannotationtest: cluster-scoped and cross-namespace dependents" => advanced::cluster_scoped_and_cross_namespace_dependents,
+            "finalizervarstest: finalizer with vars only" => advanced::finalizer_with_vars,
+            "includetest: include_role tasks_from, lookup('template') with include and indent" => advanced::include_role_tasks_from_and_template_lookup,
+            "polltest: k8s_info until" => advanced::k8s_info_until,
+            // Last of all: kube-controller-manager's garbage collector learns of
+            // a new CRD on its 30 s discovery resync, and this one needs it.
+            "memcached: finalizer role on delete, dependents collected" => memcached::finalizer_role_on_delete,
+            "porting: the README's porting guide" => porting::readme_porting_guide,
+        ];
+        runner::run(
+            "compat",
+            "scenarios",
+            all,
+            &runner::filters(),
+            SCENARIO_LIMIT,
+            || ctx.logs(),
+        )
+        .await
     });
-    println!(
-        "compat: {passed} of {} scenarios pass ({:.0} s)",
-        selected.len(),
-        started.elapsed().as_secs_f64()
-    );
-    // The operators and the control plane stop with the runtime's values.
-    drop(runtime);
-    if passed != selected.len() || selected.is_empty() {
-        std::process::exit(1);
-    }
-}
-
-fn panic_message(join: tokio::task::JoinError) -> String {
-    match join.try_into_panic() {
-        Ok(payload) => payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_else(|| "panicked".to_owned()),
-        Err(join) => join.to_string(),
-    }
 }

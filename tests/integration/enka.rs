@@ -130,6 +130,16 @@ impl Enka {
         }
     }
 
+    /// Its exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.server.exited()
+    }
+
+    /// The whole log, for checks over every line.
+    pub fn full_log(&self) -> String {
+        std::fs::read_to_string(self.server.log_path()).unwrap_or_default()
+    }
+
     /// The end of enka's log, for failure messages.
     pub fn log(&self) -> String {
         self.server.log_tail(6000)
