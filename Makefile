@@ -121,6 +121,14 @@ catalogue: kube-bin ## The bad-input catalogue (tests/catalogue): broken project
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test catalogue -- $(CASES)
 	@bash scripts/check-no-leftovers
 
+FUZZ_SECONDS ?= 300
+FUZZ_SMOKE_SECONDS ?= 15
+
+.PHONY: fuzz
+fuzz: ## Fuzz watches.yaml parsing, role loading and templates (cargo-fuzz), FUZZ_SECONDS (300) each; TARGETS=… picks.
+	@echo "==> fuzzing $(or $(TARGETS),every target) for $(FUZZ_SECONDS) s each"
+	bash scripts/fuzz.sh $(FUZZ_SECONDS) $(TARGETS)
+
 .PHONY: conformance-generate
 conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).
 	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"
@@ -141,4 +149,6 @@ test: fmt-check lint image-check kube-bin ## Format check, clippy and every test
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --workspace
 	@echo "==> bench smoke: the operators bench, enka only, small counts"
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
+	@echo "==> fuzz smoke: each cargo-fuzz target for $(FUZZ_SMOKE_SECONDS) s"
+	bash scripts/fuzz.sh $(FUZZ_SMOKE_SECONDS)
 	@bash scripts/check-no-leftovers

@@ -12,6 +12,8 @@
 pub mod check;
 pub mod cli;
 pub mod engine;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod kube;
 pub mod modules;
 pub mod operator;
