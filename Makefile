@@ -115,6 +115,12 @@ compat: kube-bin ## Upstream's test-operator scenarios (tests/compat) on a real 
 	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test compat -- $(SCENARIOS)
 	@bash scripts/check-no-leftovers
 
+.PHONY: faults
+faults: kube-bin ## Fault tests (tests/faults): restarts of kube-apiserver and etcd, 410 Gone, 409s, SIGKILL, leader failover.
+	@echo "==> fault tests (tests/faults, real control plane restarted under load)"
+	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test faults -- $(SCENARIOS)
+	@bash scripts/check-no-leftovers
+
 .PHONY: catalogue
 catalogue: kube-bin ## The bad-input catalogue (tests/catalogue): broken projects and hostile objects, each refused clearly.
 	@echo "==> bad-input catalogue (tests/catalogue, real control plane)"

@@ -130,6 +130,18 @@ impl Enka {
         }
     }
 
+    /// SIGKILL: no shutdown, no last writes, as a node failure would.
+    pub fn kill(&mut self) {
+        let pid = self.server.pid();
+        let _ = std::process::Command::new("bash")
+            .args(["-c", &format!("kill -9 {pid}")])
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.server.exited().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Its exit status, if it has exited.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.server.exited()

@@ -109,10 +109,18 @@ pub async fn http_get(port: u16, path: &str) -> (u16, String) {
 /// Like [`http_get`], with connection errors returned: for waiting until a
 /// server listens.
 pub async fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    // HTTP/1.0, so the body is not chunked.
+    http_exchange(
+        port,
+        &format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"),
+    )
+    .await
+}
+
+/// Sends one HTTP/1.0 request and reads the whole answer: status and body.
+async fn http_exchange(port: u16, request: &str) -> std::io::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    // HTTP/1.0, so the body is not chunked.
-    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
     stream.write_all(request.as_bytes()).await?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await?;
@@ -126,6 +134,19 @@ pub async fn try_http_get(port: u16, path: &str) -> std::io::Result<(u16, String
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Ok((status, body))
+}
+
+/// A plain HTTP POST of a JSON body on 127.0.0.1 (etcd's JSON gateway, for
+/// tests/faults): status code and body.
+#[allow(dead_code)]
+pub async fn http_post(port: u16, path: &str, body: &str) -> (u16, String) {
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    http_exchange(port, &request)
+        .await
+        .unwrap_or_else(|e| panic!("POST 127.0.0.1:{port}{path}: {e}"))
 }
 
 /// The sum of every sample of the counter or histogram part `name` (with or

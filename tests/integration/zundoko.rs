@@ -26,10 +26,100 @@ pub async fn create_hikawa(
     namespace: &str,
     interval_millis: u64,
 ) -> Api<DynamicObject> {
+    create_named_hikawa(client, namespace, "hikawa", interval_millis).await
+}
+
+/// The Zundoko kinds' APIs in `namespace`: Hikawas, Zundokos, Kiyoshis.
+pub fn apis(client: &kube::Client, namespace: &str) -> [Api<DynamicObject>; 3] {
+    [
+        ("v1beta2", "Hikawa", "hikawas"),
+        ("v1beta1", "Zundoko", "zundokos"),
+        ("v1beta1", "Kiyoshi", "kiyoshis"),
+    ]
+    .map(|(version, kind, plural)| {
+        Api::namespaced_with(client.clone(), namespace, &resource(version, kind, plural))
+    })
+}
+
+/// Checks the finished song of the Hikawa `name` from the objects
+/// themselves: Zundokos `<name>-zundoko-0001…N` with no gap and no extra
+/// (nothing lost, nothing twice), one "Zun Zun Zun Zun Doko" and only at the
+/// end, one Kiyoshi, and the Hikawa's counts equal to N. Returns N and the
+/// song.
+pub async fn assert_song(client: &kube::Client, namespace: &str, name: &str) -> (usize, String) {
+    let [hikawas, zundokos, kiyoshis] = apis(client, namespace);
+    let hikawa = hikawas.get(name).await.expect("the Hikawa");
+    let prefix = format!("{name}-zundoko-");
+    let by_name: BTreeMap<String, DynamicObject> = zundokos
+        .list(&ListParams::default())
+        .await
+        .expect("listing Zundokos")
+        .items
+        .into_iter()
+        .filter_map(|z| Some((z.metadata.name.clone()?, z)))
+        .filter(|(n, _)| n.starts_with(&prefix))
+        .collect();
+    let count = by_name.len();
+    let expected: Vec<String> = (1..=count).map(|i| format!("{prefix}{i:04}")).collect();
+    assert_eq!(
+        by_name.keys().cloned().collect::<Vec<_>>(),
+        expected,
+        "{name}: a gap or an extra Zundoko"
+    );
+    let sung = by_name
+        .values()
+        .map(|z| z.data["spec"]["say"].as_str().unwrap_or("?"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(sung.ends_with("Zun Zun Zun Zun Doko"), "{name}: {sung}");
+    assert_eq!(
+        sung.matches("Zun Zun Zun Zun Doko").count(),
+        1,
+        "{name}: {sung}"
+    );
+    let uid = hikawa.metadata.uid.clone().unwrap_or_default();
+    for z in by_name.values() {
+        let owners = z.metadata.owner_references.as_ref().expect("owned");
+        assert_eq!(
+            (owners[0].kind.as_str(), owners[0].uid.as_str()),
+            ("Hikawa", uid.as_str())
+        );
+    }
+    let kiyoshi_name = format!("{name}-kiyoshi");
+    let kiyoshis: Vec<DynamicObject> = kiyoshis
+        .list(&ListParams::default())
+        .await
+        .expect("listing Kiyoshis")
+        .items
+        .into_iter()
+        .filter(|k| k.metadata.name.as_deref() == Some(kiyoshi_name.as_str()))
+        .collect();
+    assert_eq!(kiyoshis.len(), 1, "{name}: one Kiyoshi");
+    assert_eq!(kiyoshis[0].data["spec"]["say"], "Kiyoshi !");
+    assert_eq!(
+        hikawa.data["status"]["numZundokosSaid"],
+        json!(count.to_string()),
+        "{name}"
+    );
+    assert_eq!(
+        hikawa.data["spec"]["numZundokos"],
+        json!(count.to_string()),
+        "{name}"
+    );
+    (count, sung)
+}
+
+/// Creates the Hikawa `name` in `namespace`; the Hikawas of that namespace.
+pub async fn create_named_hikawa(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    interval_millis: u64,
+) -> Api<DynamicObject> {
     let hikawa_resource = resource("v1beta2", "Hikawa", "hikawas");
     let hikawas: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &hikawa_resource);
-    let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
+    let mut hikawa = DynamicObject::new(name, &hikawa_resource);
     hikawa.data = json!({"spec": {"intervalMillis": interval_millis}});
     hikawas
         .create(&PostParams::default(), &hikawa)
@@ -90,7 +180,7 @@ async fn the_seed_operator_sings_until_kiyoshi() {
         .unwrap();
     let uid = created.metadata.uid.clone().unwrap();
 
-    let done = tokio::time::timeout(Duration::from_secs(60), async {
+    tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let h = hikawas.get("hikawa").await.unwrap();
             if h.data["status"]["kiyoshied"] == json!(true) {
@@ -104,51 +194,17 @@ async fn the_seed_operator_sings_until_kiyoshi() {
     let time_to_kiyoshi = started.elapsed();
 
     // The song, read from the objects themselves.
-    let list = zundokos.list(&ListParams::default()).await.unwrap();
-    let by_name: BTreeMap<String, &DynamicObject> = list
-        .items
-        .iter()
-        .map(|z| (z.metadata.name.clone().unwrap(), z))
-        .collect();
-    let count = by_name.len();
-    let expected: Vec<String> = (1..=count)
-        .map(|i| format!("hikawa-zundoko-{i:04}"))
-        .collect();
+    let (count, sung) = assert_song(&client, &ns, "hikawa").await;
+    let done = hikawas.get("hikawa").await.unwrap();
+    assert_eq!(done.metadata.uid.as_deref(), Some(uid.as_str()));
     assert_eq!(
-        by_name.keys().cloned().collect::<Vec<_>>(),
-        expected,
-        "{}",
-        enka.log()
+        zundokos.list(&ListParams::default()).await.unwrap().items[0]
+            .metadata
+            .labels
+            .as_ref()
+            .unwrap()["hikawa.zundokokiyoshi.kaitoy.github.com"],
+        "hikawa"
     );
-    let song: Vec<&str> = by_name
-        .values()
-        .map(|z| z.data["spec"]["say"].as_str().unwrap())
-        .collect();
-    let sung = song.join(" ");
-    assert!(sung.ends_with("Zun Zun Zun Zun Doko"), "{sung}");
-    assert_eq!(sung.matches("Zun Zun Zun Zun Doko").count(), 1, "{sung}");
-    for z in by_name.values() {
-        let owners = z.metadata.owner_references.as_ref().expect("owned");
-        assert_eq!(
-            (owners[0].kind.as_str(), owners[0].uid.as_str()),
-            ("Hikawa", uid.as_str())
-        );
-        assert_eq!(
-            z.metadata.labels.as_ref().unwrap()["hikawa.zundokokiyoshi.kaitoy.github.com"],
-            "hikawa"
-        );
-    }
-    let kiyoshi = kiyoshis.get("hikawa-kiyoshi").await.unwrap();
-    assert_eq!(kiyoshi.data["spec"]["say"], "Kiyoshi !");
-    assert_eq!(
-        kiyoshi.metadata.owner_references.as_ref().unwrap()[0].uid,
-        uid
-    );
-    assert_eq!(
-        done.data["status"]["numZundokosSaid"],
-        json!(count.to_string())
-    );
-    assert_eq!(done.data["spec"]["numZundokos"], json!(count.to_string()));
     let reconciles = enka.reconciles().await;
     assert!(reconciles >= count as f64, "{reconciles} reconciles");
     println!(

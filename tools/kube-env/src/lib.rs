@@ -165,9 +165,27 @@ impl Servers {
     }
 }
 
+/// A server of the control plane that a fault test can restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    Etcd,
+    ApiServer,
+}
+
+/// How a server was started, to start it again the same way.
+#[derive(Debug, Clone)]
+struct Launch {
+    args: Vec<String>,
+    lifetime: Lifetime,
+}
+
 /// A running control plane.
 #[derive(Debug)]
 pub struct KubeEnv {
+    etcd_launch: Launch,
+    apiserver_launch: Launch,
+    etcd_port: u16,
+    restarts: std::sync::atomic::AtomicUsize,
     dir: PathBuf,
     remove_dir: bool,
     binaries: Binaries,
@@ -201,17 +219,25 @@ impl KubeEnv {
 
         let mut servers = Servers::default();
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let etcd_launch = Launch {
+            args: etcd_args(&dir, &etcd_url, peer_port),
+            lifetime: options.lifetime,
+        };
+        let apiserver_launch = Launch {
+            args: apiserver_args(&dir, &etcd_url, api_port, &files),
+            lifetime: options.lifetime,
+        };
         servers.etcd = Some(Server::start(
             "etcd",
             &binaries.path("etcd"),
-            &etcd_args(&dir, &etcd_url, peer_port),
+            &etcd_launch.args,
             dir.join("etcd.log"),
             options.lifetime,
         )?);
         servers.apiserver = Some(Server::start(
             "kube-apiserver",
             &binaries.path("kube-apiserver"),
-            &apiserver_args(&dir, &etcd_url, api_port, &files),
+            &apiserver_launch.args,
             dir.join("kube-apiserver.log"),
             options.lifetime,
         )?);
@@ -219,6 +245,10 @@ impl KubeEnv {
         let kubeconfig = dir.join("kubeconfig");
         let ca = dir.join("pki").join("apiserver.crt");
         let mut env = KubeEnv {
+            etcd_launch,
+            apiserver_launch,
+            etcd_port,
+            restarts: std::sync::atomic::AtomicUsize::new(0),
             dir,
             remove_dir,
             binaries,
@@ -338,6 +368,56 @@ impl KubeEnv {
         let api: Api<Namespace> = Api::all(client);
         api.delete(name, &DeleteParams::background()).await?;
         Ok(())
+    }
+
+    /// Stops `component` (SIGTERM, then SIGKILL after 5 s), leaves it down
+    /// for `down`, starts it again with the same flags and data, and waits
+    /// until the API server answers again: a fault for tests to inject.
+    pub async fn restart(&self, component: Component, down: Duration) -> Result<(), Error> {
+        let (name, binary, launch) = match component {
+            Component::Etcd => ("etcd", "etcd", &self.etcd_launch),
+            Component::ApiServer => ("kube-apiserver", "kube-apiserver", &self.apiserver_launch),
+        };
+        let stopped = {
+            let mut servers = self.lock_servers();
+            match component {
+                Component::Etcd => servers.etcd.take(),
+                Component::ApiServer => servers.apiserver.take(),
+            }
+        };
+        if let Some(mut server) = stopped {
+            tokio::task::spawn_blocking(move || server.stop(Duration::from_secs(5)))
+                .await
+                .map_err(|e| Error::Spawn {
+                    name,
+                    reason: e.to_string(),
+                })?;
+        }
+        tokio::time::sleep(down).await;
+        let n = self
+            .restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let server = Server::start(
+            name,
+            &self.binaries.path(binary),
+            &launch.args,
+            self.dir.join(format!("{name}.restart-{n}.log")),
+            launch.lifetime,
+        )?;
+        {
+            let mut servers = self.lock_servers();
+            match component {
+                Component::Etcd => servers.etcd = Some(server),
+                Component::ApiServer => servers.apiserver = Some(server),
+            }
+        }
+        self.wait_until_ready().await
+    }
+
+    /// etcd's client URL, for tests that talk to it directly (compaction).
+    pub fn etcd_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_port)
     }
 
     /// Pids of the running servers, in start order (for `make kube-env`).
