@@ -38,6 +38,17 @@ async fn config_default_applies_and_its_rbac_runs_the_operator_and_no_more() {
     let security = container.security_context.clone().unwrap();
     assert_eq!(security.read_only_root_filesystem, Some(true));
     assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.run_as_non_root, Some(true));
+    assert_eq!(
+        security.capabilities.and_then(|c| c.drop),
+        Some(vec!["ALL".to_owned()])
+    );
+    let pod_security = pod.security_context.clone().unwrap();
+    assert_eq!(pod_security.run_as_non_root, Some(true));
+    assert_eq!(
+        pod_security.seccomp_profile.map(|p| p.type_),
+        Some("RuntimeDefault".to_owned())
+    );
     assert!(container.liveness_probe.is_some() && container.readiness_probe.is_some());
 
     // A token of the deployed ServiceAccount, used from outside the cluster.
