@@ -9,9 +9,9 @@
 //! - throughput on a burst of Memcacheds created at once;
 //! - CPU seconds and resident memory at idle and after the burst.
 //!
-//! For enka only, it also measures memory at larger scales, the seed's
-//! Zundoko song, and CPU per reconcile against time spent waiting on the API
-//! server.
+//! For enka only, it also measures memory at larger scales, a load of 5000
+//! Memcacheds over 50 namespaces on one cluster-wide enka, the seed's Zundoko
+//! song, and CPU per reconcile against time spent waiting on the API server.
 //!
 //! Results: target/bench/summary.tsv (metric, enka, upstream, upstream/enka),
 //! target/bench/results.json, and with ENKA_BENCH_DOCS=1 (what `make bench`
@@ -46,6 +46,8 @@ pub struct Plan {
     pub latency_crs: usize,
     pub burst_crs: usize,
     pub scale: Vec<usize>,
+    /// The load run: namespaces, and Memcacheds in each.
+    pub load: (usize, usize),
     pub upstream: bool,
     pub docs: bool,
     pub out_dir: std::path::PathBuf,
@@ -71,6 +73,10 @@ impl Plan {
             latency_crs: number("ENKA_BENCH_LATENCY_CRS", 50, 5),
             burst_crs: number("ENKA_BENCH_BURST_CRS", 200, 20),
             scale,
+            load: (
+                number("ENKA_BENCH_LOAD_NAMESPACES", 50, 5),
+                number("ENKA_BENCH_LOAD_PER_NAMESPACE", 100, 10),
+            ),
             upstream: !smoke && !std::env::var("ENKA_BENCH_UPSTREAM").is_ok_and(|v| v == "0"),
             docs: !smoke && env_flag("ENKA_BENCH_DOCS"),
             out_dir: target.join(if smoke { "bench/smoke" } else { "bench" }),
@@ -137,6 +143,8 @@ async fn run(plan: &Plan) -> Report {
         plan,
         log_dir: &log_dir,
     };
+    // First, while its cluster-wide enka has no other Memcacheds to see.
+    report.load = Some(bench.enka_load().await);
     report.bare_latency = bench.bare_latency().await;
     report.enka = Some(bench.side_by_side(operator::Flavour::Enka).await);
     if plan.upstream {

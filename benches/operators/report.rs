@@ -9,7 +9,7 @@ use kube_env::KubeEnv;
 use serde_json::json;
 
 use crate::Plan;
-use crate::scenarios::{Burst, ScalePoint, Seed, Side, mib};
+use crate::scenarios::{Burst, Load, ScalePoint, Seed, Side, mib};
 use crate::workload::percentile;
 
 #[derive(Default)]
@@ -21,6 +21,7 @@ pub struct Report {
     /// enka's burst with a higher concurrency, and that concurrency.
     pub wide_burst: Option<(u16, Burst)>,
     pub seed: Option<Seed>,
+    pub load: Option<Load>,
     kubernetes: String,
 }
 
@@ -219,6 +220,38 @@ impl Report {
                 Some(point.converge_seconds),
             ));
         }
+        if let Some(load) = &self.load {
+            let what = format!(
+                "load, {} Memcacheds over {} namespaces",
+                load.crs, load.namespaces
+            );
+            for (metric, label, value) in [
+                ("load_seconds", "all Successful (s)", load.seconds),
+                (
+                    "load_peak_rss_mib",
+                    "peak RSS (MiB)",
+                    mib(load.peak_rss_bytes),
+                ),
+                (
+                    "load_final_rss_mib",
+                    "RSS after (MiB)",
+                    mib(load.final_rss_bytes),
+                ),
+                (
+                    "load_api_requests_per_cr",
+                    "kube-apiserver requests per Memcached",
+                    load.requests_per_cr,
+                ),
+                ("load_reconciles", "reconciles", load.reconciles),
+                (
+                    "load_failed_reconciles",
+                    "failed reconciles",
+                    load.failed_reconciles,
+                ),
+            ] {
+                rows.push(enka_only(metric, &format!("{what}: {label}"), Some(value)));
+            }
+        }
         if let Some(seed) = &self.seed {
             rows.push(enka_only(
                 "seed_kiyoshi_seconds",
@@ -300,6 +333,20 @@ impl Report {
             );
         }
         assert_eq!(self.scale.len(), plan.scale.len() + 1, "scale points");
+        if let Some(load) = &self.load {
+            assert_eq!(
+                load.failed_reconciles, 0.0,
+                "load: failed reconciles: {load:?}"
+            );
+            assert!(load.reconciles >= load.crs as f64, "load: {load:?}");
+            // The role makes at least a GET and a create per Memcached, plus
+            // the status writes; a figure outside this range is a broken count.
+            assert!(
+                (2.0..100.0).contains(&load.requests_per_cr),
+                "load: {} requests per Memcached",
+                load.requests_per_cr
+            );
+        }
         if let Some(seed) = &self.seed {
             // Each Zundoko takes at least a run that sings it and one that
             // judges the song.
@@ -486,6 +533,11 @@ impl Report {
              default too), with the CPU cores enka and the control plane kept busy: on two cores, \
              that shows which of them sets the pace.\n\
              - **Scale (enka)**: Memcacheds added in one namespace up to each step, then RSS once settled.\n\
+             - **Load (enka)**: {load_crs} Memcacheds over {load_ns} namespaces created as fast as {p} \
+             creates in flight allow, on one enka watching the whole cluster (default concurrency); time \
+             until every one is `Successful`, peak RSS sampled every 100 ms, and kube-apiserver's \
+             `apiserver_request_total` over the run less the harness's own requests (the creates, one \
+             list per second, a metrics read), per Memcached. Run first, before any other Memcached exists.\n\
              - **Seed**: the seed's Zundoko operator (tests/fixtures/zundoko-seed, unchanged) with \
              `ENKA_RANDOM_SEED=42`, from creating the Hikawa to `status.kiyoshied`.\n",
             n = plan.latency_crs,
@@ -493,6 +545,8 @@ impl Report {
             p = crate::scenarios::PARALLEL_CREATES,
             idle = self.enka.as_ref().map_or(0, |s| s.idle_window.as_secs()),
             wide = self.wide_burst.as_ref().map_or(0, |(c, _)| *c),
+            load_crs = plan.load.0 * plan.load.1,
+            load_ns = plan.load.0,
         );
         let _ = writeln!(md, "## Machine and versions\n");
         let _ = writeln!(md, "- {}", machine());

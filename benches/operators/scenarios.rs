@@ -62,6 +62,22 @@ pub struct PerReconcile {
     pub api_wait_seconds: Option<f64>,
 }
 
+/// The load run: one cluster-wide enka, Memcacheds over many namespaces.
+#[derive(Debug)]
+pub struct Load {
+    pub namespaces: usize,
+    pub crs: usize,
+    /// From the first create to every Memcached Successful.
+    pub seconds: f64,
+    pub peak_rss_bytes: u64,
+    pub final_rss_bytes: u64,
+    /// kube-apiserver requests in the run, less the harness's own, per
+    /// Memcached.
+    pub requests_per_cr: f64,
+    pub reconciles: f64,
+    pub failed_reconciles: f64,
+}
+
 #[derive(Debug)]
 pub struct ScalePoint {
     pub crs: usize,
@@ -289,6 +305,100 @@ impl Bench<'_> {
         burst
     }
 
+    /// 5000 Memcacheds over 50 namespaces, created as fast as the harness
+    /// can, on one enka watching the whole cluster: time until every one is
+    /// Successful, peak memory, and what it cost the API server.
+    pub async fn enka_load(&self) -> Load {
+        let (namespaces, per_namespace) = self.plan.load;
+        let spaces: Vec<String> = (0..namespaces)
+            .map(|i| format!("bench-load-{i:02}"))
+            .collect();
+        for namespace in &spaces {
+            create_namespace(self.client, namespace).await;
+        }
+        let operator = self.start(Flavour::Enka, workload::WATCHES, "", &[]).await;
+        settle(&operator).await;
+        let crs = namespaces * per_namespace;
+        let requests_before = apiserver_requests(self.client).await;
+        let reconciles_before = operator.reconciles().await;
+        let sampler = PeakSampler::start(operator.pid());
+        let started = Instant::now();
+        let objects: Vec<(Api<DynamicObject>, String)> = spaces
+            .iter()
+            .flat_map(|namespace| {
+                (0..per_namespace).map(|i| (self.memcacheds(namespace), format!("load-{i:04}")))
+            })
+            .collect();
+        futures::stream::iter(&objects)
+            .for_each_concurrent(PARALLEL_CREATES, |(api, name)| {
+                workload::create_memcached(api, name, 1)
+            })
+            .await;
+        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &memcached_resource());
+        let mut polls = 0usize;
+        loop {
+            polls += 1;
+            let list = all
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("listing Memcacheds: {e}"));
+            let done = list
+                .items
+                .iter()
+                .filter(|m| {
+                    m.metadata
+                        .namespace
+                        .as_deref()
+                        .is_some_and(|ns| ns.starts_with("bench-load-"))
+                })
+                .filter(|m| workload::is_successful(m))
+                .count();
+            if done == crs {
+                break;
+            }
+            assert!(
+                started.elapsed() < LIMIT,
+                "load: {done} of {crs} Successful after {LIMIT:?}:\n{}",
+                operator.log_tail()
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        until_nothing_running(&operator).await;
+        let peak_rss_bytes = sampler.finish();
+        // The harness's own requests in the window: the creates, the polls
+        // and the second metrics read.
+        let harness = (crs + polls + 1) as f64;
+        let requests = apiserver_requests(self.client).await - requests_before - harness;
+        let metrics = operator.metrics().await;
+        let load = Load {
+            namespaces,
+            crs,
+            seconds,
+            peak_rss_bytes,
+            final_rss_bytes: operator.usage().rss_bytes,
+            requests_per_cr: requests / crs as f64,
+            reconciles: operator.reconciles().await - reconciles_before,
+            failed_reconciles: sum_metric_where(
+                &metrics,
+                "ansible_operator_reconcile_result",
+                "result=\"failed\"",
+            ),
+        };
+        eprintln!(
+            "bench: load of {crs} Memcacheds over {namespaces} namespaces: all Successful in {seconds:.1} s, peak RSS {:.1} MiB, {:.1} API requests per Memcached, {} reconciles, {} failed",
+            mib(load.peak_rss_bytes),
+            load.requests_per_cr,
+            load.reconciles,
+            load.failed_reconciles
+        );
+        operator.stop();
+        for namespace in &spaces {
+            let _ = self.env.delete_namespace(namespace).await;
+        }
+        load
+    }
+
     /// enka's memory and CPU as the number of Memcacheds grows.
     pub async fn enka_scale(&self) -> Vec<ScalePoint> {
         let namespace = "bench-scale";
@@ -445,6 +555,18 @@ pub async fn warm_up(client: &Client, resource: &ApiResource) {
         resource.plural,
         started.elapsed().as_secs_f64() * 1e3
     );
+}
+
+/// Requests kube-apiserver has answered so far, of every kind.
+async fn apiserver_requests(client: &Client) -> f64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("kube-apiserver's metrics: {e}"));
+    sum_metric(&text, "apiserver_request_total")
 }
 
 fn busy(metrics: &str) -> f64 {

@@ -173,7 +173,7 @@ impl Observer {
     }
 }
 
-fn is_successful(object: &DynamicObject) -> bool {
+pub fn is_successful(object: &DynamicObject) -> bool {
     object.data["status"]["conditions"]
         .as_array()
         .into_iter()

@@ -167,5 +167,7 @@ pub fn sum_metric_where(text: &str, name: &str, label: &str) -> f64 {
         })
         .filter(|sample| sample.contains(label))
         .filter_map(|sample| sample.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        .sum::<f64>()
+        // An empty float sum is -0.0, which prints as "-0".
+        + 0.0
 }
