@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::role::{LoadOptions, Project, RolePaths, Target};
-use crate::template::{Context, Options, TemplarBuilder, Var, VarSource};
+use crate::template::{Context, Options, TemplarBuilder, Var, VarList};
 
 /// Parses `data` as a watches.yaml.
 pub fn watches(data: &[u8]) {
@@ -39,21 +39,6 @@ pub fn role(data: &[u8], scratch: &Path) {
         lookups: Vec::new(),
     };
     let _ = Project::load(&options, &[Target::Role("fuzzed".to_owned())]);
-}
-
-#[derive(Debug)]
-struct FuzzVars(Vec<(String, Var)>);
-
-impl VarSource for FuzzVars {
-    fn get(&self, name: &str) -> Option<Var> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn names(&self) -> Vec<Arc<str>> {
-        self.0.iter().map(|(k, _)| Arc::from(k.as_str())).collect()
-    }
 }
 
 /// Compiles and renders `data` as a template over a few variables of each
@@ -92,7 +77,7 @@ pub fn template(data: &[u8]) {
     ));
     let ctx = Context::new(
         templar.clone(),
-        Arc::new(FuzzVars(vars)),
+        Arc::new(VarList(vars)),
         Arc::from(Vec::new()),
     );
     let _ = templar.template_str(source, &ctx);

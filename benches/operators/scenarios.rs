@@ -559,13 +559,7 @@ pub async fn warm_up(client: &Client, resource: &ApiResource) {
 
 /// Requests kube-apiserver has answered so far, of every kind.
 async fn apiserver_requests(client: &Client) -> f64 {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("a request");
-    let text = client
-        .request_text(request)
-        .await
-        .unwrap_or_else(|e| panic!("kube-apiserver's metrics: {e}"));
+    let text = crate::support::apiserver_metrics(client).await;
     sum_metric(&text, "apiserver_request_total")
 }
 

@@ -76,6 +76,24 @@ pub trait VarSource: Send + Sync + std::fmt::Debug {
     fn names(&self) -> Vec<Arc<str>>;
 }
 
+/// Variables from a plain list, a later definition of a name winning: for
+/// renders outside a run (tests, fuzzing, the conformance replay).
+#[derive(Debug, Default)]
+pub struct VarList(pub Vec<(String, Var)>);
+
+impl VarSource for VarList {
+    fn get(&self, name: &str) -> Option<Var> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn names(&self) -> Vec<Arc<str>> {
+        self.0.iter().map(|(k, _)| Arc::from(k.as_str())).collect()
+    }
+}
+
 /// Variables templated during one render, in resolution order.
 pub(crate) type Resolved = Vec<(Arc<str>, Value)>;
 

@@ -36,7 +36,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 pub use context::{
-    Context, MAX_VAR_DEPTH, Var, VarSource, contains_template, is_possibly_template,
+    Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, is_possibly_template,
 };
 pub use error::{Error, ErrorKind};
 pub use filters::core_to_bool as to_bool;

@@ -9,22 +9,6 @@ use serde_json::json;
 
 use super::*;
 
-#[derive(Debug, Default)]
-struct TestVars(Vec<(String, Var)>);
-
-impl VarSource for TestVars {
-    fn get(&self, name: &str) -> Option<Var> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn names(&self) -> Vec<Arc<str>> {
-        self.0.iter().map(|(k, _)| Arc::from(k.as_str())).collect()
-    }
-}
-
 fn ctx_with(templar: &Arc<Templar>, vars: serde_json::Value) -> Context {
     let mut list = Vec::new();
     if let serde_json::Value::Object(map) = vars {
@@ -34,7 +18,7 @@ fn ctx_with(templar: &Arc<Templar>, vars: serde_json::Value) -> Context {
     }
     Context::new(
         templar.clone(),
-        Arc::new(TestVars(list)),
+        Arc::new(VarList(list)),
         Arc::from(Vec::new()),
     )
 }

@@ -83,6 +83,14 @@ impl Ctx {
     }
 }
 
+/// Waits until `enka`'s log says `text`.
+async fn await_log(enka: &Mutex<Enka>, what: &str, text: &str) {
+    support::eventually(what, SONG_LIMIT, || async {
+        enka.lock().await.log().contains(text).then_some(())
+    })
+    .await;
+}
+
 /// How many Zundokos `name` has sung; `None` while the API cannot answer.
 async fn sung(client: &Client, namespace: &str, name: &str) -> Option<usize> {
     let [_, zundokos, _] = zundoko::apis(client, namespace);
@@ -147,26 +155,28 @@ where
     count
 }
 
-async fn apiserver_restart(ctx: Arc<Ctx>) {
-    let count = sing_through(&ctx, "apiserver-restart", |_, _| async {
+/// `component` is stopped for 2 s in the middle of a song.
+async fn restart_mid_song(ctx: &Ctx, component: Component) {
+    let name = match component {
+        Component::Etcd => "etcd",
+        Component::ApiServer => "kube-apiserver",
+    };
+    let count = sing_through(ctx, &format!("{name}-restart"), |_, _| async {
         ctx.env
-            .restart(Component::ApiServer, Duration::from_secs(2))
+            .restart(component, Duration::from_secs(2))
             .await
-            .expect("kube-apiserver back");
+            .unwrap_or_else(|e| panic!("{name} did not come back: {e}"));
     })
     .await;
-    println!("faults: kube-apiserver down 2 s mid-song; Kiyoshi after {count} Zundokos");
+    println!("faults: {name} down 2 s mid-song; Kiyoshi after {count} Zundokos");
+}
+
+async fn apiserver_restart(ctx: Arc<Ctx>) {
+    restart_mid_song(&ctx, Component::ApiServer).await;
 }
 
 async fn etcd_restart(ctx: Arc<Ctx>) {
-    let count = sing_through(&ctx, "etcd-restart", |_, _| async {
-        ctx.env
-            .restart(Component::Etcd, Duration::from_secs(2))
-            .await
-            .expect("etcd back");
-    })
-    .await;
-    println!("faults: etcd down 2 s mid-song; Kiyoshi after {count} Zundokos");
+    restart_mid_song(&ctx, Component::Etcd).await;
 }
 
 /// etcd is compacted to its newest revision, then kube-apiserver restarts:
@@ -299,13 +309,7 @@ async fn conflicts(ctx: Arc<Ctx>) {
 
 /// 409 answers kube-apiserver has given so far.
 async fn apiserver_conflicts(client: &Client) -> f64 {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("a request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("apiserver metrics");
+    let text = support::apiserver_metrics(client).await;
     support::sum_metric_where(&text, "apiserver_request_total", "code=\"409\"")
 }
 
@@ -341,24 +345,13 @@ async fn leader_failover(ctx: Arc<Ctx>) {
         "500ms",
     ];
     let first = ctx.track(ctx.start_enka(&ns, &flags, "-failover-a")).await;
-    support::eventually("the first replica to lead", SONG_LIMIT, || async {
-        first
-            .lock()
-            .await
-            .log()
-            .contains("acquired leadership")
-            .then_some(())
-    })
-    .await;
+    await_log(&first, "the first replica to lead", "acquired leadership").await;
     let second = ctx.track(ctx.start_enka(&ns, &flags, "-failover-b")).await;
-    support::eventually("the second replica to wait", SONG_LIMIT, || async {
-        second
-            .lock()
-            .await
-            .log()
-            .contains("waiting for leadership")
-            .then_some(())
-    })
+    await_log(
+        &second,
+        "the second replica to wait",
+        "waiting for leadership",
+    )
     .await;
     let names: Vec<String> = (0..HIKAWAS).map(|i| format!("hikawa-{i}")).collect();
     for name in &names {
@@ -369,14 +362,11 @@ async fn leader_failover(ctx: Arc<Ctx>) {
     }
     first.lock().await.kill();
     let took_over = Instant::now();
-    support::eventually("the second replica to take over", SONG_LIMIT, || async {
-        second
-            .lock()
-            .await
-            .log()
-            .contains("acquired leadership")
-            .then_some(())
-    })
+    await_log(
+        &second,
+        "the second replica to take over",
+        "acquired leadership",
+    )
     .await;
     let takeover = took_over.elapsed();
     let mut total = 0;

@@ -6,27 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use enka::template::{Context, Options, TemplarBuilder, Var, VarSource, convert, pyrepr};
+use enka::template::{Context, Options, TemplarBuilder, Var, VarList, convert, pyrepr};
 use minijinja::Value;
 use serde_json::Value as Json;
 
 /// The share of cases that must match.
 const REQUIRED: f64 = 0.97;
-
-#[derive(Debug)]
-struct CaseVars(Vec<(String, Var)>);
-
-impl VarSource for CaseVars {
-    fn get(&self, name: &str) -> Option<Var> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn names(&self) -> Vec<Arc<str>> {
-        self.0.iter().map(|(k, _)| Arc::from(k.as_str())).collect()
-    }
-}
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
@@ -72,7 +57,7 @@ fn run_cases() -> Vec<(Json, Outcome)> {
             .iter()
             .map(|(k, v)| (k.key_string(), Var::templated(convert::from_yaml(v))))
             .collect();
-        let vars = Arc::new(CaseVars(vars));
+        let vars = Arc::new(VarList(vars));
         let mut index = 0;
         for (kind, key) in [("template", "templates"), ("condition", "conditions")] {
             for item in group.get(key).and_then(|n| n.as_seq()).unwrap_or_default() {

@@ -149,6 +149,18 @@ pub async fn http_post(port: u16, path: &str, body: &str) -> (u16, String) {
         .unwrap_or_else(|e| panic!("POST 127.0.0.1:{port}{path}: {e}"))
 }
 
+/// kube-apiserver's own /metrics text, read with `client`'s credentials.
+#[allow(dead_code)]
+pub async fn apiserver_metrics(client: &Client) -> String {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("kube-apiserver's metrics: {e}"))
+}
+
 /// The sum of every sample of the counter or histogram part `name` (with or
 /// without the OpenMetrics `_total` suffix) in a /metrics text.
 pub fn sum_metric(text: &str, name: &str) -> f64 {
