@@ -83,10 +83,11 @@ impl Ctx {
     }
 }
 
-/// Waits until `enka`'s log says `text`.
+/// Waits until `enka`'s log says `text`, anywhere in it: at debug level a
+/// line scrolls out of the log's tail within one poll.
 async fn await_log(enka: &Mutex<Enka>, what: &str, text: &str) {
     support::eventually(what, SONG_LIMIT, || async {
-        enka.lock().await.log().contains(text).then_some(())
+        enka.lock().await.full_log().contains(text).then_some(())
     })
     .await;
 }
