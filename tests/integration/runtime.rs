@@ -177,7 +177,11 @@ async fn conditions_live_reload_and_a_rejected_edit() {
         "{message}"
     );
     assert!(message.contains("last good version"), "{message}");
-    assert!(enka.log().contains("rejected role edit"), "{}", enka.log());
+    assert!(
+        enka.full_log().contains("rejected role edit"),
+        "{}",
+        enka.log()
+    );
     let cm = config_maps.get("s1-out").await.unwrap();
     assert_eq!(
         cm.data.unwrap()["version"],
@@ -214,7 +218,12 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     eventually(
         "the first replica to lead",
         Duration::from_secs(30),
-        || async { first.log().contains("acquired leadership").then_some(()) },
+        || async {
+            first
+                .full_log()
+                .contains("acquired leadership")
+                .then_some(())
+        },
     )
     .await;
     let second = Enka::start_with_args(env, &watches, &ns, &[], &flags, "-b");
@@ -237,11 +246,11 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     eventually(
         "the leader to log its reconcile",
         Duration::from_secs(30),
-        || async { first.log().contains("reconciled").then_some(()) },
+        || async { first.full_log().contains("reconciled").then_some(()) },
     )
     .await;
     assert!(
-        !second.log().contains("reconciled"),
+        !second.full_log().contains("reconciled"),
         "only the leader acts:\n{}",
         second.log()
     );
@@ -251,7 +260,12 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     eventually(
         "the second replica to take over",
         Duration::from_secs(30),
-        || async { second.log().contains("acquired leadership").then_some(()) },
+        || async {
+            second
+                .full_log()
+                .contains("acquired leadership")
+                .then_some(())
+        },
     )
     .await;
     samples
@@ -432,7 +446,11 @@ async fn deleted_or_edited_dependents_are_restored() {
     .await;
     let restored = secrets.get("s1-secret").await.unwrap();
     assert_ne!(restored.metadata.uid.unwrap(), secret_uid);
-    assert!(enka.log().contains("watching dependents"), "{}", enka.log());
+    assert!(
+        enka.full_log().contains("watching dependents"),
+        "{}",
+        enka.log()
+    );
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
@@ -653,7 +671,11 @@ async fn sigterm_lets_a_run_finish_within_the_graceful_shutdown_timeout() {
             .is_some();
         assert_eq!(written, finishes, "{}", enka.log());
         if !finishes {
-            assert!(enka.log().contains("stopping anyway"), "{}", enka.log());
+            assert!(
+                enka.full_log().contains("stopping anyway"),
+                "{}",
+                enka.log()
+            );
         }
     }
     env.delete_namespace(&ns).await.unwrap();

@@ -344,7 +344,7 @@ async fn the_shipped_role_paces_zundokos_by_interval_millis() {
         enka.log()
     );
     assert!(
-        !enka.log().contains("Fail Intentionally"),
+        !enka.full_log().contains("Fail Intentionally"),
         "the paced role does not fail"
     );
     drop(enka);
