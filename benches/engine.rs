@@ -37,6 +37,7 @@ fn load_project(seed: u64) -> Arc<Project> {
         },
         origins: Vec::new(),
         lookups: Vec::new(),
+        ansible: None,
     };
     Project::load(&options, &[Target::Role("hikawa".into())])
         .0

@@ -99,6 +99,7 @@ pub fn check(options: &CheckOptions) -> Report {
             .map(|w| (w.target.clone(), w.location.clone()))
             .collect(),
         lookups: Vec::new(),
+        ansible: Some(crate::worker::Config::from_env()),
     };
     let (project, project_diagnostics) = Project::load(&load, &targets(&watches));
     diagnostics.extend(project_diagnostics);

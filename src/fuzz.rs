@@ -37,6 +37,7 @@ pub fn role(data: &[u8], scratch: &Path) {
         templates: Options::default(),
         origins: Vec::new(),
         lookups: Vec::new(),
+        ansible: None,
     };
     let _ = Project::load(&options, &[Target::Role("fuzzed".to_owned())]);
 }

@@ -20,4 +20,5 @@ pub mod operator;
 pub mod role;
 pub mod template;
 pub mod watches;
+pub mod worker;
 pub mod yaml;

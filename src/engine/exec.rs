@@ -12,7 +12,7 @@ use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
 use super::{Entry, RunOptions, base_scope, seconds};
 use crate::kube::Cluster;
-use crate::modules::{self, Control, MetricUpdate, ModuleContext};
+use crate::modules::{self, Control, MetricUpdate, ModuleContext, ModuleRef};
 use crate::role::{Action, LoopKind, Project, Role, RoleFrom, Task, VarList};
 use crate::template::{Context, Error as TemplateError, Templar, Var};
 
@@ -494,16 +494,18 @@ impl Runner {
                             }
                         }
                     };
-                    let Ok(role) = role else {
-                        let name = role.err().unwrap_or_default();
-                        let message = format!(
-                            "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"
-                        );
-                        return Flow::Failed(self.failure(
-                            task,
-                            message.clone(),
-                            fail_result(&message),
-                        ));
+                    let role = match role {
+                        Ok(role) => role,
+                        Err(name) => {
+                            let message = format!(
+                                "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"
+                            );
+                            return Flow::Failed(self.failure(
+                                task,
+                                message.clone(),
+                                fail_result(&message),
+                            ));
+                        }
                     };
                     self.run_role(
                         inner,
@@ -619,7 +621,7 @@ impl Runner {
     }
 
     async fn run_module_task(&mut self, frame: &Frame, task: &Task) -> Flow {
-        let Action::Module { spec, args } = &task.action else {
+        let Action::Module { module, args } = &task.action else {
             return Flow::Continue;
         };
         let scope = self.task_scope(frame, task);
@@ -636,7 +638,10 @@ impl Runner {
             None => None,
         };
         let result = match items {
-            None => match self.run_once(frame, task, spec, args, scope, no_log).await {
+            None => match self
+                .run_once(frame, task, module, args, scope, no_log)
+                .await
+            {
                 Ok(result) => result,
                 Err(flow) => return flow,
             },
@@ -646,7 +651,7 @@ impl Runner {
                     let mut item_scope = scope.clone();
                     set_loop_vars(&mut item_scope, task, index, item);
                     let mut result = match self
-                        .run_once(frame, task, spec, args, item_scope, no_log)
+                        .run_once(frame, task, module, args, item_scope, no_log)
                         .await
                     {
                         Ok(result) => result,
@@ -743,7 +748,7 @@ impl Runner {
         &mut self,
         frame: &Frame,
         task: &Task,
-        spec: &'static crate::modules::registry::ModuleSpec,
+        module: &ModuleRef,
         args: &Value,
         scope: Scope,
         no_log: bool,
@@ -780,7 +785,7 @@ impl Runner {
         let mut attempt = 0u64;
         loop {
             attempt += 1;
-            let mut result = self.execute(frame, task, spec, args, &ctx, no_log).await;
+            let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
             // Conditions below see the result under the registered name.
             let mut judged_scope = scope.clone();
             judged_scope.facts = self.facts.clone();
@@ -869,7 +874,7 @@ impl Runner {
         &mut self,
         frame: &Frame,
         task: &Task,
-        spec: &'static crate::modules::registry::ModuleSpec,
+        module: &ModuleRef,
         args: &Value,
         ctx: &Context,
         no_log: bool,
@@ -890,27 +895,57 @@ impl Runner {
         if templated.kind() != ValueKind::Map {
             return TaskResult::failed(format!(
                 "the arguments of {} must be a mapping, got {}",
-                spec.name,
+                module.name(),
                 crate::template::pyrepr::type_name(&templated)
             ));
         }
+        let environment = match &task.environment {
+            Some(raw) => match self.templar.template_value(raw, ctx) {
+                Ok(v) if matches!(v.kind(), ValueKind::Map | ValueKind::None) => v,
+                Ok(v) => {
+                    return TaskResult::failed(format!(
+                        "environment must be a mapping, got {}",
+                        crate::template::pyrepr::type_name(&v)
+                    ));
+                }
+                Err(err) => return TaskResult::failed(format!("environment: {err}")),
+            },
+            None => Value::from(()),
+        };
+        let deadline = match &task.timeout {
+            Some(raw) => match self.templar.template_value(raw, ctx) {
+                Ok(v) => match seconds(&v) {
+                    Some(t) if !t.is_zero() => {
+                        let own = Instant::now() + t;
+                        Some(self.options.deadline.map_or(own, |d| d.min(own)))
+                    }
+                    _ => self.options.deadline,
+                },
+                Err(err) => return TaskResult::failed(format!("timeout: {err}")),
+            },
+            None => self.options.deadline,
+        };
         let mut module_ctx = ModuleContext {
             task,
             ctx,
             templar: &self.templar,
             cluster: self.cluster.as_ref(),
             verbosity: self.options.verbosity,
-            deadline: self.options.deadline,
+            deadline,
             no_log,
             api_time: Duration::ZERO,
             role_path: frame.role.as_ref().map(|r| r.path.as_path()),
             base_dir: &self.project.base_dir,
             owner: self.options.owner.as_deref(),
             dependents: Vec::new(),
+            ansible: self.project.ansible.as_ref(),
+            environment,
+            check_mode: false,
         };
         let started = Instant::now();
-        let outcome = modules::run(spec, &templated, &mut module_ctx).await;
-        self.module_timings.push((spec.name, started.elapsed()));
+        let outcome = modules::run(module, &templated, &mut module_ctx).await;
+        self.module_timings
+            .push((module.timing_name(), started.elapsed()));
         for dependent in module_ctx.dependents.drain(..) {
             if !self.dependents.contains(&dependent) {
                 self.dependents.push(dependent);
@@ -923,6 +958,12 @@ impl Runner {
                     let facts = Arc::make_mut(&mut self.facts);
                     for (k, v) in &output.facts {
                         facts.insert(k.clone(), Var::templated(v.clone()));
+                    }
+                }
+                if !output.plain_facts.is_empty() {
+                    let facts = Arc::make_mut(&mut self.facts);
+                    for (k, v) in &output.plain_facts {
+                        facts.insert(k.clone(), Var::plain(v.clone()));
                     }
                 }
                 if !output.included_vars.is_empty() {

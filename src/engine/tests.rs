@@ -32,6 +32,7 @@ fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
         },
         origins: Vec::new(),
         lookups: Vec::new(),
+        ansible: Some(crate::worker::Config::from_env()),
     };
     let (project, diagnostics) = Project::load(&options, &[Target::Role(role.to_owned())]);
     for d in &diagnostics.0 {

@@ -1,7 +1,10 @@
-//! Ansible modules, one file per module, run in-process.
+//! What runs a task's action: one file per module enka runs natively, and
+//! [`bridged`] for everything else, which goes through Ansible itself in the
+//! worker (`crate::worker`).
 //!
-//! [`registry`] names every module and its arguments (what the role loader
-//! validates against); the other files implement them.
+//! [`registry`] names every native module and its arguments (what the role
+//! loader validates against); the other files implement them. The engine
+//! calls [`run`] with a [`ModuleRef`] and never learns which way it ran.
 
 pub mod registry;
 
@@ -49,6 +52,7 @@ pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), S
 
 mod args;
 mod assert;
+mod bridged;
 mod debug;
 mod fail;
 mod include_vars;
@@ -71,6 +75,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use args::{Args, parse_duration};
+pub use bridged::AnsibleAction;
 pub use k8s_event::{format_rfc3339, now_rfc3339};
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 
@@ -104,6 +109,13 @@ pub struct ModuleContext<'a> {
     pub owner: Option<&'a Owner>,
     /// The owner's dependents this module wrote (for dependent watches).
     pub dependents: Vec<crate::kube::Dependent>,
+    /// The project's Ansible worker, for actions enka has no code for.
+    pub ansible: Option<&'a Arc<crate::worker::AnsibleWorker>>,
+    /// The task's templated `environment` (a mapping; empty when unset).
+    pub environment: Value,
+    /// Whether the run is a dry run (`--check`): bridged actions run in
+    /// Ansible's check mode.
+    pub check_mode: bool,
 }
 
 impl ModuleContext<'_> {
@@ -142,6 +154,8 @@ pub struct Output {
     pub fields: Vec<(String, Value)>,
     /// Facts to set (`set_fact`).
     pub facts: Vec<(Arc<str>, Value)>,
+    /// Facts a module returned in `ansible_facts`: unsafe, never templated.
+    pub plain_facts: Vec<(Arc<str>, Value)>,
     /// Variables loaded by `include_vars`.
     pub included_vars: Vec<(Arc<str>, Value)>,
     /// A request to the run.
@@ -168,13 +182,52 @@ impl Output {
     }
 }
 
-/// Runs module `spec` with templated `args`. An `Err` is a failed result
-/// with that message.
+/// What runs a task: enka's own code, or Ansible's through the worker.
+#[derive(Debug, Clone)]
+pub enum ModuleRef {
+    /// A module enka implements.
+    Native(&'static ModuleSpec),
+    /// A module, action plugin or collection module that Ansible runs.
+    Ansible(Arc<AnsibleAction>),
+}
+
+impl ModuleRef {
+    /// The name to show (the native module's short name, or the name as
+    /// the task wrote it).
+    pub fn name(&self) -> &str {
+        match self {
+            ModuleRef::Native(spec) => spec.name,
+            ModuleRef::Ansible(action) => &action.name,
+        }
+    }
+
+    /// The name module timings are kept under: the native module's, or
+    /// `ansible` for everything the worker runs (one label, so a project's
+    /// many bridged names cannot grow the metric without bound).
+    pub fn timing_name(&self) -> &'static str {
+        match self {
+            ModuleRef::Native(spec) => spec.name,
+            ModuleRef::Ansible(_) => "ansible",
+        }
+    }
+
+    /// Whether this action runs through the Ansible worker.
+    pub fn is_bridged(&self) -> bool {
+        matches!(self, ModuleRef::Ansible(_))
+    }
+}
+
+/// Runs `module` with templated `args`. An `Err` is a failed result with
+/// that message.
 pub async fn run(
-    spec: &'static ModuleSpec,
+    module: &ModuleRef,
     args: &Value,
     ctx: &mut ModuleContext<'_>,
 ) -> Result<Output, String> {
+    let spec = match module {
+        ModuleRef::Native(spec) => spec,
+        ModuleRef::Ansible(action) => return bridged::run(action, args, ctx).await,
+    };
     let args = Args::new(spec.name, args);
     match spec.id {
         ModuleId::SetFact => set_fact::run(&args),

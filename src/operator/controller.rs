@@ -477,16 +477,8 @@ async fn run_once(
     ctx.metrics
         .record_run(&outcome.module_timings, &outcome.metrics);
     if let Some(dependents) = &ctx.dependents {
-        let owner = ObjectRef::new_with(
-            object["metadata"]["name"].as_str().unwrap_or_default(),
-            ctx.resource.clone(),
-        );
-        let owner = match object["metadata"]["namespace"].as_str() {
-            Some(namespace) => owner.within(namespace),
-            None => owner,
-        };
         dependents
-            .ensure(&ctx.cluster, &outcome.dependents, &owner, run_started)
+            .ensure(&ctx.cluster, &outcome.dependents, object, run_started)
             .await;
     }
     outcome

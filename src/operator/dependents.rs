@@ -107,26 +107,37 @@ impl DependentWatches {
         self: &Arc<Self>,
         cluster: &KubeCluster,
         dependents: &[Dependent],
-        owner: &ObjectRef<DynamicObject>,
+        owner: &serde_json::Value,
         run_started: Instant,
     ) {
-        let mut listings = Vec::new();
-        for dependent in dependents {
-            let kind = &dependent.resource;
-            if !self.wants(kind) || listings.iter().any(|(k, _, _)| k == kind) {
-                continue;
-            }
+        // Receivers of first lists that ended after this run began (or have
+        // not ended): only those can have missed a deletion. Once every
+        // watch has listed, a run clones and waits for nothing.
+        let mut pending: Vec<(Resource, Option<String>, watch::Receiver<_>)> = Vec::new();
+        {
             let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-            let scopes = watched
-                .entry(kind.clone())
-                .or_insert_with(|| self.start_watches(cluster, kind));
-            for (scope, listed) in scopes.iter() {
-                listings.push((kind.clone(), scope.clone(), listed.clone()));
+            for dependent in dependents {
+                let kind = &dependent.resource;
+                if !self.wants(kind) || pending.iter().any(|(k, _, _)| k == kind) {
+                    continue;
+                }
+                if !watched.contains_key(kind) {
+                    watched.insert(kind.clone(), self.start_watches(cluster, kind));
+                }
+                for (scope, listed) in watched.get(kind).into_iter().flatten() {
+                    let settled = listed
+                        .borrow()
+                        .as_ref()
+                        .is_some_and(|listing| listing.at <= run_started);
+                    if !settled {
+                        pending.push((kind.clone(), scope.clone(), listed.clone()));
+                    }
+                }
             }
         }
         let deadline = tokio::time::Instant::now() + LIST_WAIT;
         let mut lost = None;
-        for (kind, scope, mut listed) in listings {
+        for (kind, scope, mut listed) in pending {
             let waited = tokio::time::timeout_at(deadline, listed.wait_for(Option::is_some)).await;
             let Ok(Ok(listing)) = waited else {
                 tracing::warn!(owner = %self.owner_gvk, dependent = %kind.kind, "a new dependent watch has not listed yet; going on without it");
@@ -135,9 +146,6 @@ impl DependentWatches {
             let Some(listing) = listing.clone() else {
                 continue;
             };
-            if listing.at <= run_started {
-                continue;
-            }
             lost = lost.or_else(|| {
                 dependents.iter().find(|d| {
                     d.resource == kind
@@ -151,8 +159,13 @@ impl DependentWatches {
             });
         }
         if let Some(gone) = lost {
-            tracing::info!(owner = %owner, dependent = ?gone.name, kind = %gone.resource.kind, "a dependent went before its watch listed; reconciling its owner again");
-            self.triggers.send(owner.clone());
+            let name = owner["metadata"]["name"].as_str().unwrap_or_default();
+            let mut key = ObjectRef::new_with(name, self.owner_resource.clone());
+            if let Some(namespace) = owner["metadata"]["namespace"].as_str() {
+                key = key.within(namespace);
+            }
+            tracing::info!(owner = %key, dependent = ?gone.name, kind = %gone.resource.kind, "a dependent went before its watch listed; reconciling its owner again");
+            self.triggers.send(key);
         }
     }
 

@@ -76,6 +76,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             .map(|w| (w.target.clone(), w.location.clone()))
             .collect(),
         lookups: vec![("k8s".to_owned(), k8s_lookup)],
+        ansible: Some(crate::worker::Config::from_env()),
     };
     let watch_targets = targets(&watches);
     let (project, project_diagnostics) = Project::load(&load, &watch_targets);

@@ -71,25 +71,39 @@ fn unquote(s: &str) -> String {
 pub fn parse_kv(args: &str) -> Vec<(String, String)> {
     let mut options = Vec::new();
     let mut raw = Vec::new();
-    for token in split_args(args) {
-        let eq = token
-            .char_indices()
-            .find(|&(i, c)| c == '=' && (i == 0 || token.as_bytes()[i - 1] != b'\\'))
-            .map(|(i, _)| i);
-        match eq {
-            Some(i)
-                if !token[..i].is_empty()
-                    && token[..i].chars().all(|c| c.is_alphanumeric() || c == '_') =>
-            {
-                options.push((token[..i].to_owned(), unquote(&token[i + 1..])));
-            }
-            _ => raw.push(token),
+    for (key, value) in parse_kv_tokens(args) {
+        match key {
+            Some(key) => options.push((key, value)),
+            None => raw.push(value),
         }
     }
     if !raw.is_empty() {
         options.push(("_raw_params".to_owned(), raw.join(" ")));
     }
     options
+}
+
+/// Each word of `args`: `(Some(key), unquoted value)` for `k=v`, or
+/// `(None, the word as written)`.
+pub fn parse_kv_tokens(args: &str) -> Vec<(Option<String>, String)> {
+    split_args(args)
+        .into_iter()
+        .map(|token| {
+            let eq = token
+                .char_indices()
+                .find(|&(i, c)| c == '=' && (i == 0 || token.as_bytes()[i - 1] != b'\\'))
+                .map(|(i, _)| i);
+            match eq {
+                Some(i)
+                    if !token[..i].is_empty()
+                        && token[..i].chars().all(|c| c.is_alphanumeric() || c == '_') =>
+                {
+                    (Some(token[..i].to_owned()), unquote(&token[i + 1..]))
+                }
+                _ => (None, token),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@ use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
     VarList,
 };
+use crate::modules::AnsibleAction;
 use crate::template::{self, TemplarBuilder};
+use crate::worker::Config as WorkerConfig;
 use crate::yaml::{self, Node, Pos};
 
 /// Nesting bound for imports and role dependencies.
@@ -35,7 +37,13 @@ pub struct LoadOptions {
     pub origins: Vec<(Target, Location)>,
     /// Lookup plugins from other layers (such as `k8s`).
     pub lookups: Vec<(String, std::sync::Arc<dyn template::LookupPlugin>)>,
+    /// How to start the Ansible worker for what enka has no native code for
+    /// (its directories are filled in by the loader); `None` refuses such
+    /// tasks (`enka run --native-only`).
+    pub ansible: Option<WorkerConfig>,
 }
+
+impl LoadOptions {}
 
 pub(crate) struct Loader {
     pub(crate) builder: TemplarBuilder,
@@ -47,9 +55,16 @@ pub(crate) struct Loader {
     files_loading: Vec<PathBuf>,
     playbooks: HashMap<PathBuf, Arc<Playbook>>,
     template_files: HashSet<PathBuf>,
-    /// The project and playbook directories already checked for Python
-    /// plugins, Vault files and `ansible.cfg`.
+    /// The project and playbook directories already checked for Vault files.
     project_dirs: HashSet<PathBuf>,
+    /// The `collections` search list of the tasks being parsed (a play's, or
+    /// a role's `meta/main.yml`).
+    pub(crate) collections: Arc<[String]>,
+    /// Every task that Ansible runs, with where it is, for resolution.
+    pub(crate) bridged: Vec<(Location, Arc<AnsibleAction>)>,
+    /// Directories whose plugin subdirectories Ansible adds (project,
+    /// playbooks, roles), in load order.
+    plugin_dirs: Vec<PathBuf>,
 }
 
 pub(crate) fn load(
@@ -71,6 +86,9 @@ pub(crate) fn load(
         playbooks: HashMap::new(),
         template_files: HashSet::new(),
         project_dirs: HashSet::new(),
+        collections: Arc::from(Vec::new()),
+        bridged: Vec::new(),
+        plugin_dirs: Vec::new(),
     };
     loader.project_dir(&options.role_paths.base_dir);
     for target in targets {
@@ -89,6 +107,11 @@ pub(crate) fn load(
             }
         }
     }
+    let ansible = loader.ansible_worker(
+        options.ansible.as_ref(),
+        &options.role_paths.base_dir,
+        &options.role_paths.collections_path,
+    );
     let Loader {
         builder,
         diagnostics,
@@ -107,6 +130,7 @@ pub(crate) fn load(
         task_files,
         base_dir: options.role_paths.base_dir.clone(),
         role_paths: options.role_paths.clone(),
+        ansible,
     };
     (Some(Arc::new(project)), diagnostics)
 }
@@ -150,27 +174,8 @@ fn is_vault_encrypted(text: &str) -> bool {
     text.starts_with("$ANSIBLE_VAULT;")
 }
 
-/// Settings of an `ansible.cfg` that load Python code or Vault secrets, and
-/// why enka cannot follow them.
-const UNSUPPORTED_ANSIBLE_CFG: [(&str, &str); 8] = [
-    (
-        "filter_plugins",
-        "Python filter plugins cannot run in-process",
-    ),
-    ("test_plugins", "Python test plugins cannot run in-process"),
-    (
-        "lookup_plugins",
-        "Python lookup plugins cannot run in-process",
-    ),
-    ("library", "custom Python modules cannot run in-process"),
-    (
-        "module_utils",
-        "Python module utilities cannot run in-process",
-    ),
-    (
-        "action_plugins",
-        "Python action plugins cannot run in-process",
-    ),
+/// Settings of an `ansible.cfg` that enka cannot follow, and why.
+const UNSUPPORTED_ANSIBLE_CFG: [(&str, &str); 2] = [
     (
         "vault_password_file",
         "Ansible Vault data cannot be decrypted in-process",
@@ -315,6 +320,11 @@ impl Loader {
             return None;
         }
         self.roles_loading.push(path.to_path_buf());
+        self.add_plugin_dir(path);
+        let meta = self.role_meta(path);
+        // Roles do not inherit a play's `collections`; their own list is in
+        // meta/main.yml (Ansible's Role._load_role_data).
+        let outer = std::mem::replace(&mut self.collections, meta.collections.clone());
         let tasks_dir = path.join("tasks");
         let mut task_files = HashMap::new();
         for file in yaml_files(&tasks_dir) {
@@ -322,12 +332,7 @@ impl Loader {
                 task_files.insert(stem(&tasks_dir, &file), tasks);
             }
         }
-        if !task_files.contains_key("main") && !tasks_dir.join("main.yml").exists() {
-            self.warning(
-                Location::file(path),
-                format!("role {name} has no tasks/main.yml"),
-            );
-        }
+        self.collections = outer;
         let mut defaults = HashMap::new();
         for file in yaml_files(&path.join("defaults")) {
             let vars = self.vars_file(&file, "default");
@@ -339,7 +344,10 @@ impl Loader {
             vars.insert(stem(&path.join("vars"), &file), list);
         }
         self.template_dir(&path.join("templates"));
-        self.check_plugins(path);
+        let dependencies = match &meta.dependencies {
+            Some(node) => self.role_dependencies(path, node),
+            None => Vec::new(),
+        };
         self.roles_loading.pop();
         let role = Arc::new(Role {
             name: name.to_owned(),
@@ -347,6 +355,7 @@ impl Loader {
             defaults,
             vars,
             task_files,
+            dependencies,
         });
         self.roles.insert(path.to_path_buf(), role.clone());
         Some(role)
@@ -388,38 +397,14 @@ impl Loader {
         }
     }
 
-    /// Python plugins and modules cannot run in-process; say so at load.
-    fn check_plugins(&mut self, role: &Path) {
-        for (dir, what) in [
-            ("filter_plugins", "a Python filter plugin"),
-            ("library", "a custom Python module"),
-            ("lookup_plugins", "a Python lookup plugin"),
-            ("module_utils", "Python module utilities"),
-            ("test_plugins", "a Python test plugin"),
-        ] {
-            let path = role.join(dir);
-            let Ok(entries) = std::fs::read_dir(&path) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                if entry.path().extension().is_some_and(|e| e == "py") {
-                    self.error(
-                        Location::file(&entry.path()),
-                        format!("{what} cannot run in-process; see docs/compatibility.md for the migration path"),
-                    );
-                }
-            }
-        }
-    }
-
-    /// What Ansible would load next to a playbook or the project and enka
-    /// cannot run: Python plugin directories, Vault-encrypted variable files
-    /// and `ansible.cfg` settings that point at either.
+    /// A playbook's or the project's directory: its plugin directories go to
+    /// the Ansible worker; Vault-encrypted variable files and `ansible.cfg`
+    /// Vault settings are reported.
     fn project_dir(&mut self, dir: &Path) {
         if !self.project_dirs.insert(dir.to_path_buf()) {
             return;
         }
-        self.check_plugins(dir);
+        self.add_plugin_dir(dir);
         // Only the directory itself and vars/: a project directory may be a
         // whole repository (target/, .git) that Ansible would never read.
         for vars_dir in [dir.to_path_buf(), dir.join("vars")] {
@@ -541,6 +526,18 @@ impl Loader {
                 .get("vars")
                 .map(|n| parse_vars(self, &at, n, "vars"))
                 .unwrap_or_else(|| Arc::from(Vec::new()));
+            let play_collections: Arc<[String]> = play
+                .get("collections")
+                .and_then(Node::as_seq)
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(Node::key_string)
+                        .collect::<Vec<_>>()
+                        .into()
+                })
+                .unwrap_or_else(|| Arc::from(Vec::new()));
+            let outer = std::mem::replace(&mut self.collections, play_collections);
             let section = |loader: &mut Loader, key: &str| -> Arc<[Task]> {
                 play.get(key)
                     .map(|n| parse_tasks(loader, &at, n))
@@ -550,6 +547,7 @@ impl Loader {
             let pre_tasks = section(self, "pre_tasks");
             let tasks = section(self, "tasks");
             let post_tasks = section(self, "post_tasks");
+            self.collections = outer;
             let mut roles = Vec::new();
             if let Some(list) = play.get("roles") {
                 for entry in list.as_seq().unwrap_or_default() {
@@ -649,6 +647,85 @@ impl Loader {
             params: Arc::from(params),
             when,
         })
+    }
+}
+
+/// What a role's `meta/main.yml` says that changes how it runs.
+struct RoleMeta {
+    collections: Arc<[String]>,
+    dependencies: Option<Node>,
+}
+
+impl Loader {
+    fn add_plugin_dir(&mut self, dir: &Path) {
+        if !self.plugin_dirs.iter().any(|d| d == dir) {
+            self.plugin_dirs.push(dir.to_path_buf());
+        }
+    }
+
+    /// Directories whose plugin subdirectories Ansible would add.
+    pub(crate) fn plugin_dirs(&self) -> &[PathBuf] {
+        &self.plugin_dirs
+    }
+
+    /// Reads `meta/main.yml`: its `collections` and `dependencies`.
+    fn role_meta(&mut self, role: &Path) -> RoleMeta {
+        let mut meta = RoleMeta {
+            collections: Arc::from(Vec::new()),
+            dependencies: None,
+        };
+        let Some(file) = ["main.yml", "main.yaml"]
+            .iter()
+            .map(|name| role.join("meta").join(name))
+            .find(|p| p.is_file())
+        else {
+            return meta;
+        };
+        let Some(node) = read_yaml(self, &file) else {
+            return meta;
+        };
+        if let Some(list) = node.get("collections") {
+            match list.as_seq() {
+                Some(items) => {
+                    meta.collections = items
+                        .iter()
+                        .map(Node::key_string)
+                        .collect::<Vec<_>>()
+                        .into();
+                }
+                None if matches!(list.value, yaml::Value::Null) => {}
+                None => self.error(
+                    Location::new(&Arc::from(file.as_path()), list.pos),
+                    "collections must be a list of collection names".to_owned(),
+                ),
+            }
+        }
+        meta.dependencies = node
+            .get("dependencies")
+            .filter(|d| !matches!(d.value, yaml::Value::Null))
+            .cloned();
+        meta
+    }
+
+    /// `dependencies` of a role's meta: each a role name or a mapping with
+    /// `role` and parameters, as in a play's `roles`.
+    fn role_dependencies(&mut self, role: &Path, node: &Node) -> Vec<super::RoleRef> {
+        let file: Arc<Path> = Arc::from(role.join("meta").join("main.yml").as_path());
+        let at = TaskFile {
+            file: &file,
+            role: Some(role),
+        };
+        let Some(items) = node.as_seq() else {
+            self.error(
+                Location::new(&file, node.pos),
+                "dependencies must be a list of roles".to_owned(),
+            );
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|entry| self.role_ref(&at, entry))
+            .collect()
     }
 }
 

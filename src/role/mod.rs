@@ -5,6 +5,7 @@
 //! *all* problems at once as [`Diagnostic`]s (for `enka check`), and a
 //! project with errors is never run.
 
+mod ansible;
 mod args;
 mod diagnostic;
 mod loader;
@@ -22,7 +23,7 @@ pub use loader::{LoadOptions, Target};
 pub use resolve::{RolePaths, resolve_role};
 pub use task::resolve_task_file;
 
-use crate::modules::registry::ModuleSpec;
+use crate::modules::ModuleRef;
 use crate::template::{Templar, Var};
 
 /// Variables as loaded: names in file order, values kept raw (templated on
@@ -44,6 +45,9 @@ pub struct Project {
     pub base_dir: PathBuf,
     /// Where roles are looked up.
     pub role_paths: RolePaths,
+    /// The worker that runs what enka has no native code for; `None` when
+    /// every task is native (then no Python ever starts).
+    pub ansible: Option<Arc<crate::worker::AnsibleWorker>>,
 }
 
 impl Project {
@@ -72,6 +76,8 @@ pub struct Role {
     /// Every task file under `tasks/`, by path relative to it without
     /// extension (`main`, `sub/other`).
     pub task_files: HashMap<String, Arc<[Task]>>,
+    /// `meta/main.yml` `dependencies`: roles that run before this one.
+    pub dependencies: Vec<RoleRef>,
 }
 
 impl Role {
@@ -170,6 +176,10 @@ pub struct Task {
     pub no_log: Option<Value>,
     /// `tags` (parsed; enka runs every task).
     pub tags: Vec<String>,
+    /// `environment`, possibly a template (a mapping once templated).
+    pub environment: Option<Value>,
+    /// `timeout`: seconds the action may take.
+    pub timeout: Option<Value>,
 }
 
 impl Task {
@@ -177,7 +187,7 @@ impl Task {
     pub fn display_name(&self) -> String {
         match (&self.name, &self.action) {
             (Some(name), _) => name.to_string(),
-            (None, Action::Module { spec, .. }) => spec.name.to_owned(),
+            (None, Action::Module { module, .. }) => module.name().to_owned(),
             (None, Action::Block { .. }) => "block".to_owned(),
             (None, Action::IncludeTasks { .. }) => "include_tasks".to_owned(),
             (None, Action::IncludeRole { .. }) => "include_role".to_owned(),
@@ -191,8 +201,8 @@ impl Task {
 pub enum Action {
     /// Run a module with these raw (not yet templated) arguments.
     Module {
-        /// The module.
-        spec: &'static ModuleSpec,
+        /// The module: native, or run by Ansible.
+        module: ModuleRef,
         /// Its arguments, a mapping.
         args: Value,
     },

@@ -10,6 +10,7 @@ use minijinja::value::ValueKind;
 use super::loader::Loader;
 use super::{Action, Location, Loop, LoopControl, LoopKind, RoleFrom, RoleInclude, Task, VarList};
 use crate::modules::registry::{self, FreeForm};
+use crate::modules::{AnsibleAction, ModuleRef};
 use crate::template::Var;
 use crate::template::convert::from_yaml;
 use crate::yaml::{Node, Pos};
@@ -36,6 +37,8 @@ const KEYWORDS: &[&str] = &[
     "always",
     "action",
     "local_action",
+    "environment",
+    "timeout",
 ];
 
 /// Keywords Ansible has that mean nothing in-process: accepted silently.
@@ -52,7 +55,6 @@ const HARMLESS: &[&str] = &[
     "collections",
     "module_defaults",
     "throttle",
-    "timeout",
     "debugger",
     "any_errors_fatal",
     "ignore_unreachable",
@@ -65,10 +67,6 @@ const HARMLESS: &[&str] = &[
 const NO_EFFECT: &[(&str, &str)] = &[
     ("notify", "handlers are not run by enka"),
     ("listen", "handlers are not run by enka"),
-    (
-        "environment",
-        "modules run in-process and do not see a task environment",
-    ),
     ("async", "tasks run to completion in-process"),
     ("poll", "tasks run to completion in-process"),
     (
@@ -383,6 +381,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     }
     let ignore_errors = scalar(loader, "ignore_errors");
     let no_log = scalar(loader, "no_log");
+    let environment = scalar(loader, "environment");
+    let timeout = scalar(loader, "timeout");
     let tags = node
         .get("tags")
         .map(|n| match &n.value {
@@ -412,6 +412,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         ignore_errors,
         no_log,
         tags,
+        environment,
+        timeout,
     })
 }
 
@@ -547,21 +549,17 @@ fn parse_action(
     }
 
     let Some(spec) = registry::lookup(&module_name) else {
-        let message = match registry::unsupported(&module_name) {
-            Some(why) => format!("module {module_name} is not supported: {why}"),
-            None => format!(
-                "module {module_name} is not supported (unknown module or task keyword '{module_name}')"
-            ),
-        };
-        loader.error(at.loc(key.pos), message);
-        return None;
+        return parse_bridged(loader, at, task, key, &module_name, &value);
     };
     let mut entries = match arg_entries(loader, at, &value, spec.free_form, spec.name) {
         Some(entries) => entries,
         None => {
             // The whole argument mapping is a template; checked when it runs.
             let args = templated(loader, at, &value, spec.name);
-            return Some(Action::Module { spec, args });
+            return Some(Action::Module {
+                module: ModuleRef::Native(spec),
+                args,
+            });
         }
     };
     if let Some(extra) = task.get("args") {
@@ -616,9 +614,127 @@ fn parse_action(
     crate::modules::validate_args(spec, &pairs)
         .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
     Some(Action::Module {
-        spec,
+        module: ModuleRef::Native(spec),
         args: Value::from_pairs(pairs),
     })
+}
+
+/// Modules whose free-form text is a command line (`_raw_params`), with the
+/// few `k=v` words Ansible still takes from it (`parse_kv(check_raw=True)`).
+const COMMAND_MODULES: &[&str] = &[
+    "command",
+    "shell",
+    "raw",
+    "script",
+    "win_command",
+    "win_shell",
+];
+const COMMAND_OPTIONS: &[&str] = &[
+    "creates",
+    "removes",
+    "chdir",
+    "executable",
+    "warn",
+    "stdin",
+    "stdin_add_newline",
+    "strip_empty_ends",
+];
+
+/// A task whose action enka has no native code for: Ansible runs it in the
+/// worker. Its arguments are parsed as Ansible's `ModuleArgsParser` does and
+/// compiled like any other; whether Ansible has the action is checked when
+/// the project finishes loading.
+fn parse_bridged(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    task: &Node,
+    key: &Node,
+    name: &str,
+    value: &Node,
+) -> Option<Action> {
+    let short = name.rsplit('.').next().unwrap_or(name);
+    let is_command = COMMAND_MODULES.contains(&short)
+        && (!name.contains('.')
+            || name.starts_with("ansible.builtin.")
+            || name.starts_with("ansible.legacy.")
+            || name.starts_with("ansible.windows."));
+    let mut entries: Vec<(String, Node)> = match &value.value {
+        crate::yaml::Value::Str(text) => {
+            let pairs = if is_command {
+                command_kv(text)
+            } else {
+                super::args::parse_kv(text)
+            };
+            pairs
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k,
+                        Node {
+                            value: crate::yaml::Value::Str(v),
+                            pos: value.pos,
+                            tag: None,
+                        },
+                    )
+                })
+                .collect()
+        }
+        _ => arg_entries(loader, at, value, FreeForm::No, name).unwrap_or_default(),
+    };
+    if let Some(extra) = task.get("args") {
+        match extra.as_map() {
+            Some(args) => {
+                for (k, v) in args {
+                    let k = key_of(k);
+                    if !entries.iter().any(|(existing, _)| *existing == k) {
+                        entries.push((k, v.clone()));
+                    }
+                }
+            }
+            None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
+        }
+    }
+    if !is_command && let Some((_, node)) = entries.iter().find(|(k, _)| k == "_raw_params") {
+        loader.error(
+            at.loc(node.pos),
+            format!(
+                "this task '{name}' has extra params, which is only allowed in the following modules: {}",
+                COMMAND_MODULES.join(", ")
+            ),
+        );
+        return None;
+    }
+    let pairs: Vec<(Value, Value)> = entries
+        .iter()
+        .map(|(k, node)| {
+            (
+                Value::from(k.as_str()),
+                templated(loader, at, node, &format!("{name}.{k}")),
+            )
+        })
+        .collect();
+    let action = Arc::new(AnsibleAction::new(name, loader.collections.clone()));
+    loader.bridged.push((at.loc(key.pos), action.clone()));
+    Some(Action::Module {
+        module: ModuleRef::Ansible(action),
+        args: Value::from_pairs(pairs),
+    })
+}
+
+/// `parse_kv(text, check_raw=True)`: only the command options are `k=v`.
+fn command_kv(text: &str) -> Vec<(String, String)> {
+    let mut options = Vec::new();
+    let mut raw = Vec::new();
+    for (k, v) in super::args::parse_kv_tokens(text) {
+        match k {
+            Some(k) if COMMAND_OPTIONS.contains(&k.as_str()) => options.push((k, v)),
+            _ => raw.push(v),
+        }
+    }
+    if !raw.is_empty() {
+        options.push(("_raw_params".to_owned(), raw.join(" ")));
+    }
+    options
 }
 
 /// An argument of an include that enka does not take: `apply` is ignored

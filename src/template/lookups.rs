@@ -265,18 +265,6 @@ fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Option<PathBu
 }
 
 fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
-    let path = find_in_search_path(ctx, "templates", name).ok_or_else(|| {
-        invalid(format!(
-            "the template file {name} could not be found for the lookup"
-        ))
-    })?;
-    let key = path.to_string_lossy().into_owned();
-    let templar = ctx.templar();
-    let template = templar.env().get_template(&key).map_err(|_| {
-        invalid(format!(
-            "the template file {name} is outside the project's roles and cannot be read"
-        ))
-    })?;
     let render_ctx = match option(options, "template_vars") {
         Some(extra) if extra.kind() == ValueKind::Map => {
             let mut overlay = Vec::new();
@@ -294,8 +282,37 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
         }
         _ => ctx.clone(),
     };
+    let (_, text) = render_file(&render_ctx, name, "lookup")?;
+    let convert = option(options, "convert_data").is_none_or(Value::is_true);
+    Ok(if convert {
+        super::pyliteral::convert_rendered(text)
+    } else {
+        Value::from(text)
+    })
+}
+
+/// Renders the template file `name` (searched under `templates/` of the
+/// role, then the project) as the `template` module does: with the task's
+/// variables, keeping the file's trailing newlines. Returns its path too.
+pub fn render_template_file(ctx: &Context, name: &str) -> Result<(PathBuf, String), super::Error> {
+    render_file(ctx, name, "template").map_err(|e| super::Error::from_minijinja(&e, name))
+}
+
+fn render_file(ctx: &Context, name: &str, what: &str) -> Result<(PathBuf, String), Error> {
+    let path = find_in_search_path(ctx, "templates", name).ok_or_else(|| {
+        invalid(format!(
+            "the template file {name} could not be found for the {what}"
+        ))
+    })?;
+    let key = path.to_string_lossy().into_owned();
+    let templar = ctx.templar();
+    let template = templar.env().get_template(&key).map_err(|_| {
+        invalid(format!(
+            "the template file {name} is outside the project's roles and cannot be read"
+        ))
+    })?;
     let mut text = template
-        .render(render_ctx.to_value())
+        .render(ctx.to_value())
         .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
     // Jinja drops the final newline; Ansible's template lookup restores it.
     let source = template.source();
@@ -304,12 +321,7 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
     for _ in have..wanted {
         text.push('\n');
     }
-    let convert = option(options, "convert_data").is_none_or(Value::is_true);
-    Ok(if convert {
-        super::pyliteral::convert_rendered(text)
-    } else {
-        Value::from(text)
-    })
+    Ok((path, text))
 }
 
 fn file(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {

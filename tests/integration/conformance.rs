@@ -229,6 +229,7 @@ async fn plays_match_ansible_playbook() {
             templates: Options::default(),
             origins: Vec::new(),
             lookups: Vec::new(),
+            ansible: Some(enka::worker::Config::from_env()),
         };
         let (project, diagnostics) =
             Project::load(&options, &[Target::Playbook(dir.join("play.yml"))]);

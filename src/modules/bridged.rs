@@ -1,0 +1,165 @@
+//! Actions enka has no native code for, run by Ansible in the worker.
+//!
+//! enka has already done everything task keywords ask (conditions, loops,
+//! templating the arguments, `environment`); what crosses to the worker is
+//! the action's name, its final arguments and the little else an action
+//! plugin reads (search path, check mode, timeout). The one exception is
+//! `template`: enka renders the file with the same templating every other
+//! task gets, and the worker hands the text to the copy action exactly as
+//! `ansible.builtin.template` does.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use minijinja::Value;
+use serde_json::{Map, Value as Json, json};
+
+use super::{ModuleContext, Output};
+
+/// A task action that Ansible runs.
+#[derive(Debug)]
+pub struct AnsibleAction {
+    /// The action as the task wrote it (`command`, `ansible.builtin.file`,
+    /// `community.general.ini_file`).
+    pub name: Arc<str>,
+    /// The `collections` search list in force for the task.
+    pub collections: Arc<[String]>,
+    /// What Ansible resolved the name to (`ansible.builtin.stat`), once the
+    /// loader has asked it.
+    pub resolved: OnceLock<String>,
+}
+
+impl AnsibleAction {
+    /// An action as a task names it, with the task's collection search list.
+    pub fn new(name: &str, collections: Arc<[String]>) -> Self {
+        AnsibleAction {
+            name: Arc::from(name),
+            collections,
+            resolved: OnceLock::new(),
+        }
+    }
+
+    /// The fully qualified name when resolved, else the name as written.
+    pub fn qualified_name(&self) -> &str {
+        self.resolved.get().map_or(&self.name, String::as_str)
+    }
+
+    fn is_builtin(&self, short: &str) -> bool {
+        match self.resolved.get() {
+            Some(fqcn) => {
+                *fqcn == format!("ansible.builtin.{short}")
+                    || *fqcn == format!("ansible.legacy.{short}")
+            }
+            None => self.name.rsplit('.').next() == Some(short),
+        }
+    }
+}
+
+pub(super) async fn run(
+    action: &AnsibleAction,
+    args: &Value,
+    ctx: &mut ModuleContext<'_>,
+) -> Result<Output, String> {
+    let Some(worker) = ctx.ansible.cloned() else {
+        return Err(format!(
+            "{} runs through Ansible, and this run has no Ansible worker",
+            action.name
+        ));
+    };
+    let args = crate::template::convert::to_json(args)
+        .map_err(|e| format!("arguments of {}: {e}", action.name))?;
+    let mut request = json!({
+        "op": "run",
+        "module": &*action.name,
+        "args": args,
+        "collections": &*action.collections,
+        "check_mode": ctx.check_mode,
+        "no_log": ctx.no_log,
+        "environment": crate::template::convert::to_json(&ctx.environment).unwrap_or(Json::Null),
+        "search_path": search_path(ctx),
+        "vars": task_vars(ctx),
+    });
+    let timeout = ctx
+        .deadline
+        .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+    if let Some(timeout) = timeout {
+        request["timeout"] = json!(timeout.as_secs_f64().max(0.001));
+    }
+    if action.is_builtin("template") {
+        let src = request["args"]["src"].as_str().map(str::to_owned);
+        if let Some(src) = src {
+            let (path, text) = crate::template::render_template_file(ctx.ctx, &src)
+                .map_err(|err| format!("template {src}: {err}"))?;
+            request["rendered"] = Json::from(text);
+            request["source_path"] = Json::from(path.to_string_lossy().as_ref());
+        }
+    }
+    let answer = worker
+        .call_async(request, timeout)
+        .await
+        .map_err(|err| err.to_string())?;
+    let Some(Json::Object(result)) = answer.get("result").cloned() else {
+        return Err("the Ansible worker answered without a result".to_owned());
+    };
+    Ok(registered(result))
+}
+
+/// What Ansible's search for `files/` and `templates/` starts from: the
+/// role, then the directory of the task's file.
+fn search_path(ctx: &ModuleContext<'_>) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    if let Some(role) = ctx.role_path {
+        paths.push(role.to_string_lossy().into_owned());
+    }
+    if let Some(dir) = ctx
+        .task
+        .location
+        .file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        let dir = dir.to_string_lossy().into_owned();
+        if !paths.contains(&dir) {
+            paths.push(dir);
+        }
+    }
+    if paths.is_empty() {
+        paths.push(ctx.base_dir.to_string_lossy().into_owned());
+    }
+    paths
+}
+
+/// The variables an action plugin reads itself (most read none).
+fn task_vars(ctx: &ModuleContext<'_>) -> Json {
+    let mut vars = Map::new();
+    vars.insert("playbook_dir".into(), path_json(ctx.base_dir));
+    if let Some(role) = ctx.role_path {
+        vars.insert("role_path".into(), path_json(role));
+    }
+    vars.insert("ansible_check_mode".into(), Json::from(ctx.check_mode));
+    Json::Object(vars)
+}
+
+fn path_json(path: &Path) -> Json {
+    Json::from(path.to_string_lossy().as_ref())
+}
+
+/// The worker's result as a task registers it; facts a module returns
+/// become variables, unsafe like the rest of the result.
+fn registered(result: Map<String, Json>) -> Output {
+    let mut output = Output::default();
+    if let Some(Json::Object(facts)) = result.get("ansible_facts") {
+        for (name, value) in facts {
+            output.plain_facts.push((
+                Arc::from(name.as_str()),
+                crate::template::convert::from_json(value),
+            ));
+        }
+    }
+    output.fields = result
+        .into_iter()
+        .map(|(key, value)| (key, crate::template::convert::from_json(&value)))
+        .collect();
+    output
+}

@@ -1,0 +1,99 @@
+//! Which tasks Ansible runs, and whether Ansible has what they name.
+//!
+//! A task whose action enka has no native code for is parsed like any other
+//! and handed to the Ansible worker at run time. When the project has such
+//! tasks, loading asks a worker once which names Ansible can resolve (with
+//! each task's `collections` search list), so a misspelt module is a load
+//! error, as `ansible-playbook --syntax-check` would make it, and never a
+//! surprise in the middle of a reconcile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::loader::Loader;
+use crate::worker::{AnsibleWorker, Config};
+
+/// How long resolving names may take (the first worker imports Ansible).
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Loader {
+    /// The project's Ansible worker when some task needs one, with every
+    /// bridged action resolved through it.
+    pub(crate) fn ansible_worker(
+        &mut self,
+        config: Option<&Config>,
+        base_dir: &std::path::Path,
+        collections_path: &[std::path::PathBuf],
+    ) -> Option<Arc<AnsibleWorker>> {
+        if self.bridged.is_empty() {
+            return None;
+        }
+        let bridged = std::mem::take(&mut self.bridged);
+        let Some(config) = config else {
+            for (location, action) in &bridged {
+                self.error(
+                    location.clone(),
+                    format!(
+                        "{}: enka has no native code for this action, and --native-only forbids running it through Ansible",
+                        action.name
+                    ),
+                );
+            }
+            return None;
+        };
+        let mut config = config.clone();
+        config.base_dir = base_dir.to_path_buf();
+        config.plugin_dirs = self.plugin_dirs().to_vec();
+        if !collections_path.is_empty() {
+            let mut paths = collections_path.to_vec();
+            if let Some(existing) = std::env::var_os("ANSIBLE_COLLECTIONS_PATH") {
+                paths.extend(std::env::split_paths(&existing));
+            }
+            if let Ok(joined) = std::env::join_paths(&paths) {
+                config.env.push((
+                    "ANSIBLE_COLLECTIONS_PATH".to_owned(),
+                    joined.to_string_lossy().into_owned(),
+                ));
+            }
+        }
+        let worker = AnsibleWorker::new(config);
+        let mut groups: Vec<(Arc<[String]>, Vec<String>)> = Vec::new();
+        for (_, action) in &bridged {
+            let name = action.name.to_string();
+            match groups.iter_mut().find(|(c, _)| *c == action.collections) {
+                Some((_, names)) if names.contains(&name) => {}
+                Some((_, names)) => names.push(name),
+                None => groups.push((action.collections.clone(), vec![name])),
+            }
+        }
+        for (collections, names) in groups {
+            let request = json!({"op": "resolve", "modules": names, "collections": &*collections});
+            let answer = worker.call(request, Some(RESOLVE_TIMEOUT));
+            for (location, action) in bridged.iter().filter(|(_, a)| a.collections == collections) {
+                let message = match &answer {
+                    Ok(answer) => {
+                        let found = &answer["modules"][&*action.name];
+                        if found["found"].as_bool() == Some(true) {
+                            let fqcn = found["fqcn"].as_str().unwrap_or(&action.name).to_owned();
+                            let _ = action.resolved.set(fqcn);
+                            continue;
+                        }
+                        format!(
+                            "couldn't resolve module/action '{}'. This often indicates a misspelling, missing collection, or incorrect module path.",
+                            action.name
+                        )
+                    }
+                    Err(err) => format!(
+                        "{}: enka has no native code for this action and runs it through Ansible, but {err}",
+                        action.name
+                    ),
+                };
+                self.error(location.clone(), message);
+            }
+        }
+        self.bridged = bridged;
+        Some(worker)
+    }
+}

@@ -1,0 +1,568 @@
+"""enka's Ansible worker.
+
+enka runs natively every task it has code for. Everything else (any module,
+action plugin, or a Python filter, test or lookup plugin) runs here, with
+ansible-core's own code, in a process that enka keeps warm: ansible-core is
+imported once, so a task costs milliseconds, not a Python start-up.
+
+Protocol: enka writes requests on stdin and reads responses from the file
+descriptor the process was started with as stdout; each message is a 4-byte
+big-endian length and a UTF-8 JSON object. This process serves one request
+at a time (enka keeps a pool for concurrency). Anything else that would write
+to stdout (a plugin's print) goes to stderr, which enka logs.
+
+Modules run the way `ansible-playbook` runs them over the `local`
+connection, through the action plugin that Ansible would pick, except that a
+new-style Python module is not packed into an AnsiballZ file and started
+with a new interpreter: it runs in a forked copy of this process, which
+already has Ansible imported (Mitogen's idea). The fork keeps every module's
+global state, working directory, environment and exit away from this
+process, and gives each task a process group that can be killed.
+"""
+
+import ctypes
+import io
+import json
+import os
+import runpy
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+
+PROTOCOL = 1
+PR_SET_PDEATHSIG = 1
+
+# The protocol owns the original stdout; print() goes to stderr from here on.
+_PROTOCOL_OUT = os.fdopen(os.dup(1), "wb", buffering=0)
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+_PROTOCOL_IN = os.fdopen(os.dup(0), "rb", buffering=0)
+_DEVNULL = os.open(os.devnull, os.O_RDWR)
+os.dup2(_DEVNULL, 0)
+
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - every Linux has a libc
+    _LIBC = None
+
+
+def _die_with_parent():
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_die_with_parent()
+
+# Plugin directories next to the project, its playbooks and its roles, as
+# Ansible adds them when it loads a role or a playbook.
+_PLUGIN_DIRS = [p for p in os.environ.get("ENKA_PLUGIN_DIRS", "").split(os.pathsep) if p]
+
+from ansible import constants as C  # noqa: E402
+from ansible import release  # noqa: E402
+from ansible.errors import AnsibleError, AnsibleActionFail, AnsibleActionSkip  # noqa: E402
+from ansible.module_utils.common.text.converters import to_text  # noqa: E402
+from ansible.parsing.dataloader import DataLoader  # noqa: E402
+from ansible.playbook.play_context import PlayContext  # noqa: E402
+from ansible.playbook.task import Task  # noqa: E402
+from ansible.plugins import loader as plugin_loader  # noqa: E402
+from ansible.plugins.action import ActionBase  # noqa: E402
+from ansible.template import Templar  # noqa: E402
+from ansible.utils.display import Display  # noqa: E402
+from ansible.vars.clean import remove_internal_keys  # noqa: E402
+import ansible.module_utils  # noqa: E402
+import ansible.module_utils.basic  # noqa: E402  (imported once, shared by every fork)
+
+Display().verbosity = int(os.environ.get("ENKA_ANSIBLE_VERBOSITY", "0") or 0)
+plugin_loader.init_plugin_loader()
+for _dir in _PLUGIN_DIRS:
+    plugin_loader.add_all_plugin_dirs(_dir)
+    # A role's or the project's module_utils/ is importable as
+    # ansible.module_utils.<name>, as AnsiballZ would pack it.
+    _utils = os.path.join(_dir, "module_utils")
+    if os.path.isdir(_utils) and _utils not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_utils)
+for _utils in C.DEFAULT_MODULE_UTILS_PATH or []:
+    if os.path.isdir(_utils) and _utils not in ansible.module_utils.__path__:
+        ansible.module_utils.__path__.append(_utils)
+
+_LOADER = DataLoader()
+_NON_JSON = (set, tuple, bytes)
+
+
+def _jsonable(value):
+    """Values as JSON: Ansible's unsafe strings are str subclasses already."""
+    if isinstance(value, dict):
+        return {to_text(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return to_text(value, errors="surrogate_or_replace")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return to_text(value)
+
+
+def _read_frame():
+    head = _read_exact(4)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">I", head)
+    body = _read_exact(size)
+    if body is None:
+        return None
+    return json.loads(body)
+
+
+def _read_exact(size):
+    chunks = []
+    while size:
+        chunk = _PROTOCOL_IN.read(size)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_frame(message):
+    body = json.dumps(message, default=to_text).encode("utf-8")
+    _PROTOCOL_OUT.write(struct.pack(">I", len(body)) + body)
+
+
+# --- modules run in a fork -------------------------------------------------
+
+def _module_target(module_name, collections):
+    """What to run for a module: ("module", dotted name) or ("path", file),
+    or None when it is not a new-style Python module (run the usual way)."""
+    context = plugin_loader.module_loader.find_plugin_with_context(module_name, collection_list=collections)
+    if not context.resolved:
+        return None
+    path = context.plugin_resolved_path
+    if not path or not path.endswith(".py"):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except OSError:
+        return None
+    if b"ansible.module_utils" not in source and b"ansible_collections." not in source:
+        return None  # an old-style module or one that wants JSON on a file
+    fqcn = context.resolved_fqcn or ""
+    if fqcn.startswith("ansible.builtin."):
+        return ("module", "ansible.modules." + fqcn.rsplit(".", 1)[1])
+    parts = fqcn.split(".")
+    if len(parts) == 3 and parts[0] not in ("ansible", "ansible.legacy") and "/ansible_collections/" in path:
+        return ("module", "ansible_collections.%s.%s.plugins.modules.%s" % tuple(parts))
+    return ("path", path)
+
+
+def _run_in_fork(target, module_args, environment, deadline):
+    """Runs a module as `python AnsiballZ_x.py` would, in a fork; returns
+    what the low-level command would: rc, stdout, stderr."""
+    out = tempfile.TemporaryFile()
+    err = tempfile.TemporaryFile()
+    payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode("utf-8")
+    pid = os.fork()
+    if pid == 0:  # the module's process
+        code = 1
+        try:
+            _die_with_parent()
+            os.dup2(out.fileno(), 1)
+            os.dup2(err.fileno(), 2)
+            os.dup2(_DEVNULL, 0)
+            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
+            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", closefd=False), write_through=True)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.environ.update({k: str(v) for k, v in environment.items()})
+            ansible.module_utils.basic._ANSIBLE_ARGS = payload
+            kind, name = target
+            sys.argv = [name]
+            if kind == "module":
+                runpy.run_module(name, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(name, run_name="__main__")
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        except BaseException:  # noqa: BLE001 - reported as the module's failure
+            traceback.print_exc()
+            code = 1
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    rc = _wait(pid, deadline)
+    out.seek(0)
+    err.seek(0)
+    stdout = out.read().decode("utf-8", "surrogateescape")
+    stderr = err.read().decode("utf-8", "surrogateescape")
+    out.close()
+    err.close()
+    if rc is None:
+        raise _TaskTimeout()
+    return {"rc": rc, "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines()}
+
+
+class _TaskTimeout(Exception):
+    pass
+
+
+def _wait(pid, deadline):
+    """The child's exit code, or None after killing it at the deadline."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            if pidfd is not None:
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                select.select([pidfd], [], [], timeout)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            if deadline is not None and time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None
+            if pidfd is None:
+                time.sleep(0.001)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+class _Deadline:
+    """The deadline of the task being served (monotonic seconds), or None."""
+    value = None
+
+
+def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, task_vars=None,
+                            persist_files=False, delete_remote_tmp=None, wrap_async=False,
+                            ignore_unknown_opts=False):
+    if task_vars is None:
+        task_vars = {}
+    if module_name is None:
+        module_name = self._task.action
+    if module_args is None:
+        module_args = self._task.args
+    target = None
+    if not (wrap_async or self._task.async_val):
+        target = _module_target(module_name, self._task.collections)
+    if target is None:
+        return _ORIGINAL_EXECUTE_MODULE(self, module_name=module_name, module_args=module_args,
+                                        task_vars=task_vars, wrap_async=wrap_async,
+                                        ignore_unknown_opts=ignore_unknown_opts)
+    self._update_module_args(module_name, module_args, task_vars, ignore_unknown_opts=ignore_unknown_opts)
+    environment = {}
+    self._compute_environment_string(environment)
+    res = _run_in_fork(target, module_args, environment, _Deadline.value)
+    data = self._parse_returned_data(res)
+    if data.pop("_ansible_suppress_tmpdir_delete", False):
+        self._cleanup_remote_tmp = False
+    if "results" in data and (not isinstance(data["results"], list)):
+        data["ansible_module_results"] = data.pop("results")
+    remove_internal_keys(data)
+    if self._task.action in C._ACTION_WITH_CLEAN_FACTS or "ansible_facts" not in data:
+        pass
+    if "stdout" in data and "stdout_lines" not in data:
+        data["stdout_lines"] = (data.get("stdout") or "").splitlines()
+    if "stderr" in data and "stderr_lines" not in data:
+        data["stderr_lines"] = (data.get("stderr") or "").splitlines()
+    return data
+
+
+def _make_tmp_path(self, remote_user=None):
+    """The per-task temporary directory, made without a shell."""
+    base = os.path.expanduser(self.get_shell_option("remote_tmp", default="~/.ansible/tmp"))
+    os.makedirs(base, mode=0o700, exist_ok=True)
+    path = tempfile.mkdtemp(prefix=self._connection._shell._generate_temp_dir_name() + "-", dir=base)
+    self._cleanup_remote_tmp = True
+    self._connection._shell.tmpdir = path
+    return path
+
+
+def _remove_tmp_path(self, tmp_path, force=False):
+    if tmp_path is None and self._connection._shell.tmpdir:
+        tmp_path = self._connection._shell.tmpdir
+    if force or self._should_remove_tmp_path(tmp_path):
+        shutil.rmtree(tmp_path, ignore_errors=True)
+        self._connection._shell.tmpdir = None
+
+
+_ORIGINAL_EXECUTE_MODULE = ActionBase._execute_module
+ActionBase._execute_module = _execute_module_in_fork
+ActionBase._make_tmp_path = _make_tmp_path
+ActionBase._remove_tmp_path = _remove_tmp_path
+
+
+class _EnkaTask(Task):
+    """A task whose file search path is the one enka computed (role, then the
+    including file's directory), as Task.get_search_path would."""
+
+    _enka_search_path = ()
+
+    def get_search_path(self):
+        return list(self._enka_search_path)
+
+
+def _task_vars(request):
+    variables = dict(request.get("vars") or {})
+    variables.setdefault("inventory_hostname", "localhost")
+    variables.setdefault("ansible_connection", "local")
+    variables.setdefault("ansible_python_interpreter", sys.executable)
+    variables.setdefault("ansible_check_mode", bool(request.get("check_mode")))
+    variables.setdefault("ansible_diff_mode", bool(request.get("diff")))
+    variables["ansible_search_path"] = list(request.get("search_path") or [])
+    return variables
+
+
+def _resolved_handler(task, collections):
+    """The action plugin Ansible picks for a task (TaskExecutor's order)."""
+    module = plugin_loader.module_loader.find_plugin_with_context(task.action, collection_list=collections)
+    if module.resolved and module.action_plugin:
+        return module.action_plugin, collections, module
+    if plugin_loader.action_loader.has_plugin(task.action, collection_list=collections):
+        return task.action, collections, module
+    return "ansible.legacy.normal", None, module
+
+
+def _run_task(request):
+    collections = _collections(request)
+    task = _EnkaTask()
+    task.action = request["module"]
+    task.args = dict(request.get("args") or {})
+    task.check_mode = bool(request.get("check_mode"))
+    task.diff = bool(request.get("diff"))
+    task.no_log = bool(request.get("no_log"))
+    task.environment = [request.get("environment") or {}]
+    task.collections = collections or []
+    task._enka_search_path = request.get("search_path") or []
+    timeout = request.get("timeout")
+    _Deadline.value = None if timeout is None else time.monotonic() + float(timeout)
+
+    variables = _task_vars(request)
+    play_context = PlayContext()
+    play_context.check_mode = task.check_mode
+    play_context.diff = task.diff
+    play_context.no_log = task.no_log
+    templar = Templar(loader=_LOADER, variables=variables)
+    connection = plugin_loader.connection_loader.get("local", play_context, None)
+    connection.set_options(task_keys=task.dump_attrs(), var_options={})
+    shell = connection._shell
+    shell.set_options(task_keys=task.dump_attrs(), var_options={})
+
+    handler_name, handler_collections, module = _resolved_handler(task, collections)
+    if handler_name == "ansible.legacy.normal" and not module.resolved:
+        return {"failed": True, "msg": "The module %s was not found in configured module paths" % task.action}
+    task.resolved_action = module.resolved_fqcn if module.resolved else task.action
+
+    rendered = request.get("rendered")
+    if rendered is not None:
+        return _template(task, variables, play_context, connection, templar, rendered, request)
+
+    handler = plugin_loader.action_loader.get(
+        handler_name, task=task, connection=connection, play_context=play_context,
+        loader=_LOADER, templar=templar, shared_loader_obj=plugin_loader,
+        collection_list=handler_collections)
+    if handler is None:
+        return {"failed": True, "msg": "the handler '%s' was not found" % handler_name}
+    try:
+        return handler.run(task_vars=variables)
+    except (AnsibleActionFail, AnsibleActionSkip) as failure:
+        return failure.result
+    finally:
+        handler.cleanup()
+
+
+_TEMPLATE_ONLY_ARGS = ("newline_sequence", "block_start_string", "block_end_string",
+                       "variable_start_string", "variable_end_string", "comment_start_string",
+                       "comment_end_string", "trim_blocks", "lstrip_blocks", "output_encoding")
+
+
+def _template(task, variables, play_context, connection, templar, rendered, request):
+    """The template action after its rendering step (enka rendered the file
+    with the same templating as every other task): the text goes to the copy
+    action, exactly as ansible.builtin.template hands it over."""
+    args = dict(task.args)
+    source = args.get("src")
+    dest = args.get("dest")
+    if source is None or dest is None:
+        return {"failed": True, "msg": "src and dest are required"}
+    follow = args.get("follow", False)
+    mode = args.get("mode")
+    if mode == "preserve" and request.get("source_path"):
+        mode = "0%03o" % (os.stat(request["source_path"]).st_mode & 0o7777)
+    local_tempdir = tempfile.mkdtemp(dir=C.DEFAULT_LOCAL_TMP)
+    try:
+        result_file = os.path.join(local_tempdir, os.path.basename(source))
+        encoding = args.get("output_encoding") or "utf-8"
+        with open(result_file, "wb") as handle:
+            handle.write(rendered.encode(encoding, "surrogate_or_strict" if False else "strict"))
+        new_task = task.copy()
+        new_task._enka_search_path = task._enka_search_path
+        for name in _TEMPLATE_ONLY_ARGS:
+            new_task.args.pop(name, None)
+        new_task.args.update(dict(src=result_file, dest=dest, follow=follow,
+                                  _original_basename=os.path.basename(source)))
+        if mode is not None:
+            new_task.args["mode"] = mode
+        copy_action = plugin_loader.action_loader.get(
+            "ansible.legacy.copy", task=new_task, connection=connection, play_context=play_context,
+            loader=_LOADER, templar=templar, shared_loader_obj=plugin_loader)
+        try:
+            return copy_action.run(task_vars=variables)
+        finally:
+            copy_action.cleanup()
+    finally:
+        shutil.rmtree(local_tempdir, ignore_errors=True)
+
+
+# --- plugins called from enka's templates ----------------------------------
+
+_TEMPLAR = None
+
+
+def _templar():
+    global _TEMPLAR
+    if _TEMPLAR is None:
+        _TEMPLAR = Templar(loader=_LOADER, variables={})
+    return _TEMPLAR
+
+
+def _jinja_callable(kind, name):
+    environment = _templar().environment
+    table = environment.filters if kind == "filter" else environment.tests
+    try:
+        return environment, table[name]
+    except KeyError:
+        return environment, None
+
+
+def _call_jinja(kind, request):
+    environment, function = _jinja_callable(kind, request["name"])
+    if function is None:
+        raise AnsibleError("no %s named '%s'" % (kind, request["name"]))
+    args = list(request.get("args") or [])
+    kwargs = dict(request.get("kwargs") or {})
+    pass_arg = getattr(function, "jinja_pass_arg", None)
+    if pass_arg is not None and getattr(pass_arg, "name", "") == "environment":
+        args.insert(0, environment)
+    elif pass_arg is not None:
+        raise AnsibleError("%s '%s' needs a Jinja2 %s, which enka cannot give it"
+                           % (kind, request["name"], pass_arg.name))
+    return function(*args, **kwargs)
+
+
+def _lookup(request):
+    name = request["name"]
+    plugin = plugin_loader.lookup_loader.get(name, loader=_LOADER, templar=_templar())
+    if plugin is None:
+        raise AnsibleError("lookup plugin (%s) not found" % name)
+    terms = request.get("terms") or []
+    return plugin.run(terms, variables=dict(request.get("vars") or {}), **dict(request.get("kwargs") or {}))
+
+
+def _collections(request):
+    """The task's collection search list as Ansible completes it: with a
+    list given, ansible.legacy is searched last (CollectionSearch)."""
+    collections = list(request.get("collections") or [])
+    if not collections:
+        return None
+    if "ansible.builtin" not in collections and "ansible.legacy" not in collections:
+        collections.append("ansible.legacy")
+    return collections
+
+
+def _resolve(request):
+    """Which names Ansible can load, for enka check and the loader."""
+    collections = _collections(request)
+    modules = {}
+    for name in request.get("modules") or []:
+        context = plugin_loader.module_loader.find_plugin_with_context(name, collection_list=collections)
+        action = plugin_loader.action_loader.has_plugin(name, collection_list=collections)
+        found = bool(context.resolved) or bool(action)
+        modules[name] = {
+            "found": found,
+            "fqcn": context.resolved_fqcn if context.resolved else None,
+            "path": context.plugin_resolved_path if context.resolved else None,
+            "action_only": bool(action) and not context.resolved,
+        }
+    environment = _templar().environment
+    filters = {n: _has(environment.filters, n) for n in request.get("filters") or []}
+    tests = {n: _has(environment.tests, n) for n in request.get("tests") or []}
+    lookups = {n: plugin_loader.lookup_loader.has_plugin(n) for n in request.get("lookups") or []}
+    return {"modules": modules, "filters": filters, "tests": tests, "lookups": lookups}
+
+
+def _has(table, name):
+    try:
+        return table[name] is not None
+    except KeyError:
+        return False
+    except Exception:  # noqa: BLE001 - a collection that fails to load
+        return False
+
+
+def _error(exc):
+    if isinstance(exc, AnsibleError):
+        return to_text(exc.message if hasattr(exc, "message") else exc)
+    return "%s: %s" % (type(exc).__name__, to_text(exc))
+
+
+def _serve(request):
+    op = request.get("op")
+    if op == "hello":
+        return {"protocol": PROTOCOL, "ansible": release.__version__, "python": sys.version.split()[0],
+                "pid": os.getpid()}
+    if op == "run":
+        try:
+            result = _run_task(request)
+        except _TaskTimeout:
+            result = {"failed": True, "msg": "The %s action failed to execute in the expected time frame (%s) and was terminated"
+                      % (request.get("module"), request.get("timeout"))}
+        except AnsibleError as exc:
+            result = {"failed": True, "msg": _error(exc)}
+        except Exception as exc:  # noqa: BLE001 - Ansible reports these as the task's failure
+            result = {"failed": True, "msg": "Unexpected failure during module execution: %s" % exc,
+                      "exception": traceback.format_exc()}
+        finally:
+            _Deadline.value = None
+        return {"result": _jsonable(result)}
+    try:
+        if op == "filter" or op == "test":
+            return {"value": _jsonable(_call_jinja(op, request))}
+        if op == "lookup":
+            return {"value": _jsonable(_lookup(request))}
+        if op == "resolve":
+            return _resolve(request)
+    except Exception as exc:  # noqa: BLE001 - the plugin's own message goes back
+        return {"error": _error(exc)}
+    return {"error": "unknown request %r" % op}
+
+
+def main():
+    while True:
+        request = _read_frame()
+        if request is None:
+            return 0
+        try:
+            response = _serve(request)
+        except Exception as exc:  # noqa: BLE001 - never die on one request
+            response = {"error": _error(exc)}
+        response["id"] = request.get("id")
+        _write_frame(response)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+//! The Ansible worker: what enka has no native code for runs here, through
+//! ansible-core's own code, in Python processes kept warm.
+//!
+//! A project gets an [`AnsibleWorker`] when it loads; no process starts until
+//! the first task (or template plugin) that needs one, so a project that
+//! needs none never starts Python. Up to [`Config::size`] processes serve
+//! requests at once, so concurrent reconciles do not queue behind one slow
+//! task; a process that hangs past its deadline is killed with everything it
+//! started, one that dies is replaced on the next request, and each is
+//! recycled after [`Config::recycle_after`] requests.
+//!
+//! - `protocol.rs`: the frames on the pipes;
+//! - `process.rs`: one process, its start, deadline and kill;
+//! - `enka_worker.py`: the Python side.
+
+mod process;
+pub mod protocol;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use process::Process;
+
+/// Environment variable naming the Python interpreter that has ansible-core.
+pub const PYTHON_ENV: &str = "ENKA_ANSIBLE_PYTHON";
+
+/// Extra time the worker gets past a task's own timeout to report it, before
+/// enka kills it.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// The longest a request without its own deadline may take.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// How a project's workers are started.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The interpreter with ansible-core 2.18 installed.
+    pub python: PathBuf,
+    /// The working directory of the workers (the project).
+    pub base_dir: PathBuf,
+    /// Directories whose plugin subdirectories Ansible would add (`library/`,
+    /// `filter_plugins/`, `module_utils/`, …): the project, its playbooks'
+    /// directories and its roles.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Extra environment of the workers.
+    pub env: Vec<(String, String)>,
+    /// Processes at most.
+    pub size: usize,
+    /// Requests a process serves before it is replaced.
+    pub recycle_after: u32,
+    /// Ansible's verbosity inside the workers.
+    pub verbosity: u8,
+}
+
+impl Config {
+    /// A configuration with the interpreter from `ENKA_ANSIBLE_PYTHON`
+    /// (default `python3`); the project loader fills in the directories.
+    pub fn from_env() -> Self {
+        Config {
+            python: std::env::var_os(PYTHON_ENV)
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| PathBuf::from("python3"), PathBuf::from),
+            base_dir: PathBuf::from("."),
+            plugin_dirs: Vec::new(),
+            env: Vec::new(),
+            size: 2,
+            recycle_after: 1000,
+            verbosity: 0,
+        }
+    }
+}
+
+/// Why a request to the worker did not produce an answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorkerError {
+    #[error(
+        "cannot start the Ansible worker with {python}: {source} (set {PYTHON_ENV} to a Python that has ansible-core 2.18)"
+    )]
+    Spawn {
+        python: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("the Ansible worker did not start: {0}")]
+    Startup(String),
+    #[error("the Ansible worker did not answer within {0:?} and was killed with what it started")]
+    Timeout(Duration),
+    #[error("the Ansible worker died while serving the request ({0})")]
+    Died(String),
+    #[error("the Ansible worker broke the protocol: {0}")]
+    Protocol(String),
+    /// The plugin itself failed; its message.
+    #[error("{0}")]
+    Plugin(String),
+}
+
+impl WorkerError {
+    fn spawn(python: String, source: std::io::Error) -> Self {
+        WorkerError::Spawn {
+            python,
+            source: Arc::new(source),
+        }
+    }
+}
+
+/// Counters of one pool, for metrics and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Processes started.
+    pub started: u64,
+    /// Processes killed at a deadline.
+    pub timed_out: u64,
+    /// Processes that died on their own.
+    pub died: u64,
+    /// Processes replaced after `recycle_after` requests.
+    pub recycled: u64,
+}
+
+#[derive(Default)]
+struct Slots {
+    idle: Vec<Process>,
+    busy: usize,
+    stats: Stats,
+}
+
+/// A project's pool of worker processes.
+pub struct AnsibleWorker {
+    config: Config,
+    slots: Mutex<Slots>,
+    freed: Condvar,
+}
+
+impl std::fmt::Debug for AnsibleWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnsibleWorker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnsibleWorker {
+    /// A pool; nothing starts until the first request.
+    pub fn new(config: Config) -> Arc<Self> {
+        Arc::new(AnsibleWorker {
+            config,
+            slots: Mutex::new(Slots::default()),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// How the pool starts its processes.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// What happened to the pool's processes so far.
+    pub fn stats(&self) -> Stats {
+        self.slots.lock().map(|s| s.stats).unwrap_or_default()
+    }
+
+    /// Process ids of the idle workers (for tests and diagnostics).
+    pub fn idle_pids(&self) -> Vec<u32> {
+        self.slots
+            .lock()
+            .map(|s| s.idle.iter().map(Process::pid).collect())
+            .unwrap_or_default()
+    }
+
+    /// Sends `request` to a free worker, starting one if none is idle, and
+    /// returns its answer. Blocks; from async code use [`Self::call_async`].
+    pub fn call(&self, request: Value, timeout: Option<Duration>) -> Result<Value, WorkerError> {
+        let mut process = self.checkout()?;
+        let limit = timeout.map_or(DEFAULT_TIMEOUT, |t| t + GRACE);
+        let answer = process.call(request, limit);
+        let failed = answer.as_ref().err().cloned();
+        self.checkin(process, failed.as_ref());
+        let answer = answer?;
+        match answer.get("error").and_then(Value::as_str) {
+            Some(message) => Err(WorkerError::Plugin(message.to_owned())),
+            None => Ok(answer),
+        }
+    }
+
+    /// [`Self::call`] on the blocking thread pool, so the async runtime's
+    /// threads never wait on Python.
+    pub async fn call_async(
+        self: &Arc<Self>,
+        request: Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value, WorkerError> {
+        let pool = self.clone();
+        tokio::task::spawn_blocking(move || pool.call(request, timeout))
+            .await
+            .unwrap_or_else(|err| {
+                Err(WorkerError::Died(format!(
+                    "the request thread failed: {err}"
+                )))
+            })
+    }
+
+    fn checkout(&self) -> Result<Process, WorkerError> {
+        let mut slots = self
+            .slots
+            .lock()
+            .map_err(|_| WorkerError::Startup("the pool lock is poisoned".to_owned()))?;
+        while slots.idle.is_empty() && slots.busy >= self.config.size.max(1) {
+            slots = self
+                .freed
+                .wait(slots)
+                .map_err(|_| WorkerError::Startup("the pool lock is poisoned".to_owned()))?;
+        }
+        slots.busy += 1;
+        if let Some(process) = slots.idle.pop() {
+            return Ok(process);
+        }
+        drop(slots);
+        // Started outside the lock: other requests keep being served.
+        let started = Process::start(&self.config);
+        let mut slots = self
+            .slots
+            .lock()
+            .map_err(|_| WorkerError::Startup("the pool lock is poisoned".to_owned()))?;
+        match started {
+            Ok(process) => {
+                slots.stats.started += 1;
+                Ok(process)
+            }
+            Err(err) => {
+                slots.busy -= 1;
+                self.freed.notify_one();
+                Err(err)
+            }
+        }
+    }
+
+    fn checkin(&self, process: Process, failure: Option<&WorkerError>) {
+        let Ok(mut slots) = self.slots.lock() else {
+            return;
+        };
+        slots.busy -= 1;
+        match failure {
+            Some(WorkerError::Timeout(_)) => slots.stats.timed_out += 1,
+            Some(WorkerError::Died(_) | WorkerError::Protocol(_)) => slots.stats.died += 1,
+            Some(_) => {}
+            None if process.served >= self.config.recycle_after => slots.stats.recycled += 1,
+            None => slots.idle.push(process),
+        }
+        self.freed.notify_one();
+    }
+}
+
+/// Builds the spawn error (used by `process.rs`).
+pub(crate) fn spawn_error(python: &std::path::Path, source: std::io::Error) -> WorkerError {
+    WorkerError::spawn(python.display().to_string(), source)
+}
