@@ -2,7 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::role::{Action, Diagnostics, LoadOptions, Project, RolePaths, Target, Task};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::modules::ModuleRef;
+use crate::role::{
+    Action, Diagnostics, LoadOptions, Location, Project, Role, RoleFrom, RolePaths, Target, Task,
+};
 use crate::watches;
 
 /// What `enka check` reads.
@@ -21,8 +27,51 @@ pub struct CheckOptions {
 pub struct Report {
     /// Everything found.
     pub diagnostics: Diagnostics,
+    /// Per watch: how many tasks run natively and which go through Ansible.
+    pub watches: Vec<WatchReport>,
+    /// Filters, tests and lookups that Ansible runs for the project's
+    /// templates, with the first place that names each.
+    pub python_plugins: Vec<(Location, String)>,
     /// One line for the end of the output.
     pub summary: String,
+}
+
+/// How one watch's tasks run.
+#[derive(Debug)]
+pub struct WatchReport {
+    /// `group/version, Kind`.
+    pub name: String,
+    /// Tasks enka runs itself.
+    pub native: usize,
+    /// Tasks that go through Ansible: where, and the action.
+    pub bridged: Vec<(Location, String)>,
+    /// `include_role` names that are templates: which role runs is known only
+    /// at run time, so what it holds is not counted here.
+    pub unchecked: Vec<(Location, String)>,
+}
+
+impl WatchReport {
+    /// The lines `enka check` prints for this watch.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{}: {} task{} native, {} through Ansible",
+            self.name,
+            self.native,
+            plural(self.native, "s"),
+            self.bridged.len()
+        );
+        for (location, action) in &self.bridged {
+            out.push_str(&format!(
+                "\n  {location}: {action} (no native code in enka; Ansible runs it in the worker)"
+            ));
+        }
+        for (location, name) in &self.unchecked {
+            out.push_str(&format!(
+                "\n  {location}: include_role of {name}: the role is chosen at run time and was not counted"
+            ));
+        }
+        out
+    }
 }
 
 impl Report {
@@ -144,9 +193,142 @@ pub fn check(options: &CheckOptions) -> Report {
             options.watches_file.display()
         ),
     };
+    let (watch_reports, python_plugins) = match &project {
+        Some(project) if errors == 0 => (
+            watches
+                .iter()
+                .map(|watch| watch_report(project, watch))
+                .collect(),
+            project
+                .python_plugins
+                .iter()
+                .map(|(location, kind, name)| (location.clone(), format!("{} {name}", kind.word())))
+                .collect(),
+        ),
+        _ => (Vec::new(), Vec::new()),
+    };
     Report {
         diagnostics,
+        watches: watch_reports,
+        python_plugins,
         summary,
+    }
+}
+
+fn watch_report(project: &Project, watch: &watches::Watch) -> WatchReport {
+    let mut walk = Walk {
+        project,
+        report: WatchReport {
+            name: format!("{}, Kind={}", watch.gvk.api_version(), watch.gvk.kind),
+            native: 0,
+            bridged: Vec::new(),
+            unchecked: Vec::new(),
+        },
+        seen_files: HashSet::new(),
+        seen_roles: HashSet::new(),
+    };
+    let mut targets = vec![&watch.target];
+    if let Some(Some(target)) = watch.finalizer.as_ref().map(|f| f.target.as_ref()) {
+        targets.push(target);
+    }
+    for target in targets {
+        match target {
+            Target::Role(name) => {
+                let path = crate::role::resolve_role(&project.role_paths, name).ok();
+                if let Some(role) = path.and_then(|p| project.role(&p).cloned()) {
+                    walk.role(&role, &RoleFrom::default());
+                }
+            }
+            Target::Playbook(path) => {
+                if let Some(playbook) = project.playbooks.get(path) {
+                    for play in &playbook.plays {
+                        walk.tasks(&play.pre_tasks);
+                        for role_ref in &play.roles {
+                            walk.role(&role_ref.role, &RoleFrom::default());
+                        }
+                        walk.tasks(&play.tasks);
+                        walk.tasks(&play.post_tasks);
+                    }
+                }
+            }
+        }
+    }
+    walk.report
+}
+
+/// Walks the tasks a watch can run, counting each task file once.
+struct Walk<'a> {
+    project: &'a Project,
+    report: WatchReport,
+    seen_files: HashSet<*const [Task]>,
+    seen_roles: HashSet<(std::path::PathBuf, String)>,
+}
+
+impl Walk<'_> {
+    fn role(&mut self, role: &Arc<Role>, from: &RoleFrom) {
+        if !self
+            .seen_roles
+            .insert((role.path.clone(), from.tasks.clone()))
+        {
+            return;
+        }
+        for dependency in &role.dependencies {
+            self.role(&dependency.role, &RoleFrom::default());
+        }
+        if let Some(tasks) = role.tasks(&from.tasks) {
+            self.file(tasks);
+        }
+    }
+
+    fn file(&mut self, tasks: &Arc<[Task]>) {
+        if self.seen_files.insert(Arc::as_ptr(tasks)) {
+            self.tasks(tasks);
+        }
+    }
+
+    fn tasks(&mut self, tasks: &[Task]) {
+        for task in tasks {
+            match &task.action {
+                Action::Module { module, .. } => match module {
+                    ModuleRef::Native(_) => self.report.native += 1,
+                    ModuleRef::Ansible(action) => self
+                        .report
+                        .bridged
+                        .push((task.location.clone(), action.qualified_name().to_owned())),
+                },
+                Action::Block {
+                    block,
+                    rescue,
+                    always,
+                } => {
+                    self.tasks(block);
+                    self.tasks(rescue);
+                    self.tasks(always);
+                }
+                Action::ImportRole { role, from } => self.role(role, from),
+                Action::IncludeRole(include) => match &include.role {
+                    Some(role) => self.role(role, &include.from),
+                    None => self.report.unchecked.push((
+                        task.location.clone(),
+                        crate::template::pyrepr::to_text(&include.name),
+                    )),
+                },
+                Action::IncludeTasks { file, role, dir } => {
+                    let name = file
+                        .as_str()
+                        .filter(|n| !crate::template::is_possibly_template(n));
+                    let path =
+                        name.and_then(|n| crate::role::resolve_task_file(role.as_deref(), dir, n));
+                    match path.and_then(|p| self.project.task_files.get(&p).cloned()) {
+                        Some(tasks) => self.file(&tasks),
+                        None => self.report.unchecked.push((
+                            task.location.clone(),
+                            crate::template::pyrepr::to_text(file),
+                        )),
+                    }
+                }
+            }
+        }
     }
 }
 

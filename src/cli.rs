@@ -128,6 +128,12 @@ impl Cli {
                 for diagnostic in &report.diagnostics.0 {
                     eprintln!("{}\n", diagnostic.render());
                 }
+                for watch in &report.watches {
+                    println!("{}", watch.render());
+                }
+                for (location, plugin) in &report.python_plugins {
+                    println!("{location}: {plugin} runs through Ansible (not in enka)");
+                }
                 println!("{}", report.summary);
                 if report.ok() {
                     ExitCode::SUCCESS

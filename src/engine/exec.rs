@@ -58,6 +58,9 @@ pub(crate) struct Runner {
     metrics: Vec<MetricUpdate>,
     module_timings: Vec<(&'static str, Duration)>,
     dependents: Vec<crate::kube::Dependent>,
+    /// Role dependencies already run, by role and parameters: Ansible runs
+    /// each once per play.
+    dependencies_run: Vec<(std::path::PathBuf, VarList)>,
 }
 
 impl Runner {
@@ -80,6 +83,7 @@ impl Runner {
             metrics: Vec::new(),
             module_timings: Vec::new(),
             dependents: Vec::new(),
+            dependencies_run: Vec::new(),
         }
     }
 
@@ -201,6 +205,39 @@ impl Runner {
         location: Option<&'a Task>,
     ) -> BoxFlow<'a> {
         Box::pin(async move {
+            // meta/main.yml dependencies first, each once per run (with the
+            // same parameters), as Ansible runs them once per play.
+            for dependency in &role.dependencies {
+                let key = (dependency.role.path.clone(), dependency.params.clone());
+                let seen = self
+                    .dependencies_run
+                    .iter()
+                    .any(|(path, params)| *path == key.0 && same_vars(params, &key.1));
+                if seen {
+                    continue;
+                }
+                self.dependencies_run.push(key);
+                let mut dep_frame = frame.clone();
+                dep_frame.depth += 1;
+                if dep_frame.depth > self.options.max_include_depth {
+                    break;
+                }
+                if !dependency.when.is_empty() {
+                    dep_frame.inherited.when.push(dependency.when.clone());
+                }
+                let flow = self
+                    .run_role(
+                        dep_frame,
+                        dependency.role.clone(),
+                        RoleFrom::default(),
+                        dependency.params.clone(),
+                        None,
+                    )
+                    .await;
+                if !matches!(flow, Flow::Continue) {
+                    return flow;
+                }
+            }
             let Some(tasks) = role.tasks(&from.tasks).cloned() else {
                 return match location {
                     Some(task) => Flow::Failed(self.failure(
@@ -981,6 +1018,15 @@ impl Runner {
             Err(message) => TaskResult::failed(message),
         }
     }
+}
+
+/// Whether two parameter lists name the same variables with the same raw
+/// values.
+fn same_vars(a: &VarList, b: &VarList) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|((ka, va), (kb, vb))| ka == kb && va.value == vb.value)
 }
 
 fn internal_failure(message: String) -> RunStatus {

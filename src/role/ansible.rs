@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::loader::Loader;
+use crate::template::scan::PluginKind;
 use crate::worker::{AnsibleWorker, Config};
 
 /// How long resolving names may take (the first worker imports Ansible).
@@ -27,7 +28,7 @@ impl Loader {
         base_dir: &std::path::Path,
         collections_path: &[std::path::PathBuf],
     ) -> Option<Arc<AnsibleWorker>> {
-        if self.bridged.is_empty() {
+        if self.bridged.is_empty() && self.foreign_plugins.is_empty() {
             return None;
         }
         let bridged = std::mem::take(&mut self.bridged);
@@ -38,6 +39,15 @@ impl Loader {
                     format!(
                         "{}: enka has no native code for this action, and --native-only forbids running it through Ansible",
                         action.name
+                    ),
+                );
+            }
+            for (location, kind, name) in std::mem::take(&mut self.foreign_plugins) {
+                self.error(
+                    location,
+                    format!(
+                        "no {} named '{name}' in enka, and --native-only forbids asking Ansible for one",
+                        kind.word()
                     ),
                 );
             }
@@ -94,6 +104,54 @@ impl Loader {
             }
         }
         self.bridged = bridged;
+        self.resolve_plugins(&worker);
         Some(worker)
+    }
+
+    /// Filters, tests and lookups enka lacks: those Ansible has are
+    /// registered to run through the worker; the rest are errors.
+    fn resolve_plugins(&mut self, worker: &Arc<AnsibleWorker>) {
+        let plugins = std::mem::take(&mut self.foreign_plugins);
+        if plugins.is_empty() {
+            return;
+        }
+        let names = |kind: PluginKind| -> Vec<&str> {
+            plugins
+                .iter()
+                .filter(|(_, k, _)| *k == kind)
+                .map(|(_, _, n)| n.as_str())
+                .collect()
+        };
+        let request = json!({
+            "op": "resolve",
+            "filters": names(PluginKind::Filter),
+            "tests": names(PluginKind::Test),
+            "lookups": names(PluginKind::Lookup),
+        });
+        let answer = worker.call(request, Some(RESOLVE_TIMEOUT));
+        for (location, kind, name) in &plugins {
+            let table = match kind {
+                PluginKind::Filter => "filters",
+                PluginKind::Test => "tests",
+                PluginKind::Lookup => "lookups",
+            };
+            let message = match &answer {
+                Ok(answer) if answer[table][name].as_bool() == Some(true) => {
+                    self.builder.add_python_plugin(*kind, name, worker);
+                    continue;
+                }
+                Ok(_) => format!(
+                    "no {} named '{name}': neither enka nor Ansible (its collections and the project's {}_plugins/) has one",
+                    kind.word(),
+                    kind.word()
+                ),
+                Err(err) => format!(
+                    "the {} '{name}' is not in enka and would run through Ansible, but {err}",
+                    kind.word()
+                ),
+            };
+            self.error(location.clone(), message);
+        }
+        self.foreign_plugins = plugins;
     }
 }

@@ -10,6 +10,7 @@ use super::{
     VarList,
 };
 use crate::modules::AnsibleAction;
+use crate::template::scan::{PluginKind, plugin_uses};
 use crate::template::{self, TemplarBuilder};
 use crate::worker::Config as WorkerConfig;
 use crate::yaml::{self, Node, Pos};
@@ -65,6 +66,9 @@ pub(crate) struct Loader {
     /// Directories whose plugin subdirectories Ansible adds (project,
     /// playbooks, roles), in load order.
     plugin_dirs: Vec<PathBuf>,
+    /// Filters, tests and lookups enka does not have itself, each with the
+    /// first place that names it: Ansible must have them.
+    pub(crate) foreign_plugins: Vec<(Location, PluginKind, String)>,
 }
 
 pub(crate) fn load(
@@ -89,6 +93,7 @@ pub(crate) fn load(
         collections: Arc::from(Vec::new()),
         bridged: Vec::new(),
         plugin_dirs: Vec::new(),
+        foreign_plugins: Vec::new(),
     };
     loader.project_dir(&options.role_paths.base_dir);
     for target in targets {
@@ -118,6 +123,7 @@ pub(crate) fn load(
         roles,
         playbooks,
         task_files,
+        foreign_plugins,
         ..
     } = loader;
     if diagnostics.has_errors() {
@@ -131,6 +137,7 @@ pub(crate) fn load(
         base_dir: options.role_paths.base_dir.clone(),
         role_paths: options.role_paths.clone(),
         ansible,
+        python_plugins: foreign_plugins,
     };
     (Some(Arc::new(project)), diagnostics)
 }
@@ -380,6 +387,9 @@ impl Loader {
                 }
                 match std::fs::read_to_string(&path) {
                     Ok(text) => {
+                        let location =
+                            Location::new(&Arc::from(path.as_path()), Pos { line: 1, col: 1 });
+                        self.note_plugins(&location, &text, false);
                         if let Err(err) = self.builder.add_file(&path.to_string_lossy(), text) {
                             let line = u32::try_from(err.line().unwrap_or(1)).unwrap_or(1);
                             self.error(
@@ -657,6 +667,33 @@ struct RoleMeta {
 }
 
 impl Loader {
+    /// Notes every filter, test and lookup that `source` names and enka
+    /// lacks; `expression` for a bare condition.
+    pub(crate) fn note_plugins(&mut self, location: &Location, source: &str, expression: bool) {
+        for found in plugin_uses(source, expression) {
+            let mut at = location.clone();
+            if let Some(pos) = at.pos.as_mut() {
+                let line = source[..found.offset].matches('\n').count();
+                pos.line += u32::try_from(line).unwrap_or(0);
+            }
+            self.note_plugin(&at, found.kind, &found.name);
+        }
+    }
+
+    /// Notes one plugin name, unless enka has it or it is noted already.
+    pub(crate) fn note_plugin(&mut self, location: &Location, kind: PluginKind, name: &str) {
+        if self
+            .foreign_plugins
+            .iter()
+            .any(|(_, k, n)| *k == kind && n == name)
+            || self.builder.has_plugin(kind, name)
+        {
+            return;
+        }
+        self.foreign_plugins
+            .push((location.clone(), kind, name.to_owned()));
+    }
+
     fn add_plugin_dir(&mut self, dir: &Path) {
         if !self.plugin_dirs.iter().any(|d| d == dir) {
             self.plugin_dirs.push(dir.to_path_buf());

@@ -48,6 +48,9 @@ pub struct Project {
     /// The worker that runs what enka has no native code for; `None` when
     /// every task is native (then no Python ever starts).
     pub ansible: Option<Arc<crate::worker::AnsibleWorker>>,
+    /// Filters, tests and lookups the templates name that Ansible runs, with
+    /// the first place that names each.
+    pub python_plugins: Vec<(Location, crate::template::scan::PluginKind, String)>,
 }
 
 impl Project {

@@ -13,6 +13,7 @@ use crate::modules::registry::{self, FreeForm};
 use crate::modules::{AnsibleAction, ModuleRef};
 use crate::template::Var;
 use crate::template::convert::from_yaml;
+use crate::template::scan::PluginKind;
 use crate::yaml::{Node, Pos};
 
 /// Keywords with an effect in enka.
@@ -148,6 +149,11 @@ fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
             if let Err(err) = loader.builder.add_condition(expr) {
                 loader.error(at.loc(item.pos), format!("{what}: {err}"));
             }
+            loader.note_plugins(
+                &at.loc(item.pos),
+                expr,
+                !crate::template::is_possibly_template(expr),
+            );
         } else if !matches!(
             value.kind(),
             ValueKind::Bool | ValueKind::None | ValueKind::Number
@@ -189,6 +195,7 @@ fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
                 }
                 loader.error(at.loc(pos), format!("{what}: {err}"));
             }
+            loader.note_plugins(&at.loc(node.pos), s, false);
         }
         crate::yaml::Value::Seq(items) => {
             for item in items {
@@ -907,15 +914,11 @@ fn parse_loop(loader: &mut Loader, at: &TaskFile<'_>, task: &Node) -> Option<Loo
             "with_items" => LoopKind::Items,
             "with_dict" => LoopKind::Dict,
             other => match other.strip_prefix("with_") {
-                Some(lookup) if LOOP_LOOKUPS.contains(&lookup) => {
-                    LoopKind::Lookup(lookup.to_owned())
-                }
                 Some(lookup) => {
-                    loader.error(
-                        at.loc(k.pos),
-                        format!("with_{lookup}: the lookup '{lookup}' is not supported"),
-                    );
-                    continue;
+                    if !LOOP_LOOKUPS.contains(&lookup) {
+                        loader.note_plugin(&at.loc(k.pos), PluginKind::Lookup, lookup);
+                    }
+                    LoopKind::Lookup(lookup.to_owned())
                 }
                 None => continue,
             },

@@ -78,12 +78,10 @@ fn dispatch(
             options.push((key.to_owned(), kwargs.get::<Value>(key)?));
         }
     }
-    let short = name
-        .strip_prefix("ansible.builtin.")
-        .or_else(|| name.strip_prefix("kubernetes.core."))
-        .or_else(|| name.strip_prefix("community.kubernetes."))
-        .unwrap_or(name);
-    let result = run(&ctx, short, terms, &options);
+    let result = match ctx.templar().lookup_plugin(name) {
+        Some(plugin) => plugin.run(&ctx, terms, &options),
+        None => run(&ctx, short_name(name), terms, &options),
+    };
     let values = match result {
         Ok(values) => values,
         Err(err) if err.kind() != ErrorKind::UndefinedError && errors != "strict" => {
@@ -114,6 +112,25 @@ fn dispatch(
     } else {
         Value::from(values)
     })
+}
+
+/// Lookups enka runs itself (besides those other layers add, such as `k8s`).
+const NATIVE: &[&str] = &[
+    "template", "file", "env", "vars", "items", "list", "dict", "password", "pipe", "k8s",
+];
+
+/// `name` without the collection prefixes enka's own lookups answer to.
+pub(crate) fn short_name(name: &str) -> &str {
+    name.strip_prefix("ansible.builtin.")
+        .or_else(|| name.strip_prefix("ansible.legacy."))
+        .or_else(|| name.strip_prefix("kubernetes.core."))
+        .or_else(|| name.strip_prefix("community.kubernetes."))
+        .unwrap_or(name)
+}
+
+/// Whether enka runs lookup `name` itself.
+pub(crate) fn is_native(name: &str) -> bool {
+    NATIVE.contains(&short_name(name))
 }
 
 /// Runs lookup `name` as `query(name, *terms)` would (for `with_<lookup>`).

@@ -27,6 +27,8 @@ pub(crate) mod methods;
 mod predicates;
 pub mod pyliteral;
 pub mod pyrepr;
+mod python;
+pub mod scan;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -257,6 +259,46 @@ impl TemplarBuilder {
     /// Adds a lookup plugin implemented by another layer (such as `k8s`).
     pub fn add_lookup(&mut self, name: &str, plugin: Arc<dyn LookupPlugin>) {
         self.lookups.insert(name.to_owned(), plugin);
+    }
+
+    /// Whether enka itself has the filter, test or lookup `name`.
+    pub fn has_plugin(&self, kind: scan::PluginKind, name: &str) -> bool {
+        let probe = match kind {
+            scan::PluginKind::Filter => format!("{{{{ none | {name} }}}}"),
+            scan::PluginKind::Test => format!("{{{{ none is {name} }}}}"),
+            scan::PluginKind::Lookup => {
+                return self.lookups.contains_key(name)
+                    || lookups::is_native(name)
+                    || self.lookups.contains_key(lookups::short_name(name));
+            }
+        };
+        match self.env.render_str(&probe, ()) {
+            Ok(_) => true,
+            Err(err) => !matches!(
+                err.kind(),
+                minijinja::ErrorKind::UnknownFilter | minijinja::ErrorKind::UnknownTest
+            ),
+        }
+    }
+
+    /// Registers a filter, test or lookup that Ansible has and enka does
+    /// not, called through the project's worker.
+    pub fn add_python_plugin(
+        &mut self,
+        kind: scan::PluginKind,
+        name: &str,
+        worker: &Arc<crate::worker::AnsibleWorker>,
+    ) {
+        match kind {
+            scan::PluginKind::Lookup => {
+                let plugin = python::PythonLookup {
+                    name: name.to_owned(),
+                    worker: worker.clone(),
+                };
+                self.lookups.insert(name.to_owned(), Arc::new(plugin));
+            }
+            _ => python::register(&mut self.env, kind, name, worker),
+        }
     }
 
     /// Finishes the set.

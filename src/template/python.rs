@@ -1,0 +1,122 @@
+//! Filters, tests and lookups that Ansible has and enka does not: a role's
+//! or the project's `filter_plugins/`, `test_plugins/`, `lookup_plugins/`,
+//! a collection's plugins, and any `ansible.builtin` one enka lacks. They
+//! are registered on the environment under their name and called through
+//! the project's Ansible worker; values cross as JSON, and a plugin's error
+//! comes back with its own message.
+
+use std::sync::Arc;
+
+use minijinja::value::{Kwargs, Rest};
+use minijinja::{Environment, Error, ErrorKind, Value};
+use serde_json::json;
+
+use super::Context;
+use super::convert::{from_json, to_json};
+use super::lookups::LookupPlugin;
+use super::scan::PluginKind;
+use crate::worker::AnsibleWorker;
+
+/// Registers `name` as a filter or test that Ansible runs.
+pub(super) fn register(
+    env: &mut Environment<'static>,
+    kind: PluginKind,
+    name: &str,
+    worker: &Arc<AnsibleWorker>,
+) {
+    let owned: Arc<str> = Arc::from(name);
+    let worker = worker.clone();
+    match kind {
+        PluginKind::Filter => env.add_filter(
+            name.to_owned(),
+            move |value: Value, args: Rest<Value>, kwargs: Kwargs| {
+                call(&worker, "filter", &owned, Some(value), &args, &kwargs)
+            },
+        ),
+        PluginKind::Test => env.add_test(
+            name.to_owned(),
+            move |value: Value, args: Rest<Value>, kwargs: Kwargs| {
+                call(&worker, "test", &owned, Some(value), &args, &kwargs).map(|v| v.is_true())
+            },
+        ),
+        PluginKind::Lookup => {}
+    }
+}
+
+fn call(
+    worker: &AnsibleWorker,
+    op: &str,
+    name: &str,
+    value: Option<Value>,
+    args: &[Value],
+    kwargs: &Kwargs,
+) -> Result<Value, Error> {
+    let mut positional = Vec::with_capacity(args.len() + 1);
+    for arg in value.iter().chain(args) {
+        if arg.is_undefined() {
+            return Err(Error::new(
+                ErrorKind::UndefinedError,
+                format!("an undefined value was passed to the {op} {name}"),
+            ));
+        }
+        positional.push(json_of(arg)?);
+    }
+    let mut named = serde_json::Map::new();
+    for key in kwargs.args() {
+        let value: Value = kwargs.get(key)?;
+        named.insert(key.to_owned(), json_of(&value)?);
+    }
+    let request = json!({"op": op, "name": name, "args": positional, "kwargs": named});
+    let answer = blocking(|| worker.call(request, None))
+        .map_err(|err| Error::new(ErrorKind::InvalidOperation, format!("{op} {name}: {err}")))?;
+    Ok(from_json(&answer["value"]))
+}
+
+fn json_of(value: &Value) -> Result<serde_json::Value, Error> {
+    to_json(value).map_err(|e| Error::new(ErrorKind::InvalidOperation, e.to_string()))
+}
+
+/// Runs a call to the worker from template code, which is synchronous: on a
+/// multi-threaded runtime the thread is handed over first, so other tasks
+/// on it are not held up.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// A lookup plugin that Ansible runs.
+#[derive(Debug)]
+pub(super) struct PythonLookup {
+    pub(super) name: String,
+    pub(super) worker: Arc<AnsibleWorker>,
+}
+
+impl LookupPlugin for PythonLookup {
+    fn run(
+        &self,
+        _ctx: &Context,
+        terms: &[Value],
+        options: &[(String, Value)],
+    ) -> Result<Vec<Value>, Error> {
+        let terms = terms.iter().map(json_of).collect::<Result<Vec<_>, _>>()?;
+        let mut kwargs = serde_json::Map::new();
+        for (key, value) in options {
+            kwargs.insert(key.clone(), json_of(value)?);
+        }
+        let request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs});
+        let answer = blocking(|| self.worker.call(request, None)).map_err(|err| {
+            Error::new(
+                ErrorKind::InvalidOperation,
+                format!("lookup {}: {err}", self.name),
+            )
+        })?;
+        Ok(match &answer["value"] {
+            serde_json::Value::Array(items) => items.iter().map(from_json).collect(),
+            other => vec![from_json(other)],
+        })
+    }
+}
