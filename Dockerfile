@@ -1,12 +1,20 @@
 # syntax=docker/dockerfile:1
 #
-# enka with the Zundoko operator: a static enka binary plus watches.yaml and
-# roles/ at ansible-operator's paths ($HOME=/opt/ansible). Porting another
-# operator is two lines on top of this image:
+# enka with the Zundoko operator: a static enka binary, the Python side of
+# its Ansible worker (ansible-core 2.18 and the `ansible` bundle's
+# collections, like upstream's base image), and watches.yaml and roles/ at
+# ansible-operator's paths ($HOME=/opt/ansible). Porting another operator is
+# the usual lines on top of this image:
 #
 #   FROM <this image>
+#   COPY requirements.yml ${HOME}/requirements.yml
+#   RUN ansible-galaxy collection install -r ${HOME}/requirements.yml
 #   COPY watches.yaml ${HOME}/watches.yaml
 #   COPY roles/ ${HOME}/roles/
+#
+# `enka run --native-only` refuses a project that would need the worker, for
+# an image without Python: FROM gcr.io/distroless/static-debian12:nonroot and
+# copy /usr/local/bin/enka alone.
 
 ARG RUST_VERSION=1.95
 
@@ -32,11 +40,23 @@ COPY . .
 # The same script `make test` runs outside Docker.
 RUN cp "$(bash scripts/build-static.sh)" /enka
 
-# Static binary, no shell, no package manager, non-root.
-FROM gcr.io/distroless/static-debian12:nonroot
-ENV HOME=/opt/ansible
+# Python with ansible-core for the worker (tasks enka has no native code
+# for), non-root. The same requirements `make test` installs (scripts/ansible-venv.sh).
+FROM python:3.11-slim-bookworm
+ENV HOME=/opt/ansible \
+    ENKA_ANSIBLE_PYTHON=/usr/local/bin/python3 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY src/worker/requirements.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt \
+ && useradd --uid 65532 --home-dir /opt/ansible --no-create-home --shell /usr/sbin/nologin enka \
+ && mkdir -p /opt/ansible/.ansible \
+ && chown -R 65532:65532 /opt/ansible
 WORKDIR /opt/ansible
 COPY --from=build /enka /usr/local/bin/enka
+COPY requirements.yml ${HOME}/requirements.yml
+RUN ansible-galaxy collection install -r ${HOME}/requirements.yml
 COPY watches.yaml ${HOME}/watches.yaml
 COPY roles/ ${HOME}/roles/
 USER 65532:65532

@@ -7,6 +7,9 @@ SHELL := /bin/bash
 CARGO ?= cargo
 KUBE_ENV_DIR ?= $(CURDIR)/.kube-env
 KUBE_ENV_BUILD := tools/kube-env/build.sh
+# The control plane's binaries and the Ansible worker's Python, both built or
+# installed on first use and cached by version under ~/.cache/enka.
+TEST_ENV = ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)"
 
 .PHONY: help
 help: ## List the targets.
@@ -16,6 +19,15 @@ help: ## List the targets.
 build: ## Build enka (debug).
 	@echo "==> building enka"
 	$(CARGO) build --workspace
+
+.PHONY: host-packages
+host-packages: ## Install the Debian packages a fresh machine lacks (musl-tools for the image's static binary, procps, binutils, python3-venv).
+	@bash scripts/ensure-packages.sh procps:pgrep musl-tools:musl-gcc binutils:readelf
+	@python3 -c "import venv, ensurepip" 2>/dev/null || bash scripts/ensure-packages.sh python3-venv
+
+.PHONY: ansible-venv
+ansible-venv: host-packages ## Install ansible-core 2.18 and the common collections for the Ansible worker (cached).
+	@echo "==> the Ansible worker's Python: $$(bash scripts/ansible-venv.sh)"
 
 .PHONY: kube-bin
 kube-bin: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl from Go modules (cached by version).
@@ -34,14 +46,14 @@ kube-env-down: ## Stop the control plane started by `make kube-env`.
 	@$(CARGO) run --quiet -p kube-env -- down --dir "$(KUBE_ENV_DIR)"
 
 .PHONY: demo
-demo: ## A local real control plane, enka, and the sample Hikawa sung live to "Kiyoshi!" (SEED=n, INTERVAL_MS=n).
+demo: host-packages ## A local real control plane, enka, and the sample Hikawa sung live to "Kiyoshi!" (SEED=n, INTERVAL_MS=n).
 	@echo "==> make demo: everything it starts is stopped at the end"
-	@SEED="$(SEED)" INTERVAL_MS="$(INTERVAL_MS)" bash scripts/demo.sh
+	@ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" SEED="$(SEED)" INTERVAL_MS="$(INTERVAL_MS)" bash scripts/demo.sh
 
 .PHONY: run
 run: ## Run enka on ./watches.yaml against the current KUBECONFIG.
 	@echo "==> enka run --watches-file watches.yaml (KUBECONFIG=$${KUBECONFIG:-~/.kube/config})"
-	$(CARGO) run --release -p enka -- run --watches-file watches.yaml
+	ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) run --release -p enka -- run --watches-file watches.yaml
 
 .PHONY: install
 install: kube-bin ## Install the CRDs into the current KUBECONFIG's cluster.
@@ -72,7 +84,7 @@ docker-build: ## Build the container image IMG (needs a Docker engine).
 	docker build -t $(IMG) .
 
 .PHONY: image-check
-image-check: ## Without Docker: hadolint the Dockerfile, build its static binary as it does, and smoke-test it.
+image-check: host-packages ## Without Docker: hadolint the Dockerfile, build its static binary as it does, and smoke-test it.
 	@echo "==> checking the image's Dockerfile and static binary"
 	@bash scripts/lint-dockerfile.sh
 	@bash scripts/check-static-binary.sh "$$(bash scripts/build-static.sh)"
@@ -83,48 +95,50 @@ bench: bench-engine bench-operators ## Every benchmark; regenerates docs/benchma
 .PHONY: bench-operators
 bench-operators: kube-bin ## enka vs upstream ansible-operator on one real control plane (installs upstream from registries).
 	@echo "==> cargo bench --bench operators (enka and upstream ansible-operator side by side; about 15 minutes)"
-	ENKA_BENCH_DOCS=1 $(CARGO) bench --bench operators
+	$(TEST_ENV) ENKA_BENCH_DOCS=1 $(CARGO) bench --bench operators
 	@echo "==> wrote target/bench/summary.tsv, docs/benchmarks.md and docs/benchmarks.png"
 
 .PHONY: bench-smoke
 bench-smoke: kube-bin ## A small enka-only pass of the operators bench (debug build), so it cannot rot.
 	@echo "==> bench smoke: the operators bench, enka only, small counts"
-	ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
+	$(TEST_ENV) ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
 
 .PHONY: fmt-check
 fmt-check: ## Check formatting.
 	@echo "==> cargo fmt --check"
+	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	$(CARGO) fmt --all --check
 
 .PHONY: lint
 lint: ## Run clippy with warnings as errors.
 	@echo "==> cargo clippy -D warnings"
+	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 .PHONY: conformance
 conformance: ## Replay the templating corpus recorded from ansible-core 2.18 (fails under 97%).
 	@echo "==> conformance corpus (tests/conformance, expected values from real ansible-core 2.18)"
 	@mkdir -p target; status=0; \
-	  $(CARGO) test --quiet --test integration conformance -- --nocapture > target/conformance.log 2>&1 || status=$$?; \
+	  ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) test --quiet --test integration conformance -- --nocapture > target/conformance.log 2>&1 || status=$$?; \
 	  grep -h '^conformance:' target/conformance.log | awk '{x += $$2; y += $$4} END {if (y) printf "conformance: %d of %d cases match ansible-core 2.18\n", x, y}'; \
 	  if [ $$status -ne 0 ]; then grep -E '^(MISMATCH|  ansible:|  enka:)|panicked' target/conformance.log | head -40; fi; exit $$status
 
 .PHONY: compat
-compat: kube-bin ## Upstream's test-operator scenarios (tests/compat) on a real control plane: "compat: X of Y scenarios pass".
+compat: kube-bin ansible-venv ## Upstream's test-operator scenarios (tests/compat) on a real control plane: "compat: X of Y scenarios pass".
 	@echo "==> compat scenarios (tests/compat: our operators in the shape of upstream's molecule suites)"
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test compat -- $(SCENARIOS)
+	$(TEST_ENV) $(CARGO) test --quiet --test compat -- $(SCENARIOS)
 	@bash scripts/check-no-leftovers
 
 .PHONY: faults
-faults: kube-bin ## Fault tests (tests/faults): restarts of kube-apiserver and etcd, 410 Gone, 409s, SIGKILL, leader failover.
+faults: kube-bin ansible-venv ## Fault tests (tests/faults): restarts of kube-apiserver and etcd, 410 Gone, 409s, SIGKILL, leader failover.
 	@echo "==> fault tests (tests/faults, real control plane restarted under load)"
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test faults -- $(SCENARIOS)
+	$(TEST_ENV) $(CARGO) test --quiet --test faults -- $(SCENARIOS)
 	@bash scripts/check-no-leftovers
 
 .PHONY: catalogue
-catalogue: kube-bin ## The bad-input catalogue (tests/catalogue): broken projects and hostile objects, each refused clearly.
+catalogue: kube-bin ansible-venv ## The bad-input catalogue (tests/catalogue): broken projects and hostile objects, each refused clearly.
 	@echo "==> bad-input catalogue (tests/catalogue, real control plane)"
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --quiet --test catalogue -- $(CASES)
+	$(TEST_ENV) $(CARGO) test --quiet --test catalogue -- $(CASES)
 	@bash scripts/check-no-leftovers
 
 FUZZ_SECONDS ?= 300
@@ -146,15 +160,15 @@ bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answ
 	@$(CARGO) bench --quiet --bench engine
 
 .PHONY: test
-e2e: kube-bin ## End-to-end tests only: the seed's Zundoko operator and the runtime, on a real control plane.
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --test integration -- zundoko:: runtime:: deploy::
+e2e: kube-bin ansible-venv ## End-to-end tests only: the seed's Zundoko operator and the runtime, on a real control plane.
+	$(TEST_ENV) $(CARGO) test --test integration -- zundoko:: runtime:: deploy::
 	@bash scripts/check-no-leftovers
 
-test: fmt-check lint image-check kube-bin ## Format check, clippy and every test, real-control-plane ones included.
+test: host-packages fmt-check lint image-check kube-bin ansible-venv ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) test --workspace
+	$(TEST_ENV) $(CARGO) test --workspace
 	@echo "==> bench smoke: the operators bench, enka only, small counts"
-	ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
+	$(TEST_ENV) ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
 	@echo "==> fuzz smoke: each cargo-fuzz target for $(FUZZ_SMOKE_SECONDS) s"
 	bash scripts/fuzz.sh $(FUZZ_SMOKE_SECONDS)
 	@bash scripts/check-no-leftovers

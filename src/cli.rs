@@ -85,9 +85,18 @@ pub struct RunArgs {
     /// Seed for `random` and `shuffle`, to reproduce a run (enka).
     #[arg(long, env = "ENKA_RANDOM_SEED")]
     pub random_seed: Option<u64>,
-    /// Allow `lookup('pipe')`, which runs commands on the operator's host (enka).
-    #[arg(long)]
+    /// Accepted for compatibility with earlier enka releases: `lookup('pipe')`
+    /// runs commands as in Ansible, like `command` tasks through the worker.
+    #[arg(long, hide = true)]
     pub allow_commands: bool,
+    /// Refuse to start a project that has tasks or plugins only Ansible can
+    /// run, so the operator needs no Python (enka).
+    #[arg(long)]
+    pub native_only: bool,
+    /// The Python interpreter with ansible-core 2.18 that runs what enka has
+    /// no native code for (enka).
+    #[arg(long, env = crate::worker::PYTHON_ENV, default_value = "python3")]
+    pub ansible_python: PathBuf,
     /// Accepted for compatibility; enka runs no ansible-runner.
     #[arg(long, hide = true)]
     pub ansible_args: Option<String>,
@@ -218,13 +227,22 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let max_concurrent_reconciles = args
+        .max_concurrent_reconciles
+        .filter(|n| *n > 0)
+        .unwrap_or(u16::try_from(cpus).unwrap_or(1));
+    // One worker process per reconcile that may run at once, so concurrent
+    // reconciles never queue behind one slow bridged task.
+    let ansible = (!args.native_only).then(|| crate::worker::Config {
+        python: args.ansible_python.clone(),
+        size: usize::from(max_concurrent_reconciles),
+        verbosity: args.ansible_verbosity.min(7),
+        ..crate::worker::Config::from_env()
+    });
     let options = crate::operator::OperatorOptions {
         watches_file: args.watches_file,
         reconcile_period: args.reconcile_period,
-        max_concurrent_reconciles: args
-            .max_concurrent_reconciles
-            .filter(|n| *n > 0)
-            .unwrap_or(u16::try_from(cpus).unwrap_or(1)),
+        max_concurrent_reconciles,
         reconcile_timeout: args.reconcile_timeout,
         graceful_shutdown_timeout: args.graceful_shutdown_timeout,
         roles_path: args.ansible_roles_path,
@@ -239,9 +257,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?,
         templates: crate::template::Options {
             seed: args.random_seed,
-            allow_pipe: args.allow_commands,
+            allow_pipe: true,
             fuel: None,
         },
+        ansible,
     };
     crate::operator::run(options, client).await
 }

@@ -376,4 +376,18 @@ impl Cluster for KubeCluster {
             super::exec::exec(&self.client, namespace, pod, container, command).await
         })
     }
+
+    fn server_version(&self) -> BoxFuture<'_, Result<Json, Error>> {
+        Box::pin(async move {
+            let version = self.client.apiserver_version().await.map_err(api_error)?;
+            serde_json::to_value(version).map_err(|e| Error::Transport(e.to_string()))
+        })
+    }
+
+    fn api_groups(&self) -> BoxFuture<'_, Result<Vec<String>, Error>> {
+        Box::pin(async move {
+            let groups = self.client.list_api_groups().await.map_err(api_error)?;
+            Ok(groups.groups.into_iter().map(|g| g.name).collect())
+        })
+    }
 }

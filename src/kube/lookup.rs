@@ -46,6 +46,30 @@ fn block_on<F: Future>(future: F) -> Result<F::Output, Error> {
     }
 }
 
+impl K8sLookup {
+    /// `cluster_info='version'` (`{"kubernetes": <the /version document>}`)
+    /// or `cluster_info='api_groups'` (the served group names), as
+    /// kubernetes.core's lookup returns them.
+    fn cluster_info(&self, what: &str) -> Result<Vec<Value>, Error> {
+        let cluster = self.cluster.clone();
+        let value: Result<Json, KubeError> = match what {
+            "version" => block_on(async move {
+                let version = cluster.server_version().await?;
+                Ok(serde_json::json!({ "kubernetes": version }))
+            })?,
+            "api_groups" => block_on(async move { Ok(Json::from(cluster.api_groups().await?)) })?,
+            other => {
+                return Err(failure(format!(
+                    "lookup('k8s', cluster_info={other:?}): cluster_info must be 'version' or 'api_groups'"
+                )));
+            }
+        };
+        let value =
+            value.map_err(|e| failure(format!("lookup('k8s', cluster_info={what:?}): {e}")))?;
+        Ok(vec![convert::from_json(&value)])
+    }
+}
+
 impl LookupPlugin for K8sLookup {
     fn run(
         &self,
@@ -62,9 +86,7 @@ impl LookupPlugin for K8sLookup {
                 .map(pyrepr::to_text)
         };
         if let Some(info) = opt("cluster_info") {
-            return Err(failure(format!(
-                "lookup('k8s', cluster_info={info:?}) is not supported; read the objects you need instead"
-            )));
+            return self.cluster_info(&info);
         }
         let _ = terms;
         let kind = opt("kind").ok_or_else(|| failure("lookup('k8s') needs kind="))?;

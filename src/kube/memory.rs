@@ -553,6 +553,26 @@ impl Cluster for MemoryCluster {
             })
         })
     }
+
+    fn server_version(&self) -> BoxFuture<'_, Result<Json, Error>> {
+        Box::pin(async move {
+            Ok(
+                serde_json::json!({"major": "1", "minor": "36", "gitVersion": "v1.36.0-enka-memory"}),
+            )
+        })
+    }
+
+    fn api_groups(&self) -> BoxFuture<'_, Result<Vec<String>, Error>> {
+        Box::pin(async move {
+            let mut groups: Vec<String> = Vec::new();
+            for resource in self.resources.iter().filter(|r| !r.group.is_empty()) {
+                if !groups.contains(&resource.group) {
+                    groups.push(resource.group.clone());
+                }
+            }
+            Ok(groups)
+        })
+    }
 }
 
 #[cfg(test)]

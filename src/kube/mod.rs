@@ -273,4 +273,11 @@ pub trait Cluster: Send + Sync + fmt::Debug {
         container: Option<&'a str>,
         command: &'a [String],
     ) -> BoxFuture<'a, Result<ExecOutput, Error>>;
+
+    /// The API server's `/version` document.
+    fn server_version(&self) -> BoxFuture<'_, Result<Json, Error>>;
+
+    /// The names of the API groups the server serves (not the core group),
+    /// as kubernetes.core's `cluster_info='api_groups'` lists them.
+    fn api_groups(&self) -> BoxFuture<'_, Result<Vec<String>, Error>>;
 }

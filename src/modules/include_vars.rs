@@ -1,6 +1,6 @@
 //! `include_vars`: loads variables from a YAML file of the role.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use minijinja::Value;
@@ -52,23 +52,8 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     Ok(output)
 }
 
-/// Looks in the role's `vars/`, the role, then the project, never outside.
+/// Looks as Ansible does: an absolute path as it is, else the role's
+/// `vars/`, the role, then the project.
 fn find(ctx: &ModuleContext<'_>, file: &str) -> Option<PathBuf> {
-    let mut roots: Vec<PathBuf> = Vec::new();
-    if let Some(role) = ctx.role_path {
-        roots.push(role.join("vars"));
-        roots.push(role.to_path_buf());
-    }
-    roots.push(ctx.base_dir.to_path_buf());
-    for root in roots {
-        let candidate = crate::template::normalize_path(&root.join(file));
-        if (candidate.starts_with(ctx.base_dir)
-            || ctx.role_path.is_some_and(|r| candidate.starts_with(r)))
-            && candidate.is_file()
-        {
-            return Some(candidate);
-        }
-    }
-    let _ = Path::new(file);
-    None
+    crate::template::find_needle(&ctx.search_path(), "vars", file)
 }

@@ -184,16 +184,7 @@ fn expand(value: &Value) -> Result<Vec<Value>, String> {
 }
 
 fn find_file(ctx: &ModuleContext<'_>, subdir: &str, name: &str) -> Option<std::path::PathBuf> {
-    let mut roots = Vec::new();
-    if let Some(role) = ctx.role_path {
-        roots.push((role.join(subdir), role.to_path_buf()));
-        roots.push((role.to_path_buf(), role.to_path_buf()));
-    }
-    roots.push((ctx.base_dir.to_path_buf(), ctx.base_dir.to_path_buf()));
-    roots.into_iter().find_map(|(dir, fence)| {
-        let candidate = crate::template::normalize_path(&dir.join(name));
-        (candidate.starts_with(&fence) && candidate.is_file()).then_some(candidate)
-    })
+    crate::template::find_needle(&ctx.search_path(), subdir, name)
 }
 
 struct One {

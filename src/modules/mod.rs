@@ -125,6 +125,17 @@ impl ModuleContext<'_> {
             .ok_or_else(|| "this run has no connection to a Kubernetes cluster".to_owned())
     }
 
+    /// Where files named by the task are looked for: the role, then the
+    /// project.
+    pub fn search_path(&self) -> Vec<std::path::PathBuf> {
+        let mut paths = Vec::with_capacity(2);
+        if let Some(role) = self.role_path {
+            paths.push(role.to_path_buf());
+        }
+        paths.push(self.base_dir.to_path_buf());
+        paths
+    }
+
     /// Times an API call into [`ModuleContext::api_time`].
     pub async fn api<T>(&mut self, call: impl std::future::Future<Output = T>) -> T {
         let started = Instant::now();

@@ -47,6 +47,8 @@ pub struct OperatorOptions {
     pub namespaces: Vec<String>,
     /// Whether created objects get owner references.
     pub inject_owner_ref: bool,
+    /// How the Ansible worker starts; `None` with `--native-only`.
+    pub ansible: Option<crate::worker::Config>,
     /// Template options (seed, commands).
     pub templates: crate::template::Options,
     /// Where `/metrics` is served (`None`: not served).
@@ -76,7 +78,7 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
             .map(|w| (w.target.clone(), w.location.clone()))
             .collect(),
         lookups: vec![("k8s".to_owned(), k8s_lookup)],
-        ansible: Some(crate::worker::Config::from_env()),
+        ansible: options.ansible.clone(),
     };
     let watch_targets = targets(&watches);
     let (project, project_diagnostics) = Project::load(&load, &watch_targets);

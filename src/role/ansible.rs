@@ -34,7 +34,7 @@ impl Loader {
         let bridged = std::mem::take(&mut self.bridged);
         let Some(config) = config else {
             for (location, action) in &bridged {
-                self.error(
+                self.task_error(
                     location.clone(),
                     format!(
                         "{}: enka has no native code for this action, and --native-only forbids running it through Ansible",
@@ -43,7 +43,7 @@ impl Loader {
                 );
             }
             for (location, kind, name) in std::mem::take(&mut self.foreign_plugins) {
-                self.error(
+                self.task_error(
                     location,
                     format!(
                         "no {} named '{name}' in enka, and --native-only forbids asking Ansible for one",
@@ -100,7 +100,7 @@ impl Loader {
                         action.name
                     ),
                 };
-                self.error(location.clone(), message);
+                self.task_error(location.clone(), message);
             }
         }
         self.bridged = bridged;
@@ -150,7 +150,7 @@ impl Loader {
                     kind.word()
                 ),
             };
-            self.error(location.clone(), message);
+            self.task_error(location.clone(), message);
         }
         self.foreign_plugins = plugins;
     }

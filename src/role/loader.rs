@@ -69,6 +69,10 @@ pub(crate) struct Loader {
     /// Filters, tests and lookups enka does not have itself, each with the
     /// first place that names it: Ansible must have them.
     pub(crate) foreign_plugins: Vec<(Location, PluginKind, String)>,
+    /// The name of the task being parsed, for findings made after parsing.
+    pub(crate) current_task: Option<String>,
+    /// Tasks that findings made after parsing belong to, by location.
+    pub(crate) task_names: HashMap<Location, String>,
 }
 
 pub(crate) fn load(
@@ -94,6 +98,8 @@ pub(crate) fn load(
         bridged: Vec::new(),
         plugin_dirs: Vec::new(),
         foreign_plugins: Vec::new(),
+        current_task: None,
+        task_names: HashMap::new(),
     };
     loader.project_dir(&options.role_paths.base_dir);
     for target in targets {
@@ -234,6 +240,21 @@ fn stem(root: &Path, file: &Path) -> String {
 impl Loader {
     pub(crate) fn error(&mut self, location: Location, message: String) {
         self.diagnostics.push(Diagnostic::error(location, message));
+    }
+
+    /// An error found after parsing, about the task at `location` (named in
+    /// the message as parse errors are).
+    pub(crate) fn task_error(&mut self, location: Location, message: String) {
+        let mut diagnostic = Diagnostic::error(location.clone(), message);
+        diagnostic.task = self.task_names.get(&location).cloned();
+        self.diagnostics.push(diagnostic);
+    }
+
+    /// Remembers that `location` is inside the task being parsed.
+    pub(crate) fn remember_task(&mut self, location: &Location) {
+        if let Some(name) = &self.current_task {
+            self.task_names.insert(location.clone(), name.clone());
+        }
     }
 
     pub(crate) fn warning(&mut self, location: Location, message: String) {
@@ -690,6 +711,7 @@ impl Loader {
         {
             return;
         }
+        self.remember_task(location);
         self.foreign_plugins
             .push((location.clone(), kind, name.to_owned()));
     }

@@ -109,9 +109,11 @@ pub(crate) fn parse_tasks(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -
             .iter()
             .filter_map(|item| {
                 let before = loader.diagnostics.0.len();
-                let task = parse_task(loader, at, item);
-                // Name the task in every finding made while parsing it.
                 let name = item.get("name").map(Node::key_string);
+                let outer = std::mem::replace(&mut loader.current_task, name.clone());
+                let task = parse_task(loader, at, item);
+                loader.current_task = outer;
+                // Name the task in every finding made while parsing it.
                 for diagnostic in &mut loader.diagnostics.0[before..] {
                     if diagnostic.task.is_none() {
                         diagnostic.task.clone_from(&name);
@@ -721,6 +723,7 @@ fn parse_bridged(
         })
         .collect();
     let action = Arc::new(AnsibleAction::new(name, loader.collections.clone()));
+    loader.remember_task(&at.loc(key.pos));
     loader.bridged.push((at.loc(key.pos), action.clone()));
     Some(Action::Module {
         module: ModuleRef::Ansible(action),

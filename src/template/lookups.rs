@@ -218,7 +218,7 @@ fn run(
         "pipe" => {
             if !ctx.templar().options().allow_pipe {
                 return Err(invalid(
-                    "lookup('pipe') runs commands and is disabled; start enka with --allow-commands to enable it",
+                    "lookup('pipe') runs commands, which this run does not allow",
                 ));
             }
             terms
@@ -264,21 +264,25 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// The first existing `dir/<subdir>/name` or `dir/name` among the search
-/// path, which must stay inside that directory.
-fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Option<PathBuf> {
-    for dir in ctx.search_path() {
-        for base in [dir.join(subdir), dir.clone()] {
-            let candidate = normalize(&base.join(name));
-            if !candidate.starts_with(dir) {
-                continue;
-            }
-            if candidate.is_file() {
-                return Some(candidate);
-            }
-        }
+/// Finds `name` as Ansible's `path_dwim_relative_stack` does: an absolute
+/// path as it is; otherwise the first existing `dir/<subdir>/name` or
+/// `dir/name` along the search path (the role, then the project). Like
+/// Ansible's, the search is not fenced: roles see the container's file
+/// system (`../common/templates/x.j2` reaches a sibling role).
+pub fn find_needle(search_path: &[PathBuf], subdir: &str, name: &str) -> Option<PathBuf> {
+    let path = Path::new(name);
+    if path.is_absolute() {
+        return path.is_file().then(|| normalize(path));
     }
-    None
+    search_path
+        .iter()
+        .flat_map(|dir| [dir.join(subdir).join(name), dir.join(name)])
+        .map(|candidate| normalize(&candidate))
+        .find(|candidate| candidate.is_file())
+}
+
+fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Option<PathBuf> {
+    find_needle(ctx.search_path(), subdir, name)
 }
 
 fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
@@ -323,11 +327,21 @@ fn render_file(ctx: &Context, name: &str, what: &str) -> Result<(PathBuf, String
     })?;
     let key = path.to_string_lossy().into_owned();
     let templar = ctx.templar();
-    let template = templar.env().get_template(&key).map_err(|_| {
-        invalid(format!(
-            "the template file {name} is outside the project's roles and cannot be read"
-        ))
-    })?;
+    // Files under a loaded role's templates/ were compiled with the
+    // project; any other is compiled here, for this render only.
+    let adhoc;
+    let template = match templar.env().get_template(&key) {
+        Ok(template) => template,
+        Err(_) => {
+            let source = std::fs::read_to_string(&path)
+                .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
+            let mut env = templar.env().clone();
+            env.add_template_owned(key.clone(), source)
+                .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
+            adhoc = env;
+            adhoc.get_template(&key)?
+        }
+    };
     let mut text = template
         .render(ctx.to_value())
         .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;

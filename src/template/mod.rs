@@ -42,7 +42,9 @@ pub use context::{
 };
 pub use error::{Error, ErrorKind};
 pub use filters::core_to_bool as to_bool;
-pub use lookups::{LookupPlugin, normalize as normalize_path, query, render_template_file};
+pub use lookups::{
+    LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
+};
 
 /// Filters whose output Ansible keeps as text even when it looks like data
 /// (`C.STRING_TYPE_FILTERS`).

@@ -73,7 +73,7 @@ from ansible.plugins import loader as plugin_loader  # noqa: E402
 from ansible.plugins.action import ActionBase  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 from ansible.utils.display import Display  # noqa: E402
-from ansible.vars.clean import remove_internal_keys  # noqa: E402
+from ansible.vars.clean import module_response_deepcopy, remove_internal_keys, strip_internal_keys  # noqa: E402
 import ansible.module_utils  # noqa: E402
 import ansible.module_utils.basic  # noqa: E402  (imported once, shared by every fork)
 
@@ -173,6 +173,8 @@ def _run_in_fork(target, module_args, environment, deadline):
     if pid == 0:  # the module's process
         code = 1
         try:
+            # Its own process group, so a timeout kills what it started too.
+            os.setpgid(0, 0)
             _die_with_parent()
             os.dup2(out.fileno(), 1)
             os.dup2(err.fileno(), 2)
@@ -201,7 +203,12 @@ def _run_in_fork(target, module_args, environment, deadline):
                 sys.stderr.flush()
             finally:
                 os._exit(code)
-    rc = _wait(pid, deadline)
+    # enka kills this group too if it has to kill the worker mid-task.
+    _note_running_group(pid)
+    try:
+        rc = _wait(pid, deadline)
+    finally:
+        _note_running_group(None)
     out.seek(0)
     err.seek(0)
     stdout = out.read().decode("utf-8", "surrogateescape")
@@ -215,6 +222,22 @@ def _run_in_fork(target, module_args, environment, deadline):
 
 class _TaskTimeout(Exception):
     pass
+
+
+_RUNNING_GROUP_FILE = os.path.join(os.environ.get("ENKA_WORKER_DIR", ""), "module.pgid")
+
+
+def _note_running_group(pgid):
+    if not os.environ.get("ENKA_WORKER_DIR"):
+        return
+    if pgid is None:
+        try:
+            os.unlink(_RUNNING_GROUP_FILE)
+        except OSError:
+            pass
+        return
+    with open(_RUNNING_GROUP_FILE, "w") as handle:
+        handle.write(str(pgid))
 
 
 def _wait(pid, deadline):
@@ -232,7 +255,10 @@ def _wait(pid, deadline):
             if done:
                 return os.waitstatus_to_exitcode(status)
             if deadline is not None and time.monotonic() >= deadline:
-                os.kill(pid, signal.SIGKILL)
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 return None
             if pidfd is None:
@@ -385,38 +411,58 @@ def _run_task(request):
         handler.cleanup()
 
 
+def _registered(result):
+    """The result as `register` stores it: TaskExecutor's defaults for
+    `failed` (from `rc`) and `changed`, then the strategy's clean copy
+    without internal keys and `invocation`."""
+    if "failed" not in result:
+        result["failed"] = "rc" in result and result["rc"] not in (0, "0")
+    if "changed" not in result:
+        result["changed"] = False
+    clean = strip_internal_keys(module_response_deepcopy(result))
+    clean.pop("invocation", None)
+    return clean
+
+
 _TEMPLATE_ONLY_ARGS = ("newline_sequence", "block_start_string", "block_end_string",
                        "variable_start_string", "variable_end_string", "comment_start_string",
                        "comment_end_string", "trim_blocks", "lstrip_blocks", "output_encoding")
 
 
 def _template(task, variables, play_context, connection, templar, rendered, request):
-    """The template action after its rendering step (enka rendered the file
-    with the same templating as every other task): the text goes to the copy
-    action, exactly as ansible.builtin.template hands it over."""
-    args = dict(task.args)
+    """ansible.builtin.template after its rendering step (enka rendered the
+    file with the same templating as every other task): the same checks,
+    then the text goes to the copy action exactly as the template action
+    hands it over."""
+    args = task.args
     source = args.get("src")
     dest = args.get("dest")
+    if args.get("state") is not None:
+        return {"failed": True, "msg": "'state' cannot be specified on a template"}
     if source is None or dest is None:
         return {"failed": True, "msg": "src and dest are required"}
+    newline_sequence = args.get("newline_sequence", "\n")
+    newline_sequence = {"\\n": "\n", "\\r": "\r", "\\r\\n": "\r\n"}.get(newline_sequence, newline_sequence)
+    if newline_sequence not in ("\n", "\r", "\r\n"):
+        return {"failed": True, "msg": "newline_sequence needs to be one of: \n, \r or \r\n"}
+    if newline_sequence != "\n":
+        rendered = rendered.replace("\n", newline_sequence)
     follow = args.get("follow", False)
-    mode = args.get("mode")
+    mode = args.get("mode", None)
     if mode == "preserve" and request.get("source_path"):
         mode = "0%03o" % (os.stat(request["source_path"]).st_mode & 0o7777)
+    output_encoding = args.get("output_encoding", "utf-8") or "utf-8"
+    new_task = task.copy()
+    new_task._enka_search_path = task._enka_search_path
+    new_task.args["mode"] = mode
+    for name in _TEMPLATE_ONLY_ARGS:
+        new_task.args.pop(name, None)
     local_tempdir = tempfile.mkdtemp(dir=C.DEFAULT_LOCAL_TMP)
     try:
         result_file = os.path.join(local_tempdir, os.path.basename(source))
-        encoding = args.get("output_encoding") or "utf-8"
         with open(result_file, "wb") as handle:
-            handle.write(rendered.encode(encoding, "surrogate_or_strict" if False else "strict"))
-        new_task = task.copy()
-        new_task._enka_search_path = task._enka_search_path
-        for name in _TEMPLATE_ONLY_ARGS:
-            new_task.args.pop(name, None)
-        new_task.args.update(dict(src=result_file, dest=dest, follow=follow,
-                                  _original_basename=os.path.basename(source)))
-        if mode is not None:
-            new_task.args["mode"] = mode
+            handle.write(rendered.encode(output_encoding, "surrogateescape"))
+        new_task.args.update(dict(src=result_file, dest=dest, follow=follow))
         copy_action = plugin_loader.action_loader.get(
             "ansible.legacy.copy", task=new_task, connection=connection, play_context=play_context,
             loader=_LOADER, templar=templar, shared_loader_obj=plugin_loader)
@@ -538,7 +584,7 @@ def _serve(request):
                       "exception": traceback.format_exc()}
         finally:
             _Deadline.value = None
-        return {"result": _jsonable(result)}
+        return {"result": _jsonable(_registered(result))}
     try:
         if op == "filter" or op == "test":
             return {"value": _jsonable(_call_jinja(op, request))}

@@ -32,6 +32,9 @@ type Frame = std::io::Result<Option<Value>>;
 /// A running worker.
 pub(super) struct Process {
     child: Child,
+    /// The worker's own temporary directory (Ansible's local and remote
+    /// temp), removed with it: a module killed mid-task leaves nothing.
+    temp: PathBuf,
     stdin: ChildStdin,
     responses: Receiver<Frame>,
     next_id: u64,
@@ -45,7 +48,14 @@ impl Process {
     /// Starts a worker and waits for its greeting.
     pub(super) fn start(config: &Config) -> Result<Process, WorkerError> {
         let script = script_path().map_err(|source| spawn_error(&config.python, source))?;
-        let mut child = spawn(config, &script)?;
+        let temp = worker_temp_dir().map_err(|source| spawn_error(&config.python, source))?;
+        let mut child = match spawn(config, &script, &temp) {
+            Ok(child) => child,
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(&temp);
+                return Err(err);
+            }
+        };
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -65,6 +75,7 @@ impl Process {
             .map_err(|err| WorkerError::Startup(err.to_string()))?;
         let mut process = Process {
             child,
+            temp,
             stdin,
             responses,
             next_id: 0,
@@ -140,13 +151,19 @@ impl Process {
         WorkerError::Died(format!("{why}; {status}"))
     }
 
-    /// Kills the worker's whole process group and reaps the worker.
+    /// Kills the worker's whole process group, and the group of the module
+    /// it was running, and reaps the worker.
     pub(super) fn kill(&mut self) {
-        let pid = i32::try_from(self.child.id())
+        let module_group = std::fs::read_to_string(self.temp.join("module.pgid"))
             .ok()
-            .and_then(rustix::process::Pid::from_raw);
-        if let Some(pid) = pid {
-            // The worker leads its group; a group already gone is fine.
+            .and_then(|text| text.trim().parse::<i32>().ok());
+        let groups = [i32::try_from(self.child.id()).ok(), module_group];
+        for pid in groups
+            .into_iter()
+            .flatten()
+            .filter_map(rustix::process::Pid::from_raw)
+        {
+            // Each leads its group; a group already gone is fine.
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
         let _ = self.child.wait();
@@ -166,7 +183,21 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.temp);
     }
+}
+
+/// A fresh private directory for one worker's temporary files.
+fn worker_temp_dir() -> std::io::Result<PathBuf> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let uid = rustix::process::getuid().as_raw();
+    let dir = std::env::temp_dir()
+        .join(format!("enka-{uid}"))
+        .join(format!("worker-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }
 
 fn read_responses(stdout: std::process::ChildStdout, sender: &Sender<Frame>) {
@@ -237,7 +268,7 @@ fn spawner() -> &'static Mutex<Sender<SpawnRequest>> {
     })
 }
 
-fn spawn(config: &Config, script: &Path) -> Result<Child, WorkerError> {
+fn spawn(config: &Config, script: &Path, temp: &Path) -> Result<Child, WorkerError> {
     let spawn_error = |source| spawn_error(&config.python, source);
     let mut command = Command::new(&config.python);
     command
@@ -258,6 +289,10 @@ fn spawn(config: &Config, script: &Path) -> Result<Child, WorkerError> {
         .env("ANSIBLE_RETRY_FILES_ENABLED", "False")
         .env("ANSIBLE_NOCOLOR", "True")
         .envs(config.env.iter().map(|(k, v)| (k, v)))
+        // Temporary files go to the worker's own directory, removed with it.
+        .env("ANSIBLE_LOCAL_TEMP", temp.join("local"))
+        .env("ANSIBLE_REMOTE_TEMP", temp.join("remote"))
+        .env("ENKA_WORKER_DIR", temp)
         .process_group(0);
     let (reply, answer) = mpsc::channel();
     spawner()

@@ -175,7 +175,7 @@ const CASES: &[Case] = &[
             ),
         ],
         at: "roles/r/tasks/main.yml:2:3: error: ",
-        says: "task \"make coffee\": module kubernetes.core.k8s_coffee is not supported",
+        says: "task \"make coffee\": couldn't resolve module/action 'kubernetes.core.k8s_coffee'",
     },
     Case {
         name: "an unknown task keyword",
@@ -271,27 +271,30 @@ const CASES: &[Case] = &[
         says: "role r includes itself",
     },
     Case {
-        name: "a Python filter plugin",
+        name: "a filter that neither enka nor the role's filter_plugins has",
         files: &[
             ("watches.yaml", WATCH),
-            (TASKS, "- debug:\n    msg: hi\n"),
+            (
+                TASKS,
+                "- name: shout\n  debug:\n    msg: \"{{ 'x' | shouty }}\"\n",
+            ),
             (
                 "roles/r/filter_plugins/shout.py",
-                "class FilterModule: pass\n",
+                "class FilterModule:\n    def filters(self):\n        return {'shout': str.upper}\n",
             ),
         ],
-        at: "roles/r/filter_plugins/shout.py: error: ",
-        says: "a Python filter plugin cannot run in-process",
+        at: "roles/r/tasks/main.yml:3:10: error: ",
+        says: "task \"shout\": no filter named 'shouty'",
     },
     Case {
-        name: "an ansible.cfg that loads Python modules",
+        name: "an ansible.cfg that names a Vault password file",
         files: &[
             ("watches.yaml", WATCH),
             (TASKS, "- debug:\n    msg: hi\n"),
-            ("ansible.cfg", "[defaults]\nlibrary = ./library\n"),
+            ("ansible.cfg", "[defaults]\nvault_password_file = ./pw\n"),
         ],
         at: "ansible.cfg:2:1: error: ",
-        says: "library: custom Python modules cannot run in-process",
+        says: "vault_password_file: Ansible Vault data cannot be decrypted in-process",
     },
     Case {
         name: "a Vault-encrypted value",
@@ -319,13 +322,13 @@ const CASES: &[Case] = &[
         says: "encrypted with Ansible Vault",
     },
     Case {
-        name: "a module that runs commands",
+        name: "a module Ansible does not have either",
         files: &[
             ("watches.yaml", WATCH),
-            (TASKS, "- name: shell out\n  shell: rm -rf /\n"),
+            (TASKS, "- name: shell out\n  shel: echo hi\n"),
         ],
         at: "roles/r/tasks/main.yml:2:3: error: ",
-        says: "task \"shell out\": module shell is not supported",
+        says: "task \"shell out\": couldn't resolve module/action 'shel'",
     },
 ];
 

@@ -80,6 +80,11 @@ impl Enka {
         }
     }
 
+    /// The process id of `enka run`.
+    pub fn pid(&self) -> u32 {
+        self.server.pid()
+    }
+
     /// Waits until its readiness probe passes: every watch has listed.
     pub async fn await_ready(&mut self) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

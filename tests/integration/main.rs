@@ -5,6 +5,7 @@
 
 mod support;
 
+mod bridged;
 mod check;
 mod cli;
 mod conformance;

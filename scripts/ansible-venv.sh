@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Python side of enka's Ansible worker from PyPI into a
+# virtualenv cached by its requirements, and prints that virtualenv's python.
+# `make test`, `make demo` and `make run` point ENKA_ANSIBLE_PYTHON at it.
+#
+# ansible-core is pinned below 2.19 (whose data tagging replaced the unsafe
+# types enka mirrors); the `ansible` bundle of the same release carries the
+# collections real operators use (kubernetes.core, community.general, …),
+# since Galaxy is not a package registry; `kubernetes` is what
+# kubernetes.core's modules import; `jmespath` is json_query's.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+requirements="$root/src/worker/requirements.txt"
+key="$(sha256sum "$requirements" | cut -c1-12)"
+dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/ansible/$key"
+stamp="$dir/.complete"
+
+if [[ -f "$stamp" ]]; then
+    echo "$dir/venv/bin/python"
+    exit 0
+fi
+
+python="${ENKA_BOOTSTRAP_PYTHON:-python3}"
+if ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
+    echo "ansible-venv: $python cannot make a virtualenv; installing python3-venv" >&2
+    bash "$root/scripts/ensure-packages.sh" python3-venv >&2
+fi
+echo "ansible-venv: installing $(grep -v '^#' "$requirements" | xargs) into $dir/venv" >&2
+rm -rf "$dir"
+mkdir -p "$dir"
+"$python" -m venv "$dir/venv"
+"$dir/venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" >&2
+"$dir/venv/bin/python" -c 'import ansible.release, sys; assert ansible.release.__version__.startswith("2.18."), ansible.release.__version__' >&2
+touch "$stamp"
+echo "$dir/venv/bin/python"
