@@ -88,6 +88,21 @@ impl Loader {
                         if found["found"].as_bool() == Some(true) {
                             let fqcn = found["fqcn"].as_str().unwrap_or(&action.name).to_owned();
                             let _ = action.resolved.set(fqcn);
+                            let extra = self
+                                .extra_params
+                                .iter()
+                                .find(|(task, _)| task == location)
+                                .map(|(_, text)| text.clone());
+                            if let Some(text) = extra {
+                                self.task_error(
+                                    text,
+                                    format!(
+                                        "this task '{}' has extra params, which is only allowed in the following modules: {}",
+                                        action.name,
+                                        super::task::COMMAND_MODULES.join(", ")
+                                    ),
+                                );
+                            }
                             continue;
                         }
                         format!(

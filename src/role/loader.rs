@@ -69,6 +69,9 @@ pub(crate) struct Loader {
     /// Filters, tests and lookups enka does not have itself, each with the
     /// first place that names it: Ansible must have them.
     pub(crate) foreign_plugins: Vec<(Location, PluginKind, String)>,
+    /// Bridged tasks given free-form text that only the command family
+    /// takes: the task's location and the text's.
+    pub(crate) extra_params: Vec<(Location, Location)>,
     /// The name of the task being parsed, for findings made after parsing.
     pub(crate) current_task: Option<String>,
     /// Tasks that findings made after parsing belong to, by location.
@@ -100,6 +103,7 @@ pub(crate) fn load(
         foreign_plugins: Vec::new(),
         current_task: None,
         task_names: HashMap::new(),
+        extra_params: Vec::new(),
     };
     loader.project_dir(&options.role_paths.base_dir);
     for target in targets {

@@ -630,7 +630,7 @@ fn parse_action(
 
 /// Modules whose free-form text is a command line (`_raw_params`), with the
 /// few `k=v` words Ansible still takes from it (`parse_kv(check_raw=True)`).
-const COMMAND_MODULES: &[&str] = &[
+pub(crate) const COMMAND_MODULES: &[&str] = &[
     "command",
     "shell",
     "raw",
@@ -703,16 +703,12 @@ fn parse_bridged(
             None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
         }
     }
-    if !is_command && let Some((_, node)) = entries.iter().find(|(k, _)| k == "_raw_params") {
-        loader.error(
-            at.loc(node.pos),
-            format!(
-                "this task '{name}' has extra params, which is only allowed in the following modules: {}",
-                COMMAND_MODULES.join(", ")
-            ),
-        );
-        return None;
-    }
+    // Free-form text is only for the command family; Ansible says so once
+    // the name resolves (an unknown name is the first error).
+    let extra_params = (!is_command)
+        .then(|| entries.iter().find(|(k, _)| k == "_raw_params"))
+        .flatten()
+        .map(|(_, node)| at.loc(node.pos));
     let pairs: Vec<(Value, Value)> = entries
         .iter()
         .map(|(k, node)| {
@@ -724,6 +720,10 @@ fn parse_bridged(
         .collect();
     let action = Arc::new(AnsibleAction::new(name, loader.collections.clone()));
     loader.remember_task(&at.loc(key.pos));
+    if let Some(extra) = extra_params {
+        loader.remember_task(&extra);
+        loader.extra_params.push((at.loc(key.pos), extra));
+    }
     loader.bridged.push((at.loc(key.pos), action.clone()));
     Some(Action::Module {
         module: ModuleRef::Ansible(action),
