@@ -20,6 +20,8 @@ pub struct CheckOptions {
     pub roles_path: Vec<PathBuf>,
     /// Extra collection directories (`--ansible-collections-path`).
     pub collections_path: Vec<PathBuf>,
+    /// How the Ansible worker starts (to resolve names and decrypt Vault).
+    pub ansible: crate::worker::Config,
 }
 
 /// The result of a check.
@@ -148,7 +150,7 @@ pub fn check(options: &CheckOptions) -> Report {
             .map(|w| (w.target.clone(), w.location.clone()))
             .collect(),
         lookups: Vec::new(),
-        ansible: Some(crate::worker::Config::from_env()),
+        ansible: Some(options.ansible.clone()),
     };
     let (project, project_diagnostics) = Project::load(&load, &targets(&watches));
     diagnostics.extend(project_diagnostics);

@@ -97,8 +97,9 @@ pub struct RunArgs {
     /// no native code for (enka).
     #[arg(long, env = crate::worker::PYTHON_ENV, default_value = "python3")]
     pub ansible_python: PathBuf,
-    /// Accepted for compatibility; enka runs no ansible-runner.
-    #[arg(long, hide = true)]
+    /// Arguments upstream passes to ansible-runner; enka uses the Vault ones
+    /// (`--vault-password-file`, `--vault-id`) and says which it ignores.
+    #[arg(long)]
     pub ansible_args: Option<String>,
     /// Accepted for compatibility; enka has no proxy.
     #[arg(long, hide = true)]
@@ -122,6 +123,10 @@ pub struct CheckArgs {
     /// Extra directories to find collections in.
     #[arg(long, value_delimiter = ':')]
     pub ansible_collections_path: Vec<PathBuf>,
+    /// Upstream's ansible-runner arguments; the Vault ones decrypt Vault
+    /// data while checking, as `enka run` would.
+    #[arg(long)]
+    pub ansible_args: Option<String>,
 }
 
 impl Cli {
@@ -129,10 +134,13 @@ impl Cli {
     pub fn run(self) -> ExitCode {
         match self.command {
             Some(Command::Check(args)) => {
+                let mut ansible = crate::worker::Config::from_env();
+                ansible.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
                 let report = crate::check::check(&crate::check::CheckOptions {
                     watches_file: args.watches_file,
                     roles_path: args.ansible_roles_path,
                     collections_path: args.ansible_collections_path,
+                    ansible,
                 });
                 for diagnostic in &report.diagnostics.0 {
                     eprintln!("{}\n", diagnostic.render());
@@ -180,11 +188,6 @@ impl Cli {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
-    if args.ansible_args.is_some() {
-        tracing::warn!(
-            "--ansible-args has no effect: enka runs roles in-process, without ansible-runner"
-        );
-    }
     if args.proxy_port.is_some() {
         tracing::warn!(
             "--proxy-port has no effect: enka talks to the API server directly, without a proxy"
@@ -233,11 +236,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .unwrap_or(u16::try_from(cpus).unwrap_or(1));
     // One worker process per reconcile that may run at once, so concurrent
     // reconciles never queue behind one slow bridged task.
-    let ansible = (!args.native_only).then(|| crate::worker::Config {
-        python: args.ansible_python.clone(),
-        size: usize::from(max_concurrent_reconciles),
-        verbosity: args.ansible_verbosity.min(7),
-        ..crate::worker::Config::from_env()
+    let ansible = (!args.native_only).then(|| {
+        let mut config = crate::worker::Config {
+            python: args.ansible_python.clone(),
+            size: usize::from(max_concurrent_reconciles),
+            verbosity: args.ansible_verbosity.min(7),
+            ..crate::worker::Config::from_env()
+        };
+        let ignored = config.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
+        if !ignored.is_empty() {
+            tracing::warn!(
+                "--ansible-args: {} has no effect (enka runs no ansible-runner; Vault options are used)",
+                ignored.join(" ")
+            );
+        }
+        config
     });
     let options = crate::operator::OperatorOptions {
         watches_file: args.watches_file,

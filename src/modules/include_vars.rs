@@ -8,7 +8,7 @@ use minijinja::Value;
 use super::{Args, ModuleContext, Output};
 use crate::template::convert::from_yaml;
 
-pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     let name = args.str("name")?;
     let file = match args.str("file")?.or(args.str("_raw_params")?) {
         Some(file) => file,
@@ -19,12 +19,23 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     })?;
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("could not read {}: {e}", path.display()))?;
-    if text.starts_with("$ANSIBLE_VAULT") {
-        return Err(format!(
-            "{} is encrypted with Ansible Vault, which enka cannot decrypt; store it in a Kubernetes Secret",
-            path.display()
-        ));
-    }
+    let text = if text.starts_with("$ANSIBLE_VAULT") {
+        // Decrypted by Ansible, with the Vault secrets enka was given.
+        let worker = ctx.ansible.ok_or_else(|| {
+            format!(
+                "{} is encrypted with Ansible Vault and this project has no Ansible worker to decrypt it",
+                path.display()
+            )
+        })?;
+        let request = serde_json::json!({"op": "vault_decrypt", "text": text, "file": path.to_string_lossy()});
+        let answer = worker
+            .call_async(request, None)
+            .await
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        answer["value"].as_str().unwrap_or_default().to_owned()
+    } else {
+        text
+    };
     let node = crate::yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
     let data = node.map(|n| from_yaml(&n)).unwrap_or(Value::from(()));
     if data.kind() != minijinja::value::ValueKind::Map {

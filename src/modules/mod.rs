@@ -247,7 +247,7 @@ pub async fn run(
         ModuleId::Assert => assert::run(&args, ctx),
         ModuleId::Meta => meta::run(&args),
         ModuleId::Pause => pause::run(&args, ctx).await,
-        ModuleId::IncludeVars => include_vars::run(&args, ctx),
+        ModuleId::IncludeVars => include_vars::run(&args, ctx).await,
         ModuleId::RequeueAfter => requeue_after::run(&args),
         ModuleId::OsdkMetric => osdk_metric::run(&args),
         ModuleId::K8s => k8s::run(&args, ctx).await,

@@ -15,6 +15,7 @@ use serde_json::json;
 use super::loader::Loader;
 use crate::template::scan::PluginKind;
 use crate::worker::{AnsibleWorker, Config};
+use crate::yaml::Node;
 
 /// How long resolving names may take (the first worker imports Ansible).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -168,5 +169,87 @@ impl Loader {
             self.task_error(location.clone(), message);
         }
         self.foreign_plugins = plugins;
+    }
+}
+
+impl Loader {
+    /// Decrypts Ansible Vault text with Ansible's own code, as
+    /// ansible-playbook does when it loads the file: with the Vault password
+    /// files and ids enka was given (`--ansible-args`) and `ansible.cfg`'s.
+    pub(crate) fn decrypt_vault(
+        &mut self,
+        text: &str,
+        file: &std::path::Path,
+    ) -> Result<String, String> {
+        if self.vault_worker.is_none() {
+            let Some(config) = self.worker_config.clone() else {
+                return Err(
+                    "Ansible Vault data needs the Ansible worker to decrypt it, and --native-only forbids it"
+                        .to_owned(),
+                );
+            };
+            self.vault_worker = Some(AnsibleWorker::new(Config { size: 1, ..config }));
+        }
+        let worker = self.vault_worker.as_ref().ok_or("no Ansible worker")?;
+        let request = json!({"op": "vault_decrypt", "text": text, "file": file.to_string_lossy()});
+        let answer = worker
+            .call(request, Some(RESOLVE_TIMEOUT))
+            .map_err(|err| format!("Ansible Vault: {err}"))?;
+        answer["value"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| "Ansible Vault: the worker returned no text".to_owned())
+    }
+
+    /// `node` with every `!vault` string decrypted (a string that cannot be
+    /// is reported and becomes null).
+    pub(crate) fn unvault(&mut self, file: &std::sync::Arc<std::path::Path>, node: &Node) -> Node {
+        match &node.value {
+            crate::yaml::Value::Str(text) if node.tag.as_deref() == Some("vault") => {
+                match self.decrypt_vault(text, file) {
+                    Ok(plain) => Node {
+                        value: crate::yaml::Value::Str(plain),
+                        pos: node.pos,
+                        tag: None,
+                    },
+                    Err(message) => {
+                        self.error(super::Location::new(file, node.pos), message);
+                        Node {
+                            value: crate::yaml::Value::Null,
+                            pos: node.pos,
+                            tag: None,
+                        }
+                    }
+                }
+            }
+            crate::yaml::Value::Seq(items) => Node {
+                value: crate::yaml::Value::Seq(
+                    items.iter().map(|n| self.unvault(file, n)).collect(),
+                ),
+                pos: node.pos,
+                tag: node.tag.clone(),
+            },
+            crate::yaml::Value::Map(entries) => Node {
+                value: crate::yaml::Value::Map(
+                    entries
+                        .iter()
+                        .map(|(k, v)| (k.clone(), self.unvault(file, v)))
+                        .collect(),
+                ),
+                pos: node.pos,
+                tag: node.tag.clone(),
+            },
+            _ => node.clone(),
+        }
+    }
+}
+
+/// Whether `node` holds a `!vault` string anywhere.
+pub(crate) fn has_vault(node: &Node) -> bool {
+    match &node.value {
+        crate::yaml::Value::Str(_) => node.tag.as_deref() == Some("vault"),
+        crate::yaml::Value::Seq(items) => items.iter().any(has_vault),
+        crate::yaml::Value::Map(entries) => entries.iter().any(|(_, v)| has_vault(v)),
+        _ => false,
     }
 }

@@ -69,6 +69,10 @@ pub(crate) struct Loader {
     /// Filters, tests and lookups enka does not have itself, each with the
     /// first place that names it: Ansible must have them.
     pub(crate) foreign_plugins: Vec<(Location, PluginKind, String)>,
+    /// How to start an Ansible worker (`None` with `--native-only`).
+    pub(crate) worker_config: Option<WorkerConfig>,
+    /// The worker that decrypts Vault data while loading, once needed.
+    pub(crate) vault_worker: Option<std::sync::Arc<crate::worker::AnsibleWorker>>,
     /// Bridged tasks given free-form text that only the command family
     /// takes: the task's location and the text's.
     pub(crate) extra_params: Vec<(Location, Location)>,
@@ -104,6 +108,11 @@ pub(crate) fn load(
         current_task: None,
         task_names: HashMap::new(),
         extra_params: Vec::new(),
+        worker_config: options.ansible.clone().map(|mut config| {
+            config.base_dir = options.role_paths.base_dir.clone();
+            config
+        }),
+        vault_worker: None,
     };
     loader.project_dir(&options.role_paths.base_dir);
     for target in targets {
@@ -163,10 +172,17 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
             return None;
         }
     };
-    if is_vault_encrypted(&text) {
-        loader.error(Location::file(path), VAULT_FILE.to_owned());
-        return None;
-    }
+    let text = if is_vault_encrypted(&text) {
+        match loader.decrypt_vault(&text, path) {
+            Ok(plain) => plain,
+            Err(message) => {
+                loader.error(Location::file(path), message);
+                return None;
+            }
+        }
+    } else {
+        text
+    };
     match yaml::load_one(&text) {
         Ok(Some(node)) => Some(node),
         Ok(None) => Some(Node {
@@ -184,24 +200,9 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
     }
 }
 
-const VAULT_FILE: &str = "the file is encrypted with Ansible Vault, which enka cannot decrypt; \
-     keep the values in a Kubernetes Secret (see docs/compatibility.md)";
-
 fn is_vault_encrypted(text: &str) -> bool {
     text.starts_with("$ANSIBLE_VAULT;")
 }
-
-/// Settings of an `ansible.cfg` that enka cannot follow, and why.
-const UNSUPPORTED_ANSIBLE_CFG: [(&str, &str); 2] = [
-    (
-        "vault_password_file",
-        "Ansible Vault data cannot be decrypted in-process",
-    ),
-    (
-        "vault_identity_list",
-        "Ansible Vault data cannot be decrypted in-process",
-    ),
-];
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -224,16 +225,6 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
-}
-
-/// Reads no more than the header: the file may be large and is not needed.
-fn starts_with_vault_header(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 15];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok()
-        && head == *b"$ANSIBLE_VAULT;"
 }
 
 fn stem(root: &Path, file: &Path) -> String {
@@ -433,60 +424,12 @@ impl Loader {
     }
 
     /// A playbook's or the project's directory: its plugin directories go to
-    /// the Ansible worker; Vault-encrypted variable files and `ansible.cfg`
-    /// Vault settings are reported.
+    /// the Ansible worker (which reads its `ansible.cfg` too).
     fn project_dir(&mut self, dir: &Path) {
         if !self.project_dirs.insert(dir.to_path_buf()) {
             return;
         }
         self.add_plugin_dir(dir);
-        // Only the directory itself and vars/: a project directory may be a
-        // whole repository (target/, .git) that Ansible would never read.
-        for vars_dir in [dir.to_path_buf(), dir.join("vars")] {
-            let Ok(entries) = std::fs::read_dir(&vars_dir) else {
-                continue;
-            };
-            let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            files.sort();
-            for file in files {
-                let is_yaml = matches!(
-                    file.extension().and_then(|e| e.to_str()),
-                    Some("yml" | "yaml" | "json")
-                );
-                if is_yaml && starts_with_vault_header(&file) {
-                    self.error(Location::file(&file), VAULT_FILE.to_owned());
-                }
-            }
-        }
-        self.ansible_cfg(&dir.join("ansible.cfg"));
-    }
-
-    fn ansible_cfg(&mut self, path: &Path) {
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return;
-        };
-        let file: Arc<Path> = Arc::from(path);
-        for (index, line) in text.lines().enumerate() {
-            let trimmed = line.trim_start();
-            if trimmed.starts_with(['#', ';']) {
-                continue;
-            }
-            let Some((key, _)) = trimmed.split_once(['=', ':']) else {
-                continue;
-            };
-            let key = key.trim();
-            if let Some((_, why)) = UNSUPPORTED_ANSIBLE_CFG.iter().find(|(k, _)| *k == key) {
-                let indent = line.chars().count() - trimmed.chars().count();
-                let pos = Pos {
-                    line: u32::try_from(index + 1).unwrap_or(u32::MAX),
-                    col: u32::try_from(indent + 1).unwrap_or(u32::MAX),
-                };
-                self.error(
-                    Location::new(&file, pos),
-                    format!("{key}: {why}; see docs/compatibility.md for the migration path"),
-                );
-            }
-        }
     }
 
     fn playbook(&mut self, path: &Path) -> Option<Arc<Playbook>> {

@@ -173,8 +173,13 @@ fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
     Arc::from(out)
 }
 
-/// A raw value whose strings are compiled as templates.
+/// A raw value whose strings are compiled as templates (`!vault` strings
+/// decrypted first).
 fn templated(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) -> Value {
+    if super::ansible::has_vault(node) {
+        let plain = loader.unvault(at.file, node);
+        return templated(loader, at, &plain, what);
+    }
     let value = from_yaml(node);
     compile_in(loader, at, node, what);
     value
@@ -183,13 +188,6 @@ fn templated(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
 fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
     match &node.value {
         crate::yaml::Value::Str(s) => {
-            if node.tag.as_deref() == Some("vault") {
-                loader.error(
-                    at.loc(node.pos),
-                    format!("{what}: Ansible Vault data cannot be decrypted in-process; store it in a Kubernetes Secret (see docs/compatibility.md)"),
-                );
-                return;
-            }
             if let Err(err) = loader.builder.add_template(s) {
                 let mut pos = node.pos;
                 if let Some(line) = err.line().filter(|&l| l > 1) {

@@ -530,6 +530,33 @@ def _collections(request):
     return collections
 
 
+_VAULT = None
+
+
+def _vault():
+    """Vault secrets as ansible-playbook sets them up: the password files and
+    vault ids enka was given (upstream's --ansible-args), then ansible.cfg's."""
+    global _VAULT
+    if _VAULT is None:
+        from ansible.cli import CLI
+        from ansible.parsing.vault import VaultLib
+
+        def listed(name):
+            return [p for p in os.environ.get(name, "").split(os.pathsep) if p]
+
+        ids = list(C.DEFAULT_VAULT_IDENTITY_LIST or []) + listed("ENKA_VAULT_IDS")
+        secrets = CLI.setup_vault_secrets(_LOADER, vault_ids=ids,
+                                          vault_password_files=listed("ENKA_VAULT_PASSWORD_FILES"),
+                                          ask_vault_pass=False, auto_prompt=False)
+        _LOADER.set_vault_secrets(secrets)
+        _VAULT = VaultLib(secrets)
+    return _VAULT
+
+
+def _vault_decrypt(request):
+    return to_text(_vault().decrypt(request["text"].encode("utf-8"), filename=request.get("file")))
+
+
 def _resolve(request):
     """Which names Ansible can load, for enka check and the loader."""
     collections = _collections(request)
@@ -592,6 +619,8 @@ def _serve(request):
             return {"value": _jsonable(_lookup(request))}
         if op == "resolve":
             return _resolve(request)
+        if op == "vault_decrypt":
+            return {"value": _vault_decrypt(request)}
     except Exception as exc:  # noqa: BLE001 - the plugin's own message goes back
         return {"error": _error(exc)}
     return {"error": "unknown request %r" % op}

@@ -53,6 +53,10 @@ pub struct Config {
     pub recycle_after: u32,
     /// Ansible's verbosity inside the workers.
     pub verbosity: u8,
+    /// `--vault-password-file`s, as upstream's `--ansible-args` passes them.
+    pub vault_password_files: Vec<PathBuf>,
+    /// `--vault-id`s.
+    pub vault_ids: Vec<String>,
 }
 
 impl Config {
@@ -69,8 +73,89 @@ impl Config {
             size: 2,
             recycle_after: 1000,
             verbosity: 0,
+            vault_password_files: Vec::new(),
+            vault_ids: Vec::new(),
         }
     }
+
+    /// Takes what enka's worker can use from upstream's `--ansible-args`
+    /// (the arguments ansible-operator hands to ansible-runner): Vault
+    /// password files and ids. Returns the arguments it cannot use.
+    pub fn take_ansible_args(&mut self, args: &str) -> Vec<String> {
+        let words = split_words(args);
+        let mut ignored = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            let word = &words[i];
+            let (flag, inline) = match word.split_once('=') {
+                Some((flag, value)) if flag.starts_with("--") => (flag, Some(value.to_owned())),
+                _ => (word.as_str(), None),
+            };
+            let takes_value = matches!(
+                flag,
+                "--vault-password-file" | "--vault-pass-file" | "--vault-id"
+            );
+            if !takes_value {
+                ignored.push(word.clone());
+                i += 1;
+                continue;
+            }
+            let value = match inline {
+                Some(value) => value,
+                None => {
+                    i += 1;
+                    match words.get(i) {
+                        Some(value) => value.clone(),
+                        None => {
+                            ignored.push(word.clone());
+                            break;
+                        }
+                    }
+                }
+            };
+            if flag == "--vault-id" {
+                self.vault_ids.push(value);
+            } else {
+                let path = PathBuf::from(&value);
+                let path = std::path::absolute(&path).unwrap_or(path);
+                self.vault_password_files.push(path);
+            }
+            i += 1;
+        }
+        ignored
+    }
+}
+
+/// Splits a command line on whitespace, keeping quoted parts whole.
+fn split_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut started = false;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => current.push(c),
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                started = true;
+            }
+            None if c.is_whitespace() => {
+                if started {
+                    words.push(std::mem::take(&mut current));
+                    started = false;
+                }
+            }
+            None => {
+                current.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        words.push(current);
+    }
+    words
 }
 
 /// Why a request to the worker did not produce an answer.
@@ -255,4 +340,23 @@ impl AnsibleWorker {
 /// Builds the spawn error (used by `process.rs`).
 pub(crate) fn spawn_error(python: &std::path::Path, source: std::io::Error) -> WorkerError {
     WorkerError::spawn(python.display().to_string(), source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vault_arguments_are_taken_from_ansible_args() {
+        let mut config = Config::from_env();
+        let ignored = config.take_ansible_args(
+            "--vault-password-file /etc/pw -v --vault-id 'dev@/etc/dev pw' --vault-pass-file=/etc/other -e x=1",
+        );
+        assert_eq!(
+            config.vault_password_files,
+            vec![PathBuf::from("/etc/pw"), PathBuf::from("/etc/other")]
+        );
+        assert_eq!(config.vault_ids, vec!["dev@/etc/dev pw".to_owned()]);
+        assert_eq!(ignored, vec!["-v", "-e", "x=1"]);
+    }
 }

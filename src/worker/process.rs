@@ -289,6 +289,11 @@ fn spawn(config: &Config, script: &Path, temp: &Path) -> Result<Child, WorkerErr
         .env("ANSIBLE_RETRY_FILES_ENABLED", "False")
         .env("ANSIBLE_NOCOLOR", "True")
         .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .env(
+            "ENKA_VAULT_PASSWORD_FILES",
+            std::env::join_paths(&config.vault_password_files).unwrap_or_default(),
+        )
+        .env("ENKA_VAULT_IDS", config.vault_ids.join(":"))
         // Temporary files go to the worker's own directory, removed with it.
         .env("ANSIBLE_LOCAL_TEMP", temp.join("local"))
         .env("ANSIBLE_REMOTE_TEMP", temp.join("remote"))

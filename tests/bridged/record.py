@@ -80,7 +80,8 @@ def main():
         }
         env = dict(os.environ, ANSIBLE_ROLES_PATH=os.path.join(HERE, "roles"), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-        subprocess.run([playbook_bin, "-c", "local", "-i", "localhost,", playbook, "-e", json.dumps(extra)],
+        subprocess.run([playbook_bin, "-c", "local", "-i", "localhost,", playbook, "-e", json.dumps(extra),
+                        "--vault-password-file", os.path.join(HERE, "vault-password.txt")],
                        check=True, env=env, cwd=HERE, stdout=sys.stderr)
         with open(out) as handle:
             text = handle.read()

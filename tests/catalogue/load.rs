@@ -287,14 +287,20 @@ const CASES: &[Case] = &[
         says: "task \"shout\": no filter named 'shouty'",
     },
     Case {
-        name: "an ansible.cfg that names a Vault password file",
+        name: "an ansible.cfg whose Vault password file is not there",
         files: &[
             ("watches.yaml", WATCH),
-            (TASKS, "- debug:\n    msg: hi\n"),
-            ("ansible.cfg", "[defaults]\nvault_password_file = ./pw\n"),
+            (
+                TASKS,
+                "- name: vaulted\n  debug:\n    msg: \"{{ password }}\"\n  vars:\n    password: !vault |\n      $ANSIBLE_VAULT;1.1;AES256\n      3638\n",
+            ),
+            (
+                "ansible.cfg",
+                "[defaults]\nvault_password_file = /nonexistent/enka-vault-pw\n",
+            ),
         ],
-        at: "ansible.cfg:2:1: error: ",
-        says: "vault_password_file: Ansible Vault data cannot be decrypted in-process",
+        at: "roles/r/tasks/main.yml:5:15: error: ",
+        says: "task \"vaulted\": Ansible Vault: The vault password file /nonexistent/enka-vault-pw was not found",
     },
     Case {
         name: "a Vault-encrypted value",
@@ -306,7 +312,7 @@ const CASES: &[Case] = &[
             ),
         ],
         at: "roles/r/tasks/main.yml:5:15: error: ",
-        says: "Ansible Vault data cannot be decrypted in-process",
+        says: "task \"vaulted\": Ansible Vault: Attempting to decrypt but no vault secrets found",
     },
     Case {
         name: "a Vault-encrypted vars file",
@@ -319,7 +325,7 @@ const CASES: &[Case] = &[
             ),
         ],
         at: "roles/r/defaults/main.yml: error: ",
-        says: "encrypted with Ansible Vault",
+        says: "Ansible Vault: Attempting to decrypt but no vault secrets found",
     },
     Case {
         name: "a module Ansible does not have either",

@@ -78,7 +78,7 @@ pub async fn readme_porting_guide(ctx: Arc<Ctx>) {
         .expect("running enka check");
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert!(
-        check.status.success() && stdout.starts_with("enka check: ok"),
+        check.status.success() && stdout.contains("\nenka check: ok"),
         "enka check in the ported project:\n{stdout}{}",
         String::from_utf8_lossy(&check.stderr)
     );

@@ -117,7 +117,12 @@ async fn bridged_tasks_register_what_ansible_playbook_registers() {
     std::fs::create_dir_all(&workdir).unwrap();
     let workdir_text = workdir.display().to_string();
 
-    let mut enka = Enka::start(env, "tests/bridged/watches.yaml", &ns, &[]);
+    let vault = format!(
+        "--ansible-args=--vault-password-file {}",
+        repo_path("tests/bridged/vault-password.txt").display()
+    );
+    let mut enka =
+        Enka::start_with_args(env, "tests/bridged/watches.yaml", &ns, &[], &[&vault], "");
     enka.await_ready().await;
     let resource = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("bridged.enka.dev", "v1", "Probe"),
@@ -136,11 +141,29 @@ async fn bridged_tasks_register_what_ansible_playbook_registers() {
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let log = || enka.log();
-    let results: Json = eventually("the probe's results", Duration::from_secs(60), || async {
-        let cm = config_maps.get_opt("probe-results").await.unwrap()?;
-        serde_json::from_str(cm.data?.get("results")?).ok()
+    let data = eventually("the probe's results", Duration::from_secs(60), || async {
+        config_maps.get_opt("probe-results").await.unwrap()?.data
     })
     .await;
+    let field = |key: &str| -> Json { serde_json::from_str(&data[key]).unwrap() };
+    let results = field("results");
+    // lookup('k8s', cluster_info=…), native, as kubernetes.core shapes it.
+    let groups = field("api_groups");
+    for group in ["apps", "bridged.enka.dev", "apiextensions.k8s.io"] {
+        assert!(
+            groups.as_array().unwrap().contains(&json!(group)),
+            "{groups}"
+        );
+    }
+    assert!(!groups.as_array().unwrap().contains(&json!("")), "{groups}");
+    let version = field("server_version");
+    assert!(
+        version["kubernetes"]["gitVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("v1.36."),
+        "{version}"
+    );
     let expected: Json = serde_json::from_str(
         &std::fs::read_to_string(repo_path("tests/bridged/expected.json")).unwrap(),
     )
@@ -243,12 +266,16 @@ async fn bridged_faults_fail_the_reconcile_and_leave_nothing_behind() {
     let client = env.client().unwrap();
     install_crds(&client).await;
     let ns = env.namespace("bridged-faults").await.unwrap();
+    let vault = format!(
+        "--ansible-args=--vault-password-file {}",
+        repo_path("tests/bridged/vault-password.txt").display()
+    );
     let mut enka = Enka::start_with_args(
         env,
         "tests/bridged/watches.yaml",
         &ns,
         &[],
-        &["--reconcile-timeout=20s"],
+        &["--reconcile-timeout=20s", &vault],
         "",
     );
     enka.await_ready().await;
