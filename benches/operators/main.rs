@@ -9,6 +9,10 @@
 //! - throughput on a burst of Memcacheds created at once;
 //! - CPU seconds and resident memory at idle and after the burst.
 //!
+//! It also runs benches/bridged, the same role with one task that enka hands
+//! to its Ansible worker (`stat`, `file`, a Python filter), on both sides,
+//! and times those tasks through the worker alone.
+//!
 //! For enka only, it also measures memory at larger scales, a load of 5000
 //! Memcacheds over 50 namespaces on one cluster-wide enka, the seed's Zundoko
 //! song, and CPU per reconcile against time spent waiting on the API server.
@@ -25,6 +29,7 @@
 mod support;
 
 mod bare;
+mod bridged;
 mod operator;
 mod report;
 mod scenarios;
@@ -45,6 +50,8 @@ const WIDE: u16 = 32;
 pub struct Plan {
     pub latency_crs: usize,
     pub burst_crs: usize,
+    /// Timed calls of each bridged task through the worker alone.
+    pub bridged_task_runs: usize,
     pub scale: Vec<usize>,
     /// The load run: namespaces, and Memcacheds in each.
     pub load: (usize, usize),
@@ -71,6 +78,7 @@ impl Plan {
             .unwrap_or_else(|_| support::repo_path("target"));
         Plan {
             latency_crs: number("ENKA_BENCH_LATENCY_CRS", 50, 5),
+            bridged_task_runs: number("ENKA_BENCH_BRIDGED_TASKS", 200, 20),
             burst_crs: number("ENKA_BENCH_BURST_CRS", 200, 20),
             scale,
             load: (
@@ -151,6 +159,28 @@ async fn run(plan: &Plan) -> Report {
         report.upstream = Some(bench.side_by_side(operator::Flavour::Upstream).await);
     }
     report.wide_burst = Some((WIDE, bench.enka_wide_burst(WIDE).await));
+    // Tasks that go through the Ansible worker: alone, then in a reconcile
+    // of the same role on each side.
+    report.worker = Some(bridged::task_costs(plan.bridged_task_runs));
+    for variant in bridged::VARIANTS {
+        let enka = bench
+            .bridged_latency(operator::Flavour::Enka, variant)
+            .await;
+        let upstream = if plan.upstream {
+            Some(
+                bench
+                    .bridged_latency(operator::Flavour::Upstream, variant)
+                    .await,
+            )
+        } else {
+            None
+        };
+        report.bridged.push(report::BridgedRun {
+            variant,
+            enka,
+            upstream,
+        });
+    }
     report.scale = bench.enka_scale().await;
     report.seed = Some(bench.seed_song().await);
     report

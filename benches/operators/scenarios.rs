@@ -100,6 +100,14 @@ pub struct Seed {
     pub failed_runs: f64,
 }
 
+/// One operator on a benches/bridged role.
+pub struct BridgedSide {
+    pub latency: Vec<Duration>,
+    /// RSS of the operator and its child processes (enka's Ansible worker,
+    /// upstream's Ansible runs) after the latency run.
+    pub tree_rss_bytes: u64,
+}
+
 impl Bench<'_> {
     fn memcacheds(&self, namespace: &str) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), namespace, &memcached_resource())
@@ -137,6 +145,34 @@ impl Bench<'_> {
             workload::percentile(&latency, 99.0)
         );
         latency
+    }
+
+    /// Create → Deployment latency of the memcached role with one task that
+    /// enka hands to the Ansible worker (benches/bridged/watches-<variant>),
+    /// and the operator's memory with its child processes after it.
+    pub async fn bridged_latency(&self, flavour: Flavour, variant: &str) -> BridgedSide {
+        let namespace = format!("bench-{}-{variant}", flavour.name());
+        create_namespace(self.client, &namespace).await;
+        let observer = Observer::start(self.client, &namespace).await;
+        let watches = format!("benches/bridged/watches-{variant}.yaml");
+        let operator = self.start(flavour, &watches, &namespace, &[]).await;
+        settle(&operator).await;
+        let latency = self
+            .latency_run(&namespace, &observer, Some(&operator))
+            .await;
+        let usage = operator.usage();
+        eprintln!(
+            "bench: {:9} {variant} role: latency p50 {:?} p99 {:?}; {:.1} MiB with child processes",
+            flavour.name(),
+            workload::percentile(&latency, 50.0),
+            workload::percentile(&latency, 99.0),
+            mib(usage.tree_rss_bytes)
+        );
+        operator.stop();
+        BridgedSide {
+            latency,
+            tree_rss_bytes: usage.tree_rss_bytes,
+        }
     }
 
     /// Latency, burst and resource use of one operator on its own namespace.

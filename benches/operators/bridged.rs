@@ -1,0 +1,104 @@
+//! What a task costs when enka hands it to the Ansible worker.
+//!
+//! Two views, side by side in the report: the task alone, timed around the
+//! worker call in this process (the same `AnsibleWorker` a project gets,
+//! with nothing else running), and a whole reconcile of the memcached
+//! workload with one such task added (benches/bridged), against upstream on
+//! the same role (see `Bench::bridged_latency`).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use enka::worker::{AnsibleWorker, Config};
+use serde_json::json;
+
+use crate::usage::Usage;
+
+/// The variants of benches/bridged: a module, another, a Python filter.
+pub const VARIANTS: &[&str] = &["stat", "file", "filter"];
+
+/// One variant's task, timed.
+pub struct TaskCost {
+    pub variant: &'static str,
+    pub samples: Vec<Duration>,
+}
+
+/// The worker's own figures.
+pub struct WorkerCost {
+    pub tasks: Vec<TaskCost>,
+    /// From spawning the worker to its first answer (Ansible imported).
+    pub start: Duration,
+    /// The worker's resident memory after the runs.
+    pub rss_bytes: u64,
+}
+
+/// Times `runs` of each variant's task through one warm worker.
+pub fn task_costs(runs: usize) -> WorkerCost {
+    let project = crate::support::repo_path("benches/bridged");
+    let scratch = std::env::temp_dir().join(format!("enka-bench-worker-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("a scratch directory");
+    let config = Config {
+        base_dir: project.clone(),
+        plugin_dirs: vec![project.join("roles/memcached_filter")],
+        size: 1,
+        ..Config::from_env()
+    };
+    let worker = AnsibleWorker::new(config);
+    let started = Instant::now();
+    worker
+        .call(json!({"op": "hello"}), Some(Duration::from_secs(120)))
+        .unwrap_or_else(|e| panic!("starting the Ansible worker: {e}"));
+    let start = started.elapsed();
+    let touched = scratch.join("touched").display().to_string();
+    let requests = [
+        (
+            "stat",
+            json!({"op": "run", "module": "ansible.builtin.stat", "args": {"path": "/tmp"}}),
+        ),
+        (
+            "file",
+            json!({"op": "run", "module": "ansible.builtin.file", "args": {"path": touched, "state": "touch"}}),
+        ),
+        (
+            "filter",
+            json!({"op": "filter", "name": "reverse_words", "args": ["latency-0001", "-"], "kwargs": {}}),
+        ),
+    ];
+    let mut tasks = Vec::new();
+    for (variant, request) in requests {
+        let mut samples = Vec::with_capacity(runs);
+        for i in 0..runs + 5 {
+            let started = Instant::now();
+            let answer = worker
+                .call(request.clone(), Some(Duration::from_secs(60)))
+                .unwrap_or_else(|e| panic!("{variant}: {e}"));
+            let elapsed = started.elapsed();
+            if let Some(result) = answer.get("result") {
+                assert_ne!(result["failed"], json!(true), "{variant}: {result}");
+            }
+            // The first few warm the worker's imports of that module.
+            if i >= 5 {
+                samples.push(elapsed);
+            }
+        }
+        tasks.push(TaskCost {
+            variant: VARIANTS
+                .iter()
+                .find(|v| **v == variant)
+                .copied()
+                .unwrap_or("?"),
+            samples,
+        });
+    }
+    let rss_bytes = worker
+        .idle_pids()
+        .first()
+        .and_then(|pid| Usage::of(*pid))
+        .map_or(0, |u| u.rss_bytes);
+    let _ = std::fs::remove_dir_all(PathBuf::from(&scratch));
+    WorkerCost {
+        tasks,
+        start,
+        rss_bytes,
+    }
+}
