@@ -21,6 +21,7 @@ process, and gives each task a process group that can be killed.
 """
 
 import ctypes
+import gc
 import io
 import json
 import os
@@ -163,16 +164,58 @@ def _module_target(module_name, collections):
     return ("path", path)
 
 
+_WARMED = set()
+
+
+def _warm_imports(target):
+    """Imports, in this process, what a module imports (ansible.module_utils
+    and the standard library), once: every later fork has them already, as
+    a module run by Mitogen's in-process runner would."""
+    kind, name = target
+    if name in _WARMED:
+        return
+    _WARMED.add(name)
+    import ast
+    import importlib
+    try:
+        if kind == "module":
+            spec = importlib.util.find_spec(name)
+            path = spec.origin if spec else None
+        else:
+            path = name
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except Exception:  # noqa: BLE001 - warming is an optimisation only
+        return
+    wanted = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            wanted.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            wanted.add(node.module)
+    for module in sorted(wanted):
+        top = module.split(".")[0]
+        if module.startswith("ansible.module_utils") or top in sys.stdlib_module_names:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - the module's own run reports it
+                pass
+
+
 def _run_in_fork(target, module_args, environment, deadline):
     """Runs a module as `python AnsiballZ_x.py` would, in a fork; returns
     what the low-level command would: rc, stdout, stderr."""
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
     payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode("utf-8")
+    # Objects alive now are never collected in the child: its collector
+    # would touch (and so copy) every page of the warm interpreter.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # the module's process
         code = 1
         try:
+            gc.disable()
             # Its own process group, so a timeout kills what it started too.
             os.setpgid(0, 0)
             _die_with_parent()
@@ -292,6 +335,7 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     self._update_module_args(module_name, module_args, task_vars, ignore_unknown_opts=ignore_unknown_opts)
     environment = {}
     self._compute_environment_string(environment)
+    _warm_imports(target)
     res = _run_in_fork(target, module_args, environment, _Deadline.value)
     data = self._parse_returned_data(res)
     if data.pop("_ansible_suppress_tmpdir_delete", False):
@@ -342,6 +386,26 @@ class _EnkaTask(Task):
         return list(self._enka_search_path)
 
 
+_LOCAL = None
+
+
+def _local_context(task):
+    """The play context, `local` connection (with its shell) and templar,
+    made once per worker: they hold no state between tasks that a task
+    sets, and making them costs milliseconds."""
+    global _LOCAL
+    if _LOCAL is None:
+        play_context = PlayContext()
+        templar = Templar(loader=_LOADER, variables={})
+        connection = plugin_loader.connection_loader.get("local", play_context, None)
+        connection.set_options(task_keys=task.dump_attrs(), var_options={})
+        connection._shell.set_options(task_keys=task.dump_attrs(), var_options={})
+        _LOCAL = (play_context, connection, templar)
+    play_context, connection, templar = _LOCAL
+    connection._play_context = play_context
+    return _LOCAL
+
+
 def _task_vars(request):
     variables = dict(request.get("vars") or {})
     variables.setdefault("inventory_hostname", "localhost")
@@ -378,15 +442,12 @@ def _run_task(request):
     _Deadline.value = None if timeout is None else time.monotonic() + float(timeout)
 
     variables = _task_vars(request)
-    play_context = PlayContext()
+    play_context, connection, templar = _local_context(task)
     play_context.check_mode = task.check_mode
     play_context.diff = task.diff
     play_context.no_log = task.no_log
-    templar = Templar(loader=_LOADER, variables=variables)
-    connection = plugin_loader.connection_loader.get("local", play_context, None)
-    connection.set_options(task_keys=task.dump_attrs(), var_options={})
-    shell = connection._shell
-    shell.set_options(task_keys=task.dump_attrs(), var_options={})
+    templar.available_variables = variables
+    connection._shell.tmpdir = None
 
     handler_name, handler_collections, module = _resolved_handler(task, collections)
     if handler_name == "ansible.legacy.normal" and not module.resolved:
