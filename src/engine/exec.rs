@@ -500,9 +500,17 @@ impl Runner {
                     match tasks {
                         Some(tasks) => self.run_tasks(inner, tasks).await,
                         None => {
-                            let message = format!(
-                                "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
-                            );
+                            let broken = path
+                                .as_ref()
+                                .and_then(|p| self.project.unloadable_task_files.get(p));
+                            let message = match broken {
+                                Some(problem) => {
+                                    format!("include_tasks: {name} does not load: {problem}")
+                                }
+                                None => format!(
+                                    "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
+                                ),
+                            };
                             return Flow::Failed(self.failure(
                                 task,
                                 message.clone(),

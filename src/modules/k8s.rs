@@ -111,24 +111,29 @@ fn definitions(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Vec<Json>, St
                     .map_err(|e| format!("could not read {}: {e}", path.display()))?;
                 values.extend(expand(&Value::from(text))?);
             } else if let Some(template) = args.get("template") {
-                let path = match template.kind() {
-                    ValueKind::Map => template
-                        .get_attr("path")
-                        .ok()
-                        .map(|v| crate::template::pyrepr::to_text(&v)),
-                    _ => Some(crate::template::pyrepr::to_text(&template)),
+                // A path, a mapping with `path`, or a list of either
+                // (kubernetes.core renders each and applies them all).
+                let entries: Vec<Value> = match template.kind() {
+                    ValueKind::Seq => template
+                        .try_iter()
+                        .map(Iterator::collect)
+                        .unwrap_or_default(),
+                    _ => vec![template],
+                };
+                for entry in entries {
+                    let path = match entry.kind() {
+                        ValueKind::Map => entry
+                            .get_attr("path")
+                            .ok()
+                            .filter(|v| !v.is_undefined() && !v.is_none())
+                            .map(|v| crate::template::pyrepr::to_text(&v)),
+                        _ => Some(crate::template::pyrepr::to_text(&entry)),
+                    }
+                    .ok_or("template needs a path")?;
+                    let (_, text) = crate::template::render_template_file(ctx.ctx, &path)
+                        .map_err(|e| format!("template {path}: {e}"))?;
+                    values.extend(expand(&Value::from(text))?);
                 }
-                .ok_or("template needs a path")?;
-                let rendered = ctx
-                    .templar
-                    .template_str(
-                        &format!("{{{{ lookup('template', {path:?}, convert_data=False) }}}}"),
-                        ctx.ctx,
-                    )
-                    .map_err(|e| e.to_string())?;
-                values.extend(expand(&Value::from(crate::template::pyrepr::to_text(
-                    &rendered,
-                )))?);
             } else if let (Some(kind), Some(name)) = (args.str("kind")?, args.str("name")?) {
                 values.push(Value::from_pairs([
                     (

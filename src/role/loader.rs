@@ -76,6 +76,11 @@ pub(crate) struct Loader {
     /// Bridged tasks given free-form text that only the command family
     /// takes: the task's location and the text's.
     pub(crate) extra_params: Vec<(Location, Location)>,
+    /// Task files in the order they were parsed.
+    parsed_order: Vec<PathBuf>,
+    /// Task files under a role's `tasks/` that nothing includes statically and
+    /// that do not load: the first problem of each.
+    pub(crate) unloadable: HashMap<PathBuf, String>,
     /// The name of the task being parsed, for findings made after parsing.
     pub(crate) current_task: Option<String>,
     /// Tasks that findings made after parsing belong to, by location.
@@ -107,6 +112,8 @@ pub(crate) fn load(
         foreign_plugins: Vec::new(),
         current_task: None,
         task_names: HashMap::new(),
+        unloadable: HashMap::new(),
+        parsed_order: Vec::new(),
         extra_params: Vec::new(),
         worker_config: options.ansible.clone().map(|mut config| {
             config.base_dir = options.role_paths.base_dir.clone();
@@ -143,11 +150,14 @@ pub(crate) fn load(
         playbooks,
         task_files,
         foreign_plugins,
+        mut unloadable,
         ..
     } = loader;
     if diagnostics.has_errors() {
         return (None, diagnostics);
     }
+    // A file parsed again by a static include loaded after all.
+    unloadable.retain(|path, _| !task_files.contains_key(path));
     let project = Project {
         templar: builder.build(),
         roles,
@@ -157,6 +167,7 @@ pub(crate) fn load(
         role_paths: options.role_paths.clone(),
         ansible,
         python_plugins: foreign_plugins,
+        unloadable_task_files: unloadable,
     };
     (Some(Arc::new(project)), diagnostics)
 }
@@ -294,7 +305,44 @@ impl Loader {
         };
         self.files_loading.pop();
         self.task_files.insert(path.to_path_buf(), tasks.clone());
+        self.parsed_order.push(path.to_path_buf());
         Some(tasks)
+    }
+
+    /// Parses a task file that nothing may ever include: if it does not load,
+    /// what went wrong is kept aside (for a run-time include of it, and for a
+    /// static include, which parses it again and reports it) instead of
+    /// failing the project, as Ansible never reads such a file.
+    fn tentative_task_file(&mut self, path: &Path, role: Option<&Path>) -> Option<Arc<[Task]>> {
+        if let Some(tasks) = self.task_files.get(path) {
+            return Some(tasks.clone());
+        }
+        let marks = (
+            self.diagnostics.0.len(),
+            self.bridged.len(),
+            self.foreign_plugins.len(),
+            self.extra_params.len(),
+            self.parsed_order.len(),
+        );
+        let tasks = self.task_file(path, role, None);
+        let first_error = self.diagnostics.0[marks.0..]
+            .iter()
+            .find(|d| d.is_error())
+            .map(ToString::to_string);
+        let Some(first_error) = first_error else {
+            return tasks;
+        };
+        self.diagnostics.0.truncate(marks.0);
+        self.bridged.truncate(marks.1);
+        self.foreign_plugins.truncate(marks.2);
+        self.extra_params.truncate(marks.3);
+        // It and every file it imported go: a static include parses them
+        // again, and reports what is wrong.
+        for parsed in self.parsed_order.split_off(marks.4) {
+            self.task_files.remove(&parsed);
+        }
+        self.unloadable.insert(path.to_path_buf(), first_error);
+        None
     }
 
     fn vars_file(&mut self, path: &Path, what: &str) -> VarList {
@@ -350,9 +398,18 @@ impl Loader {
         let outer = std::mem::replace(&mut self.collections, meta.collections.clone());
         let tasks_dir = path.join("tasks");
         let mut task_files = HashMap::new();
+        // main.yml is what Ansible runs; every other file under tasks/ only
+        // when something includes it: parsed now (for includes named at run
+        // time), but its problems are reported only when it is included.
         for file in yaml_files(&tasks_dir) {
-            if let Some(tasks) = self.task_file(&file, Some(path), None) {
-                task_files.insert(stem(&tasks_dir, &file), tasks);
+            let name = stem(&tasks_dir, &file);
+            let tasks = if name == "main" {
+                self.task_file(&file, Some(path), None)
+            } else {
+                self.tentative_task_file(&file, Some(path))
+            };
+            if let Some(tasks) = tasks {
+                task_files.insert(name, tasks);
             }
         }
         self.collections = outer;

@@ -11,6 +11,8 @@ mod diagnostic;
 mod loader;
 mod resolve;
 mod task;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -51,6 +53,9 @@ pub struct Project {
     /// Filters, tests and lookups the templates name that Ansible runs, with
     /// the first place that names each.
     pub python_plugins: Vec<(Location, crate::template::scan::PluginKind, String)>,
+    /// Task files that nothing includes by name and that do not load, with
+    /// their first problem: reported if a run-time include names one.
+    pub unloadable_task_files: HashMap<PathBuf, String>,
 }
 
 impl Project {

@@ -24,6 +24,7 @@ mod error;
 pub(crate) mod filters;
 mod lookups;
 pub(crate) mod methods;
+mod mutable;
 mod predicates;
 pub mod pyliteral;
 pub mod pyrepr;
@@ -177,6 +178,7 @@ impl TemplarBuilder {
         filters::register(&mut env);
         predicates::register(&mut env);
         lookups::register(&mut env);
+        mutable::register(&mut env);
         TemplarBuilder {
             env,
             lookups: HashMap::new(),
@@ -250,6 +252,7 @@ impl TemplarBuilder {
             keeps_text: false,
             trailing_newlines: 0,
         };
+        let source = mutable::rewrite_set_literals(&source).into_owned();
         self.env
             .add_template_owned(name.to_owned(), source)
             .map_err(|e| Error::from_minijinja(&e, name))?;
@@ -322,7 +325,7 @@ impl TemplarBuilder {
 }
 
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
-    let escaped = escape_backslashes(source);
+    let escaped = escape_backslashes(&mutable::rewrite_set_literals(source));
     env.add_template_owned(name.to_owned(), escaped)
         .map_err(|e| Error::from_minijinja(&e, source))?;
     Ok(analyse(Arc::from(name), source))

@@ -1,0 +1,90 @@
+//! Loading whole projects from files.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+/// A project in a fresh directory: `files` are (path, text).
+fn project(files: &[(&str, &str)]) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("enka-role-tests-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+fn load(dir: &Path, role: &str) -> (Option<Arc<Project>>, Diagnostics) {
+    let options = LoadOptions {
+        role_paths: RolePaths {
+            base_dir: dir.to_path_buf(),
+            ..RolePaths::default()
+        },
+        templates: crate::template::Options::default(),
+        origins: Vec::new(),
+        lookups: Vec::new(),
+        ansible: None,
+    };
+    Project::load(&options, &[Target::Role(role.to_owned())])
+}
+
+/// A Jinja-templated YAML file kept under tasks/ (awx-operator has them) is
+/// never read by Ansible unless included; enka must not fail the project on
+/// it, and must say what is wrong if a run-time include names it.
+#[test]
+fn task_files_nothing_includes_do_not_fail_the_project() {
+    let dir = project(&[
+        (
+            "roles/r/tasks/main.yml",
+            "- include_tasks: \"{{ which }}.yml\"\n",
+        ),
+        ("roles/r/tasks/good.yml", "- debug:\n    msg: hi\n"),
+        (
+            "roles/r/tasks/resources.yml",
+            "{% for x in items %}\n---\nkind: {{ x }}\n{% endfor %}\n",
+        ),
+    ]);
+    let (project, diagnostics) = load(&dir, "r");
+    assert!(!diagnostics.has_errors(), "{diagnostics:?}");
+    let project = project.expect("the project loads");
+    let resources = dir.join("roles/r/tasks/resources.yml");
+    assert!(
+        project
+            .task_files
+            .contains_key(&dir.join("roles/r/tasks/good.yml"))
+    );
+    assert!(!project.task_files.contains_key(&resources));
+    assert!(
+        project.unloadable_task_files[&resources].contains("YAML syntax error"),
+        "{:?}",
+        project.unloadable_task_files
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same file, imported by name, is an error at load, as in Ansible.
+#[test]
+fn a_broken_task_file_that_is_imported_is_an_error() {
+    let dir = project(&[
+        ("roles/r/tasks/main.yml", "- import_tasks: a_broken.yml\n"),
+        (
+            "roles/r/tasks/a_broken.yml",
+            "- debug:\n    msg: hi\n  whne: x\n",
+        ),
+    ]);
+    let (project, diagnostics) = load(&dir, "r");
+    assert!(project.is_none());
+    let rendered: Vec<String> = diagnostics.0.iter().map(ToString::to_string).collect();
+    assert!(
+        rendered
+            .iter()
+            .any(|d| d.contains("a_broken.yml:3:3")
+                && d.contains("'whne' is not a valid task keyword")),
+        "{rendered:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
