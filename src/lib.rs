@@ -19,6 +19,7 @@ pub mod modules;
 pub mod operator;
 pub mod role;
 pub mod template;
+pub mod time;
 pub mod watches;
 pub mod worker;
 pub mod yaml;

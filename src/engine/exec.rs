@@ -10,11 +10,12 @@ use minijinja::value::ValueKind;
 
 use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
-use super::{Entry, RunOptions, base_scope, seconds};
+use super::{Entry, RunOptions, base_scope};
 use crate::kube::Cluster;
 use crate::modules::{self, Control, MetricUpdate, ModuleContext, ModuleRef};
 use crate::role::{Action, LoopKind, Project, Role, RoleFrom, Task, VarList};
 use crate::template::{Context, Error as TemplateError, Templar, Var};
+use crate::time::seconds;
 
 /// How a list of tasks ended.
 enum Flow {

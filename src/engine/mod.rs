@@ -14,7 +14,7 @@ mod tests;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use minijinja::Value;
 
@@ -135,17 +135,4 @@ fn builtins() -> VarList {
         .map(|(k, v)| (Arc::from(k), Var::plain(v)))
         .collect::<Vec<_>>()
         .into()
-}
-
-/// A `Duration` from Ansible's seconds (int, float or numeric string).
-pub fn seconds_pub(value: &Value) -> Option<Duration> {
-    seconds(value)
-}
-
-pub(crate) fn seconds(value: &Value) -> Option<Duration> {
-    let f = match value.as_str() {
-        Some(s) => s.trim().parse::<f64>().ok()?,
-        None => f64::try_from(value.clone()).ok()?,
-    };
-    (f.is_finite() && f >= 0.0).then(|| Duration::from_secs_f64(f.min(86_400.0)))
 }

@@ -158,7 +158,7 @@ impl<'a> Args<'a> {
     pub fn seconds(&self, name: &str) -> Result<Option<Duration>, String> {
         match self.get(name) {
             None => Ok(None),
-            Some(v) => crate::engine::seconds_pub(&v).map(Some).ok_or_else(|| {
+            Some(v) => crate::time::seconds(&v).map(Some).ok_or_else(|| {
                 format!(
                     "argument '{name}' of {} must be a number of seconds",
                     self.module

@@ -76,7 +76,6 @@ use std::time::{Duration, Instant};
 
 pub use args::{Args, parse_duration};
 pub use bridged::AnsibleAction;
-pub use k8s_event::{format_rfc3339, now_rfc3339};
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 
 use crate::kube::{Cluster, Owner};

@@ -197,14 +197,14 @@ impl WatchContext {
 }
 
 fn now() -> String {
-    crate::modules::now_rfc3339()
+    crate::time::now_rfc3339()
 }
 
 fn completion() -> String {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let base = crate::modules::format_rfc3339(since.as_secs());
+    let base = crate::time::format_rfc3339(since.as_secs());
     format!(
         "{}.{:06}+00:00",
         base.trim_end_matches('Z'),

@@ -68,7 +68,7 @@ pub async fn record_failure(cluster: &dyn Cluster, object: &Json, task: &str, me
     let Ok(events) = cluster.resource("v1", "Event").await else {
         return;
     };
-    let now = crate::modules::now_rfc3339();
+    let now = crate::time::now_rfc3339();
     let message: String = message.chars().take(1024).collect();
     let new_event = || {
         json!({

@@ -569,19 +569,7 @@ fn parse_action(
             });
         }
     };
-    if let Some(extra) = task.get("args") {
-        match extra.as_map() {
-            Some(args) => {
-                for (k, v) in args {
-                    let k = key_of(k);
-                    if !entries.iter().any(|(existing, _)| *existing == k) {
-                        entries.push((k, v.clone()));
-                    }
-                }
-            }
-            None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
-        }
-    }
+    merge_task_args(loader, at, task, &mut entries);
     let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
     for (name, node) in &entries {
         if name == "_raw_params" && spec.free_form != FreeForm::Raw {
@@ -624,6 +612,30 @@ fn parse_action(
         module: ModuleRef::Native(spec),
         args: Value::from_pairs(pairs),
     })
+}
+
+/// Adds the task's `args:` to the module's arguments (those written with the
+/// module win).
+fn merge_task_args(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    task: &Node,
+    entries: &mut Vec<(String, Node)>,
+) {
+    let Some(extra) = task.get("args") else {
+        return;
+    };
+    match extra.as_map() {
+        Some(args) => {
+            for (k, v) in args {
+                let k = key_of(k);
+                if !entries.iter().any(|(existing, _)| *existing == k) {
+                    entries.push((k, v.clone()));
+                }
+            }
+        }
+        None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
+    }
 }
 
 /// Modules whose free-form text is a command line (`_raw_params`), with the
@@ -688,19 +700,7 @@ fn parse_bridged(
         }
         _ => arg_entries(loader, at, value, FreeForm::No, name).unwrap_or_default(),
     };
-    if let Some(extra) = task.get("args") {
-        match extra.as_map() {
-            Some(args) => {
-                for (k, v) in args {
-                    let k = key_of(k);
-                    if !entries.iter().any(|(existing, _)| *existing == k) {
-                        entries.push((k, v.clone()));
-                    }
-                }
-            }
-            None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
-        }
-    }
+    merge_task_args(loader, at, task, &mut entries);
     // Free-form text is only for the command family; Ansible says so once
     // the name resolves (an unknown name is the first error).
     let extra_params = (!is_command)

@@ -427,3 +427,63 @@ fn age(pid: u32) -> Duration {
         .and_then(|t| t.elapsed().ok())
         .unwrap_or_default()
 }
+
+/// A project whose tasks are all native never starts Python: the shipped
+/// Zundoko operator sings to Kiyoshi with no child process under enka.
+#[tokio::test]
+async fn a_native_project_starts_no_worker() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    crate::zundoko::install_zundoko_crds(&client).await;
+    let ns = env.namespace("native-only").await.unwrap();
+    let mut enka = Enka::start(env, "watches.yaml", &ns, &[("ENKA_RANDOM_SEED", "42")]);
+    enka.await_ready().await;
+    let hikawas = crate::zundoko::create_hikawa(&client, &ns, 10).await;
+    crate::zundoko::await_kiyoshi(&hikawas, "Kiyoshi", Duration::from_secs(60)).await;
+    let children = descendants(enka.pid());
+    assert!(children.is_empty(), "enka started {children:?}");
+    // And --native-only accepts it.
+    let (ok, stdout, stderr) = {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_enka"))
+            .args(["check", "--watches-file", "watches.yaml"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert!(
+        ok && stdout.contains("0 through Ansible"),
+        "{stdout}{stderr}"
+    );
+}
+
+/// `enka run --native-only` refuses a project that needs the worker, at
+/// load, naming each task.
+#[tokio::test]
+async fn native_only_refuses_a_project_that_needs_ansible() {
+    let env = KubeEnv::shared().await;
+    let ns = env.namespace("native-refused").await.unwrap();
+    let mut enka = Enka::start_with_args(
+        env,
+        "tests/bridged/watches.yaml",
+        &ns,
+        &[],
+        &["--native-only"],
+        "",
+    );
+    let status = eventually("enka to exit", Duration::from_secs(30), || {
+        let status = enka.exited();
+        async move { status }
+    })
+    .await;
+    assert!(!status.success());
+    let log = enka.full_log();
+    assert!(
+        log.contains("tests/bridged/roles/bridged/tasks/steps.yml:2:3: error: task \"command\": command: enka has no native code for this action, and --native-only forbids running it through Ansible"),
+        "{log}"
+    );
+}

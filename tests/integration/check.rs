@@ -68,17 +68,39 @@ fn every_broken_role_is_reported_with_its_position() {
 
 #[test]
 fn check_says_which_tasks_go_through_ansible() {
-    let (ok, stdout, stderr) = check("tests/fixtures/broken/watches.yaml");
-    assert!(!ok, "{stderr}");
-    // The broken project stops the report; a clean project with one bridged
-    // task shows it (the seed's role is all native).
-    let (ok, stdout_seed, _) = check("watches.yaml");
+    let vault = format!(
+        "--ansible-args=--vault-password-file {}",
+        crate::support::repo_path("tests/bridged/vault-password.txt").display()
+    );
+    let (ok, stdout, stderr) = check_with("tests/bridged/watches.yaml", &[&vault]);
+    assert!(ok, "{stdout}\n{stderr}");
+    for expected in [
+        "bridged.enka.dev/v1, Kind=Probe: 2 tasks native, 14 through Ansible",
+        "tests/bridged/roles/bridged_dep/tasks/main.yml:2:3: ansible.builtin.command (no native code in enka",
+        "tests/bridged/roles/bridged/tasks/steps.yml:68:3: enka_echo (no native code in enka",
+        "tests/bridged/roles/bridged/tasks/steps.yml:73:3: community.general.ini_file (no native code in enka",
+        "tests/bridged/roles/bridged/tasks/steps.yml:98:15: filter reverse_words runs through Ansible",
+        "bridged.enka.dev/v1, Kind=Fault: 0 tasks native, 4 through Ansible",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    // Without the Vault password the vaulted variable is an error at its line.
+    let (ok, _, stderr) = check("tests/bridged/watches.yaml");
+    assert!(!ok);
+    assert!(
+        stderr.contains("tests/bridged/roles/bridged/vars/main.yml:4:17: error: Ansible Vault: Attempting to decrypt but no vault secrets found"),
+        "{stderr}"
+    );
+    // The seed's role needs no worker.
+    let (ok, stdout, _) = check("watches.yaml");
     assert!(ok);
     assert!(
-        stdout_seed.contains("zundokokiyoshi.kaitoy.github.com/v1beta2, Kind=Hikawa: 8 tasks native, 0 through Ansible"),
-        "{stdout_seed}"
+        stdout.contains("zundokokiyoshi.kaitoy.github.com/v1beta2, Kind=Hikawa: 8 tasks native, 0 through Ansible"),
+        "{stdout}"
     );
-    assert!(!stdout.contains("through Ansible\n  "), "{stdout}");
 }
 
 /// Runs `enka check` in `dir` on its `watches.yaml`, as a porting user would.
