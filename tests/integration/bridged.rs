@@ -483,7 +483,7 @@ async fn native_only_refuses_a_project_that_needs_ansible() {
     assert!(!status.success());
     let log = enka.full_log();
     assert!(
-        log.contains("tests/bridged/roles/bridged/tasks/steps.yml:2:3: error: task \"command\": command: enka has no native code for this action, and --native-only forbids running it through Ansible"),
+        log.contains("tests/bridged/roles/bridged/tasks/steps.yml:3:3: error: task \"command\": command: enka has no native code for this action, and --native-only forbids running it through Ansible"),
         "{log}"
     );
 }
