@@ -129,8 +129,11 @@ impl Runner {
                 Some(playbook) => {
                     let mut flow = Flow::Continue;
                     for play in &playbook.plays {
-                        let mut play_scope = base.clone();
-                        play_scope.play_vars = scope::push(&None, &play.vars);
+                        let Some(play_scope) = self.play_scope(&base, play) else {
+                            // The pattern matches no host: Ansible skips the play.
+                            continue;
+                        };
+                        let mut play_scope = play_scope;
                         // Roles listed in a play expose their defaults and
                         // vars to the whole play (Ansible's default, with
                         // private role vars off).
@@ -194,6 +197,58 @@ impl Runner {
             Flow::Continue | Flow::EndPlay => RunStatus::Successful,
             Flow::Failed(failure) => RunStatus::Failed(failure),
         }
+    }
+
+    /// The scope a play starts from: the host its `hosts` pattern names in
+    /// the inventory (its variables below the play's, `inventory_hostname`,
+    /// `groups`, `group_names`), or localhost without an inventory. `None`
+    /// when the pattern matches no host.
+    fn play_scope(&self, base: &Scope, play: &crate::role::Play) -> Option<Scope> {
+        let mut scope = base.clone();
+        let Some(inventory) = &self.project.inventory else {
+            scope.play_vars = scope::push(&None, &play.vars);
+            return Some(scope);
+        };
+        let host = match inventory.patterns.get(&play.hosts) {
+            Some(hosts) => hosts.first()?.clone(),
+            None => "localhost".to_owned(),
+        };
+        let (host_vars, groups) = inventory.hosts.get(&host).cloned().unwrap_or_default();
+        scope.play_vars = scope::push(&scope::push(&None, &host_vars), &play.vars);
+        let mut builtins: Vec<(Arc<str>, Var)> = scope
+            .builtins
+            .iter()
+            .filter(|(k, _)| {
+                !matches!(
+                    &**k,
+                    "inventory_hostname" | "inventory_hostname_short" | "groups" | "group_names"
+                )
+            })
+            .cloned()
+            .collect();
+        let short = host.split('.').next().unwrap_or(&host).to_owned();
+        builtins.extend([
+            (
+                Arc::from("inventory_hostname"),
+                Var::plain(Value::from(host.as_str())),
+            ),
+            (
+                Arc::from("inventory_hostname_short"),
+                Var::plain(Value::from(short)),
+            ),
+            (Arc::from("groups"), Var::plain(inventory.groups.clone())),
+            (
+                Arc::from("group_names"),
+                Var::plain(Value::from(
+                    groups
+                        .iter()
+                        .map(|g| Value::from(g.as_str()))
+                        .collect::<Vec<_>>(),
+                )),
+            ),
+        ]);
+        scope.builtins = builtins.into();
+        Some(scope)
     }
 
     /// Runs a role's tasks with its defaults and vars in scope.

@@ -29,7 +29,7 @@ impl Loader {
         base_dir: &std::path::Path,
         collections_path: &[std::path::PathBuf],
     ) -> Option<Arc<AnsibleWorker>> {
-        if self.bridged.is_empty() && self.foreign_plugins.is_empty() {
+        if self.bridged.is_empty() && self.foreign_plugins.is_empty() && !self.needs_inventory() {
             return None;
         }
         let bridged = std::mem::take(&mut self.bridged);
@@ -40,6 +40,14 @@ impl Loader {
                     format!(
                         "{}: enka has no native code for this action, and --native-only forbids running it through Ansible",
                         action.name
+                    ),
+                );
+            }
+            for (location, pattern) in std::mem::take(&mut self.host_patterns) {
+                self.error(
+                    location,
+                    format!(
+                        "hosts: {pattern} needs the inventory, which Ansible loads, and --native-only forbids it"
                     ),
                 );
             }
@@ -173,6 +181,82 @@ impl Loader {
 }
 
 impl Loader {
+    /// Whether plays need the inventory: one names hosts other than
+    /// localhost, or the project configures one (`ANSIBLE_INVENTORY`).
+    fn needs_inventory(&self) -> bool {
+        !self.host_patterns.is_empty() || std::env::var_os("ANSIBLE_INVENTORY").is_some()
+    }
+
+    /// The inventory, loaded by Ansible, when plays need it; a pattern that
+    /// matches no host is reported (Ansible would skip the play).
+    pub(crate) fn inventory(
+        &mut self,
+        worker: Option<&Arc<AnsibleWorker>>,
+    ) -> Option<super::Inventory> {
+        let worker = worker.filter(|_| self.needs_inventory())?;
+        let patterns: Vec<&str> = self.host_patterns.iter().map(|(_, p)| p.as_str()).collect();
+        let answer = worker.call(
+            json!({"op": "inventory", "patterns": patterns}),
+            Some(RESOLVE_TIMEOUT),
+        );
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(err) => {
+                let location = self
+                    .host_patterns
+                    .first()
+                    .map(|(l, _)| l.clone())
+                    .unwrap_or_else(|| {
+                        super::Location::file(std::path::Path::new("ANSIBLE_INVENTORY"))
+                    });
+                self.error(location, format!("the inventory did not load: {err}"));
+                return None;
+            }
+        };
+        let mut inventory = super::Inventory {
+            groups: crate::template::convert::from_json(&answer["groups"]),
+            ..super::Inventory::default()
+        };
+        for (name, host) in answer["hosts"].as_object().into_iter().flatten() {
+            let vars: Vec<(Arc<str>, crate::template::Var)> = host["vars"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| {
+                    (
+                        Arc::from(k.as_str()),
+                        crate::template::Var::templated(crate::template::convert::from_json(v)),
+                    )
+                })
+                .collect();
+            let groups = host["groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|g| g.as_str().map(str::to_owned))
+                .collect();
+            inventory
+                .hosts
+                .insert(name.clone(), (Arc::from(vars), groups));
+        }
+        for (location, pattern) in self.host_patterns.clone() {
+            let hosts: Vec<String> = answer["patterns"][&pattern]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h.as_str().map(str::to_owned))
+                .collect();
+            if hosts.is_empty() {
+                self.warning(
+                    location,
+                    format!("hosts: {pattern} matches no host of the inventory; the play is skipped, as in Ansible"),
+                );
+            }
+            inventory.patterns.insert(pattern, hosts);
+        }
+        Some(inventory)
+    }
+
     /// Decrypts Ansible Vault text with Ansible's own code, as
     /// ansible-playbook does when it loads the file: with the Vault password
     /// files and ids enka was given (`--ansible-args`) and `ansible.cfg`'s.

@@ -76,6 +76,9 @@ pub(crate) struct Loader {
     /// Bridged tasks given free-form text that only the command family
     /// takes: the task's location and the text's.
     pub(crate) extra_params: Vec<(Location, Location)>,
+    /// Play `hosts` patterns other than localhost, with where they are:
+    /// they need the inventory.
+    pub(crate) host_patterns: Vec<(Location, String)>,
     /// Task files in the order they were parsed.
     parsed_order: Vec<PathBuf>,
     /// Task files under a role's `tasks/` that nothing includes statically and
@@ -114,6 +117,7 @@ pub(crate) fn load(
         task_names: HashMap::new(),
         unloadable: HashMap::new(),
         parsed_order: Vec::new(),
+        host_patterns: Vec::new(),
         extra_params: Vec::new(),
         worker_config: options.ansible.clone().map(|mut config| {
             config.base_dir = options.role_paths.base_dir.clone();
@@ -143,6 +147,7 @@ pub(crate) fn load(
         &options.role_paths.base_dir,
         &options.role_paths.collections_path,
     );
+    let inventory = loader.inventory(ansible.as_ref());
     let Loader {
         builder,
         diagnostics,
@@ -168,6 +173,7 @@ pub(crate) fn load(
         ansible,
         python_plugins: foreign_plugins,
         unloadable_task_files: unloadable,
+        inventory,
     };
     (Some(Arc::new(project)), diagnostics)
 }
@@ -546,15 +552,10 @@ impl Loader {
                 }
             }
             if let Some(hosts) = play.get("hosts") {
-                let ok = matches!(hosts.as_str(), Some("localhost" | "all" | "127.0.0.1"));
-                if !ok {
-                    self.warning(
-                        Location::new(&file, hosts.pos),
-                        format!(
-                            "hosts: {} — enka runs every play on localhost",
-                            hosts.key_string()
-                        ),
-                    );
+                let pattern = hosts.key_string();
+                if !matches!(pattern.as_str(), "localhost" | "all" | "127.0.0.1") {
+                    self.host_patterns
+                        .push((Location::new(&file, hosts.pos), pattern));
                 }
             }
             let vars = play
@@ -593,6 +594,10 @@ impl Loader {
             }
             out.push(Play {
                 name: play.get("name").map(Node::key_string),
+                hosts: play
+                    .get("hosts")
+                    .map(Node::key_string)
+                    .unwrap_or_else(|| "localhost".to_owned()),
                 vars,
                 pre_tasks,
                 roles,
@@ -825,6 +830,7 @@ const PLAY_KEYWORDS: &[&str] = &[
 fn clone_play(play: &Play) -> Play {
     Play {
         name: play.name.clone(),
+        hosts: play.hosts.clone(),
         vars: play.vars.clone(),
         pre_tasks: play.pre_tasks.clone(),
         roles: play.roles.clone(),

@@ -53,6 +53,10 @@ pub struct Project {
     /// Filters, tests and lookups the templates name that Ansible runs, with
     /// the first place that names each.
     pub python_plugins: Vec<(Location, crate::template::scan::PluginKind, String)>,
+    /// The inventory, when the project has one (`ANSIBLE_INVENTORY`,
+    /// `inventory =` in ansible.cfg) or a play names hosts other than
+    /// localhost: loaded by Ansible once.
+    pub inventory: Option<Inventory>,
     /// Task files that nothing includes by name and that do not load, with
     /// their first problem: reported if a run-time include names one.
     pub unloadable_task_files: HashMap<PathBuf, String>,
@@ -68,6 +72,17 @@ impl Project {
     pub fn role(&self, path: &Path) -> Option<&Arc<Role>> {
         self.roles.get(path)
     }
+}
+
+/// The inventory as Ansible loaded it, for the plays' `hosts`.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    /// `groups`: every group and its hosts.
+    pub groups: Value,
+    /// Each host's inventory variables (host vars, group_vars/) and groups.
+    pub hosts: HashMap<String, (VarList, Vec<String>)>,
+    /// The hosts each play's pattern matches.
+    pub patterns: HashMap<String, Vec<String>>,
 }
 
 /// A role: its tasks, defaults and vars.
@@ -126,6 +141,8 @@ pub struct Playbook {
 pub struct Play {
     /// Its name, if any.
     pub name: Option<String>,
+    /// `hosts`: the inventory pattern it runs on (`localhost` when absent).
+    pub hosts: String,
     /// Play `vars`.
     pub vars: VarList,
     /// `pre_tasks`.

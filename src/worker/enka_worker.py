@@ -618,6 +618,35 @@ def _vault_decrypt(request):
     return to_text(_vault().decrypt(request["text"].encode("utf-8"), filename=request.get("file")))
 
 
+def _inventory(request):
+    """The inventory as ansible-playbook would load it (ANSIBLE_INVENTORY,
+    ansible.cfg's `inventory`, with group_vars/ and host_vars/): its
+    groups, and for each host the variables inventory gives it."""
+    from ansible.inventory.manager import InventoryManager
+    from ansible.vars.manager import VariableManager
+
+    sources = request.get("sources") or C.DEFAULT_HOST_LIST
+    inventory = InventoryManager(loader=_LOADER, sources=sources)
+    variables = VariableManager(loader=_LOADER, inventory=inventory)
+    groups = {name: [host.name for host in group.get_hosts()] for name, group in inventory.groups.items()}
+    hosts = {}
+    for host in inventory.get_hosts(pattern="all"):
+        found = variables.get_vars(host=host, include_hostvars=False, include_delegate_to=False)
+        magic = variables._get_magic_variables(play=None, host=host, task=None, include_hostvars=False,
+                                               _hosts=None, _hosts_all=None)
+        own = {k: v for k, v in found.items()
+               if k not in magic and k not in ("environment", "ansible_facts", "inventory_hostname",
+                                               "inventory_hostname_short", "group_names")}
+        hosts[host.name] = {
+            "vars": _jsonable(own),
+            "groups": sorted(g.name for g in host.get_groups() if g.name not in ("all", "ungrouped")),
+        }
+    patterns = {}
+    for pattern in request.get("patterns") or []:
+        patterns[pattern] = [host.name for host in inventory.get_hosts(pattern=pattern)]
+    return {"groups": groups, "hosts": hosts, "patterns": patterns}
+
+
 def _resolve(request):
     """Which names Ansible can load, for enka check and the loader."""
     collections = _collections(request)
@@ -680,6 +709,8 @@ def _serve(request):
             return {"value": _jsonable(_lookup(request))}
         if op == "resolve":
             return _resolve(request)
+        if op == "inventory":
+            return _inventory(request)
         if op == "vault_decrypt":
             return {"value": _vault_decrypt(request)}
     except Exception as exc:  # noqa: BLE001 - the plugin's own message goes back

@@ -487,3 +487,45 @@ async fn native_only_refuses_a_project_that_needs_ansible() {
         "{log}"
     );
 }
+
+/// A play on an inventory group (`hosts: test`), with the group's
+/// group_vars and a filter plugin named in ansible.cfg, as upstream's
+/// InventoryTest; a play whose pattern matches no host is skipped.
+#[tokio::test]
+async fn plays_run_on_the_inventory_host_their_pattern_names() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/inventory/config/crd.yaml").await;
+    let ns = env.namespace("inventory").await.unwrap();
+    let mut enka = Enka::start(env, "tests/inventory/watches.yaml", &ns, &[]);
+    enka.await_ready().await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("inventory.enka.dev", "v1", "InventoryProbe"),
+        "inventoryprobes",
+    );
+    let probes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let mut probe = DynamicObject::new("probe", &resource);
+    probe.data = json!({"spec": {}});
+    probes.create(&PostParams::default(), &probe).await.unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = eventually(
+        "the inventory ConfigMap",
+        Duration::from_secs(60),
+        || async { config_maps.get_opt("inventory-cm").await.unwrap()?.data },
+    )
+    .await;
+    assert_eq!(data["sentinel"], "test");
+    assert_eq!(data["greeting"], "from the inventory");
+    assert_eq!(data["host"], "127.0.0.1");
+    assert_eq!(data["group_names"], "test");
+    let groups: serde_yaml::Value = serde_yaml::from_str(&data["groups"]).unwrap();
+    assert_eq!(groups["test"][0], "127.0.0.1", "{}", data["groups"]);
+    assert_eq!(groups["all"][0], "127.0.0.1", "{}", data["groups"]);
+    // The second play (hosts: nobody) would fail; the run is Successful.
+    eventually("Successful", Duration::from_secs(30), || async {
+        let object = probes.get("probe").await.unwrap();
+        let (kind, _) = fault_condition(&object)?;
+        (kind == "Successful").then_some(())
+    })
+    .await;
+}
