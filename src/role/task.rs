@@ -716,6 +716,7 @@ fn parse_bridged(
             )
         })
         .collect();
+    check_source_file(loader, at, name, &entries);
     let action = Arc::new(AnsibleAction::new(name, loader.collections.clone()));
     loader.remember_task(&at.loc(key.pos));
     if let Some(extra) = extra_params {
@@ -727,6 +728,52 @@ fn parse_bridged(
         module: ModuleRef::Ansible(action),
         args: Value::from_pairs(pairs),
     })
+}
+
+/// A `template` or `copy` whose `src` is written out must name a file that
+/// exists where Ansible looks (`templates/` or `files/` of the role, then
+/// the task's directory): that task would fail on every run.
+fn check_source_file(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    name: &str,
+    entries: &[(String, Node)],
+) {
+    let builtin = !name.contains('.')
+        || name.starts_with("ansible.builtin.")
+        || name.starts_with("ansible.legacy.");
+    let subdir = match name.rsplit('.').next() {
+        Some("template") if builtin => "templates",
+        Some("copy") if builtin => "files",
+        _ => return,
+    };
+    let remote = entries
+        .iter()
+        .any(|(k, v)| k == "remote_src" && crate::template::to_bool(&from_yaml(v)));
+    let Some((_, src)) = entries.iter().find(|(k, _)| k == "src") else {
+        return;
+    };
+    let Some(text) = src
+        .as_str()
+        .filter(|t| !crate::template::is_possibly_template(t))
+    else {
+        return;
+    };
+    if remote || text.ends_with('/') {
+        return;
+    }
+    let mut search: Vec<PathBuf> = at.role.map(Path::to_path_buf).into_iter().collect();
+    search.push(at.dir());
+    if crate::template::find_needle(&search, subdir, text).is_none()
+        && !search
+            .iter()
+            .any(|dir| dir.join(subdir).join(text).is_dir() || dir.join(text).is_dir())
+    {
+        loader.error(
+            at.loc(src.pos),
+            format!("Could not find or access '{text}' (looked in {subdir}/ of the role and next to the task file)"),
+        );
+    }
 }
 
 /// `parse_kv(text, check_raw=True)`: only the command options are `k=v`.

@@ -43,6 +43,7 @@ fn every_broken_role_is_reported_with_its_position() {
         "tests/fixtures/broken/watches.yaml:15:3: error: duplicate GVK: broken.example.com/v1, Kind=YamlError".to_owned(),
         format!("{roles}/yaml_error/tasks/main.yml:4:4: error: YAML syntax error"),
         format!("{roles}/jinja_syntax/tasks/main.yml:3:10: error: task \"an unclosed call\": debug.msg: template syntax error"),
+        format!("{roles}/missing_template/tasks/main.yml:3:10: error: task \"render a file that is not there\": Could not find or access 'not_there.j2'"),
         format!("{roles}/unknown_module/tasks/main.yml:4:3: error: task \"no such module\": couldn't resolve module/action 'community.kubernetes.k8s_frobnicate'"),
         format!("{roles}/unknown_keyword/tasks/main.yml:3:3: error: task \"a typo in when\": 'whne' is not a valid task keyword or module"),
         format!("{roles}/bad_argument/tasks/main.yml:4:11: error: task \"misspelt argument\": unsupported parameter for k8s_info: nmae"),
@@ -61,7 +62,7 @@ fn every_broken_role_is_reported_with_its_position() {
         "{stderr}"
     );
     assert!(
-        stdout.contains("enka check: 12 errors, 0 warnings"),
+        stdout.contains("enka check: 13 errors, 0 warnings"),
         "{stdout}"
     );
 }
