@@ -95,8 +95,10 @@ pub struct RunArgs {
     pub native_only: bool,
     /// The Python interpreter with ansible-core 2.18 that runs what enka has
     /// no native code for (enka).
-    #[arg(long, env = crate::worker::PYTHON_ENV, default_value = "python3")]
-    pub ansible_python: PathBuf,
+    /// Default: the virtualenv `make` installs under ~/.cache/enka, else
+    /// `python3`.
+    #[arg(long, env = crate::worker::PYTHON_ENV)]
+    pub ansible_python: Option<PathBuf>,
     /// Arguments upstream passes to ansible-runner; enka uses the Vault ones
     /// (`--vault-password-file`, `--vault-id`) and says which it ignores.
     #[arg(long)]
@@ -238,7 +240,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // reconciles never queue behind one slow bridged task.
     let ansible = (!args.native_only).then(|| {
         let mut config = crate::worker::Config {
-            python: args.ansible_python.clone(),
+            python: args
+                .ansible_python
+                .clone()
+                .unwrap_or_else(crate::worker::default_python),
             size: usize::from(max_concurrent_reconciles),
             verbosity: args.ansible_verbosity.min(7),
             ..crate::worker::Config::from_env()

@@ -60,13 +60,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// A configuration with the interpreter from `ENKA_ANSIBLE_PYTHON`
-    /// (default `python3`); the project loader fills in the directories.
+    /// A configuration with the interpreter from `ENKA_ANSIBLE_PYTHON`, else
+    /// the virtualenv `make` installs (see [`default_python`]); the project
+    /// loader fills in the directories.
     pub fn from_env() -> Self {
         Config {
             python: std::env::var_os(PYTHON_ENV)
                 .filter(|v| !v.is_empty())
-                .map_or_else(|| PathBuf::from("python3"), PathBuf::from),
+                .map_or_else(default_python, PathBuf::from),
             base_dir: PathBuf::from("."),
             plugin_dirs: Vec::new(),
             env: Vec::new(),
@@ -156,6 +157,31 @@ fn split_words(text: &str) -> Vec<String> {
         words.push(current);
     }
     words
+}
+
+/// The interpreter when `ENKA_ANSIBLE_PYTHON` is not set: the newest
+/// virtualenv that `make test`/`make demo` installed under
+/// `~/.cache/enka/ansible` (scripts/ansible-venv.sh), else `python3` from
+/// `PATH` (as upstream finds its Ansible on `PATH`; the image sets the
+/// variable).
+pub fn default_python() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    let newest = cache
+        .map(|c| c.join("enka/ansible"))
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().join(".complete").is_file())
+        .filter_map(|entry| {
+            let python = entry.path().join("venv/bin/python");
+            let modified = entry.metadata().and_then(|m| m.modified()).ok()?;
+            python.is_file().then_some((modified, python))
+        })
+        .max_by_key(|(modified, _)| *modified);
+    newest.map_or_else(|| PathBuf::from("python3"), |(_, python)| python)
 }
 
 /// Why a request to the worker did not produce an answer.
