@@ -75,7 +75,9 @@ fn find_close(text: &str, marker: &str) -> Option<usize> {
     while i < bytes.len() {
         match bytes[i] {
             q @ (b'\'' | b'"') => i = skip_string(bytes, i, q),
-            _ if text[i..].starts_with(marker) => return Some(i),
+            // Bytes, not `text[i..]`: `i` may be inside a multi-byte
+            // character (found by the role fuzz target).
+            _ if bytes[i..].starts_with(marker.as_bytes()) => return Some(i),
             _ => i += 1,
         }
     }
@@ -228,6 +230,20 @@ mod tests {
                 (Filter, "length".into())
             ]
         );
+    }
+
+    #[test]
+    fn multi_byte_text_inside_a_block() {
+        assert_eq!(
+            names("{{ 'é' ~ x | upper }} ü {{ y | lower }}", false),
+            vec![
+                (PluginKind::Filter, "upper".into()),
+                (PluginKind::Filter, "lower".into())
+            ]
+        );
+        // The fuzz target's crash: an unclosed string before a multi-byte
+        // character; whatever it names, it must not panic.
+        let _ = plugin_uses("{{ lookup(\u{659}nv', 'HOME' }} é {{ x | ü }}", false);
     }
 
     #[test]
