@@ -127,7 +127,6 @@ impl Loader {
                 self.task_error(location.clone(), message);
             }
         }
-        self.bridged = bridged;
         self.resolve_plugins(&worker);
         Some(worker)
     }

@@ -92,7 +92,6 @@ for _utils in C.DEFAULT_MODULE_UTILS_PATH or []:
         ansible.module_utils.__path__.append(_utils)
 
 _LOADER = DataLoader()
-_NON_JSON = (set, tuple, bytes)
 
 
 def _jsonable(value):
@@ -343,8 +342,6 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     if "results" in data and (not isinstance(data["results"], list)):
         data["ansible_module_results"] = data.pop("results")
     remove_internal_keys(data)
-    if self._task.action in C._ACTION_WITH_CLEAN_FACTS or "ansible_facts" not in data:
-        pass
     if "stdout" in data and "stdout_lines" not in data:
         data["stdout_lines"] = (data.get("stdout") or "").splitlines()
     if "stderr" in data and "stderr_lines" not in data:
