@@ -9,9 +9,10 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "enka", version, about, long_about = None)]
 pub struct Cli {
-    /// Log filter, in `tracing_subscriber::EnvFilter` syntax (also `RUST_LOG`).
-    #[arg(long, global = true, env = "ENKA_LOG", default_value = "info")]
-    pub log: String,
+    /// Log filter, in `tracing_subscriber::EnvFilter` syntax (also
+    /// `RUST_LOG`); wins over `--zap-log-level`.
+    #[arg(long, global = true, env = "ENKA_LOG")]
+    pub log: Option<String>,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -26,9 +27,13 @@ pub enum Command {
     /// Run the operator: one controller per watch, against the cluster of
     /// the current kubeconfig (or in-cluster).
     Run(Box<RunArgs>),
+    /// Print the version, commit and build platform, as `ansible-operator
+    /// version` does.
+    Version,
 }
 
-/// `enka run` flags, named as upstream's `ansible-operator run`.
+/// `enka run` flags: upstream's `ansible-operator run` flags with their
+/// meanings (deprecated spellings included), then enka's own.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Path to the watches file.
@@ -41,57 +46,115 @@ pub struct RunArgs {
     #[arg(long)]
     pub max_concurrent_reconciles: Option<u16>,
     /// Add owner references (or primary-resource annotations) to created objects.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value = "true", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub inject_owner_ref: bool,
     /// Ansible verbosity (0-7); debug tasks above it are skipped.
     #[arg(long, default_value_t = 2)]
     pub ansible_verbosity: u8,
-    /// Extra directories to find roles in (colon-separated).
+    /// Extra directories to find roles in (colon-separated; sets ANSIBLE_ROLES_PATH).
     #[arg(long, value_delimiter = ':')]
     pub ansible_roles_path: Vec<PathBuf>,
-    /// Extra directories to find collections in (colon-separated).
+    /// Extra directories to find collections in (colon-separated; sets ANSIBLE_COLLECTIONS_PATH).
     #[arg(long, value_delimiter = ':')]
     pub ansible_collections_path: Vec<PathBuf>,
+    /// Arguments upstream passes to ansible-runner; enka uses the Vault ones
+    /// (`--vault-password-file`, `--vault-id`) and says which it ignores.
+    #[arg(long)]
+    pub ansible_args: Option<String>,
+    /// Which Ansible events are logged: Tasks (task starts, debug output,
+    /// failures), Everything (every task result) or Nothing.
+    #[arg(long, default_value = "tasks")]
+    pub ansible_log_events: String,
     /// Address of the Prometheus /metrics endpoint (`0` disables it).
-    #[arg(long, default_value = ":8080")]
-    pub metrics_bind_address: String,
+    /// Default `:8443`.
+    #[arg(long)]
+    pub metrics_bind_address: Option<String>,
+    /// Deprecated spelling of --metrics-bind-address.
+    #[arg(long, hide = true)]
+    pub metrics_addr: Option<String>,
+    /// Serve /metrics over HTTPS (a self-signed certificate, as
+    /// controller-runtime makes when none is given).
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub metrics_secure: bool,
+    /// Allow /metrics only to callers whose bearer token the API server
+    /// authenticates (TokenReview) and authorizes for `get` on the
+    /// non-resource URL /metrics (SubjectAccessReview). Needs --metrics-secure.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub metrics_require_rbac: bool,
+    /// Directory with `tls.crt` and `tls.key` for the metrics endpoint
+    /// (controller-runtime's CertDir; enka). Default: a self-signed one.
+    #[arg(long)]
+    pub metrics_cert_dir: Option<PathBuf>,
+    /// Enable HTTP/2 on the metrics server; off by default upstream (HTTP/2
+    /// rapid-reset). enka serves HTTP/1.1 either way.
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub enable_http2: bool,
     /// Address of the /healthz and /readyz endpoints (`0` disables them).
     #[arg(long, default_value = ":6789")]
     pub health_probe_bind_address: String,
     /// Run controllers only while holding a Lease, so one of several replicas acts.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub leader_elect: Option<bool>,
+    /// Deprecated spelling of --leader-elect.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub enable_leader_election: Option<bool>,
+    /// Name of the leader-election Lease (default: $OPERATOR_NAME, as
+    /// upstream; required with --leader-elect).
     #[arg(long)]
-    pub leader_elect: bool,
-    /// Name of the leader-election Lease.
-    #[arg(long, default_value = "enka-leader-election")]
-    pub leader_election_id: String,
-    /// Namespace of the Lease (default: the pod's own namespace).
+    pub leader_election_id: Option<String>,
+    /// Namespace of the Lease (default: the pod's own namespace, or outside
+    /// a cluster the kubeconfig context's).
     #[arg(long)]
     pub leader_election_namespace: Option<String>,
-    /// How long a Lease holds after its last renewal (enka).
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
-    pub leader_election_lease_duration: std::time::Duration,
-    /// How long the leader may fail to renew before it stops (enka).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub leader_election_renew_deadline: std::time::Duration,
+    /// Accepted as upstream does: only Leases are used.
+    #[arg(long, hide = true)]
+    pub leader_elect_resource_lock: Option<String>,
+    /// How long a Lease holds after its last renewal.
+    #[arg(long, alias = "leader-election-lease-duration", default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: std::time::Duration,
+    /// How long the leader may fail to renew before it stops.
+    #[arg(long, alias = "leader-election-renew-deadline", default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: std::time::Duration,
     /// How often to try to acquire or renew the Lease (enka).
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, alias = "leader-elect-retry-period", default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: std::time::Duration,
-    /// Longest a single reconcile may take before it fails (enka).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    pub reconcile_timeout: std::time::Duration,
     /// How long reconciles in flight may finish after SIGTERM before enka exits.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub graceful_shutdown_timeout: std::time::Duration,
+    /// Accepted for compatibility; enka has no proxy (roles reach the API
+    /// server through enka's own client).
+    #[arg(long)]
+    pub proxy_port: Option<u16>,
+    /// Log text for humans at debug level (controller-runtime's development mode).
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
+    pub zap_devel: bool,
+    /// Log encoding: json or console.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub zap_encoder: Option<crate::logging::Encoder>,
+    /// Log level: debug, info, error, panic, or an integer > 0 for logr's
+    /// verbosity levels.
+    #[arg(long)]
+    pub zap_log_level: Option<crate::logging::ZapLevel>,
+    /// Level from which zap adds stack traces: info, error or panic. enka's
+    /// logs carry no stack traces; the value is checked and has no effect.
+    #[arg(long, value_parser = ["info", "error", "panic"], ignore_case = true)]
+    pub zap_stacktrace_level: Option<String>,
+    /// Time encoding: epoch, millis, nano, iso8601, rfc3339 or rfc3339nano.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub zap_time_encoding: Option<crate::logging::TimeEncoding>,
+    /// Longest a single reconcile may take before it fails (enka).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub reconcile_timeout: std::time::Duration,
     /// Seed for `random` and `shuffle`, to reproduce a run (enka).
     #[arg(long, env = "ENKA_RANDOM_SEED")]
     pub random_seed: Option<u64>,
     /// Accepted for compatibility with earlier enka releases: `lookup('pipe')`
     /// runs commands as in Ansible, like `command` tasks through the worker.
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub allow_commands: bool,
     /// Refuse to start a project that has tasks or plugins only Ansible can
     /// run, so the operator needs no Python (enka).
-    #[arg(long)]
+    #[arg(long, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
     pub native_only: bool,
     /// The Python interpreter with ansible-core 2.18 that runs what enka has
     /// no native code for (enka).
@@ -99,13 +162,28 @@ pub struct RunArgs {
     /// `python3`.
     #[arg(long, env = crate::worker::PYTHON_ENV)]
     pub ansible_python: Option<PathBuf>,
-    /// Arguments upstream passes to ansible-runner; enka uses the Vault ones
-    /// (`--vault-password-file`, `--vault-id`) and says which it ignores.
-    #[arg(long)]
-    pub ansible_args: Option<String>,
-    /// Accepted for compatibility; enka has no proxy.
-    #[arg(long, hide = true)]
-    pub proxy_port: Option<u16>,
+}
+
+/// Go's `strconv.ParseBool`, which pflag uses for `--flag=value`.
+fn parse_go_bool(text: &str) -> Result<bool, String> {
+    match text {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        _ => Err(format!("invalid boolean {text:?} (use true or false)")),
+    }
+}
+
+/// The name enka was started as: `ansible-operator` when the image's
+/// upstream-named link runs it.
+fn invoked_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|arg0| {
+            std::path::Path::new(&arg0)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "enka".to_owned())
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -132,6 +210,22 @@ pub struct CheckArgs {
 }
 
 impl Cli {
+    /// How to log: zap's JSON for `run` (as upstream), text otherwise.
+    pub fn log_options(&self) -> crate::logging::LogOptions {
+        let mut options = crate::logging::LogOptions {
+            filter: self.log.clone(),
+            encoder: Some(crate::logging::Encoder::Console),
+            ..Default::default()
+        };
+        if let Some(Command::Run(args)) = &self.command {
+            options.devel = args.zap_devel;
+            options.encoder = args.zap_encoder;
+            options.level = args.zap_log_level;
+            options.time_encoding = args.zap_time_encoding;
+        }
+        options
+    }
+
     /// Runs the chosen subcommand.
     pub fn run(self) -> ExitCode {
         match self.command {
@@ -180,6 +274,10 @@ impl Cli {
                     }
                 }
             }
+            Some(Command::Version) => {
+                println!("{}", crate::version::line(&invoked_name()));
+                ExitCode::SUCCESS
+            }
             None => {
                 use clap::CommandFactory;
                 let _ = Cli::command().print_help();
@@ -189,12 +287,98 @@ impl Cli {
     }
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<()> {
+/// Upstream's checks of flag combinations, before anything starts.
+fn validate(args: &RunArgs) -> anyhow::Result<()> {
+    if args.metrics_require_rbac && !args.metrics_secure {
+        anyhow::bail!("--metrics-secure flag is required when --metrics-require-rbac is present");
+    }
+    if args.leader_elect.is_some() && args.enable_leader_election.is_some() {
+        anyhow::bail!("only one of --leader-elect and --enable-leader-election may be set");
+    }
+    if args.metrics_addr.is_some() && args.metrics_bind_address.is_some() {
+        anyhow::bail!("only one of --metrics-addr and --metrics-bind-address may be set");
+    }
+    Ok(())
+}
+
+/// What enka accepts for compatibility but does differently, said once.
+fn warn_inert_flags(args: &RunArgs) {
     if args.proxy_port.is_some() {
         tracing::warn!(
             "--proxy-port has no effect: enka talks to the API server directly, without a proxy"
         );
     }
+    if args.enable_leader_election.is_some() {
+        tracing::warn!("--enable-leader-election is deprecated; use --leader-elect");
+    }
+    if args.metrics_addr.is_some() {
+        tracing::warn!("--metrics-addr is deprecated; use --metrics-bind-address");
+    }
+    if let Some(lock) = &args.leader_elect_resource_lock {
+        tracing::warn!(
+            "--leader-elect-resource-lock={lock} has no effect: leader election uses a Lease, as upstream now does"
+        );
+    }
+    if args.enable_http2 {
+        tracing::warn!("--enable-http2 has no effect: enka serves metrics over HTTP/1.1");
+    }
+    if args.zap_stacktrace_level.is_some() {
+        tracing::info!("--zap-stacktrace-level has no effect: enka's logs carry no stack traces");
+    }
+}
+
+/// `--ansible-log-events`, case-insensitive as upstream; an unknown value
+/// is logged and means Tasks. `ANSIBLE_DEBUG_LOGS=true` adds every task's
+/// result, as upstream then logs each run's whole output.
+fn log_events(args: &RunArgs) -> crate::engine::LogEvents {
+    use crate::engine::LogEvents;
+    let chosen = match args.ansible_log_events.to_ascii_lowercase().as_str() {
+        "everything" => LogEvents::Everything,
+        "nothing" => LogEvents::Nothing,
+        "tasks" | "" => LogEvents::Tasks,
+        other => {
+            tracing::error!(
+                "--ansible-log-events flag value '{other}' not recognized. Must be one of: Tasks, Everything, Nothing"
+            );
+            LogEvents::Tasks
+        }
+    };
+    let debug_logs = std::env::var("ANSIBLE_DEBUG_LOGS")
+        .ok()
+        .and_then(|v| parse_go_bool(v.trim()).ok())
+        .unwrap_or(false);
+    if debug_logs && chosen == LogEvents::Tasks {
+        LogEvents::Everything
+    } else {
+        chosen
+    }
+}
+
+/// The Lease name: `--leader-election-id`, else `$OPERATOR_NAME` (deprecated
+/// upstream, still read).
+fn leader_election_id(args: &RunArgs) -> Option<String> {
+    let operator_name = std::env::var("OPERATOR_NAME")
+        .ok()
+        .filter(|n| !n.is_empty());
+    if operator_name.is_some() {
+        tracing::info!(
+            "Environment variable OPERATOR_NAME has been deprecated, use --leader-election-id instead."
+        );
+    }
+    args.leader_election_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .or(operator_name)
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    validate(&args)?;
+    warn_inert_flags(&args);
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        commit = crate::version::COMMIT,
+        "Version"
+    );
     let namespaces: Vec<String> = std::env::var("WATCH_NAMESPACE")
         .unwrap_or_default()
         .split(',')
@@ -202,33 +386,40 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
-    let client = kube::Client::try_default().await.map_err(|e| {
+    let config = kube::Config::infer().await.map_err(|e| {
         anyhow::anyhow!("cannot connect to Kubernetes (kubeconfig or in-cluster): {e}")
     })?;
-    let leader_election = if args.leader_elect {
-        let namespace = match args.leader_election_namespace {
-            Some(ns) => ns,
-            None => {
-                std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-                    .map(|ns| ns.trim().to_owned())
-                    .map_err(|_| {
-                        anyhow::anyhow!(
-                            "--leader-elect outside a cluster needs --leader-election-namespace"
-                        )
-                    })?
-            }
-        };
+    let leader_elect = args
+        .leader_elect
+        .or(args.enable_leader_election)
+        .unwrap_or(false);
+    let leader_election = if leader_elect {
+        let lease_name = leader_election_id(&args).ok_or_else(|| {
+            anyhow::anyhow!("LeaderElectionID must be configured: set --leader-election-id")
+        })?;
+        // In a pod the client's default namespace is the pod's own (as
+        // upstream); outside one, the kubeconfig context's, where upstream
+        // would refuse to start without --leader-election-namespace.
+        let namespace = args
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
         Some(crate::operator::leader::ElectionConfig {
-            lease_name: args.leader_election_id,
+            lease_name,
             namespace,
             identity: crate::operator::leader::identity(),
-            lease_duration: args.leader_election_lease_duration,
-            renew_deadline: args.leader_election_renew_deadline,
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
             retry_period: args.leader_election_retry_period,
         })
     } else {
         None
     };
+    let metrics_bind = args
+        .metrics_bind_address
+        .clone()
+        .or_else(|| args.metrics_addr.clone())
+        .unwrap_or_else(|| ":8443".to_owned());
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -257,6 +448,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         config
     });
+    let log_events = log_events(&args);
     let options = crate::operator::OperatorOptions {
         watches_file: args.watches_file,
         reconcile_period: args.reconcile_period,
@@ -269,8 +461,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespaces,
         inject_owner_ref: args.inject_owner_ref,
         leader_election,
-        metrics_address: crate::operator::metrics::parse_bind(&args.metrics_bind_address)
+        metrics_address: crate::operator::metrics::parse_bind(&metrics_bind)
             .map_err(anyhow::Error::msg)?,
+        metrics_serving: crate::operator::metrics::Serving {
+            secure: args.metrics_secure,
+            require_rbac: args.metrics_require_rbac,
+            cert_dir: args.metrics_cert_dir.clone(),
+        },
+        log_events,
         health_address: crate::operator::metrics::parse_bind(&args.health_probe_bind_address)
             .map_err(anyhow::Error::msg)?,
         templates: crate::template::Options {
@@ -280,5 +478,5 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         ansible,
     };
-    crate::operator::run(options, client).await
+    crate::operator::run(options, config).await
 }

@@ -15,11 +15,13 @@ pub mod engine;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod kube;
+pub mod logging;
 pub mod modules;
 pub mod operator;
 pub mod role;
 pub mod template;
 pub mod time;
+pub mod version;
 pub mod watches;
 pub mod worker;
 pub mod yaml;

@@ -2,7 +2,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use enka::cli::Cli;
-use tracing_subscriber::EnvFilter;
 
 // Reconciles allocate many small, short-lived values (template values, JSON
 // from the API); mimalloc cuts the engine's time per reconcile by about a
@@ -14,11 +13,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cli.log)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    cli.log_options().init();
     cli.run()
 }

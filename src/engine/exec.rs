@@ -10,7 +10,7 @@ use minijinja::value::ValueKind;
 
 use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
-use super::{Entry, RunOptions, base_scope};
+use super::{Entry, LogEvents, RunOptions, base_scope};
 use crate::kube::Cluster;
 use crate::modules::{self, Control, MetricUpdate, ModuleContext, ModuleRef};
 use crate::role::{Action, LoopKind, Project, Role, RoleFrom, Task, VarList};
@@ -725,6 +725,14 @@ impl Runner {
         let Action::Module { module, args } = &task.action else {
             return Flow::Continue;
         };
+        let quiet = matches!(module.name(), "set_fact" | "debug");
+        if self.options.log_events != LogEvents::Nothing && !quiet {
+            tracing::info!(
+                event_type = "playbook_on_task_start",
+                task = %task.display_name(),
+                "[playbook task start]"
+            );
+        }
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope);
         let no_log = match self.flag(&ctx, task.no_log.as_ref(), &frame.inherited.no_log) {
@@ -793,6 +801,7 @@ impl Runner {
         } else {
             result.to_value()
         };
+        self.log_result(task, &result, &shown, failed, skipped);
         if let Some(name) = &task.register {
             Arc::make_mut(&mut self.facts).insert(name.clone(), Var::plain(result.to_value()));
         }
@@ -841,6 +850,58 @@ impl Runner {
             self.stats.ok += 1;
         }
         Flow::Continue
+    }
+
+    /// The task events `--ansible-log-events` asks for: `debug` output and
+    /// failures with Tasks, every result with Everything. A failure is
+    /// logged when it happens, even if `ignore_errors` lets the run go on.
+    fn log_result(
+        &self,
+        task: &Task,
+        result: &TaskResult,
+        shown: &Value,
+        failed: bool,
+        skipped: bool,
+    ) {
+        let events = self.options.log_events;
+        if events == LogEvents::Nothing {
+            return;
+        }
+        if failed {
+            tracing::error!(
+                event_type = "runner_on_failed",
+                task = %task.display_name(),
+                location = %task.location,
+                "[playbook task failed]: {}",
+                shown.get_attr("msg").ok().filter(|m| !m.is_undefined()).map_or_else(|| result.message(), |m| m.to_string())
+            );
+            return;
+        }
+        let is_debug =
+            matches!(&task.action, Action::Module { module, .. } if module.name() == "debug");
+        if is_debug && !skipped {
+            tracing::info!(
+                event_type = "runner_on_ok",
+                task = %task.display_name(),
+                "[playbook debug]: {}",
+                shown.get_attr("msg").ok().filter(|m| !m.is_undefined()).map_or_else(|| shown.to_string(), |m| m.to_string())
+            );
+            return;
+        }
+        if events == LogEvents::Everything {
+            let event_type = if skipped {
+                "runner_on_skipped"
+            } else {
+                "runner_on_ok"
+            };
+            tracing::info!(
+                event_type,
+                task = %task.display_name(),
+                changed = result.is_changed(),
+                result = %shown,
+                "[playbook task result]"
+            );
+        }
     }
 
     /// One execution of a module task (one loop item), with `when`,

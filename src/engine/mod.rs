@@ -47,6 +47,20 @@ pub struct RunOptions {
     pub max_loop_items: usize,
     /// The custom resource the run is for.
     pub owner: Option<Arc<crate::kube::Owner>>,
+    /// Which task events are logged.
+    pub log_events: LogEvents,
+}
+
+/// Which task events a run logs, as upstream's `--ansible-log-events`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogEvents {
+    /// Task starts (but `set_fact` and `debug`), `debug` output and failures.
+    #[default]
+    Tasks,
+    /// Every task's result too.
+    Everything,
+    /// None.
+    Nothing,
 }
 
 impl Default for RunOptions {
@@ -57,6 +71,7 @@ impl Default for RunOptions {
             max_include_depth: 32,
             max_loop_items: 100_000,
             owner: None,
+            log_events: LogEvents::Nothing,
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod event;
 mod exec;
+pub mod instrument;
 pub mod lookup;
 pub mod memory;
 

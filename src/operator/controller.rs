@@ -14,6 +14,7 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates};
 use serde_json::{Value as Json, json};
 
 use super::events;
+use super::metrics::ReconcileResult;
 use super::status;
 use super::vars::{VarOptions, extra_vars};
 use crate::engine::{self, Entry, RunOptions};
@@ -24,6 +25,9 @@ use crate::watches::{Gvk, Watch};
 
 /// The annotation that overrides the reconcile period of one object.
 pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
+
+/// The annotation that sets the Ansible verbosity of one object's runs.
+pub const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosity";
 
 /// The loaded project, replaced as a whole when its files change.
 pub type ProjectHandle = Arc<RwLock<Arc<Project>>>;
@@ -41,6 +45,8 @@ pub struct Settings {
     pub namespaces: Vec<String>,
     /// `--inject-owner-ref`.
     pub inject_owner_ref: bool,
+    /// `--ansible-log-events`.
+    pub log_events: engine::LogEvents,
 }
 
 /// Why a reconcile did not finish.
@@ -96,6 +102,7 @@ pub struct WatchContext {
     metrics: Arc<super::metrics::Metrics>,
     events: events::Recorder,
     gvk_label: String,
+    controller_name: String,
     dependents: Option<Arc<super::dependents::DependentWatches>>,
 }
 
@@ -145,6 +152,7 @@ impl WatchContext {
             .filter(|v| *v <= 7)
             .unwrap_or(settings.verbosity);
         let gvk_label = watch.gvk.to_string();
+        let controller_name = super::metrics::controller_name(&watch.gvk.kind, &watch.gvk.version);
         Some(WatchContext {
             watch,
             entry,
@@ -160,6 +168,7 @@ impl WatchContext {
             metrics,
             events,
             gvk_label,
+            controller_name,
             dependents,
         })
     }
@@ -298,20 +307,62 @@ async fn set_finalizers(
     serde_json::to_value(&patched).map_err(|e| ReconcileError::Encode(e.to_string()))
 }
 
-/// Reconciles one object, recording metrics.
+/// When a reconcile that succeeded wants to run again.
+enum Next {
+    /// After this long, even if nothing changes.
+    After(Duration),
+    /// Only when the object changes.
+    AwaitChange,
+}
+
+/// The key of an object in metrics: `namespace/name`, or `name`.
+fn object_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_owned(),
+    }
+}
+
+/// Reconciles one object, recording metrics; its logs carry upstream's
+/// per-reconcile fields (`job`, `name`, `namespace`, `gvk`).
 pub async fn reconcile(
     object: Arc<DynamicObject>,
     ctx: Arc<WatchContext>,
 ) -> Result<Action, ReconcileError> {
-    let started = Instant::now();
-    ctx.metrics.start(&ctx.gvk_label);
+    use tracing::Instrument;
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let namespace = object.metadata.namespace.as_deref();
+    let key = object_key(namespace, name);
+    let job: u64 = rand::random::<u64>() >> 1;
+    let span = tracing::info_span!(
+        "reconcile",
+        job = %job,
+        name = %name,
+        namespace = namespace.unwrap_or(""),
+        gvk = %ctx.gvk_label,
+    );
+    let running = ctx
+        .metrics
+        .started(&ctx.controller_name, &ctx.gvk_label, &key);
     let mut api_wait = Duration::ZERO;
-    let result = reconcile_object(object, ctx.clone(), &mut api_wait).await;
-    ctx.metrics
-        .finish(&ctx.gvk_label, result.is_ok(), started.elapsed(), api_wait);
-    let waiting = ctx.failures.lock().unwrap_or_else(|e| e.into_inner()).len();
-    ctx.metrics.set_waiting_retry(&ctx.gvk_label, waiting);
-    result
+    let result = reconcile_object(object.clone(), ctx.clone(), &mut api_wait)
+        .instrument(span)
+        .await;
+    let outcome = match &result {
+        Ok(Next::After(_)) => ReconcileResult::RequeueAfter,
+        Ok(Next::AwaitChange) => ReconcileResult::Success,
+        Err(_) => ReconcileResult::Error,
+    };
+    ctx.metrics.finished(running, outcome, api_wait);
+    match result {
+        Ok(Next::After(after)) => {
+            ctx.metrics
+                .requeued(&ctx.controller_name, key, after, false);
+            Ok(Action::requeue(after))
+        }
+        Ok(Next::AwaitChange) => Ok(Action::await_change()),
+        Err(err) => Err(err),
+    }
 }
 
 /// `api_wait` adds up the time spent waiting on the API server.
@@ -319,7 +370,7 @@ async fn reconcile_object(
     object: Arc<DynamicObject>,
     ctx: Arc<WatchContext>,
     api_wait: &mut Duration,
-) -> Result<Action, ReconcileError> {
+) -> Result<Next, ReconcileError> {
     let started = Instant::now();
     let json = Arc::new(
         serde_json::to_value(&*object).map_err(|e| ReconcileError::Encode(e.to_string()))?,
@@ -333,7 +384,7 @@ async fn reconcile_object(
 
     if deleting {
         let Some(finalizer) = finalizer_name.filter(|f| finalizers.contains(f)) else {
-            return Ok(Action::await_change());
+            return Ok(Next::AwaitChange);
         };
         let entry = ctx
             .finalizer_entry
@@ -358,7 +409,7 @@ async fn reconcile_object(
         *api_wait += started.elapsed();
         removed?;
         tracing::info!(kind = %ctx.watch.gvk.kind, %name, namespace = ns.unwrap_or(""), "finalizer ran; removed {finalizer}");
-        return Ok(Action::await_change());
+        return Ok(Next::AwaitChange);
     }
 
     let mut json = json;
@@ -428,7 +479,7 @@ async fn reconcile_object(
         ctx.events
             .failure(&json, &failure.task, &failure.to_string());
         if let Some(after) = outcome.requeue_after {
-            return Ok(Action::requeue(after));
+            return Ok(Next::After(after));
         }
         return Err(ReconcileError::RunFailed(failure.to_string()));
     }
@@ -437,9 +488,9 @@ async fn reconcile_object(
         .unwrap_or_else(|e| e.into_inner())
         .remove(&key);
     Ok(match (outcome.requeue_after, period) {
-        (Some(after), _) => Action::requeue(after),
-        (None, Some(period)) => Action::requeue(period),
-        (None, None) => Action::await_change(),
+        (Some(after), _) => Next::After(after),
+        (None, Some(period)) => Next::After(period),
+        (None, None) => Next::AwaitChange,
     })
 }
 
@@ -466,7 +517,8 @@ async fn run_once(
         .inject_owner_ref
         .then(|| Arc::new(Owner::from_object(object, &ctx.resource)));
     let run_options = RunOptions {
-        verbosity: ctx.verbosity,
+        verbosity: verbosity_for(object).unwrap_or(ctx.verbosity),
+        log_events: ctx.settings.log_events,
         deadline: Some(Instant::now() + ctx.settings.reconcile_timeout),
         owner,
         ..RunOptions::default()
@@ -484,6 +536,22 @@ async fn run_once(
     outcome
 }
 
+/// The `ansible.sdk.operatorframework.io/verbosity` annotation: this
+/// object's runs at another Ansible verbosity, as upstream.
+fn verbosity_for(object: &Json) -> Option<u8> {
+    let text = object
+        .pointer("/metadata/annotations")?
+        .get(VERBOSITY_ANNOTATION)?
+        .as_str()?;
+    match text.trim().parse::<u8>() {
+        Ok(level) => Some(level.min(7)),
+        Err(_) => {
+            tracing::warn!("Unable to parse verbosity value from CR: {text:?}; using the default");
+            None
+        }
+    }
+}
+
 /// Exponential backoff per object, from 5 ms to 1000 s, reset on success.
 pub fn error_policy(
     object: Arc<DynamicObject>,
@@ -498,6 +566,15 @@ pub fn error_policy(
         *count
     };
     let delay = backoff(attempts);
+    ctx.metrics.requeued(
+        &ctx.controller_name,
+        object_key(
+            object.metadata.namespace.as_deref(),
+            object.metadata.name.as_deref().unwrap_or_default(),
+        ),
+        delay,
+        true,
+    );
     tracing::warn!(
         kind = %ctx.watch.gvk.kind,
         name = object.metadata.name.as_deref().unwrap_or(""),
@@ -560,6 +637,10 @@ pub async fn run_controller(
             }
         })
         .reflect(writer)
+        .inspect({
+            let ctx = ctx.clone();
+            move |event| record_presence(&ctx, event)
+        })
         .applied_objects();
     let triggers = if ctx.watch.watch_annotations_changes {
         stream
@@ -573,6 +654,28 @@ pub async fn run_controller(
             .predicate_filter(predicate, Default::default())
             .boxed()
     };
+    let queued = {
+        let ctx = ctx.clone();
+        move |object: &Result<DynamicObject, watcher::Error>| {
+            if let Ok(object) = object {
+                let key = object_key(
+                    object.metadata.namespace.as_deref(),
+                    object.metadata.name.as_deref().unwrap_or_default(),
+                );
+                ctx.metrics.queued(&ctx.controller_name, key);
+            }
+        }
+    };
+    let triggers = triggers.inspect(queued);
+    let owners = {
+        let ctx = ctx.clone();
+        owners.inspect(move |owner| {
+            let key = object_key(owner.namespace.as_deref(), &owner.name);
+            ctx.metrics.queued(&ctx.controller_name, key);
+        })
+    };
+    ctx.metrics
+        .controller_started(&ctx.controller_name, concurrency);
     tracing::info!(gvk = %ctx.watch.gvk, namespace = namespace.as_deref().unwrap_or("(all)"), "starting controller");
     Controller::for_stream_with(triggers, reader, ctx.resource.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
@@ -586,6 +689,30 @@ pub async fn run_controller(
             }
         })
         .await;
+}
+
+/// `resource_created_at_seconds` follows the watch: set for each object
+/// listed or changed, removed when one is deleted.
+fn record_presence(
+    ctx: &WatchContext,
+    event: &Result<watcher::Event<DynamicObject>, watcher::Error>,
+) {
+    let (object, present) = match event {
+        Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => (object, true),
+        Ok(watcher::Event::Delete(object)) => (object, false),
+        _ => return,
+    };
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+    if !present {
+        ctx.metrics.resource_gone(&ctx.watch.gvk, namespace, name);
+        return;
+    }
+    if let Some(created) = &object.metadata.creation_timestamp {
+        let seconds = created.0.as_second() as f64;
+        ctx.metrics
+            .resource_seen(&ctx.watch.gvk, namespace, name, seconds);
+    }
 }
 
 fn watcher(

@@ -53,14 +53,31 @@ pub struct OperatorOptions {
     pub templates: crate::template::Options,
     /// Where `/metrics` is served (`None`: not served).
     pub metrics_address: Option<std::net::SocketAddr>,
+    /// HTTPS and access control of `/metrics`.
+    pub metrics_serving: metrics::Serving,
+    /// Which task events are logged (`--ansible-log-events`).
+    pub log_events: crate::engine::LogEvents,
     /// Where `/healthz` and `/readyz` are served (`None`: not served).
     pub health_address: Option<std::net::SocketAddr>,
     /// Leader election, when more than one replica may run.
     pub leader_election: Option<leader::ElectionConfig>,
 }
 
-/// Loads the project and runs every controller until a shutdown signal.
-pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Result<()> {
+/// Loads the project and runs every controller until a shutdown signal,
+/// against the cluster `config` points at.
+pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Result<()> {
+    let metrics = Arc::new(metrics::Metrics::default());
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let counted = metrics.clone();
+    let client = crate::kube::instrument::client(
+        config,
+        Arc::new(move |method: &str, code: &str| counted.api_request(method, code, &host)),
+    )
+    .context("cannot build a Kubernetes client")?;
     let (watches, mut diagnostics) = crate::watches::load(&options.watches_file);
     let paths = role_paths(
         &options.watches_file,
@@ -97,12 +114,16 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         );
     };
     let handle = Arc::new(RwLock::new(project));
-    let metrics = Arc::new(metrics::Metrics::default());
     if let Some(addr) = options.metrics_address {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot serve metrics on {addr}"))?;
-        let serving = metrics::serve_metrics(metrics.clone(), listener);
+        let serving = metrics::serve_metrics(
+            metrics.clone(),
+            listener,
+            options.metrics_serving.clone(),
+            client.clone(),
+        );
         tokio::spawn(async move {
             if let Err(err) = serving.await {
                 tracing::error!(%addr, "the metrics endpoint stopped: {err}");
@@ -135,9 +156,16 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         verbosity: options.verbosity,
         namespaces: options.namespaces.clone(),
         inject_owner_ref: options.inject_owner_ref,
+        log_events: options.log_events,
     };
     let leadership = match options.leader_election.clone() {
-        Some(config) => Some(leader::acquire(&client, config).await),
+        Some(config) => {
+            metrics.set_leader(&config.lease_name, false);
+            let lease_name = config.lease_name.clone();
+            let leadership = leader::acquire(&client, config).await;
+            metrics.set_leader(&lease_name, true);
+            Some((leadership, lease_name))
+        }
         None => None,
     };
     let shutdown = shutdown_signal();
@@ -217,9 +245,13 @@ pub async fn run(options: OperatorOptions, client: kube::Client) -> anyhow::Resu
         shutdown.await;
         tokio::time::sleep(grace).await;
     };
+    let leader_metrics = metrics.clone();
     let lost_leadership = async move {
         match leadership {
-            Some(leadership) => leadership.keep().await,
+            Some((leadership, lease_name)) => {
+                leadership.keep().await;
+                leader_metrics.set_leader(&lease_name, false);
+            }
             None => std::future::pending().await,
         }
     };

@@ -336,6 +336,7 @@ async fn leader_failover(ctx: Arc<Ctx>) {
     let ns = ctx.namespace("failover").await;
     let flags = [
         "--leader-elect",
+        "--leader-election-id=enka-test-lease",
         "--leader-election-namespace",
         ns.as_str(),
         "--leader-election-lease-duration",

@@ -59,6 +59,9 @@ impl Enka {
             format!("127.0.0.1:{metrics_port}"),
             "--health-probe-bind-address".to_owned(),
             format!("127.0.0.1:{health_port}"),
+            // Tests read the log as text; zap's JSON (the default) has a
+            // test of its own (logging::every_line_is_zap_json).
+            "--zap-encoder=console".to_owned(),
         ];
         let args: Vec<String> = args
             .into_iter()

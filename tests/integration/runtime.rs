@@ -205,6 +205,7 @@ async fn two_replicas_elect_one_leader_and_fail_over() {
     let watches = project.dir.join("watches.yaml").display().to_string();
     let flags = [
         "--leader-elect",
+        "--leader-election-id=enka-test-lease",
         "--leader-election-namespace",
         &ns,
         "--leader-election-lease-duration",
