@@ -55,10 +55,13 @@ RUN pip install --no-cache-dir -r /tmp/requirements.txt \
  && chown -R 65532:65532 /opt/ansible
 WORKDIR /opt/ansible
 COPY --from=build /enka /usr/local/bin/enka
+# Upstream's name for the binary, so manifests and Dockerfiles written for
+# ansible-operator's image (`ansible-operator run ...`) run unchanged.
+RUN ln -s /usr/local/bin/enka /usr/local/bin/ansible-operator
 COPY requirements.yml ${HOME}/requirements.yml
 RUN ansible-galaxy collection install -r ${HOME}/requirements.yml
 COPY watches.yaml ${HOME}/watches.yaml
 COPY roles/ ${HOME}/roles/
 USER 65532:65532
-EXPOSE 8080 6789
+EXPOSE 8443 6789
 ENTRYPOINT ["/usr/local/bin/enka", "run", "--watches-file=./watches.yaml"]

@@ -123,8 +123,14 @@ fn upstreams_invalid_combinations_are_refused_with_its_messages() {
     for (args, message) in cases {
         let (ok, stderr) = run_without_cluster(args);
         assert!(!ok, "{args:?} should fail");
-        assert!(stderr.contains(message), "{args:?}: expected {message:?} in:\n{stderr}");
-        assert!(!stderr.contains("cannot connect"), "{args:?} should fail before connecting");
+        assert!(
+            stderr.contains(message),
+            "{args:?}: expected {message:?} in:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains("cannot connect"),
+            "{args:?} should fail before connecting"
+        );
     }
 }
 
@@ -134,10 +140,18 @@ fn version_prints_ansible_operators_fields_under_the_name_it_was_started_as() {
     assert!(out.status.success());
     let line = String::from_utf8_lossy(&out.stdout);
     assert!(
-        line.starts_with(&format!("enka version: \"v{}\", commit: ", env!("CARGO_PKG_VERSION"))),
+        line.starts_with(&format!(
+            "enka version: \"v{}\", commit: ",
+            env!("CARGO_PKG_VERSION")
+        )),
         "{line}"
     );
-    for key in [", kubernetes version: \"v1.", ", go version: ", ", GOOS: \"linux\"", ", GOARCH: \""] {
+    for key in [
+        ", kubernetes version: \"v1.",
+        ", go version: ",
+        ", GOOS: \"linux\"",
+        ", GOARCH: \"",
+    ] {
         assert!(line.contains(key), "{key} in {line}");
     }
     // The image links /usr/local/bin/ansible-operator to enka, so a

@@ -4,14 +4,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams};
+use kube::config::KubeConfigOptions;
 use kube_env::KubeEnv;
 
 use crate::enka::Enka;
-use crate::support::kubectl;
+use crate::support::{kubeconfig_for_token, kubectl, service_account_token};
 use crate::zundoko::{await_kiyoshi, create_hikawa, install_zundoko_crds};
 
 const NAMESPACE: &str = "zundoko-ansible-operator-system";
@@ -52,30 +51,8 @@ async fn config_default_applies_and_its_rbac_runs_the_operator_and_no_more() {
     assert!(container.liveness_probe.is_some() && container.readiness_probe.is_some());
 
     // A token of the deployed ServiceAccount, used from outside the cluster.
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request(SERVICE_ACCOUNT, &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .and_then(|s| s.token)
-        .expect("a token");
-    let mut kubeconfig = Kubeconfig::read_from(env.kubeconfig()).unwrap();
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            *auth = kube::config::AuthInfo {
-                token: Some(token.clone().into()),
-                ..Default::default()
-            };
-        }
-    }
+    let token = service_account_token(&client, NAMESPACE, SERVICE_ACCOUNT).await;
+    let kubeconfig = kubeconfig_for_token(env, &token, None);
     let sa_kubeconfig =
         std::env::temp_dir().join(format!("enka-sa-{}.kubeconfig", std::process::id()));
     std::fs::write(&sa_kubeconfig, serde_yaml::to_string(&kubeconfig).unwrap()).unwrap();

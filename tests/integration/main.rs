@@ -13,4 +13,5 @@ mod control_plane;
 mod deploy;
 pub mod enka;
 mod runtime;
+mod scaffold;
 pub mod zundoko;

@@ -183,3 +183,144 @@ pub fn sum_metric_where(text: &str, name: &str, label: &str) -> f64 {
         // An empty float sum is -0.0, which prints as "-0".
         + 0.0
 }
+
+/// GET `https://127.0.0.1:<port><path>` with an optional bearer token,
+/// accepting the server's certificate whatever it is (as a ServiceMonitor
+/// with `insecureSkipVerify`, the scaffold's, does): status and body.
+#[allow(dead_code)]
+pub async fn https_get(
+    port: u16,
+    path: &str,
+    token: Option<&str>,
+) -> std::io::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(std::io::Error::other)?
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name =
+        rustls::pki_types::ServerName::try_from("localhost").map_err(std::io::Error::other)?;
+    let mut tls = connector.connect(name, tcp).await?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{auth}\r\n");
+    tls.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    // A server may close without close_notify; what was read still counts.
+    let _ = tls.read_to_end(&mut response).await;
+    let response = String::from_utf8_lossy(&response);
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+#[derive(Debug)]
+struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A token of ServiceAccount `namespace/name`, valid for an hour.
+#[allow(dead_code)]
+pub async fn service_account_token(client: &Client, namespace: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(name, &kube::api::PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token of {namespace}/{name}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_else(|| panic!("no token for {namespace}/{name}"))
+}
+
+/// `env`'s kubeconfig with every user's credentials replaced by `token`
+/// and its context's namespace set to `namespace`: what a pod of that
+/// ServiceAccount sees, from outside the cluster.
+#[allow(dead_code)]
+pub fn kubeconfig_for_token(
+    env: &kube_env::KubeEnv,
+    token: &str,
+    namespace: Option<&str>,
+) -> kube::config::Kubeconfig {
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig()).unwrap();
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            *auth = kube::config::AuthInfo {
+                token: Some(token.to_owned().into()),
+                ..Default::default()
+            };
+        }
+    }
+    if let Some(namespace) = namespace {
+        for context in &mut kubeconfig.contexts {
+            if let Some(context) = context.context.as_mut() {
+                context.namespace = Some(namespace.to_owned());
+            }
+        }
+    }
+    kubeconfig
+}

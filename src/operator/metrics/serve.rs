@@ -85,7 +85,10 @@ pub async fn serve_metrics(
         router = router.layer(middleware::from_fn_with_state(access, authorize));
     }
     let scheme = if serving.secure { "https" } else { "http" };
-    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     tracing::info!(%addr, scheme, rbac = serving.require_rbac, "serving metrics on /metrics");
     if !serving.secure {
         return Ok(axum::serve(listener, router).await?);
@@ -114,7 +117,10 @@ pub async fn serve_health(
                 }
             }),
         );
-    let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
     tracing::info!(%addr, "serving /healthz and /readyz");
     axum::serve(listener, router).await
 }

@@ -75,6 +75,21 @@ impl Server {
         log: PathBuf,
         lifetime: Lifetime,
     ) -> Result<Self, Error> {
+        Self::start_in(name, program, args, env, None, log, lifetime)
+    }
+
+    /// Like [`Server::start_with_env`], in the working directory `dir`
+    /// (the caller's when `None`), as a container runs in its image's
+    /// WORKDIR.
+    pub fn start_in(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        dir: Option<&Path>,
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> Result<Self, Error> {
         let io_error = |source: std::io::Error| Error::Spawn {
             name,
             reason: source.to_string(),
@@ -92,6 +107,9 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
         let child = match lifetime {
             Lifetime::Tied => {
                 // SAFETY: prctl is async-signal-safe and touches no memory of
