@@ -37,8 +37,11 @@ COPY --from=plan /src/recipe.json recipe.json
 RUN cargo chef cook --release --locked --target "$(uname -m)-unknown-linux-musl" \
       --package enka --recipe-path recipe.json
 COPY . .
+# The commit `enka version` names: `docker build --build-arg ENKA_GIT_COMMIT=$(git rev-parse --short=12 HEAD)`.
+ARG ENKA_GIT_COMMIT=unknown
 # The same script `make test` runs outside Docker.
-RUN cp "$(bash scripts/build-static.sh)" /enka
+RUN ENKA_GIT_COMMIT="$ENKA_GIT_COMMIT" bash scripts/build-static.sh >/tmp/enka-path \
+ && cp "$(cat /tmp/enka-path)" /enka
 
 # Python with ansible-core for the worker (tasks enka has no native code
 # for), non-root. The same requirements `make test` installs (scripts/ansible-venv.sh).

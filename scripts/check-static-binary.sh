@@ -13,4 +13,12 @@ trap 'rm -rf "$home"' EXIT
 cp watches.yaml "$home/watches.yaml"
 cp -r roles "$home/roles"
 (cd "$home" && env -i "$binary" check --watches-file=./watches.yaml)
+# The image links ansible-operator to enka: upstream's command line works.
+ln -s "$binary" "$home/ansible-operator"
+version=$("$home/ansible-operator" version)
+if [[ "$version" != "ansible-operator version: "* ]]; then
+    echo "ansible-operator version printed: $version" >&2
+    exit 1
+fi
+echo "$version"
 echo "static binary ok: $("$binary" --version), $(du -h "$binary" | cut -f1)"

@@ -600,8 +600,7 @@ async fn apiserver_requests(client: &Client) -> f64 {
 }
 
 fn busy(metrics: &str) -> f64 {
-    sum_metric(metrics, "enka_reconciles_in_flight")
-        + sum_metric(metrics, "controller_runtime_active_workers")
+    sum_metric(metrics, "controller_runtime_active_workers")
         + sum_metric(metrics, "workqueue_depth")
 }
 

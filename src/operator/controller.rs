@@ -682,11 +682,18 @@ pub async fn run_controller(
         .reconcile_all_on(reloads)
         .reconcile_on(owners)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            // A trigger for an object gone before its turn never starts a
+            // reconcile; it leaves the queue here.
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(gone)) = &result {
+                let key = object_key(gone.namespace.as_deref(), &gone.name);
+                ctx.metrics.forget(&ctx.controller_name, &key);
+            }
             if let Err(err) = result {
                 tracing::debug!("controller: {err}");
             }
+            futures::future::ready(())
         })
         .await;
 }
@@ -706,6 +713,8 @@ fn record_presence(
     let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
     if !present {
         ctx.metrics.resource_gone(&ctx.watch.gvk, namespace, name);
+        ctx.metrics
+            .forget(&ctx.controller_name, &object_key(Some(namespace), name));
         return;
     }
     if let Some(created) = &object.metadata.creation_timestamp {
@@ -732,6 +741,16 @@ mod tests {
         assert_eq!(backoff(2), Duration::from_millis(10));
         assert_eq!(backoff(11), Duration::from_millis(5120));
         assert_eq!(backoff(40), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn the_verbosity_annotation_sets_one_objects_verbosity() {
+        let with =
+            |value: &str| json!({"metadata": {"annotations": {VERBOSITY_ANNOTATION: value}}});
+        assert_eq!(verbosity_for(&with("4")), Some(4));
+        assert_eq!(verbosity_for(&with("12")), Some(7));
+        assert_eq!(verbosity_for(&with("loud")), None);
+        assert_eq!(verbosity_for(&json!({"metadata": {}})), None);
     }
 
     #[test]

@@ -473,6 +473,23 @@ impl Metrics {
         queue.due.insert(key, Instant::now() + after);
     }
 
+    /// `key` will not be reconciled (deleted, or gone before its turn): it
+    /// leaves the queue without a reconcile.
+    pub fn forget(&self, controller: &str, key: &str) {
+        let depth = {
+            let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(queue) = queues.get_mut(controller) else {
+                return;
+            };
+            queue.due.remove(key);
+            if queue.pending.remove(key).is_none() {
+                return;
+            }
+            queue.pending.len()
+        };
+        self.set_depth(controller, depth);
+    }
+
     /// A reconcile of `key` starts.
     pub fn started(&self, controller: &str, gvk: &str, key: &str) -> Running {
         let now = Instant::now();
@@ -803,6 +820,20 @@ mod tests {
         has("my_counter_total 2.0");
         has("\nmy_runs_total 1.0");
         assert!(!text.contains("my_runs_total_total"), "{text}");
+    }
+
+    #[test]
+    fn a_forgotten_key_leaves_the_queue() {
+        let metrics = Metrics::default();
+        metrics.controller_started("c", 1);
+        metrics.queued("c", "ns/gone".into());
+        metrics.queued("c", "ns/kept".into());
+        metrics.forget("c", "ns/gone");
+        let text = metrics.encode();
+        assert!(
+            text.contains("workqueue_depth{name=\"c\",controller=\"c\",priority=\"\"} 1"),
+            "{text}"
+        );
     }
 
     #[test]
