@@ -400,8 +400,24 @@ fn refused(env: &KubeEnv, case: &Case) {
         !status.success() && status.code().is_some(),
         "enka run: {status}\n{stderr}"
     );
-    assert_reported(&stderr, case, "enka run");
+    assert_reported(&log_messages(&stderr), case, "enka run");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `enka run` logs zap JSON lines: each line's `msg` (other lines as they
+/// are, such as the final error on stderr), so the diagnostic must reach
+/// the log intact.
+fn log_messages(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|json| json.get("msg").and_then(|m| m.as_str()).map(str::to_owned))
+                .unwrap_or_else(|| line.to_owned())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn assert_reported(stderr: &str, case: &Case, who: &str) {
