@@ -801,7 +801,7 @@ impl Runner {
         } else {
             result.to_value()
         };
-        self.log_result(task, &result, &shown, failed, skipped);
+        self.log_result(task, &result, &shown, no_log);
         if let Some(name) = &task.register {
             Arc::make_mut(&mut self.facts).insert(name.clone(), Var::plain(result.to_value()));
         }
@@ -833,7 +833,7 @@ impl Runner {
             // A no_log task's message may hold what it hides; it reaches
             // logs, status conditions and Events, so it is censored too.
             let message = if no_log {
-                "the output has been hidden due to the fact that 'no_log: true' was specified for this result".to_owned()
+                NO_LOG_MESSAGE.to_owned()
             } else {
                 result.message()
             };
@@ -855,28 +855,32 @@ impl Runner {
     /// The task events `--ansible-log-events` asks for: `debug` output and
     /// failures with Tasks, every result with Everything. A failure is
     /// logged when it happens, even if `ignore_errors` lets the run go on.
-    fn log_result(
-        &self,
-        task: &Task,
-        result: &TaskResult,
-        shown: &Value,
-        failed: bool,
-        skipped: bool,
-    ) {
+    /// `shown` is already censored for `no_log`; so is every message here.
+    fn log_result(&self, task: &Task, result: &TaskResult, shown: &Value, no_log: bool) {
         let events = self.options.log_events;
         if events == LogEvents::Nothing {
             return;
         }
-        if failed {
+        let message = || {
+            if no_log {
+                return NO_LOG_MESSAGE.to_owned();
+            }
+            match shown.get_attr("msg") {
+                Ok(msg) if !msg.is_undefined() => msg.to_string(),
+                _ => result.message(),
+            }
+        };
+        if result.is_failed() {
             tracing::error!(
                 event_type = "runner_on_failed",
                 task = %task.display_name(),
                 location = %task.location,
                 "[playbook task failed]: {}",
-                shown.get_attr("msg").ok().filter(|m| !m.is_undefined()).map_or_else(|| result.message(), |m| m.to_string())
+                message()
             );
             return;
         }
+        let skipped = result.is_skipped();
         let is_debug =
             matches!(&task.action, Action::Module { module, .. } if module.name() == "debug");
         if is_debug && !skipped {
@@ -884,7 +888,7 @@ impl Runner {
                 event_type = "runner_on_ok",
                 task = %task.display_name(),
                 "[playbook debug]: {}",
-                shown.get_attr("msg").ok().filter(|m| !m.is_undefined()).map_or_else(|| shown.to_string(), |m| m.to_string())
+                message()
             );
             return;
         }
@@ -1218,14 +1222,13 @@ fn remove_omit(value: &Value, omit: &str) -> Value {
     }
 }
 
+/// What Ansible says in place of a `no_log` task's output.
+const NO_LOG_MESSAGE: &str =
+    "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
+
 fn censored(result: &TaskResult) -> Value {
     Value::from_pairs([
-        (
-            Value::from("censored"),
-            Value::from(
-                "the output has been hidden due to the fact that 'no_log: true' was specified for this result",
-            ),
-        ),
+        (Value::from("censored"), Value::from(NO_LOG_MESSAGE)),
         (Value::from("changed"), Value::from(result.is_changed())),
         (Value::from("failed"), Value::from(result.is_failed())),
     ])
