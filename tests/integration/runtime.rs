@@ -144,11 +144,12 @@ async fn conditions_live_reload_and_a_rejected_edit() {
     assert_eq!(status, 200);
     let (status, _) = crate::support::http_get(enka.health_port, "/healthz").await;
     assert_eq!(status, 200);
-    // The counter moves just after the status write the test saw.
+    // The gauge (a gauge, as upstream's) moves just after the status write
+    // the test saw.
     let port = enka.metrics_port;
     let text = eventually("the reconcile to be counted", Duration::from_secs(10), || async move {
         let (status, text) = crate::support::http_get(port, "/metrics").await;
-        (status == 200 && text.contains(r#"ansible_operator_reconcile_result_total{GVK="enka.test/v1, Kind=Sample",result="succeeded"}"#)).then_some(text)
+        (status == 200 && text.contains(r#"ansible_operator_reconcile_result{GVK="enka.test/v1, Kind=Sample",result="succeeded"}"#)).then_some(text)
     })
     .await;
     assert!(
