@@ -124,6 +124,11 @@ async fn http_exchange(port: u16, request: &str) -> std::io::Result<(u16, String
     stream.write_all(request.as_bytes()).await?;
     let mut response = String::new();
     stream.read_to_string(&mut response).await?;
+    Ok(status_and_body(&response))
+}
+
+/// The status code and body of a whole HTTP/1.0 response.
+fn status_and_body(response: &str) -> (u16, String) {
     let status = response
         .split_whitespace()
         .nth(1)
@@ -133,7 +138,7 @@ async fn http_exchange(port: u16, request: &str) -> std::io::Result<(u16, String
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
-    Ok((status, body))
+    (status, body)
 }
 
 /// A plain HTTP POST of a JSON body on 127.0.0.1 (etcd's JSON gateway, for
@@ -214,17 +219,7 @@ pub async fn https_get(
     let mut response = Vec::new();
     // A server may close without close_notify; what was read still counts.
     let _ = tls.read_to_end(&mut response).await;
-    let response = String::from_utf8_lossy(&response);
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Ok((status, body))
+    Ok(status_and_body(&String::from_utf8_lossy(&response)))
 }
 
 #[derive(Debug)]
