@@ -34,6 +34,23 @@ async fn config_default_applies_and_its_rbac_runs_the_operator_and_no_more() {
     let pod = manager.spec.unwrap().template.spec.unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some(SERVICE_ACCOUNT));
     let container = &pod.containers[0];
+    // The scaffold's metrics patch: HTTPS behind RBAC, with the roles it needs.
+    let args = container.args.clone().unwrap_or_default();
+    for flag in [
+        "--metrics-bind-address=:8443",
+        "--metrics-secure",
+        "--metrics-require-rbac",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
+    }
+    kubectl(
+        env,
+        &[
+            "get",
+            "clusterrole",
+            "zundoko-ansible-operator-metrics-auth-role",
+        ],
+    );
     let security = container.security_context.clone().unwrap();
     assert_eq!(security.read_only_root_filesystem, Some(true));
     assert_eq!(security.allow_privilege_escalation, Some(false));

@@ -401,6 +401,18 @@ pub fn controller_name(kind: &str, version: &str) -> String {
     )
 }
 
+/// The queue state of `controller`, made on first use (no key allocated
+/// on the hot path once it exists).
+fn queue_of<'a>(
+    queues: &'a mut HashMap<String, QueueState>,
+    controller: &str,
+) -> &'a mut QueueState {
+    if !queues.contains_key(controller) {
+        queues.insert(controller.to_owned(), QueueState::default());
+    }
+    queues.get_mut(controller).expect("inserted above")
+}
+
 fn queue_labels(controller: &str) -> QueueLabels {
     QueueLabels {
         name: controller.to_owned(),
@@ -453,7 +465,7 @@ impl Metrics {
             .inc();
         let depth = {
             let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-            let queue = queues.entry(controller.to_owned()).or_default();
+            let queue = queue_of(&mut queues, controller);
             queue.pending.entry(key).or_insert_with(Instant::now);
             queue.pending.len()
         };
@@ -469,7 +481,7 @@ impl Metrics {
             self.queue_retries.get_or_create(&labels).inc();
         }
         let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let queue = queues.entry(controller.to_owned()).or_default();
+        let queue = queue_of(&mut queues, controller);
         queue.due.insert(key, Instant::now() + after);
     }
 
@@ -496,7 +508,7 @@ impl Metrics {
         let id = self.next_run.fetch_add(1, Ordering::Relaxed);
         let (waited, depth) = {
             let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-            let queue = queues.entry(controller.to_owned()).or_default();
+            let queue = queue_of(&mut queues, controller);
             let added = queue.pending.remove(key);
             let due = queue.due.remove(key);
             queue.running.insert(id, now);

@@ -324,6 +324,20 @@ mod tests {
     }
 
     #[test]
+    fn a_cert_dir_with_tls_crt_and_key_is_served() {
+        let dir = std::env::temp_dir().join(format!("enka-certs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let made = rcgen::generate_simple_self_signed(vec!["metrics.example".to_owned()]).unwrap();
+        std::fs::write(dir.join("tls.crt"), made.cert.pem()).unwrap();
+        std::fs::write(dir.join("tls.key"), made.signing_key.serialize_pem()).unwrap();
+        tls_config(Some(&dir)).expect("the pair in the directory");
+        std::fs::write(dir.join("tls.key"), "not a key").unwrap();
+        let err = tls_config(Some(&dir)).unwrap_err();
+        assert!(err.to_string().contains("tls.key"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_missing_cert_dir_is_a_clear_error() {
         let err = tls_config(Some(std::path::Path::new("/nonexistent/certs"))).unwrap_err();
         assert!(
