@@ -803,7 +803,9 @@ impl Runner {
         };
         self.log_result(task, &result, &shown, no_log);
         if let Some(name) = &task.register {
-            Arc::make_mut(&mut self.facts).insert(name.clone(), Var::plain(result.to_value()));
+            // A module's result is unsafe data, as Ansible wraps it.
+            Arc::make_mut(&mut self.facts)
+                .insert(name.clone(), Var::unsafe_data(&result.to_value()));
         }
         if skipped {
             self.stats.skipped += 1;
@@ -1129,7 +1131,7 @@ impl Runner {
                 if !output.plain_facts.is_empty() {
                     let facts = Arc::make_mut(&mut self.facts);
                     for (k, v) in &output.plain_facts {
-                        facts.insert(k.clone(), Var::plain(v.clone()));
+                        facts.insert(k.clone(), Var::unsafe_data(v));
                     }
                 }
                 if !output.included_vars.is_empty() {

@@ -228,3 +228,77 @@ async fn no_log_hides_a_failure_message() {
     assert!(failure.message.contains("no_log"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Values from the custom resource stay unsafe through every copy: a spec
+/// string holding Jinja is never evaluated, whether copied by `set_fact`,
+/// concatenated, put in a dict, registered, passed through a filter or
+/// looped over (Ansible's `AnsibleUnsafeText`).
+#[tokio::test]
+async fn custom_resource_strings_stay_unsafe_through_every_copy() {
+    let dir = std::env::temp_dir().join(format!("enka-unsafe-{}", std::process::id()));
+    let role = dir.join("roles/copier");
+    std::fs::create_dir_all(role.join("tasks")).unwrap();
+    std::fs::create_dir_all(role.join("defaults")).unwrap();
+    std::fs::write(
+        role.join("defaults/main.yml"),
+        "expected: !unsafe '{{ 7 * 6 }}'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        role.join("tasks/main.yml"),
+        r#"
+- name: copy the field
+  set_fact:
+    copied: "{{ field }}"
+    nested:
+      inner: "{{ field }}"
+    shouted: "{{ field | upper }}"
+- name: copy the copy into a longer string
+  set_fact:
+    again: "prefix {{ copied }}"
+- name: register it
+  debug:
+    msg: "{{ again }}"
+  register: shown
+- name: copy the registered result
+  set_fact:
+    from_result: "{{ shown.msg }}"
+- name: loop over it
+  set_fact:
+    looped: "{{ (looped | default([])) + [item ~ ' suffix'] }}"
+  loop: "{{ [field] }}"
+- name: copy the nested copy
+  set_fact:
+    from_nested: "{{ nested }}"
+- name: judge
+  assert:
+    that:
+      - copied == expected
+      - nested.inner == expected
+      - from_nested.inner == expected
+      - shouted == expected
+      - again == 'prefix ' ~ expected
+      - from_result == 'prefix ' ~ expected
+      - looped[0] == expected ~ ' suffix'
+"#,
+    )
+    .unwrap();
+    let project = load(&dir, "copier", 1);
+    let object = json!({
+        "apiVersion": "enka.test/v1",
+        "kind": "Copier",
+        "metadata": {"name": "c", "namespace": "ns"},
+        "spec": {"field": "{{ 7 * 6 }}"},
+    });
+    let vars = extra_vars(&object, "enka.test", "Copier", &VarOptions::default());
+    let outcome = run(
+        &project,
+        &Entry::Role(role),
+        vars,
+        None,
+        RunOptions::default(),
+    )
+    .await;
+    assert!(outcome.failure().is_none(), "{:?}", outcome.failure());
+    let _ = std::fs::remove_dir_all(&dir);
+}

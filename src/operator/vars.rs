@@ -60,11 +60,12 @@ pub fn extra_vars(
         Some(spec @ Json::Object(_)) => spec.clone(),
         _ => Json::Object(Map::new()),
     };
-    let cr_var = |value: Value| {
+    // Unsafe unless the watch asks for upstream's templating of them.
+    let cr_var = |json: &Json| {
         if options.template_custom_resource {
-            Var::templated(value)
+            Var::templated(convert::from_json(json))
         } else {
-            Var::plain(value)
+            Var::unsafe_data(&convert::from_json_unsafe(json))
         }
     };
     let mut vars: Vec<(Arc<str>, Var)> = Vec::new();
@@ -79,7 +80,7 @@ pub fn extra_vars(
     };
     if let Json::Object(map) = &converted {
         for (k, v) in map {
-            set(k, cr_var(convert::from_json(v)));
+            set(k, cr_var(v));
         }
     }
     let meta = |field: &str| {
@@ -96,11 +97,8 @@ pub fn extra_vars(
         ])),
     );
     let object_name = object_var_name(group, kind);
-    set(&object_name, cr_var(convert::from_json(object)));
-    set(
-        &format!("{object_name}_spec"),
-        cr_var(convert::from_json(&spec)),
-    );
+    set(&object_name, cr_var(object));
+    set(&format!("{object_name}_spec"), cr_var(&spec));
     for (k, v) in &options.watch_vars {
         set(k, Var::templated(v.clone()));
     }

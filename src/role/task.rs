@@ -232,7 +232,7 @@ pub(crate) fn parse_vars(
         let name = key_of(k);
         let value = templated(loader, at, v, &format!("{what} {name}"));
         let var = if v.tag.as_deref() == Some("unsafe") {
-            Var::plain(value)
+            Var::unsafe_data(&value)
         } else {
             Var::templated(value)
         };

@@ -20,27 +20,58 @@ pub const MAX_VAR_DEPTH: u32 = 32;
 /// Name under which a template can reach its own [`Context`] (for lookups).
 pub(crate) const CONTEXT_VAR: &str = "__enka_context";
 
-/// One variable as stored: its raw value, and whether any string inside it
-/// may be a template (computed once when the variable is stored).
+/// One variable as stored: its raw value, whether any string inside it
+/// may be a template, and whether it holds unsafe data (both computed once
+/// when the variable is stored).
+///
+/// Unsafe data is what Ansible wraps as `AnsibleUnsafeText`: values from the
+/// custom resource, module results, `!unsafe` strings. Each unsafe string is
+/// a minijinja "safe" string (the flag autoescaping would use; Ansible
+/// templates never autoescape), so the mark travels with the value through
+/// every copy, list and dict, and is never templated. A render that reads an
+/// unsafe variable marks its whole result unsafe, as Ansible's context does,
+/// so a filter's new string (`{{ cr_field | upper }}`) stays unsafe too.
 #[derive(Debug, Clone)]
 pub struct Var {
     /// The raw value.
     pub value: Value,
     /// True when some string in `value` contains `{{`, `{%` or `{#` and is
-    /// not marked unsafe.
+    /// not unsafe.
     pub lazy: bool,
+    /// True when some string in `value` is unsafe.
+    pub is_unsafe: bool,
 }
 
 impl Var {
     /// A variable whose value is used as is.
     pub fn plain(value: Value) -> Self {
-        Var { value, lazy: false }
+        let is_unsafe = contains_unsafe(&value);
+        Var {
+            value,
+            lazy: false,
+            is_unsafe,
+        }
     }
 
     /// A variable that is templated on read if it contains templates.
     pub fn templated(value: Value) -> Self {
         let lazy = contains_template(&value);
-        Var { value, lazy }
+        let is_unsafe = contains_unsafe(&value);
+        Var {
+            value,
+            lazy,
+            is_unsafe,
+        }
+    }
+
+    /// A variable of unsafe data: every string in `value` is marked, and it
+    /// is never templated.
+    pub fn unsafe_data(value: &Value) -> Self {
+        Var {
+            value: mark_unsafe(value),
+            lazy: false,
+            is_unsafe: true,
+        }
     }
 }
 
@@ -49,11 +80,15 @@ pub fn is_possibly_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
-/// Whether any string in `value` may contain Jinja.
+/// Whether any string in `value` may contain Jinja; unsafe strings never
+/// count.
 pub fn contains_template(value: &Value) -> bool {
     use minijinja::value::ValueKind;
+    if is_unsafe_view(value) {
+        return false;
+    }
     match value.kind() {
-        ValueKind::String => value.as_str().is_some_and(is_possibly_template),
+        ValueKind::String => !value.is_safe() && value.as_str().is_some_and(is_possibly_template),
         ValueKind::Seq => value
             .try_iter()
             .map(|mut iter| iter.any(|v| contains_template(&v)))
@@ -65,6 +100,68 @@ pub fn contains_template(value: &Value) -> bool {
             })
             .unwrap_or(false),
         _ => false,
+    }
+}
+
+pub(crate) fn is_unsafe_view(value: &Value) -> bool {
+    value
+        .downcast_object_ref::<super::convert::JsonView>()
+        .is_some_and(|view| view.is_unsafe())
+}
+
+/// Whether any string in `value` is unsafe.
+pub fn contains_unsafe(value: &Value) -> bool {
+    use minijinja::value::ValueKind;
+    if value
+        .downcast_object_ref::<super::convert::JsonView>()
+        .is_some()
+    {
+        return is_unsafe_view(value);
+    }
+    match value.kind() {
+        ValueKind::String => value.is_safe(),
+        ValueKind::Seq => value
+            .try_iter()
+            .map(|mut iter| iter.any(|v| contains_unsafe(&v)))
+            .unwrap_or(false),
+        ValueKind::Map => value
+            .try_iter()
+            .map(|mut keys| keys.any(|k| contains_unsafe(&value.get_item(&k).unwrap_or_default())))
+            .unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// `value` with every string in it marked unsafe (mapping keys are left
+/// alone: Ansible never templates them). JSON views are marked as a whole.
+pub fn mark_unsafe(value: &Value) -> Value {
+    use minijinja::value::ValueKind;
+    if let Some(view) = value.downcast_object_ref::<super::convert::JsonView>() {
+        return view.to_unsafe();
+    }
+    match value.kind() {
+        ValueKind::String if !value.is_safe() => {
+            Value::from_safe_string(value.as_str().unwrap_or_default().to_owned())
+        }
+        ValueKind::Seq => Value::from(
+            value
+                .try_iter()
+                .map(|iter| iter.map(|v| mark_unsafe(&v)).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        ),
+        ValueKind::Map => Value::from_pairs(
+            value
+                .try_iter()
+                .map(|keys| {
+                    keys.map(|k| {
+                        let item = value.get_item(&k).unwrap_or_default();
+                        (k, mark_unsafe(&item))
+                    })
+                    .collect::<Vec<_>>()
+                })
+                .unwrap_or_default(),
+        ),
+        _ => value.clone(),
     }
 }
 
@@ -107,6 +204,9 @@ pub struct Context {
     pub(crate) depth: u32,
     /// Set when a variable chain hit [`MAX_VAR_DEPTH`].
     pub(crate) recursion: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the current top-level render read an unsafe variable: its
+    /// result is unsafe then.
+    pub(crate) tainted: Arc<std::sync::atomic::AtomicBool>,
     /// Variables already templated during this render: the engine may look
     /// a name up several times per use, and nothing changes mid-render.
     pub(crate) resolved: Arc<std::sync::Mutex<Resolved>>,
@@ -125,6 +225,7 @@ impl Context {
             templar,
             depth: 0,
             recursion: Arc::default(),
+            tainted: Arc::default(),
             resolved: Arc::default(),
         }
     }
@@ -147,6 +248,10 @@ impl Context {
     /// The value of `name`, templated if needed; `None` when not defined.
     pub fn resolve(&self, name: &str) -> Option<Value> {
         let var = self.vars.get(name)?;
+        if var.is_unsafe {
+            self.tainted
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if !var.lazy {
             return Some(var.value);
         }
@@ -195,6 +300,13 @@ impl Context {
             .clear();
         self.recursion
             .store(false, std::sync::atomic::Ordering::Relaxed);
+        self.tainted
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the current top-level render has read unsafe data.
+    pub fn is_tainted(&self) -> bool {
+        self.tainted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A context sharing nothing cached with this one (for renders over

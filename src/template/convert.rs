@@ -96,6 +96,22 @@ pub fn from_json(json: &serde_json::Value) -> Value {
     }
 }
 
+/// `json` as a template value whose strings are all unsafe (Ansible's
+/// `wrap_var`): data from a custom resource or the API, never templated.
+pub fn from_json_unsafe(json: &serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::String(s) => Value::from_safe_string(s.clone()),
+        serde_json::Value::Array(items) => {
+            Value::from(items.iter().map(from_json_unsafe).collect::<Vec<_>>())
+        }
+        serde_json::Value::Object(map) => Value::from_pairs(
+            map.iter()
+                .map(|(k, v)| (Value::from(k.as_str()), from_json_unsafe(v))),
+        ),
+        scalar => from_json(scalar),
+    }
+}
+
 /// A parsed YAML node as a template value.
 pub fn from_yaml(node: &yaml::Node) -> Value {
     match &node.value {
@@ -136,6 +152,8 @@ enum Step {
 pub struct JsonView {
     root: Arc<Json>,
     path: Vec<Step>,
+    /// Strings read through this view are unsafe (never templated).
+    unsafe_strings: bool,
 }
 
 /// The member `key` of a JSON object, as a lazy view sharing its root.
@@ -144,6 +162,7 @@ pub fn json_view_member(root: Arc<Json>, key: &str) -> Value {
         Some(Json::Object(_) | Json::Array(_)) => Value::from_object(JsonView {
             root,
             path: vec![Step::Key(Arc::from(key))],
+            unsafe_strings: false,
         }),
         Some(scalar) => from_json(scalar),
         None => Value::from(()),
@@ -156,6 +175,7 @@ pub fn json_view(json: Arc<Json>) -> Value {
         Json::Object(_) | Json::Array(_) => Value::from_object(JsonView {
             root: json,
             path: Vec::new(),
+            unsafe_strings: false,
         }),
         scalar => from_json(scalar),
     }
@@ -184,10 +204,26 @@ impl JsonView {
                 Value::from_object(JsonView {
                     root: self.root.clone(),
                     path,
+                    unsafe_strings: self.unsafe_strings,
                 })
             }
+            scalar if self.unsafe_strings => from_json_unsafe(scalar),
             scalar => from_json(scalar),
         }
+    }
+
+    /// Whether strings read through this view are unsafe.
+    pub fn is_unsafe(&self) -> bool {
+        self.unsafe_strings
+    }
+
+    /// The same node, with every string read through it unsafe.
+    pub fn to_unsafe(&self) -> Value {
+        Value::from_object(JsonView {
+            root: self.root.clone(),
+            path: self.path.clone(),
+            unsafe_strings: true,
+        })
     }
 }
 

@@ -39,7 +39,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 pub use context::{
-    Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, is_possibly_template,
+    Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
+    is_possibly_template, mark_unsafe,
 };
 pub use error::{Error, ErrorKind};
 pub use filters::core_to_bool as to_bool;
@@ -540,17 +541,27 @@ impl Templar {
         for _ in have..info.trailing_newlines {
             text.push('\n');
         }
-        Ok(if info.keeps_text {
+        let value = if info.keeps_text {
             Value::from(text)
         } else {
             pyliteral::convert_rendered(text)
+        };
+        // What came from unsafe data stays unsafe, whatever the template
+        // did to it (Ansible's AnsibleContext.unsafe).
+        Ok(if ctx.is_tainted() {
+            context::mark_unsafe(&value)
+        } else {
+            value
         })
     }
 
     /// Templates every string inside `value`, recursively (mapping keys are
-    /// left alone, as in Ansible).
+    /// left alone, as in Ansible); unsafe strings are kept as they are.
     pub fn template_value(&self, value: &Value, ctx: &Context) -> Result<Value, Error> {
         use minijinja::value::ValueKind;
+        if value.is_safe() || context::is_unsafe_view(value) {
+            return Ok(value.clone());
+        }
         match value.kind() {
             ValueKind::String => self.template_str(value.as_str().unwrap_or_default(), ctx),
             ValueKind::Seq => {

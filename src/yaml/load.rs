@@ -8,8 +8,16 @@ use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
 use super::resolve::{Resolved, resolve_plain, resolve_tagged};
 use super::{Error, Node, Pos, Value};
 
-/// Anchored nodes are copied on alias; this bounds the "billion laughs".
-const MAX_ALIAS_EXPANSION: usize = 100_000;
+/// Anchored nodes are copied on alias; this bounds the "billion laughs" by
+/// what the copies cost: one unit per node plus the bytes of its text, so a
+/// few aliases of a long string count as much as many of a short one.
+const MAX_ALIAS_EXPANSION: usize = 10_000_000;
+
+/// Collections nested deeper than this are refused: every later step
+/// (conversion, templating, dropping the tree) recurses over the tree, and
+/// a custom-resource string of 10 000 nested levels would overflow the
+/// stack. PyYAML has no bound but Python's own recursion limit (1000).
+pub const MAX_DEPTH: usize = 512;
 
 /// Parses every document of a YAML stream.
 pub fn load_all(text: &str) -> Result<Vec<Node>, Error> {
@@ -97,11 +105,14 @@ impl Builder {
                     pos,
                     message: "found undefined alias".into(),
                 })?;
-                self.expanded += count_nodes(&node);
+                self.expanded = self.expanded.saturating_add(expansion_cost(&node));
                 if self.expanded > MAX_ALIAS_EXPANSION {
                     return Err(Error {
                         pos,
-                        message: format!("aliases expand to more than {MAX_ALIAS_EXPANSION} nodes"),
+                        message: format!(
+                            "aliases expand to more than {} MB of data (a YAML alias bomb?)",
+                            MAX_ALIAS_EXPANSION / 1_000_000
+                        ),
                     });
                 }
                 self.push(node)
@@ -120,6 +131,7 @@ impl Builder {
                 self.push(node)
             }
             Event::SequenceStart(anchor, tag) => {
+                self.check_depth(pos)?;
                 self.stack.push(Frame::Seq {
                     node: Node {
                         value: Value::Null,
@@ -132,6 +144,7 @@ impl Builder {
                 Ok(())
             }
             Event::MappingStart(anchor, tag) => {
+                self.check_depth(pos)?;
                 self.stack.push(Frame::Map {
                     node: Node {
                         value: Value::Null,
@@ -178,6 +191,16 @@ impl Builder {
         }
     }
 
+    fn check_depth(&self, pos: Pos) -> Result<(), Error> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(Error {
+                pos,
+                message: format!("collections nested deeper than {MAX_DEPTH} levels"),
+            });
+        }
+        Ok(())
+    }
+
     fn push(&mut self, node: Node) -> Result<(), Error> {
         match self.stack.last_mut() {
             None => self.documents.push(node),
@@ -195,15 +218,17 @@ impl Builder {
     }
 }
 
-fn count_nodes(node: &Node) -> usize {
+/// What copying `node` costs: one per node and one per byte of text.
+fn expansion_cost(node: &Node) -> usize {
     match &node.value {
-        Value::Seq(items) => 1 + items.iter().map(count_nodes).sum::<usize>(),
+        Value::Seq(items) => 1 + items.iter().map(expansion_cost).sum::<usize>(),
         Value::Map(entries) => {
             1 + entries
                 .iter()
-                .map(|(k, v)| count_nodes(k) + count_nodes(v))
+                .map(|(k, v)| expansion_cost(k) + expansion_cost(v))
                 .sum::<usize>()
         }
+        Value::Str(text) => 1 + text.len(),
         _ => 1,
     }
 }
@@ -371,6 +396,48 @@ mod tests {
         }
         let err = load_all(&text).unwrap_err();
         assert!(err.message.contains("aliases expand"), "{err}");
+    }
+
+    #[test]
+    fn aliases_of_long_strings_are_bounded_by_size() {
+        // 115 KB of YAML that would expand to about 1 GB.
+        let mut text = format!("a: &a \"{}\"\nb: [", "x".repeat(10_000));
+        text.push_str(&vec!["*a"; 100_000].join(", "));
+        text.push_str("]\n");
+        let err = load_all(&text).unwrap_err();
+        assert!(
+            err.message.contains("aliases expand to more than 10 MB"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        // Flow collections meet saphyr-parser's own bound first.
+        for (open, close) in [("[", "]"), ("{a: ", "}")] {
+            let text = format!("{}1{}", open.repeat(10_000), close.repeat(10_000));
+            let err = load_all(&text).unwrap_err();
+            assert!(
+                err.message.contains("nested deeper than 512")
+                    || err.message.contains("recursion limit exceeded"),
+                "{err}"
+            );
+        }
+        let mut block = String::new();
+        for level in 0..10_000 {
+            block.push_str(&" ".repeat(level));
+            block.push_str("a:\n");
+        }
+        let err = load_all(&block).unwrap_err();
+        assert!(err.message.contains("nested deeper than 512"), "{err}");
+        let fine = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert!(load_all(&fine).is_ok());
+        let mut fine_block = String::new();
+        for level in 0..500 {
+            fine_block.push_str(&" ".repeat(level));
+            fine_block.push_str("a:\n");
+        }
+        assert!(load_all(&fine_block).is_ok());
     }
 
     #[test]

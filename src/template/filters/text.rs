@@ -1,4 +1,4 @@
-//! Strings: `split`, `regex_replace`, `regex_search`, `regex_findall`,
+//! Strings: `escape`, `split`, `regex_replace`, `regex_search`, `regex_findall`,
 //! `regex_escape`, `quote`, `indent`, `truncate`, `capitalize`.
 //!
 //! Regular expressions use Python's syntax (`(?P<name>…)`, lookarounds,
@@ -26,6 +26,20 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_filter("replace", replace);
     env.add_filter("wordcount", wordcount);
     env.add_filter("center", center);
+    env.add_filter("escape", escape);
+    env.add_filter("e", escape);
+}
+
+/// Jinja's `escape` (HTML, since Ansible never autoescapes). minijinja
+/// passes "safe" strings through unescaped; enka uses that flag for
+/// Ansible's unsafe data (see template::context), which Jinja escapes like
+/// any other text. The result is markup, as minijinja's and Jinja's are.
+fn escape(value: &Value) -> Value {
+    let text = match value.as_str() {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(value.to_string()),
+    };
+    Value::from_safe_string(minijinja::HtmlEscape(&text).to_string())
 }
 
 /// Jinja's `replace(s, old, new, count=None)`.
