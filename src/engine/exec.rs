@@ -361,12 +361,7 @@ impl Runner {
     }
 
     fn failure(&self, task: &Task, message: String, result: Value) -> Failure {
-        Failure {
-            task: task.display_name(),
-            location: task.location.clone(),
-            message,
-            result,
-        }
+        Failure::new(task.display_name(), task.location.clone(), message, result)
     }
 
     fn template_failure(&self, task: &Task, what: &str, err: &TemplateError) -> Flow {
@@ -742,7 +737,7 @@ impl Runner {
         let items = match task.looping {
             Some(_) => match self.loop_items(task, &ctx) {
                 Ok(items) => items,
-                Err(flow) => return flow,
+                Err(flow) => return censor(flow, no_log),
             },
             None => None,
         };
@@ -752,7 +747,7 @@ impl Runner {
                 .await
             {
                 Ok(result) => result,
-                Err(flow) => return flow,
+                Err(flow) => return censor(flow, no_log),
             },
             Some(items) => {
                 let mut results = Vec::with_capacity(items.len());
@@ -764,7 +759,7 @@ impl Runner {
                         .await
                     {
                         Ok(result) => result,
-                        Err(flow) => return flow,
+                        Err(flow) => return censor(flow, no_log),
                     };
                     result.set("item", item.clone());
                     result.set(
@@ -1161,12 +1156,13 @@ fn same_vars(a: &VarList, b: &VarList) -> bool {
 }
 
 fn internal_failure(message: String) -> RunStatus {
-    RunStatus::Failed(Failure {
-        task: "(run)".to_owned(),
-        location: crate::role::Location::file(std::path::Path::new(".")),
-        message: message.clone(),
-        result: fail_result(&message),
-    })
+    let result = fail_result(&message);
+    RunStatus::Failed(Failure::new(
+        "(run)".to_owned(),
+        crate::role::Location::file(std::path::Path::new(".")),
+        message,
+        result,
+    ))
 }
 
 fn fail_result(message: &str) -> Value {
@@ -1221,6 +1217,20 @@ fn remove_omit(value: &Value, omit: &str) -> Value {
                 .collect::<Vec<_>>(),
         ),
         _ => value.clone(),
+    }
+}
+
+/// A `no_log` task's failure says nothing of its values, whichever step
+/// failed: a condition, a loop item, `retries`, the arguments (whose
+/// template errors may quote the data they were given).
+fn censor(flow: Flow, no_log: bool) -> Flow {
+    match flow {
+        Flow::Failed(mut failure) if no_log => {
+            failure.message = NO_LOG_MESSAGE.to_owned();
+            failure.result = fail_result(NO_LOG_MESSAGE);
+            Flow::Failed(failure)
+        }
+        other => other,
     }
 }
 

@@ -36,6 +36,38 @@ pub struct Failure {
     pub result: Value,
 }
 
+/// The longest failure message kept: it lands in the object's `Failure`
+/// condition, an Event and the log, and a task's message can hold anything
+/// its data held (a registered result of megabytes).
+pub const MAX_FAILURE_MESSAGE: usize = 4096;
+
+impl Failure {
+    /// A failure of `task` at `location`; a message longer than
+    /// [`MAX_FAILURE_MESSAGE`] bytes is cut, saying how much was left out.
+    pub fn new(task: String, location: Location, message: String, result: Value) -> Self {
+        Failure {
+            task,
+            location,
+            message: bounded(message),
+            result,
+        }
+    }
+}
+
+fn bounded(mut message: String) -> String {
+    if message.len() <= MAX_FAILURE_MESSAGE {
+        return message;
+    }
+    let mut cut = MAX_FAILURE_MESSAGE;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let left_out = message.len() - cut;
+    message.truncate(cut);
+    message.push_str(&format!("… ({left_out} more bytes)"));
+    message
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -90,5 +122,22 @@ impl RunOutcome {
             RunStatus::Failed(f) => Some(f),
             RunStatus::Successful => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn long_messages_are_cut_at_a_character() {
+        let message = "é".repeat(MAX_FAILURE_MESSAGE);
+        let cut = bounded(message.clone());
+        assert!(cut.len() < MAX_FAILURE_MESSAGE + 40, "{}", cut.len());
+        assert!(cut.ends_with(&format!(
+            "… ({} more bytes)",
+            message.len() - MAX_FAILURE_MESSAGE
+        )));
+        assert_eq!(bounded("short".into()), "short");
     }
 }
