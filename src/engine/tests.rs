@@ -195,6 +195,38 @@ async fn a_fixed_seed_gives_the_same_song() {
     assert_eq!(song(&a), song(&b));
 }
 
+/// Every way a `no_log` task can fail is censored, not only a module's
+/// failure: here the loop's value is quoted by the loop check's message.
+#[tokio::test]
+async fn no_log_hides_a_loop_failure_that_quotes_the_value() {
+    let dir = std::env::temp_dir().join(format!("enka-nolog-loop-{}", std::process::id()));
+    let tasks = dir.join("roles/secret/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(
+        tasks.join("main.yml"),
+        "- name: leaks\n  debug:\n    msg: hi\n  loop: \"{{ pw }}\"\n  no_log: true\n",
+    )
+    .unwrap();
+    let project = load(&dir, "secret", 1);
+    let vars = vec![(
+        std::sync::Arc::from("pw"),
+        crate::template::Var::plain(minijinja::Value::from("hunter2")),
+    )];
+    let outcome = run(
+        &project,
+        &Entry::Role(dir.join("roles/secret")),
+        vars,
+        None,
+        RunOptions::default(),
+    )
+    .await;
+    let failure = outcome.failure().expect("the loop check fails");
+    assert!(!failure.message.contains("hunter2"), "{}", failure.message);
+    assert!(!format!("{:?}", failure.result).contains("hunter2"));
+    assert!(failure.message.contains("no_log"), "{}", failure.message);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn no_log_hides_a_failure_message() {
     let dir = std::env::temp_dir().join(format!("enka-nolog-{}", std::process::id()));
@@ -300,5 +332,125 @@ async fn custom_resource_strings_stay_unsafe_through_every_copy() {
     )
     .await;
     assert!(outcome.failure().is_none(), "{:?}", outcome.failure());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A failure message is bounded, whatever the task's data held: it lands
+/// in the object's status, an Event and the log.
+#[tokio::test]
+async fn a_huge_failure_message_is_cut() {
+    let dir = std::env::temp_dir().join(format!("enka-huge-msg-{}", std::process::id()));
+    let tasks = dir.join("roles/huge/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    std::fs::write(
+        tasks.join("main.yml"),
+        "- name: shout\n  fail:\n    msg: \"{{ 'x' * 1000000 }}\"\n",
+    )
+    .unwrap();
+    let project = load(&dir, "huge", 1);
+    let outcome = run(
+        &project,
+        &Entry::Role(dir.join("roles/huge")),
+        Vec::new(),
+        None,
+        RunOptions::default(),
+    )
+    .await;
+    let failure = outcome.failure().expect("the task fails");
+    assert!(
+        failure.message.len() < crate::engine::result::MAX_FAILURE_MESSAGE + 64,
+        "{} bytes",
+        failure.message.len()
+    );
+    assert!(
+        failure.message.ends_with("more bytes)"),
+        "{}",
+        &failure.message[4000..]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `k8s` never adopts an object the run did not create: an owner reference
+/// on it would let the garbage collector delete it with the custom
+/// resource, and a CR author may choose its name. An object the role owns
+/// keeps its owner through later applies and replaces.
+#[tokio::test]
+async fn k8s_adopts_nothing_it_did_not_create() {
+    let dir = std::env::temp_dir().join(format!("enka-adopt-{}", std::process::id()));
+    let tasks = dir.join("roles/adopter/tasks");
+    std::fs::create_dir_all(&tasks).unwrap();
+    let config_map = |name: &str, value: &str| {
+        format!(
+            "      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: {name}\n        namespace: ns\n      data:\n        a: \"{value}\"\n"
+        )
+    };
+    let mut role = String::new();
+    for (name, value, how) in [
+        ("taken", "1", "apply: true"),
+        ("taken", "2", "force: true"),
+        ("mine", "1", "apply: true"),
+        ("mine", "2", "apply: true"),
+        ("mine", "3", "force: true"),
+    ] {
+        role.push_str(&format!(
+            "- name: write {name} {value}\n  k8s:\n    {how}\n    definition:\n{}",
+            config_map(name, value)
+        ));
+    }
+    std::fs::write(tasks.join("main.yml"), role).unwrap();
+    let project = load(&dir, "adopter", 1);
+    let cluster =
+        Arc::new(MemoryCluster::new().with_kind("", "v1", "ConfigMap", "configmaps", true));
+    let resource = cluster.resource("v1", "ConfigMap").await.unwrap();
+    let existing = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "taken", "namespace": "ns"}});
+    cluster
+        .create(&resource, Some("ns"), &existing)
+        .await
+        .unwrap();
+    let owner = Owner {
+        api_version: "enka.test/v1".into(),
+        group: "enka.test".into(),
+        kind: "Adopter".into(),
+        name: "a".into(),
+        uid: "uid-of-a".into(),
+        namespace: Some("ns".into()),
+    };
+    let outcome = run(
+        &project,
+        &Entry::Role(dir.join("roles/adopter")),
+        Vec::new(),
+        Some(cluster.clone()),
+        RunOptions {
+            owner: Some(Arc::new(owner)),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert!(outcome.failure().is_none(), "{:?}", outcome.failure());
+    let taken = cluster
+        .get(&resource, Some("ns"), "taken")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        taken.pointer("/data/a"),
+        Some(&json!("2")),
+        "the role still wrote it"
+    );
+    assert!(
+        taken.pointer("/metadata/ownerReferences").is_none(),
+        "adopted: {taken}"
+    );
+    let mine = cluster
+        .get(&resource, Some("ns"), "mine")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(mine.pointer("/data/a"), Some(&json!("3")));
+    assert_eq!(
+        mine.pointer("/metadata/ownerReferences/0/uid"),
+        Some(&json!("uid-of-a")),
+        "the owner kept through apply and replace: {mine}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

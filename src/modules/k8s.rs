@@ -49,6 +49,12 @@ struct Options {
     name: Option<String>,
     namespace: Option<String>,
     apply: bool,
+    /// How an apply treats fields another manager owns: kubernetes.core's
+    /// `server_side_apply.force_conflicts` (false by default); a plain
+    /// `apply: true` is a client-side apply, which overwrites them.
+    force_conflicts: bool,
+    /// `server_side_apply.field_manager`, else enka's.
+    field_manager: String,
     force: bool,
     merge_types: Vec<String>,
     wait: bool,
@@ -73,7 +79,23 @@ impl Options {
                 ));
             }
         }
+        let server_side = args.map("server_side_apply")?;
+        let server_side_field = |key: &str| {
+            server_side
+                .as_ref()
+                .and_then(|m| m.get_attr(key).ok())
+                .filter(|v| !v.is_undefined() && !v.is_none())
+        };
+        let force_conflicts = match server_side_field("force_conflicts") {
+            Some(v) => crate::template::to_bool(&v),
+            None => server_side.is_none(),
+        };
+        let field_manager = server_side_field("field_manager")
+            .map(|v| crate::template::pyrepr::to_text(&v))
+            .unwrap_or_else(|| FIELD_MANAGER.to_owned());
         Ok(Options {
+            force_conflicts,
+            field_manager,
             api_version: args.str("api_version")?.or(args.str("version")?),
             kind: args.str("kind")?,
             name: args.str("name")?,
@@ -348,8 +370,14 @@ async fn apply_one(
         }
         Some(existing) => {
             let name = name.clone().unwrap_or_default();
+            // An object the role did not create is never adopted (the
+            // garbage collector would delete it with the custom resource);
+            // one it owns keeps its owner through a replace or an apply.
+            let keeps_owner = ctx
+                .owner
+                .filter(|owner| !is_owner && common::owned_by(&existing, owner));
             if options.force {
-                if let (Some(owner), false) = (ctx.owner, is_owner) {
+                if let Some(owner) = keeps_owner {
                     common::inject_owner(&mut definition, owner, &resource, ns);
                 }
                 if let Some(rv) = meta_str(&existing, "resourceVersion") {
@@ -362,12 +390,12 @@ async fn apply_one(
                 let changed = common::changed(&existing, &replaced);
                 (replaced, changed, "replace")
             } else if options.apply {
-                if let (Some(owner), false) = (ctx.owner, is_owner) {
+                if let Some(owner) = keeps_owner {
                     common::inject_owner(&mut definition, owner, &resource, ns);
                 }
                 let kind = PatchType::Apply {
-                    field_manager: FIELD_MANAGER.to_owned(),
-                    force: true,
+                    field_manager: options.field_manager.clone(),
+                    force: options.force_conflicts,
                 };
                 let applied = ctx
                     .api(cluster.patch(&resource, ns, &name, &definition, &kind, None))

@@ -141,6 +141,28 @@ pub fn inject_owner(
     }
 }
 
+/// Whether `object` is already marked as `owner`'s dependent, by an
+/// ownerReference or by upstream's primary-resource annotation.
+pub fn owned_by(object: &Json, owner: &Owner) -> bool {
+    let by_reference = object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Json::as_array)
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("uid").and_then(Json::as_str) == Some(owner.uid.as_str()))
+        });
+    let primary = format!(
+        "{}/{}",
+        owner.namespace.as_deref().unwrap_or_default(),
+        owner.name
+    );
+    let by_annotation = object
+        .pointer("/metadata/annotations/operator-sdk~1primary-resource")
+        .and_then(Json::as_str)
+        == Some(primary.as_str());
+    by_reference || by_annotation
+}
+
 /// Whether every field of `wanted` already has that value in `actual`
 /// (lists must be equal). When true, a patch with `wanted` changes nothing.
 pub fn is_subset(wanted: &Json, actual: &Json) -> bool {
