@@ -39,21 +39,17 @@ impl ReloadState {
 fn fingerprint(project: &Project) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let mut roots: Vec<PathBuf> = project.roles.keys().cloned().collect();
     roots.extend(project.playbooks.keys().cloned());
-    let mut out = Vec::new();
-    let mut stack = roots;
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::metadata(&path) else {
-            out.push((path, 0, None));
-            continue;
-        };
-        if meta.is_dir() {
-            if let Ok(entries) = std::fs::read_dir(&path) {
-                stack.extend(entries.flatten().map(|e| e.path()));
+    let mut out: Vec<_> = roots
+        .iter()
+        .flat_map(|root| crate::role::files_under(root))
+        .map(|path| match std::fs::metadata(&path) {
+            Ok(meta) => {
+                let modified = meta.modified().ok();
+                (path, meta.len(), modified)
             }
-        } else {
-            out.push((path, meta.len(), meta.modified().ok()));
-        }
-    }
+            Err(_) => (path, 0, None),
+        })
+        .collect();
     out.sort();
     out
 }

@@ -68,10 +68,17 @@ pub fn extra_vars(
             Var::unsafe_data(&convert::from_json_unsafe(json))
         }
     };
+    // Later definitions win; an index keeps that linear in the number of
+    // spec keys (a custom resource may have hundreds of thousands).
     let mut vars: Vec<(Arc<str>, Var)> = Vec::new();
-    let mut set = |name: &str, var: Var| {
-        vars.retain(|(k, _)| &**k != name);
-        vars.push((Arc::from(name), var));
+    let mut index: std::collections::HashMap<Arc<str>, usize> = std::collections::HashMap::new();
+    let mut set = |name: &str, var: Var| match index.get(name) {
+        Some(&at) => vars[at].1 = var,
+        None => {
+            let name: Arc<str> = Arc::from(name);
+            index.insert(name.clone(), vars.len());
+            vars.push((name, var));
+        }
     };
     let converted = if options.snake_case {
         snake_keys(&spec)
@@ -191,5 +198,30 @@ mod tests {
         let size = vars.iter().find(|(k, _)| &**k == "size").unwrap();
         assert_eq!(size.1.value, Value::from(3));
         assert!(vars.iter().find(|(k, _)| &**k == "meta").unwrap().1.lazy);
+    }
+
+    /// A custom resource with many spec keys: each key became a variable by
+    /// a scan of all the earlier ones (quadratic: minutes for 200 000 keys).
+    /// Not a speed target; a bound on what one object can cost.
+    #[test]
+    fn many_spec_keys_cost_linear_time() {
+        let spec: Map<String, Json> = (0..200_000)
+            .map(|i| (format!("keyNumber{i}"), json!(i)))
+            .collect();
+        let object = json!({"metadata": {"name": "x", "namespace": "y"}, "spec": spec});
+        let started = std::time::Instant::now();
+        let vars = extra_vars(
+            &Arc::new(object),
+            "g",
+            "K",
+            &VarOptions {
+                snake_case: true,
+                ..VarOptions::default()
+            },
+        );
+        assert_eq!(vars.len(), 200_003);
+        assert!(vars.iter().any(|(k, _)| &**k == "key_number199999"));
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
     }
 }

@@ -222,26 +222,15 @@ fn is_vault_encrypted(text: &str) -> bool {
 }
 
 fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if matches!(
+    super::walk::files_under(dir)
+        .into_iter()
+        .filter(|path| {
+            matches!(
                 path.extension().and_then(|e| e.to_str()),
                 Some("yml" | "yaml")
-            ) {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+            )
+        })
+        .collect()
 }
 
 fn stem(root: &Path, file: &Path) -> String {
@@ -450,38 +439,27 @@ impl Loader {
     /// Registers every file under a role's `templates/` for lookups and
     /// includes, compiling each once.
     fn template_dir(&mut self, dir: &Path) {
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+        for path in super::walk::files_under(dir) {
+            if !self.template_files.insert(path.clone()) {
                 continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                if !self.template_files.insert(path.clone()) {
-                    continue;
-                }
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => {
-                        let location =
-                            Location::new(&Arc::from(path.as_path()), Pos { line: 1, col: 1 });
-                        self.note_plugins(&location, &text, false);
-                        if let Err(err) = self.builder.add_file(&path.to_string_lossy(), text) {
-                            let line = u32::try_from(err.line().unwrap_or(1)).unwrap_or(1);
-                            self.error(
-                                Location::new(&Arc::from(path.as_path()), Pos { line, col: 1 }),
-                                format!("template {}: {err}", path.display()),
-                            );
-                        }
+            }
+            match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    let location =
+                        Location::new(&Arc::from(path.as_path()), Pos { line: 1, col: 1 });
+                    self.note_plugins(&location, &text, false);
+                    if let Err(err) = self.builder.add_file(&path.to_string_lossy(), text) {
+                        let line = u32::try_from(err.line().unwrap_or(1)).unwrap_or(1);
+                        self.error(
+                            Location::new(&Arc::from(path.as_path()), Pos { line, col: 1 }),
+                            format!("template {}: {err}", path.display()),
+                        );
                     }
-                    Err(err) => self.error(
-                        Location::file(&path),
-                        format!("cannot read template: {err}"),
-                    ),
                 }
+                Err(err) => self.error(
+                    Location::file(&path),
+                    format!("cannot read template: {err}"),
+                ),
             }
         }
     }

@@ -11,6 +11,9 @@ mod diagnostic;
 mod loader;
 mod resolve;
 mod task;
+mod walk;
+
+pub use walk::files_under;
 #[cfg(test)]
 mod tests;
 
