@@ -404,14 +404,16 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             .leader_election_namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        Some(crate::operator::leader::ElectionConfig {
+        let election = crate::operator::leader::ElectionConfig {
             lease_name,
             namespace,
             identity: crate::operator::leader::identity(),
             lease_duration: args.leader_elect_lease_duration,
             renew_deadline: args.leader_elect_renew_deadline,
             retry_period: args.leader_election_retry_period,
-        })
+        };
+        election.validate().map_err(anyhow::Error::msg)?;
+        Some(election)
     } else {
         None
     };

@@ -119,6 +119,12 @@ impl KubeCluster {
     }
 }
 
+/// The longest a module's API request may wait for its answer. kube's
+/// client has no read timeout (its watches idle for minutes), so a
+/// connection to an API server that stopped answering would hold the task
+/// until the reconcile timeout; a module call fails after this instead.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl KubeCluster {
     /// Requests on `resource`'s collection, sent and answered as plain JSON:
     /// the objects the engine handles are JSON already, and going through
@@ -133,10 +139,13 @@ impl KubeCluster {
     ) -> Result<Json, Error> {
         let request =
             request.map_err(|e| Error::Transport(format!("cannot build the request: {e}")))?;
-        self.client
-            .request::<Json>(request)
-            .await
-            .map_err(api_error)
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.client.request::<Json>(request)).await {
+            Ok(answer) => answer.map_err(api_error),
+            Err(_) => Err(Error::Transport(format!(
+                "no answer within {}s (the API server or the connection stalled)",
+                REQUEST_TIMEOUT.as_secs()
+            ))),
+        }
     }
 }
 

@@ -67,6 +67,45 @@ pub enum ReconcileError {
     /// The object could not be read as JSON.
     #[error("the object could not be encoded: {0}")]
     Encode(String),
+    /// The status subresource answered 404 while the object exists.
+    #[error(
+        "cannot write the status of {0}: its CustomResourceDefinition has no status subresource (add `subresources: {{status: {{}}}}` to the version, or set manageStatus: false in watches.yaml)"
+    )]
+    NoStatusSubresource(String),
+    /// The reconcile panicked: a bug in enka, recovered as controller-runtime
+    /// recovers one, so the object is retried and its kind goes on.
+    #[error("the reconcile panicked (a bug in enka; please report it): {0}")]
+    Panicked(String),
+    /// The reconcile outlived `--reconcile-timeout` and the time to write
+    /// its status: an API server that stopped answering.
+    #[error("the reconcile did not finish within {0:?}; is the API server answering?")]
+    TimedOut(Duration),
+}
+
+/// Time a reconcile gets beyond `--reconcile-timeout` (which bounds the
+/// run) for its status writes and finalizer.
+const STATUS_GRACE: Duration = Duration::from_secs(30);
+
+/// Runs one reconcile so that nothing in it can stop its controller: a
+/// panic becomes an error, and so does a reconcile that outlives `limit`.
+async fn guarded<T>(
+    reconcile: impl std::future::Future<Output = Result<T, ReconcileError>>,
+    limit: Duration,
+) -> Result<T, ReconcileError> {
+    use futures::FutureExt;
+    let caught = std::panic::AssertUnwindSafe(reconcile).catch_unwind();
+    match tokio::time::timeout(limit, caught).await {
+        Err(_) => Err(ReconcileError::TimedOut(limit)),
+        Ok(Err(panic)) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            Err(ReconcileError::Panicked(message))
+        }
+        Ok(Ok(result)) => result,
+    }
 }
 
 /// What every controller of the operator shares.
@@ -251,8 +290,23 @@ async fn write_status(
         *api_wait += started.elapsed();
         match written {
             Ok(written) => return Ok(Arc::new(written)),
-            // Deleted meanwhile: there is no status left to write.
-            Err(err) if err.is_not_found() => return Ok(live),
+            // Deleted meanwhile (no status left to write), or a kind whose
+            // CRD has no status subresource: only a read tells which.
+            Err(err) if err.is_not_found() => {
+                let started = Instant::now();
+                let still = ctx.cluster.get(&resource, namespace, name).await;
+                *api_wait += started.elapsed();
+                return match still {
+                    Ok(None) => Ok(live),
+                    Ok(Some(_)) => Err(ReconcileError::NoStatusSubresource(
+                        ctx.watch.gvk.to_string(),
+                    )),
+                    Err(source) => Err(ReconcileError::Api {
+                        action: "read the object",
+                        source,
+                    }),
+                };
+            }
             Err(err) if err.is_conflict() && attempt < 2 => {
                 let started = Instant::now();
                 let fresh = ctx.cluster.get(&resource, namespace, name).await;
@@ -345,9 +399,16 @@ pub async fn reconcile(
         .metrics
         .started(&ctx.controller_name, &ctx.gvk_label, &key);
     let mut api_wait = Duration::ZERO;
-    let result = reconcile_object(object.clone(), ctx.clone(), &mut api_wait)
-        .instrument(span)
-        .await;
+    let limit = ctx.settings.reconcile_timeout + STATUS_GRACE;
+    let result = guarded(
+        reconcile_object(object.clone(), ctx.clone(), &mut api_wait).instrument(span),
+        limit,
+    )
+    .await;
+    if let Err(ReconcileError::Panicked(message)) = &result {
+        ctx.metrics.panicked(&ctx.controller_name);
+        tracing::error!(%name, namespace = namespace.unwrap_or(""), "reconcile panicked: {message}");
+    }
     let outcome = match &result {
         Ok(Next::After(_)) => ReconcileResult::RequeueAfter,
         Ok(Next::AwaitChange) => ReconcileResult::Success,
@@ -734,6 +795,29 @@ fn watcher(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_reconcile_is_an_error_not_a_dead_controller() {
+        let panicking = async {
+            if std::hint::black_box(true) {
+                panic!("index out of bounds");
+            }
+            Ok::<(), ReconcileError>(())
+        };
+        match guarded(panicking, Duration::from_secs(5)).await {
+            Err(ReconcileError::Panicked(message)) => assert_eq!(message, "index out of bounds"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_reconcile_times_out() {
+        let stalled = std::future::pending::<Result<(), ReconcileError>>();
+        assert!(matches!(
+            guarded(stalled, Duration::from_secs(330)).await,
+            Err(ReconcileError::TimedOut(_))
+        ));
+    }
 
     #[test]
     fn backoff_doubles_from_5ms_to_1000s() {

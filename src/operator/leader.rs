@@ -50,38 +50,13 @@ fn micro_time(at: SystemTime) -> String {
     )
 }
 
-/// Parses `2006-01-02T15:04:05(.ffffff)Z` into seconds since the epoch.
-fn parse_time(text: &str) -> Option<f64> {
-    let (date, time) = text.trim_end_matches('Z').split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, min, s) = (t.next()??, t.next()??, t.next()??);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let fraction: f64 = format!("0.{frac}").parse().unwrap_or(0.0);
-    Some((days * 86_400 + h * 3600 + min * 60 + s) as f64 + fraction)
-}
-
 fn lease_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"),
-        "leases",
-    );
-    Api::namespaced_with(client.clone(), namespace, &resource)
+    Api::namespaced_with(client.clone(), namespace, &Elector::lease_resource())
 }
 
 /// A won election; renew it with [`Leadership::keep`].
 pub struct Leadership {
-    api: Api<DynamicObject>,
-    config: ElectionConfig,
+    elector: Elector,
 }
 
 enum Attempt {
@@ -89,21 +64,80 @@ enum Attempt {
     HeldBy(String),
 }
 
-async fn try_acquire(
-    api: &Api<DynamicObject>,
-    config: &ElectionConfig,
-) -> Result<Attempt, KubeError> {
-    let now = SystemTime::now();
-    let seconds = i64::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(15);
-    match api.get_opt(&config.lease_name).await? {
-        None => {
-            let mut lease = DynamicObject::new(
-                &config.lease_name,
-                &ApiResource::from_gvk_with_plural(
-                    &GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"),
-                    "leases",
-                ),
-            );
+/// The Lease record as last seen, and when this replica first saw it.
+///
+/// Expiry is judged as client-go judges it: a record another replica holds
+/// is free once this replica has seen it unchanged for its
+/// `leaseDurationSeconds` on its own monotonic clock. The record's
+/// `renewTime` is never compared with the local wall clock, which may be
+/// skewed against the holder's.
+#[derive(Debug, Clone, PartialEq)]
+struct Observed {
+    holder: String,
+    renew_time: String,
+    resource_version: Option<String>,
+    duration: Duration,
+    since: Instant,
+}
+
+impl Observed {
+    fn same_record(&self, other: &Observed) -> bool {
+        self.holder == other.holder
+            && self.renew_time == other.renew_time
+            && self.resource_version == other.resource_version
+    }
+}
+
+/// Remembers `seen` (keeping the first time it was seen if the record did
+/// not change) and says whether this replica may take the Lease.
+fn may_take(observed: &mut Option<Observed>, seen: Observed, identity: &str, now: Instant) -> bool {
+    match observed {
+        Some(known) if known.same_record(&seen) => {}
+        _ => *observed = Some(seen),
+    }
+    let Some(known) = observed else {
+        return true;
+    };
+    known.holder.is_empty()
+        || known.holder == identity
+        || now.saturating_duration_since(known.since) >= known.duration
+}
+
+struct Elector {
+    api: Api<DynamicObject>,
+    config: ElectionConfig,
+    observed: Option<Observed>,
+}
+
+impl ElectionConfig {
+    /// client-go's checks: a leader must give up (renew deadline) before
+    /// any other replica may take its Lease (lease duration), and must get
+    /// more than one try at renewing.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.lease_duration <= self.renew_deadline {
+            return Err("leaseDuration must be greater than renewDeadline".into());
+        }
+        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * 1.2 {
+            return Err("renewDeadline must be greater than retryPeriod*JitterFactor".into());
+        }
+        Ok(())
+    }
+}
+
+impl Elector {
+    fn lease_resource() -> ApiResource {
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"),
+            "leases",
+        )
+    }
+
+    async fn try_acquire(&mut self) -> Result<Attempt, KubeError> {
+        let config = &self.config;
+        let now = SystemTime::now();
+        let seconds = i64::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(15);
+        let Some(mut lease) = self.api.get_opt(&config.lease_name).await? else {
+            let mut lease = DynamicObject::new(&config.lease_name, &Self::lease_resource());
             lease.data = json!({"spec": {
                 "holderIdentity": config.identity,
                 "leaseDurationSeconds": seconds,
@@ -111,108 +145,124 @@ async fn try_acquire(
                 "renewTime": micro_time(now),
                 "leaseTransitions": 0,
             }});
-            match api.create(&PostParams::default(), &lease).await {
+            return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(Attempt::Won),
                 Err(KubeError::Api(s)) if s.code == 409 => {
                     Ok(Attempt::HeldBy("someone else".into()))
                 }
                 Err(e) => Err(e),
-            }
+            };
+        };
+        let spec = lease.data.get("spec").cloned().unwrap_or(Json::Null);
+        let text = |key: &str| {
+            spec.get(key)
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let holder = text("holderIdentity");
+        let duration = spec
+            .get("leaseDurationSeconds")
+            .and_then(Json::as_i64)
+            .and_then(|s| u64::try_from(s).ok())
+            .map_or(config.lease_duration, Duration::from_secs);
+        let seen = Observed {
+            holder: holder.clone(),
+            renew_time: text("renewTime"),
+            resource_version: lease.metadata.resource_version.clone(),
+            duration,
+            since: Instant::now(),
+        };
+        if !may_take(&mut self.observed, seen, &config.identity, Instant::now()) {
+            return Ok(Attempt::HeldBy(holder));
         }
-        Some(mut lease) => {
-            let spec = lease.data.get("spec").cloned().unwrap_or(Json::Null);
-            let holder = spec
-                .get("holderIdentity")
-                .and_then(Json::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let renewed = spec
-                .get("renewTime")
-                .and_then(Json::as_str)
-                .and_then(parse_time);
-            let duration = spec
-                .get("leaseDurationSeconds")
-                .and_then(Json::as_i64)
-                .unwrap_or(seconds) as f64;
-            let now_secs = now
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_secs_f64();
-            let expired = renewed.is_none_or(|r| r + duration < now_secs);
-            if holder != config.identity && !holder.is_empty() && !expired {
-                return Ok(Attempt::HeldBy(holder));
-            }
-            let transitions = spec
-                .get("leaseTransitions")
-                .and_then(Json::as_i64)
-                .unwrap_or(0);
-            let mut new_spec = json!({
-                "holderIdentity": config.identity,
-                "leaseDurationSeconds": seconds,
-                "renewTime": micro_time(now),
-                "leaseTransitions": transitions,
-                "acquireTime": spec.get("acquireTime").cloned().unwrap_or_else(|| Json::String(micro_time(now))),
-            });
-            if holder != config.identity {
-                new_spec["acquireTime"] = Json::String(micro_time(now));
-                new_spec["leaseTransitions"] = json!(transitions + 1);
-            }
-            lease.data["spec"] = new_spec;
-            // The resourceVersion makes this a compare-and-swap.
-            match api
-                .replace(&config.lease_name, &PostParams::default(), &lease)
-                .await
-            {
-                Ok(_) => Ok(Attempt::Won),
-                Err(KubeError::Api(s)) if s.code == 409 => Ok(Attempt::HeldBy(holder)),
-                Err(e) => Err(e),
-            }
+        let transitions = spec
+            .get("leaseTransitions")
+            .and_then(Json::as_i64)
+            .unwrap_or(0);
+        let mut new_spec = json!({
+            "holderIdentity": config.identity,
+            "leaseDurationSeconds": seconds,
+            "renewTime": micro_time(now),
+            "leaseTransitions": transitions,
+            "acquireTime": spec.get("acquireTime").cloned().unwrap_or_else(|| Json::String(micro_time(now))),
+        });
+        if holder != config.identity {
+            new_spec["acquireTime"] = Json::String(micro_time(now));
+            new_spec["leaseTransitions"] = json!(transitions + 1);
+        }
+        lease.data["spec"] = new_spec;
+        // The resourceVersion makes this a compare-and-swap.
+        match self
+            .api
+            .replace(&config.lease_name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(Attempt::Won),
+            Err(KubeError::Api(s)) if s.code == 409 => Ok(Attempt::HeldBy(holder)),
+            Err(e) => Err(e),
         }
     }
 }
 
-/// Waits until this replica holds the Lease.
+/// Waits until this replica holds the Lease. Each attempt is bounded by
+/// the renew deadline, so a stalled API server delays but never wedges it.
 pub async fn acquire(client: &Client, config: ElectionConfig) -> Leadership {
-    let api = lease_api(client, &config.namespace);
+    let mut elector = Elector {
+        api: lease_api(client, &config.namespace),
+        config,
+        observed: None,
+    };
     let mut reported = String::new();
     loop {
-        match try_acquire(&api, &config).await {
-            Ok(Attempt::Won) => {
+        let config = elector.config.clone();
+        match tokio::time::timeout(config.renew_deadline, elector.try_acquire()).await {
+            Ok(Ok(Attempt::Won)) => {
                 tracing::info!(lease = %config.lease_name, namespace = %config.namespace, identity = %config.identity, "acquired leadership");
-                return Leadership { api, config };
+                return Leadership { elector };
             }
-            Ok(Attempt::HeldBy(holder)) => {
+            Ok(Ok(Attempt::HeldBy(holder))) => {
                 if holder != reported {
                     tracing::info!(lease = %config.lease_name, %holder, "waiting for leadership");
                     reported = holder;
                 }
             }
-            Err(err) => tracing::warn!(lease = %config.lease_name, "leader election: {err}"),
+            Ok(Err(err)) => tracing::warn!(lease = %config.lease_name, "leader election: {err}"),
+            Err(_) => {
+                tracing::warn!(lease = %config.lease_name, "leader election: the API server did not answer within {:?}", config.renew_deadline)
+            }
         }
         tokio::time::sleep(config.retry_period).await;
     }
 }
 
 impl Leadership {
-    /// Renews the Lease every retry period; returns when leadership is lost
-    /// (not renewed within the renew deadline, or taken by another replica).
-    pub async fn keep(self) {
+    /// Renews the Lease every retry period; returns when leadership is lost:
+    /// taken by another replica, or not renewed within the renew deadline.
+    /// A renewal counts from when its request was sent (before the API
+    /// server wrote it), and a request still pending at the deadline is
+    /// abandoned, so the leader stops before another replica can have seen
+    /// its Lease expire (renew deadline < lease duration).
+    pub async fn keep(mut self) {
+        let deadline = self.elector.config.renew_deadline;
         let mut last_renewal = Instant::now();
         loop {
-            tokio::time::sleep(self.config.retry_period).await;
-            match try_acquire(&self.api, &self.config).await {
-                Ok(Attempt::Won) => last_renewal = Instant::now(),
-                Ok(Attempt::HeldBy(holder)) => {
+            tokio::time::sleep(self.elector.config.retry_period).await;
+            let left = deadline.saturating_sub(last_renewal.elapsed());
+            let sent = Instant::now();
+            match tokio::time::timeout(left, self.elector.try_acquire()).await {
+                Ok(Ok(Attempt::Won)) => last_renewal = sent,
+                Ok(Ok(Attempt::HeldBy(holder))) => {
                     tracing::error!(%holder, "leadership lost to another replica");
                     return;
                 }
-                Err(err) => tracing::warn!("could not renew the lease: {err}"),
+                Ok(Err(err)) => tracing::warn!("could not renew the lease: {err}"),
+                Err(_) => {
+                    tracing::warn!("could not renew the lease: the API server did not answer")
+                }
             }
-            if last_renewal.elapsed() > self.config.renew_deadline {
-                tracing::error!(
-                    "leadership lost: the lease was not renewed within {:?}",
-                    self.config.renew_deadline
-                );
+            if last_renewal.elapsed() >= deadline {
+                tracing::error!("leadership lost: the lease was not renewed within {deadline:?}");
                 return;
             }
         }
@@ -224,12 +274,77 @@ mod tests {
     use super::*;
 
     #[test]
-    fn micro_times_round_trip() {
+    fn micro_times_are_rfc3339_with_microseconds() {
         let at = UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456);
         let text = micro_time(at);
         assert_eq!(text, "2023-11-14T22:13:20.123456Z");
-        let back = parse_time(&text).unwrap();
-        assert!((back - 1_700_000_000.123_456).abs() < 1e-6);
-        assert_eq!(parse_time("2000-03-01T00:00:00Z"), Some(951_868_800.0));
+        assert_eq!(
+            micro_time(UNIX_EPOCH + Duration::from_secs(951_868_800)),
+            "2000-03-01T00:00:00.000000Z"
+        );
+    }
+
+    fn seen(holder: &str, renew_time: &str, since: Instant) -> Observed {
+        Observed {
+            holder: holder.into(),
+            renew_time: renew_time.into(),
+            resource_version: Some("1".into()),
+            duration: Duration::from_secs(15),
+            since,
+        }
+    }
+
+    #[test]
+    fn a_lease_expires_on_the_local_clock_not_the_holders_timestamp() {
+        let start = Instant::now();
+        let mut observed = None;
+        // Renewed "an hour ago" by a holder whose clock is behind ours:
+        // comparing wall clocks would take it now.
+        let old = seen("other", "2000-01-01T00:00:00.000000Z", start);
+        assert!(!may_take(&mut observed, old.clone(), "me", start));
+        assert!(!may_take(
+            &mut observed,
+            old.clone(),
+            "me",
+            start + Duration::from_secs(14)
+        ));
+        assert!(may_take(
+            &mut observed,
+            old,
+            "me",
+            start + Duration::from_secs(15)
+        ));
+        // A renewal (a new record) starts the wait again.
+        let later = start + Duration::from_secs(16);
+        let renewed = seen("other", "2000-01-01T00:00:20.000000Z", later);
+        assert!(!may_take(&mut observed, renewed, "me", later));
+        // Our own or an empty holder may always be (re)written.
+        assert!(may_take(&mut None, seen("me", "x", start), "me", start));
+        assert!(may_take(&mut None, seen("", "x", start), "me", start));
+    }
+
+    #[test]
+    fn timings_are_checked_as_client_go_checks_them() {
+        let config = |lease: u64, renew: u64, retry: u64| ElectionConfig {
+            lease_name: "l".into(),
+            namespace: "n".into(),
+            identity: "i".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+        };
+        assert!(config(15, 10, 2).validate().is_ok());
+        assert!(
+            config(10, 10, 2)
+                .validate()
+                .unwrap_err()
+                .contains("leaseDuration")
+        );
+        assert!(
+            config(15, 2, 2)
+                .validate()
+                .unwrap_err()
+                .contains("renewDeadline")
+        );
     }
 }

@@ -232,14 +232,8 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
     }
     metrics.set_ready();
     tracing::info!(controllers = controllers.len(), "enka is running");
-    let all = async {
-        for controller in controllers {
-            controller
-                .await
-                .context("a controller stopped unexpectedly")?;
-        }
-        anyhow::Ok(())
-    };
+    let stopping = shutdown.clone();
+    let all = supervise(controllers, move || stopping.peek().is_some(), &metrics);
     let grace = options.graceful_shutdown_timeout;
     let grace_over = async move {
         shutdown.await;
@@ -264,6 +258,31 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         () = lost_leadership => bail!("leadership lost; stopping so that another replica takes over"),
     }
     tracing::info!("enka stopped");
+    Ok(())
+}
+
+/// Waits for every controller; the first that ends before shutdown, or
+/// panics, fails readiness and stops the operator (as controller-runtime's
+/// manager stops when a runnable fails), instead of leaving its kind
+/// unreconciled behind a green `/readyz`.
+async fn supervise(
+    controllers: Vec<tokio::task::JoinHandle<()>>,
+    stopping: impl Fn() -> bool,
+    metrics: &metrics::Metrics,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let mut running: futures::stream::FuturesUnordered<_> = controllers.into_iter().collect();
+    while let Some(ended) = running.next().await {
+        let failure = match ended {
+            Err(err) if err.is_panic() => Some(format!("a controller panicked: {err}")),
+            _ if !stopping() => Some("a controller stopped unexpectedly".to_owned()),
+            _ => None,
+        };
+        if let Some(failure) = failure {
+            metrics.set_unready();
+            bail!("{failure}");
+        }
+    }
     Ok(())
 }
 
@@ -306,4 +325,39 @@ fn shutdown_signal() -> futures::future::Shared<futures::future::BoxFuture<'stat
     }
     .boxed()
     .shared()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_controller_that_dies_fails_readiness_and_the_operator() {
+        let metrics = metrics::Metrics::default();
+        metrics.set_ready();
+        // The first controller runs on; the second dies. Waiting for them
+        // in order would never see it.
+        let controllers = vec![
+            tokio::spawn(std::future::pending::<()>()),
+            tokio::spawn(async {
+                if std::hint::black_box(true) {
+                    panic!("boom");
+                }
+            }),
+        ];
+        let ended = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            supervise(controllers, || false, &metrics),
+        )
+        .await
+        .expect("supervise returns as soon as one controller dies");
+        let err = ended.unwrap_err().to_string();
+        assert!(err.contains("a controller panicked"), "{err}");
+        assert!(!metrics.is_ready());
+        let quiet = vec![tokio::spawn(async {})];
+        assert!(
+            supervise(quiet, || true, &metrics).await.is_ok(),
+            "ending after shutdown is fine"
+        );
+    }
 }

@@ -17,6 +17,8 @@ mod enka;
 #[path = "../integration/runner.rs"]
 mod runner;
 
+mod stall;
+
 // Its #[tokio::test]s are not built here, so some imports go unused.
 #[allow(dead_code, unused_imports)]
 #[path = "../integration/zundoko.rs"]
@@ -52,19 +54,25 @@ impl Ctx {
     }
 
     fn start_enka(&self, namespace: &str, args: &[&str], tag: &str) -> Enka {
-        Enka::start_with_args(
-            &self.env,
-            "watches.yaml",
-            namespace,
-            // Seed 42 sings some fifty Zundokos: the song is still going
-            // when the fault comes after five.
-            &[
-                ("ENKA_LOG", "info,enka=debug,kube_runtime=debug"),
-                ("ENKA_RANDOM_SEED", "42"),
-            ],
-            args,
-            tag,
-        )
+        self.start_enka_with(namespace, args, tag, &[])
+    }
+
+    /// Like [`Ctx::start_enka`], with more environment variables.
+    fn start_enka_with(
+        &self,
+        namespace: &str,
+        args: &[&str],
+        tag: &str,
+        env: &[(&str, &str)],
+    ) -> Enka {
+        // Seed 42 sings some fifty Zundokos: the song is still going when
+        // the fault comes after five.
+        let mut vars = vec![
+            ("ENKA_LOG", "info,enka=debug,kube_runtime=debug"),
+            ("ENKA_RANDOM_SEED", "42"),
+        ];
+        vars.extend_from_slice(env);
+        Enka::start_with_args(&self.env, "watches.yaml", namespace, &vars, args, tag)
     }
 
     async fn track(&self, enka: Enka) -> Arc<Mutex<Enka>> {
@@ -382,6 +390,108 @@ async fn leader_failover(ctx: Arc<Ctx>) {
     );
 }
 
+/// When the first line of a text log saying `text` was written (its leading
+/// RFC 3339 time, with
+/// the console format's colour codes taken out).
+fn logged_at(log: &str, text: &str) -> Option<String> {
+    let line = log.lines().find(|line| line.contains(text))?;
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain.split_whitespace().next().map(str::to_owned)
+}
+
+/// Two replicas; the leader's connection to the API server stalls (its
+/// bytes stop, its sockets stay open). It must stop leading within its
+/// renew deadline, before the other replica may take the Lease: never two
+/// leaders at once. A leader whose renewal waited on the stalled connection
+/// led on until it answered.
+async fn leader_stalled(ctx: Arc<Ctx>) {
+    let ns = ctx.namespace("stalled").await;
+    let server_port: u16 = ctx
+        .env
+        .server_url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .expect("the API server's port");
+    let proxy = stall::Proxy::start(server_port).await;
+    let kubeconfig = std::fs::read_to_string(ctx.env.kubeconfig())
+        .expect("the kubeconfig")
+        .replace(
+            &format!("127.0.0.1:{server_port}"),
+            &format!("127.0.0.1:{}", proxy.port),
+        );
+    let proxied =
+        std::env::temp_dir().join(format!("enka-stalled-{}.kubeconfig", std::process::id()));
+    std::fs::write(&proxied, kubeconfig).expect("writing the proxied kubeconfig");
+    let flags = [
+        "--leader-elect",
+        "--leader-election-id=enka-stalled-lease",
+        "--leader-election-namespace",
+        ns.as_str(),
+        "--leader-elect-lease-duration=3s",
+        "--leader-elect-renew-deadline=2s",
+        "--leader-election-retry-period=500ms",
+    ];
+    let first = ctx
+        .track(ctx.start_enka_with(
+            &ns,
+            &flags,
+            "-stalled-a",
+            &[("KUBECONFIG", proxied.to_str().unwrap_or_default())],
+        ))
+        .await;
+    await_log(&first, "the proxied replica to lead", "acquired leadership").await;
+    let second = ctx.track(ctx.start_enka(&ns, &flags, "-stalled-b")).await;
+    await_log(
+        &second,
+        "the second replica to wait",
+        "waiting for leadership",
+    )
+    .await;
+    proxy.stall(true);
+    await_log(
+        &second,
+        "the second replica to take over",
+        "acquired leadership",
+    )
+    .await;
+    let gave_up = support::eventually(
+        "the stalled leader to give up",
+        Duration::from_secs(30),
+        || async { logged_at(&first.lock().await.full_log(), "leadership lost") },
+    )
+    .await;
+    let took_over = logged_at(&second.lock().await.full_log(), "acquired leadership")
+        .expect("the takeover line");
+    assert!(
+        gave_up < took_over,
+        "the stalled leader gave up at {gave_up}, after the other took over at {took_over}"
+    );
+    support::eventually(
+        "the stalled leader to exit",
+        Duration::from_secs(30),
+        || async { first.lock().await.exited().map(|_| ()) },
+    )
+    .await;
+    proxy.stall(false);
+    let _ = std::fs::remove_file(&proxied);
+    println!(
+        "faults: the leader's connection stalled; it gave up at {gave_up}, the other led at {took_over}"
+    );
+}
+
 macro_rules! scenarios {
     ($ctx:expr; $($name:literal => $run:path,)*) => {
         vec![$(($name.to_owned(), Box::pin($run($ctx.clone())) as _),)*]
@@ -407,6 +517,7 @@ fn main() {
             "409 conflicts on status writes, retried from a fresh read" => conflicts,
             "enka SIGKILLed mid-song and restarted" => sigkill,
             "leader failover under load" => leader_failover,
+            "the leader's connection stalls" => leader_stalled,
         ];
         runner::run(
             "faults",

@@ -583,6 +583,13 @@ impl Metrics {
             .inc();
     }
 
+    /// A reconcile of `controller` panicked (and was recovered).
+    pub fn panicked(&self, controller: &str) {
+        self.reconcile_panics
+            .get_or_create(&controller_labels(controller))
+            .inc();
+    }
+
     /// An object of a watched kind exists: `resource_created_at_seconds`.
     pub fn resource_seen(
         &self,
@@ -726,6 +733,11 @@ impl Metrics {
     /// Marks the operator ready (controllers started).
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Marks the operator not ready (a controller stopped).
+    pub fn set_unready(&self) {
+        self.ready.store(false, Ordering::Relaxed);
     }
 
     pub(crate) fn is_ready(&self) -> bool {
