@@ -225,11 +225,10 @@ impl Parser<'_> {
             }
             self.skip_space(true);
             let value = self.expr()?;
-            if let Some(slot) = pairs.iter_mut().find(|(k, _)| *k == key) {
-                slot.1 = value;
-            } else {
-                pairs.push((key, value));
-            }
+            // A repeated key keeps its first place and takes the last value,
+            // as in a Python dict; the map from_pairs builds does exactly
+            // that (a scan of the earlier pairs here was quadratic).
+            pairs.push((key, value));
             self.skip_space(true);
             match self.bump()? {
                 '}' => return Some(Value::from_pairs(pairs)),
@@ -450,6 +449,10 @@ mod tests {
             Some("[31, 15, 3, 1000]")
         );
         assert_eq!(eval("{'a': 1, 'a': 2}").as_deref(), Some("{'a': 2}"));
+        assert_eq!(
+            eval("{'a': 1, 'b': 2, 'a': 3}").as_deref(),
+            Some("{'a': 3, 'b': 2}")
+        );
         assert_eq!(eval("['a' 'b']").as_deref(), Some("['ab']"));
         assert_eq!(eval("[\n 1,  # one\n 2\n]\n").as_deref(), Some("[1, 2]"));
         assert_eq!(eval("['\\n\\x41\\u00e9']").as_deref(), Some("['\\nAé']"));
@@ -481,5 +484,25 @@ mod tests {
     fn deep_nesting_is_bounded() {
         let text = "[".repeat(10_000) + &"]".repeat(10_000);
         assert_eq!(literal_eval(&text), None);
+    }
+
+    /// A rendered dict of many keys (a custom resource's spec copied with
+    /// `set_fact`) parses back in linear time: each key was compared with
+    /// every earlier one (6 s for 20 000 keys in a debug build). Not a speed
+    /// target; a bound on what one object can cost.
+    #[test]
+    fn a_dict_of_many_keys_parses_in_linear_time() {
+        let text = format!(
+            "{{{}}}",
+            (0..100_000)
+                .map(|i| format!("'key{i}': {i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let started = std::time::Instant::now();
+        let value = literal_eval(&text).expect("a dict");
+        assert_eq!(value.len(), Some(100_000));
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
     }
 }
