@@ -4,7 +4,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube_env::KubeEnv;
 use serde_json::{Value as Json, json};
 
@@ -727,7 +729,7 @@ const ADOPTING_ROLE: &str = r#"
       metadata:
         name: '{{ ansible_operator_meta.name }}-applied'
         namespace: '{{ ansible_operator_meta.namespace }}'
-      data: {how: apply}
+      data: {how: apply, round: "{{ round | default(1) }}"}
 - name: forced replace
   k8s:
     force: yes
@@ -737,13 +739,16 @@ const ADOPTING_ROLE: &str = r#"
       metadata:
         name: '{{ ansible_operator_meta.name }}-forced'
         namespace: '{{ ansible_operator_meta.namespace }}'
-      data: {how: force}
+      data: {how: force, round: "{{ round | default(1) }}"}
 "#;
 
-/// Upstream injects owner references only on create (ansible-operator-plugins
-/// #33); enka also on apply and forced replace of existing objects.
+/// Objects that existed before the role touched them are never adopted
+/// (the garbage collector would delete them with the custom resource, and
+/// a CR author may pick their names); objects the role created keep their
+/// owner through later applies and forced replaces, which upstream loses
+/// (ansible-operator-plugins #33).
 #[tokio::test]
-async fn apply_and_force_give_existing_objects_their_owner() {
+async fn apply_and_force_keep_the_owner_of_what_they_created_and_adopt_nothing() {
     let (env, client, ns, samples) = sample_namespace("adopt").await;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     for name in ["s1-applied", "s1-forced"] {
@@ -758,24 +763,62 @@ async fn apply_and_force_give_existing_objects_their_owner() {
     let watches = project.dir.join("watches.yaml").display().to_string();
     let enka = Enka::start(env, &watches, &ns, &[]);
     create_sample(&samples, "s1", json!({})).await;
-    let uid = samples.get("s1").await.unwrap().metadata.uid.unwrap();
-    for (name, how) in [("s1-applied", "apply"), ("s1-forced", "force")] {
-        let cm = eventually(
-            &format!("{name} to be written"),
-            Duration::from_secs(30),
-            || {
-                let config_maps = config_maps.clone();
-                async move {
-                    let cm = config_maps.get(name).await.unwrap();
-                    (cm.data.as_ref()?.get("how")?.as_str() == how).then_some(cm)
-                }
-            },
-        )
-        .await;
-        let owners = cm.metadata.owner_references.unwrap_or_default();
+    create_sample(&samples, "s2", json!({})).await;
+    let written = |name: &'static str, round: &'static str| {
+        let config_maps = config_maps.clone();
+        async move {
+            eventually(
+                &format!("{name} to be written (round {round})"),
+                Duration::from_secs(30),
+                || {
+                    let config_maps = config_maps.clone();
+                    async move {
+                        let cm = config_maps.get(name).await.ok()?;
+                        (cm.data.as_ref()?.get("round")?.as_str() == round).then_some(cm)
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let owned_by = |cm: &ConfigMap, uid: &str| {
+        cm.metadata
+            .owner_references
+            .clone()
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.kind == "Sample" && o.uid == uid)
+    };
+    let s1 = samples.get("s1").await.unwrap().metadata.uid.unwrap();
+    for name in ["s1-applied", "s1-forced"] {
+        let cm = written(name, "1").await;
         assert!(
-            owners.iter().any(|o| o.kind == "Sample" && o.uid == uid),
-            "{name} has no owner reference: {owners:?}\n{}",
+            cm.metadata.owner_references.is_none() && !owned_by(&cm, &s1),
+            "{name}, which existed before, was adopted: {:?}\n{}",
+            cm.metadata.owner_references,
+            enka.log()
+        );
+    }
+    // s2's objects are created by the role; a second round applies and
+    // replaces them again.
+    for name in ["s2-applied", "s2-forced"] {
+        written(name, "1").await;
+    }
+    let s2 = samples.get("s2").await.unwrap().metadata.uid.unwrap();
+    samples
+        .patch(
+            "s2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"round": "2"}})),
+        )
+        .await
+        .unwrap();
+    for name in ["s2-applied", "s2-forced"] {
+        let cm = written(name, "2").await;
+        assert!(
+            owned_by(&cm, &s2),
+            "{name} lost its owner: {:?}\n{}",
+            cm.metadata.owner_references,
             enka.log()
         );
     }
