@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:?seconds per target}"
 shift
 targets=("$@")
-((${#targets[@]})) || targets=(watches role template)
+((${#targets[@]})) || targets=(watches role template custom_resource)
 
 cargo_fuzz_version=0.13.2
 if ! cargo fuzz --version 2>/dev/null | grep -q "$cargo_fuzz_version"; then
@@ -39,6 +39,7 @@ seed() {
     watches) find . -maxdepth 4 -name 'watches*.yaml' -not -path './target/*' ;;
     role) find roles tests -path '*/tasks/*.yml' ;;
     template) find roles tests -name '*.j2' ;;
+    custom_resource) find tests/catalogue/project/config -name '*.yaml' ;;
   esac | while read -r file; do cp "$file" "$dir/seed-$(echo "$file" | tr '/' '_')"; done
 }
 
@@ -53,7 +54,7 @@ for target in "${targets[@]}"; do
   echo "fuzz: $target for ${seconds}s"
   log=target/fuzz-$target.log
   if ! "${fuzz[@]}" run -O "${sanitizer[@]}" "$target" "target/fuzz-corpus/$target" -- \
-      -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
+      -max_total_time="$seconds" -rss_limit_mb=4096 -timeout=10 -max_len=65536 -print_final_stats=1 >"$log" 2>&1; then
     grep -E "panicked|ERROR|SUMMARY|Test unit written|artifact" "$log" | head -20 >&2
     echo "fuzz: $target found a crash (full log: $log); keep the input in fuzz/regressions/$target/" >&2
     exit 1

@@ -85,6 +85,70 @@ pub fn template(data: &[u8]) {
     let _ = templar.evaluate(&minijinja::Value::from(source), &ctx);
 }
 
+/// The templates a role typically runs over what a custom resource says:
+/// copies, concatenation, filters, and the parsers a spec string reaches.
+const CUSTOM_RESOURCE_TEMPLATES: &[&str] = &[
+    "{{ payload }}",
+    "prefix {{ payload }}",
+    "{{ payload | from_yaml }}",
+    "{{ payload | from_yaml_all | list }}",
+    "{{ payload | from_json }}",
+    "{{ payload | to_json | from_json }}",
+    "{{ parsed }}",
+    "{{ parsed | to_yaml }}",
+    "{{ copy }}",
+];
+
+/// A custom resource's data, as far as a CR author controls it: `data` is
+/// the string `spec.payload`, and, when it parses as JSON, `spec.parsed`
+/// too. Both go through the run's variables (snake-cased, unsafe), every
+/// template above renders over them, and a render's result is stored again
+/// as `set_fact` stores it (`copy`) and rendered once more.
+pub fn custom_resource(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let parsed = serde_json::from_str::<serde_json::Value>(text).unwrap_or(serde_json::Value::Null);
+    let object = serde_json::json!({
+        "metadata": {"name": "fuzzed", "namespace": "ns"},
+        "spec": {"payload": text, "parsed": parsed},
+    });
+    let mut builder = TemplarBuilder::new(Options {
+        seed: Some(1),
+        allow_pipe: false,
+        fuel: Some(200_000),
+    });
+    for source in CUSTOM_RESOURCE_TEMPLATES {
+        if builder.add_template(source).is_err() {
+            return;
+        }
+    }
+    let templar = builder.build();
+    let options = crate::operator::vars::VarOptions {
+        snake_case: true,
+        ..Default::default()
+    };
+    let mut vars: Vec<(String, Var)> =
+        crate::operator::vars::extra_vars(&object, "g", "K", &options)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    let render = |vars: &[(String, Var)], source: &str| {
+        let ctx = Context::new(
+            templar.clone(),
+            Arc::new(VarList(vars.to_vec())),
+            Arc::from(Vec::new()),
+        );
+        templar.template_str(source, &ctx).ok()
+    };
+    if let Some(copied) = render(&vars, "prefix {{ payload }}") {
+        vars.push(("copy".to_owned(), Var::templated(copied)));
+    }
+    for source in CUSTOM_RESOURCE_TEMPLATES {
+        let _ = render(&vars, source);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -126,6 +190,15 @@ mod tests {
             super::role(&data, &scratch);
         }
         let _ = std::fs::remove_dir_all(&scratch);
+    }
+
+    #[test]
+    fn custom_resource_regressions_render_without_panicking() {
+        let inputs = regressions("custom_resource");
+        assert!(inputs.len() >= 4, "the hostile seeds are kept");
+        for (_, data) in inputs {
+            super::custom_resource(&data);
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod enka;
 #[path = "../integration/runner.rs"]
 mod runner;
 
+mod hostile;
 mod load;
 mod runtime;
 
@@ -46,6 +47,7 @@ fn main() {
         let mut cases = load::cases(&env);
         let ctx = runtime::Ctx::start(env.clone()).await;
         cases.extend(runtime::cases(&ctx).await);
+        cases.extend(hostile::cases(&ctx).await);
         let (passed, ran) = runner::run(
             "catalogue",
             "bad inputs handled",

@@ -19,14 +19,14 @@ use crate::runner::Scenario;
 use crate::support::{eventually, install_crd, repo_path};
 
 const PROJECT: &str = "tests/catalogue/project";
-const NAMESPACE: &str = "catalogue";
+pub(crate) const NAMESPACE: &str = "catalogue";
 /// Every run is bounded by this (`--reconcile-timeout`), which is what ends
 /// the endless `until`.
 const RECONCILE_TIMEOUT: &str = "3s";
 /// The password of the Secret the no_log cases read; it must appear in no
 /// log line, condition or Event.
 const PASSWORD: &str = "catalogue-hunter2-5c1f";
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// What a case must come to.
 enum Expect {
@@ -416,11 +416,21 @@ impl Ctx {
         })
     }
 
-    fn inputs(&self) -> Api<DynamicObject> {
+    /// A client of the catalogue's control plane.
+    pub(crate) fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// enka's process id.
+    pub(crate) async fn enka_pid(&self) -> u32 {
+        self.enka.lock().await.pid()
+    }
+
+    pub(crate) fn inputs(&self) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), NAMESPACE, &resource())
     }
 
-    async fn create(&self, name: &str, case: &str, mut spec: Value) {
+    pub(crate) async fn create(&self, name: &str, case: &str, mut spec: Value) {
         spec["case"] = json!(case);
         let mut object = DynamicObject::new(name, &resource());
         object.data = json!({ "spec": spec });
@@ -557,7 +567,19 @@ fn condition(object: &DynamicObject, kind: &str) -> Option<Value> {
         .cloned()
 }
 
-async fn await_condition(
+/// Which of Successful and Failure `name` comes to first.
+pub(crate) async fn await_any_end(api: &Api<DynamicObject>, name: &str) -> String {
+    eventually(&format!("{name}: Successful or Failure"), WAIT, || async {
+        let object = api.get_opt(name).await.ok()??;
+        ["Successful", "Failure"]
+            .into_iter()
+            .find(|kind| condition(&object, kind).is_some())
+            .map(str::to_owned)
+    })
+    .await
+}
+
+pub(crate) async fn await_condition(
     api: &Api<DynamicObject>,
     name: &str,
     kind: &str,
