@@ -325,7 +325,61 @@ impl TemplarBuilder {
     }
 }
 
+/// The most filters one expression may chain. minijinja compiles a chain
+/// by recursion, one frame per filter, and about 2 000 overflow a 2 MiB
+/// thread stack; no real role comes near this.
+const MAX_FILTER_CHAIN: usize = 500;
+
+/// Refuses a template with an expression chaining more than
+/// [`MAX_FILTER_CHAIN`] filters, before minijinja compiles it (a stack
+/// overflow aborts the process; an error fails one task).
+fn check_filter_chains(source: &str) -> Result<(), Error> {
+    let bytes = source.as_bytes();
+    let mut i = 0;
+    let (mut inside, mut quote, mut pipes) = (false, None::<u8>, 0usize);
+    while i < bytes.len() {
+        let pair = bytes.get(i..i + 2);
+        match (inside, quote) {
+            (false, _) => {
+                if matches!(pair, Some(b"{{" | b"{%")) {
+                    inside = true;
+                    pipes = 0;
+                    i += 1;
+                }
+            }
+            (true, Some(q)) => {
+                if bytes[i] == b'\\' {
+                    i += 1;
+                } else if bytes[i] == q {
+                    quote = None;
+                }
+            }
+            (true, None) => match bytes[i] {
+                b'\'' | b'"' => quote = Some(bytes[i]),
+                b'|' => {
+                    pipes += 1;
+                    if pipes > MAX_FILTER_CHAIN {
+                        return Err(Error::new(
+                            ErrorKind::Limit,
+                            format!("an expression chains more than {MAX_FILTER_CHAIN} filters"),
+                        )
+                        .in_template(source));
+                    }
+                }
+                _ if matches!(pair, Some(b"}}" | b"%}")) => {
+                    inside = false;
+                    i += 1;
+                }
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
+    check_filter_chains(source)?;
     let escaped = escape_backslashes(&mutable::rewrite_set_literals(source));
     env.add_template_owned(name.to_owned(), escaped)
         .map_err(|e| Error::from_minijinja(&e, source))?;
@@ -521,6 +575,7 @@ impl Templar {
                 .map_err(|e| Error::from_minijinja(&e, source))?;
             template.render(ctx.to_value())
         } else {
+            check_filter_chains(source)?;
             let escaped = escape_backslashes(source);
             let template = self
                 .env
@@ -623,10 +678,13 @@ impl Templar {
                 .env
                 .get_template(name)
                 .and_then(|t| t.render(ctx.to_value())),
-            None => self
-                .env
-                .template_from_str(&condition_source(&expr))
-                .and_then(|t| t.render(ctx.to_value())),
+            None => {
+                let source = condition_source(&expr);
+                check_filter_chains(&source)?;
+                self.env
+                    .template_from_str(&source)
+                    .and_then(|t| t.render(ctx.to_value()))
+            }
         }
         .map_err(|e| {
             let mut err = Error::from_minijinja(&e, &expr);

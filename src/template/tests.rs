@@ -278,3 +278,49 @@ fn filters_used_by_real_roles() {
         "list:['1', '2']"
     );
 }
+
+/// Templates nested or chained far beyond any real role end in an error or
+/// a result, never a stack overflow (issue 15: 5 000 chained filters
+/// aborted the process in minijinja's code generator).
+#[test]
+fn deep_templates_do_not_overflow_the_stack() {
+    let deep = [
+        format!("{{{{ x{} }}}}", " | lower".repeat(5_000)),
+        format!(
+            "{}x{}",
+            "{% if true %}".repeat(1_200),
+            "{% endif %}".repeat(1_200)
+        ),
+        format!("{{{{ {}1{} }}}}", "(".repeat(5_000), ")".repeat(5_000)),
+        format!("{{{{ {}1{} }}}}", "[".repeat(5_000), "]".repeat(5_000)),
+        format!(
+            "{}x{}",
+            "{% for a in [1] %}".repeat(1_200),
+            "{% endfor %}".repeat(1_200)
+        ),
+    ];
+    for source in deep {
+        // Compiled at load, as a role's templates are, and rendered as a
+        // template string that was not (a templated custom resource's), and
+        // judged as a condition.
+        let _ = render(&source, json!({"x": "A"}));
+        let templar = TemplarBuilder::new(Options::default()).build();
+        let ctx = ctx_with(&templar, json!({"x": "A"}));
+        let _ = templar.template_str(&source, &ctx);
+        let _ = templar.evaluate(&Value::from(source.as_str()), &ctx);
+    }
+    let err = render(
+        &format!("{{{{ x{} }}}}", " | lower".repeat(501)),
+        json!({"x": "A"}),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("more than 500 filters"), "{err}");
+    assert_eq!(
+        ok(
+            &format!("{{{{ x{} }}}}", " | lower".repeat(500)),
+            json!({"x": "A"})
+        ),
+        "str:'a'"
+    );
+    assert_eq!(ok("{{ ('|' * 600) | length }}", json!({})), "str:'600'");
+}

@@ -825,3 +825,44 @@ async fn apply_and_force_keep_the_owner_of_what_they_created_and_adopt_nothing()
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
+
+/// A kind whose CRD has no status subresource: the status write answers
+/// 404 while the object exists. enka says what is missing, on every retry,
+/// instead of taking the object for deleted and going quiet.
+#[tokio::test]
+async fn a_missing_status_subresource_is_named_not_taken_for_a_deletion() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_nostatuses.yaml").await;
+    let ns = env.namespace("nostatus").await.unwrap();
+    let project = Project::with_watches(
+        "nostatus",
+        "- version: v1\n  group: enka.test\n  kind: NoStatus\n  role: sample\n  reconcilePeriod: 0s\n",
+    );
+    project.write_role("- name: nothing to do\n  debug:\n    msg: hello\n");
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("enka.test", "v1", "NoStatus"),
+        "nostatuses",
+    );
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let mut object = DynamicObject::new("n1", &resource);
+    object.data = json!({"spec": {}});
+    objects
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    eventually(
+        "enka to name the missing status subresource",
+        Duration::from_secs(30),
+        || async {
+            enka.full_log()
+                .contains("has no status subresource")
+                .then_some(())
+        },
+    )
+    .await;
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
