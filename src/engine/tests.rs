@@ -195,59 +195,60 @@ async fn a_fixed_seed_gives_the_same_song() {
     assert_eq!(song(&a), song(&b));
 }
 
+/// Runs a one-role project whose `tasks/main.yml` is `tasks`, with `vars`
+/// (no cluster), and removes it again.
+async fn run_tasks(
+    name: &str,
+    tasks: &str,
+    vars: Vec<(Arc<str>, crate::template::Var)>,
+) -> RunOutcome {
+    let dir = std::env::temp_dir().join(format!("enka-{name}-{}", std::process::id()));
+    let role = dir.join("roles").join(name);
+    std::fs::create_dir_all(role.join("tasks")).unwrap();
+    std::fs::write(role.join("tasks/main.yml"), tasks).unwrap();
+    let project = load(&dir, name, 1);
+    let outcome = run(
+        &project,
+        &Entry::Role(role),
+        vars,
+        None,
+        RunOptions::default(),
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome
+}
+
+/// A variable `pw` holding a password, as the no_log tests use it.
+fn password() -> Vec<(Arc<str>, crate::template::Var)> {
+    vec![(
+        Arc::from("pw"),
+        crate::template::Var::plain(minijinja::Value::from("hunter2")),
+    )]
+}
+
 /// Every way a `no_log` task can fail is censored, not only a module's
 /// failure: here the loop's value is quoted by the loop check's message.
 #[tokio::test]
 async fn no_log_hides_a_loop_failure_that_quotes_the_value() {
-    let dir = std::env::temp_dir().join(format!("enka-nolog-loop-{}", std::process::id()));
-    let tasks = dir.join("roles/secret/tasks");
-    std::fs::create_dir_all(&tasks).unwrap();
-    std::fs::write(
-        tasks.join("main.yml"),
+    let outcome = run_tasks(
+        "nolog-loop",
         "- name: leaks\n  debug:\n    msg: hi\n  loop: \"{{ pw }}\"\n  no_log: true\n",
-    )
-    .unwrap();
-    let project = load(&dir, "secret", 1);
-    let vars = vec![(
-        std::sync::Arc::from("pw"),
-        crate::template::Var::plain(minijinja::Value::from("hunter2")),
-    )];
-    let outcome = run(
-        &project,
-        &Entry::Role(dir.join("roles/secret")),
-        vars,
-        None,
-        RunOptions::default(),
+        password(),
     )
     .await;
     let failure = outcome.failure().expect("the loop check fails");
     assert!(!failure.message.contains("hunter2"), "{}", failure.message);
     assert!(!format!("{:?}", failure.result).contains("hunter2"));
     assert!(failure.message.contains("no_log"), "{}", failure.message);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
 async fn no_log_hides_a_failure_message() {
-    let dir = std::env::temp_dir().join(format!("enka-nolog-{}", std::process::id()));
-    let tasks = dir.join("roles/secret/tasks");
-    std::fs::create_dir_all(&tasks).unwrap();
-    std::fs::write(
-        tasks.join("main.yml"),
+    let outcome = run_tasks(
+        "nolog",
         "- name: leaks\n  fail:\n    msg: \"password is {{ pw }}\"\n  no_log: true\n",
-    )
-    .unwrap();
-    let project = load(&dir, "secret", 1);
-    let vars = vec![(
-        std::sync::Arc::from("pw"),
-        crate::template::Var::plain(minijinja::Value::from("hunter2")),
-    )];
-    let outcome = run(
-        &project,
-        &Entry::Role(dir.join("roles/secret")),
-        vars,
-        None,
-        RunOptions::default(),
+        password(),
     )
     .await;
     let failure = outcome.failure().expect("the task fails");
@@ -258,7 +259,6 @@ async fn no_log_hides_a_failure_message() {
         failure.result
     );
     assert!(failure.message.contains("no_log"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Values from the custom resource stay unsafe through every copy: a spec
@@ -339,21 +339,10 @@ async fn custom_resource_strings_stay_unsafe_through_every_copy() {
 /// in the object's status, an Event and the log.
 #[tokio::test]
 async fn a_huge_failure_message_is_cut() {
-    let dir = std::env::temp_dir().join(format!("enka-huge-msg-{}", std::process::id()));
-    let tasks = dir.join("roles/huge/tasks");
-    std::fs::create_dir_all(&tasks).unwrap();
-    std::fs::write(
-        tasks.join("main.yml"),
+    let outcome = run_tasks(
+        "huge-msg",
         "- name: shout\n  fail:\n    msg: \"{{ 'x' * 1000000 }}\"\n",
-    )
-    .unwrap();
-    let project = load(&dir, "huge", 1);
-    let outcome = run(
-        &project,
-        &Entry::Role(dir.join("roles/huge")),
         Vec::new(),
-        None,
-        RunOptions::default(),
     )
     .await;
     let failure = outcome.failure().expect("the task fails");
@@ -367,7 +356,6 @@ async fn a_huge_failure_message_is_cut() {
         "{}",
         &failure.message[4000..]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `k8s` never adopts an object the run did not create: an owner reference
