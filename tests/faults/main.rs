@@ -188,24 +188,32 @@ async fn etcd_restart(ctx: Arc<Ctx>) {
     restart_mid_song(&ctx, Component::Etcd).await;
 }
 
-/// etcd is compacted to its newest revision, then kube-apiserver restarts:
-/// every watch enka had resumes from a revision that no longer exists, is
-/// told 410 Gone, and must relist.
+/// With kube-apiserver stopped, etcd's revision moves past everything enka
+/// has seen (a write to a key outside `/registry`) and its history is
+/// compacted there; kube-apiserver comes back, and every watch enka resumes
+/// asks for a compacted revision, is told 410 Gone, and must relist. Both
+/// happen while the API server is down so that no write of enka's can land
+/// on the compacted revision and let a watch resume cleanly.
 async fn watch_expiry(ctx: Arc<Ctx>) {
     let faulty = ctx.clone();
     let count = sing_through(&ctx, "gone", |_, enka| async move {
-        compact_etcd(&faulty.env.etcd_url()).await;
+        let etcd = faulty.env.etcd_url();
         faulty
             .env
-            .restart(Component::ApiServer, Duration::from_millis(200))
+            .restart_after(Component::ApiServer, async {
+                let revision = bump_etcd_revision(&etcd).await;
+                compact_etcd(&etcd, &revision).await;
+            })
             .await
             .expect("kube-apiserver back");
         let enka = enka.clone();
         support::eventually("enka to see a watch expire", SONG_LIMIT, || async {
             let log = enka.lock().await.full_log();
-            // kube-runtime's watcher, at debug: the 410 that makes it relist.
-            log.contains("code: 410, message: \"too old resource version")
-                .then_some(())
+            // kube-runtime's watcher, at debug: the 410 that makes it relist
+            // (from the watch cache, "too old resource version"; from etcd
+            // directly, "The resourceVersion for the provided watch is too
+            // old"; both carry the code).
+            log.contains("code: 410").then_some(())
         })
         .await;
     })
@@ -213,23 +221,31 @@ async fn watch_expiry(ctx: Arc<Ctx>) {
     println!("faults: watches expired (410 Gone) and relisted; Kiyoshi after {count} Zundokos");
 }
 
-/// Compacts etcd's history up to its current revision, through etcd's JSON
-/// gateway.
-async fn compact_etcd(url: &str) {
-    let port: u16 = url
-        .rsplit(':')
+/// etcd's client port, from its URL.
+fn etcd_port(url: &str) -> u16 {
+    url.rsplit(':')
         .next()
         .and_then(|p| p.parse().ok())
-        .expect("etcd's port");
-    let (status, body) = support::http_post(port, "/v3/kv/range", r#"{"key":"AA=="}"#).await;
-    assert_eq!(status, 200, "etcd range: {body}");
-    let revision = serde_json::from_str::<serde_json::Value>(&body).expect("etcd's answer")
-        ["header"]["revision"]
+        .expect("etcd's port")
+}
+
+/// Writes a key kube-apiserver never reads, through etcd's JSON gateway, and
+/// returns the revision the write made.
+async fn bump_etcd_revision(url: &str) -> String {
+    // base64 of "/enka-faults/bump" and "1".
+    let request = r#"{"key":"L2Vua2EtZmF1bHRzL2J1bXA=","value":"MQ=="}"#;
+    let (status, body) = support::http_post(etcd_port(url), "/v3/kv/put", request).await;
+    assert_eq!(status, 200, "etcd put: {body}");
+    serde_json::from_str::<serde_json::Value>(&body).expect("etcd's answer")["header"]["revision"]
         .as_str()
         .expect("a revision")
-        .to_owned();
+        .to_owned()
+}
+
+/// Compacts etcd's history up to `revision`, through etcd's JSON gateway.
+async fn compact_etcd(url: &str, revision: &str) {
     let request = format!(r#"{{"revision":"{revision}","physical":true}}"#);
-    let (status, body) = support::http_post(port, "/v3/kv/compaction", &request).await;
+    let (status, body) = support::http_post(etcd_port(url), "/v3/kv/compaction", &request).await;
     assert_eq!(status, 200, "etcd compaction: {body}");
 }
 

@@ -374,6 +374,18 @@ impl KubeEnv {
     /// for `down`, starts it again with the same flags and data, and waits
     /// until the API server answers again: a fault for tests to inject.
     pub async fn restart(&self, component: Component, down: Duration) -> Result<(), Error> {
+        self.restart_after(component, tokio::time::sleep(down))
+            .await
+    }
+
+    /// Stops `component` as [`KubeEnv::restart`] does, runs `while_down` to
+    /// its end (a fault that needs the component stopped, such as rewriting
+    /// etcd's history behind the API server's back), then starts it again.
+    pub async fn restart_after(
+        &self,
+        component: Component,
+        while_down: impl std::future::Future<Output = ()>,
+    ) -> Result<(), Error> {
         let (name, binary, launch) = match component {
             Component::Etcd => ("etcd", "etcd", &self.etcd_launch),
             Component::ApiServer => ("kube-apiserver", "kube-apiserver", &self.apiserver_launch),
@@ -393,7 +405,7 @@ impl KubeEnv {
                     reason: e.to_string(),
                 })?;
         }
-        tokio::time::sleep(down).await;
+        while_down.await;
         let n = self
             .restarts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
