@@ -11,6 +11,7 @@ mod exec;
 pub mod instrument;
 pub mod lookup;
 pub mod memory;
+pub mod object;
 
 use std::fmt;
 use std::future::Future;

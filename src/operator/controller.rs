@@ -19,6 +19,7 @@ use super::status;
 use super::vars::{VarOptions, extra_vars};
 use crate::engine::{self, Entry, RunOptions};
 use crate::kube::client::{KubeCluster, api_error};
+use crate::kube::object::WatchedObject;
 use crate::kube::{Cluster, Owner};
 use crate::role::{Project, Target};
 use crate::watches::{Gvk, Watch};
@@ -136,7 +137,7 @@ pub struct WatchContext {
     cluster: Arc<KubeCluster>,
     settings: Settings,
     verbosity: u8,
-    failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
+    failures: Mutex<HashMap<ObjectRef<WatchedObject>, u32>>,
     reload: Arc<super::reload::ReloadState>,
     metrics: Arc<super::metrics::Metrics>,
     events: events::Recorder,
@@ -361,6 +362,49 @@ async fn set_finalizers(
     serde_json::to_value(&patched).map_err(|e| ReconcileError::Encode(e.to_string()))
 }
 
+/// An object whose fields could not be decoded (nested too deep) fails
+/// alone: a Failure condition and an Event say why, and its kind goes on.
+/// Its status is merge-patched, and the answer read as a [`WatchedObject`],
+/// since neither side can decode the whole object.
+async fn report_undecodable(
+    ctx: &WatchContext,
+    object: &WatchedObject,
+    api_wait: &mut Duration,
+) -> ReconcileError {
+    let Err(reason) = &object.data else {
+        return ReconcileError::Encode("the object decoded after all".to_owned());
+    };
+    let message = reason.to_string();
+    let head = Arc::new(object.head_json());
+    ctx.events.failure(&head, "(reading the object)", &message);
+    if ctx.watch.manage_status {
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        let client = ctx.cluster.client().clone();
+        let api: Api<WatchedObject> = match object.metadata.namespace.as_deref() {
+            Some(ns) if ctx.namespaced => Api::namespaced_with(client, ns, &ctx.resource),
+            _ => Api::all_with(client, &ctx.resource),
+        };
+        let mut status = json!({});
+        status::mark_error(&mut status, &message, &now());
+        let started = Instant::now();
+        let written = api
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": status })),
+            )
+            .await;
+        *api_wait += started.elapsed();
+        if let Err(e) = written {
+            return ReconcileError::Api {
+                action: "update the status",
+                source: api_error(e),
+            };
+        }
+    }
+    ReconcileError::RunFailed(message)
+}
+
 /// When a reconcile that succeeded wants to run again.
 enum Next {
     /// After this long, even if nothing changes.
@@ -380,7 +424,7 @@ fn object_key(namespace: Option<&str>, name: &str) -> String {
 /// Reconciles one object, recording metrics; its logs carry upstream's
 /// per-reconcile fields (`job`, `name`, `namespace`, `gvk`).
 pub async fn reconcile(
-    object: Arc<DynamicObject>,
+    object: Arc<WatchedObject>,
     ctx: Arc<WatchContext>,
 ) -> Result<Action, ReconcileError> {
     use tracing::Instrument;
@@ -428,14 +472,15 @@ pub async fn reconcile(
 
 /// `api_wait` adds up the time spent waiting on the API server.
 async fn reconcile_object(
-    object: Arc<DynamicObject>,
+    object: Arc<WatchedObject>,
     ctx: Arc<WatchContext>,
     api_wait: &mut Duration,
 ) -> Result<Next, ReconcileError> {
     let started = Instant::now();
-    let json = Arc::new(
-        serde_json::to_value(&*object).map_err(|e| ReconcileError::Encode(e.to_string()))?,
-    );
+    let json = match object.to_json() {
+        Some(json) => Arc::new(json),
+        None => return Err(report_undecodable(&ctx, &object, api_wait).await),
+    };
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.clone();
     let ns = namespace.as_deref();
@@ -615,7 +660,7 @@ fn verbosity_for(object: &Json) -> Option<u8> {
 
 /// Exponential backoff per object, from 5 ms to 1000 s, reset on success.
 pub fn error_policy(
-    object: Arc<DynamicObject>,
+    object: Arc<WatchedObject>,
     error: &ReconcileError,
     ctx: Arc<WatchContext>,
 ) -> Action {
@@ -660,11 +705,11 @@ pub async fn run_controller(
     namespace: Option<String>,
     concurrency: u16,
     reloads: impl futures::Stream<Item = ()> + Send + Sync + 'static,
-    owners: impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static,
+    owners: impl futures::Stream<Item = ObjectRef<WatchedObject>> + Send + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let client = ctx.cluster.client().clone();
-    let api: Api<DynamicObject> = match (&namespace, ctx.namespaced) {
+    let api: Api<WatchedObject> = match (&namespace, ctx.namespaced) {
         (Some(ns), true) => Api::namespaced_with(client, ns, &ctx.resource),
         _ => Api::all_with(client, &ctx.resource),
     };
@@ -683,11 +728,8 @@ pub async fn run_controller(
         .combine(predicates::finalizers);
     let stream = watcher(api, config)
         .default_backoff()
-        // managedFields are often half of an object and no role reads them;
-        // dropped (not emptied, which a status update would take as "clear
-        // them"), the cache holds less than half as much per object.
+        // (WatchedObject leaves managedFields out as it decodes.)
         .modify(move |object| {
-            object.metadata.managed_fields = None;
             // Items of a list of a built-in kind carry no apiVersion or kind;
             // roles read both from the object (`__secret.kind`).
             if object.types.is_none() {
@@ -717,7 +759,7 @@ pub async fn run_controller(
     };
     let queued = {
         let ctx = ctx.clone();
-        move |object: &Result<DynamicObject, watcher::Error>| {
+        move |object: &Result<WatchedObject, watcher::Error>| {
             if let Ok(object) = object {
                 let key = object_key(
                     object.metadata.namespace.as_deref(),
@@ -763,7 +805,7 @@ pub async fn run_controller(
 /// listed or changed, removed when one is deleted.
 fn record_presence(
     ctx: &WatchContext,
-    event: &Result<watcher::Event<DynamicObject>, watcher::Error>,
+    event: &Result<watcher::Event<WatchedObject>, watcher::Error>,
 ) {
     let (object, present) = match event {
         Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => (object, true),
@@ -786,9 +828,9 @@ fn record_presence(
 }
 
 fn watcher(
-    api: Api<DynamicObject>,
+    api: Api<WatchedObject>,
     config: WatcherConfig,
-) -> impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> {
+) -> impl futures::Stream<Item = Result<watcher::Event<WatchedObject>, watcher::Error>> {
     watcher::watcher(api, config)
 }
 

@@ -7,13 +7,14 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use crate::kube::object::WatchedObject;
 use crate::kube::client::KubeCluster;
 use crate::kube::{Dependent, Resource};
 use crate::watches::Gvk;
@@ -21,7 +22,7 @@ use crate::watches::Gvk;
 /// How long a run waits for a new dependent watch's first list.
 const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-type OwnerSender = mpsc::UnboundedSender<ObjectRef<DynamicObject>>;
+type OwnerSender = mpsc::UnboundedSender<ObjectRef<WatchedObject>>;
 
 /// What a dependent watch's first list held, and when it ended.
 pub struct Listing {
@@ -45,7 +46,7 @@ impl Triggers {
     pub fn stream(
         &self,
         namespace: Option<String>,
-    ) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+    ) -> impl futures::Stream<Item = ObjectRef<WatchedObject>> + Send + 'static {
         let (tx, rx) = mpsc::unbounded_channel();
         self.senders
             .lock()
@@ -54,7 +55,7 @@ impl Triggers {
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
     }
 
-    fn send(&self, owner: ObjectRef<DynamicObject>) {
+    fn send(&self, owner: ObjectRef<WatchedObject>) {
         let senders = self.senders.lock().unwrap_or_else(|e| e.into_inner());
         let sender = senders.get(&owner.namespace).or_else(|| senders.get(&None));
         if let Some(sender) = sender {
@@ -199,7 +200,7 @@ impl DependentWatches {
     }
 
     /// The owner an object points at, if it is one of ours.
-    fn owner_of(&self, object: &DynamicObject) -> Option<ObjectRef<DynamicObject>> {
+    fn owner_of(&self, object: &WatchedObject) -> Option<ObjectRef<WatchedObject>> {
         let api_version = self.owner_gvk.api_version();
         if let Some(reference) = object.metadata.owner_references.iter().flatten().find(|r| {
             r.kind == self.owner_gvk.kind
@@ -233,7 +234,7 @@ impl DependentWatches {
 
     async fn watch(
         self: Arc<Self>,
-        api: Api<DynamicObject>,
+        api: Api<WatchedObject>,
         on_listed: watch::Sender<Option<Arc<Listing>>>,
     ) {
         // Upstream's DependentPredicate: creates are ignored, deletes pass,
@@ -297,7 +298,7 @@ impl DependentWatches {
         }
     }
 
-    fn reconcile_owner_of(&self, dependent: &DynamicObject, what: &str) {
+    fn reconcile_owner_of(&self, dependent: &WatchedObject, what: &str) {
         if let Some(owner) = self.owner_of(dependent) {
             tracing::debug!(
                 dependent = dependent.metadata.name.as_deref().unwrap_or(""),
@@ -309,8 +310,10 @@ impl DependentWatches {
     }
 }
 
-fn fingerprint(object: &DynamicObject) -> u64 {
-    let mut value = serde_json::to_value(object).unwrap_or_default();
+/// A dependent too deep to decode is fingerprinted by its metadata alone
+/// (its `generation` follows its spec).
+fn fingerprint(object: &WatchedObject) -> u64 {
+    let mut value = object.to_json().unwrap_or_else(|| object.head_json());
     if let Some(map) = value.as_object_mut() {
         map.remove("status");
     }
@@ -352,8 +355,8 @@ mod tests {
         DependentWatches::new(watch, resource, true, Vec::new(), Triggers::default())
     }
 
-    fn object(value: serde_json::Value) -> DynamicObject {
-        serde_json::from_value(value).unwrap()
+    fn object(value: serde_json::Value) -> WatchedObject {
+        WatchedObject::from_json_text(&value.to_string()).unwrap()
     }
 
     fn resource(kind: &str, plural: &str, namespaced: bool) -> Resource {

@@ -1,0 +1,302 @@
+//! Objects of watched kinds, decoded one at a time so that one object no
+//! decoder can read fails only itself.
+//!
+//! kube-rs decodes a whole list, or a watch event, with serde_json, whose
+//! recursion limit refuses anything nested deeper than 128 levels. With
+//! `DynamicObject` one such custom resource fails the list, and the watcher
+//! retries the same list forever: the kind stops. A [`WatchedObject`] reads
+//! its metadata always (serde_json skips unknown fields without a depth
+//! limit) and the rest when it can; the reconcile of an object whose rest
+//! could not be read reports that, on that object alone.
+//!
+//! kube's own `DeserializeGuard` does not help here: it buffers the object
+//! into a `serde_value::Value` first, and that buffering meets the same
+//! limit before the guard can catch anything.
+
+use std::borrow::Cow;
+
+use kube::api::{ApiResource, DynamicObject, ObjectMeta, TypeMeta};
+use kube::core::DynamicResourceScope;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value as Json;
+use serde_json::value::RawValue;
+
+/// An object of a watched kind: its type and metadata, and its other fields
+/// when they could be decoded.
+#[derive(Clone, Debug)]
+pub struct WatchedObject {
+    /// `apiVersion` and `kind`; list items of built-in kinds have none.
+    pub types: Option<TypeMeta>,
+    /// The object's metadata.
+    pub metadata: ObjectMeta,
+    /// Every other field (`spec`, `status`, …), or why they could not be read.
+    pub data: Result<Json, Undecodable>,
+}
+
+/// Why the fields of an object besides its metadata could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Undecodable {
+    /// Nested deeper than the decoder allows.
+    #[error(
+        "the object is nested more than {MAX_NESTING} levels deep, which enka cannot read; flatten it, or bound its nesting in the CustomResourceDefinition's schema"
+    )]
+    TooDeep,
+    /// Anything else the decoder refused.
+    #[error("the object could not be decoded: {0}")]
+    Invalid(String),
+}
+
+/// serde_json's recursion limit: objects, arrays and the object itself.
+pub const MAX_NESTING: usize = 128;
+
+/// The fields of one JSON object, each kept as raw text: reading them scans
+/// the text without a depth limit and builds nothing nested.
+struct RawFields(Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for RawFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = RawFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawFields, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(6));
+                while let Some(entry) = map.next_entry::<String, Box<RawValue>>()? {
+                    fields.push(entry);
+                }
+                Ok(RawFields(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+impl<'de> Deserialize<'de> for WatchedObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let fields = RawFields::deserialize(deserializer)?;
+        Self::from_fields(fields).map_err(serde::de::Error::custom)
+    }
+}
+
+impl WatchedObject {
+    /// Decodes one object from its JSON text. Fails only when even its
+    /// metadata cannot be read (which the API server never sends).
+    pub fn from_json_text(text: &str) -> Result<Self, serde_json::Error> {
+        Self::from_fields(serde_json::from_str(text)?)
+    }
+
+    /// `managedFields` are left out: they nest as deep as the object (a
+    /// deep object would have unreadable metadata), they are often half of
+    /// an object's size, and no role reads them. Left out, not emptied,
+    /// which a status update would take as "clear them".
+    fn from_fields(RawFields(fields): RawFields) -> Result<Self, serde_json::Error> {
+        let mut api_version = None;
+        let mut kind = None;
+        let mut metadata = ObjectMeta::default();
+        let mut data = serde_json::Map::new();
+        let mut undecodable = None;
+        for (key, raw) in fields {
+            match key.as_str() {
+                "apiVersion" => api_version = Some(serde_json::from_str::<String>(raw.get())?),
+                "kind" => kind = Some(serde_json::from_str::<String>(raw.get())?),
+                "metadata" => metadata = metadata_without_managed_fields(raw.get())?,
+                _ if undecodable.is_some() => {}
+                _ => match serde_json::from_str::<Json>(raw.get()) {
+                    Ok(value) => {
+                        data.insert(key, value);
+                    }
+                    Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+                        undecodable = Some(Undecodable::TooDeep);
+                    }
+                    Err(e) => undecodable = Some(Undecodable::Invalid(format!("{key}: {e}"))),
+                },
+            }
+        }
+        let types = match (api_version, kind) {
+            (Some(api_version), Some(kind)) => Some(TypeMeta { api_version, kind }),
+            _ => None,
+        };
+        Ok(Self {
+            types,
+            metadata,
+            data: match undecodable {
+                Some(reason) => Err(reason),
+                None => Ok(Json::Object(data)),
+            },
+        })
+    }
+
+    /// The whole object as JSON, as roles see it; `None` when its fields
+    /// could not be read.
+    pub fn to_json(&self) -> Option<Json> {
+        let data = self.data.as_ref().ok()?;
+        let mut json = self.head_json();
+        if let (Some(object), Json::Object(fields)) = (json.as_object_mut(), data) {
+            for (key, value) in fields {
+                object.insert(key.clone(), value.clone());
+            }
+        }
+        Some(json)
+    }
+
+    /// `apiVersion`, `kind` and `metadata` alone, as JSON: enough to name
+    /// the object in an Event or an owner reference.
+    pub fn head_json(&self) -> Json {
+        let mut json = serde_json::Map::new();
+        if let Some(types) = &self.types {
+            json.insert("apiVersion".into(), Json::String(types.api_version.clone()));
+            json.insert("kind".into(), Json::String(types.kind.clone()));
+        }
+        json.insert(
+            "metadata".into(),
+            serde_json::to_value(&self.metadata).unwrap_or_default(),
+        );
+        Json::Object(json)
+    }
+}
+
+/// An object's metadata, its `managedFields` skipped unread.
+fn metadata_without_managed_fields(text: &str) -> Result<ObjectMeta, serde_json::Error> {
+    let RawFields(fields) = serde_json::from_str(text)?;
+    let mut kept = String::with_capacity(text.len());
+    kept.push('{');
+    for (key, raw) in fields.iter().filter(|(key, _)| key != "managedFields") {
+        if kept.len() > 1 {
+            kept.push(',');
+        }
+        kept.push_str(&serde_json::to_string(key)?);
+        kept.push(':');
+        kept.push_str(raw.get());
+    }
+    kept.push('}');
+    serde_json::from_str(&kept)
+}
+
+impl From<DynamicObject> for WatchedObject {
+    fn from(mut object: DynamicObject) -> Self {
+        object.metadata.managed_fields = None;
+        Self {
+            types: object.types,
+            metadata: object.metadata,
+            data: Ok(object.data),
+        }
+    }
+}
+
+impl kube::Resource for WatchedObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nested(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    fn object_text(spec: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"x.dev/v1","kind":"Deep","metadata":{{"name":"deep","namespace":"ns","generation":3}},"spec":{spec}}}"#
+        )
+    }
+
+    #[test]
+    fn an_object_within_the_limit_reads_whole() {
+        let object = WatchedObject::from_json_text(&object_text(&nested(100))).expect("decodes");
+        let json = object.to_json().expect("its fields");
+        assert_eq!(json["kind"], json!("Deep"));
+        assert_eq!(json["metadata"]["name"], json!("deep"));
+        assert!(json["spec"].is_array());
+    }
+
+    #[test]
+    fn a_too_deep_object_keeps_its_metadata_and_says_why() {
+        let object = WatchedObject::from_json_text(&object_text(&nested(10_000))).expect("decodes");
+        assert_eq!(object.metadata.name.as_deref(), Some("deep"));
+        assert_eq!(object.metadata.generation, Some(3));
+        assert_eq!(object.data, Err(Undecodable::TooDeep));
+        assert!(object.to_json().is_none());
+        assert_eq!(object.head_json()["metadata"]["namespace"], json!("ns"));
+    }
+
+    /// The API server's managedFields nest a few levels deeper than the
+    /// object itself; they must not make its metadata unreadable.
+    #[test]
+    fn deep_managed_fields_are_skipped() {
+        let fields = format!("{}{{}}{}", "{\"f:x\":".repeat(300), "}".repeat(300));
+        let text = format!(
+            r#"{{"apiVersion":"x.dev/v1","kind":"Deep","metadata":{{"name":"deep","managedFields":[{{"manager":"m","fieldsV1":{fields}}}],"labels":{{"a":"b"}}}},"spec":{}}}"#,
+            nested(120)
+        );
+        let object = WatchedObject::from_json_text(&text).expect("decodes");
+        assert_eq!(object.metadata.name.as_deref(), Some("deep"));
+        assert_eq!(object.metadata.labels.as_ref().map(|l| l.len()), Some(1));
+        assert!(object.metadata.managed_fields.is_none());
+        assert!(object.to_json().is_some());
+    }
+
+    /// The list of a kind: one deep item fails itself, not the list.
+    #[test]
+    fn one_deep_item_does_not_fail_its_list() {
+        let list = format!(
+            r#"{{"metadata":{{"resourceVersion":"9"}},"items":[{},{}]}}"#,
+            object_text(&nested(500)),
+            object_text("{}"),
+        );
+        let list: kube::core::ObjectList<WatchedObject> =
+            serde_json::from_str(&list).expect("the list decodes");
+        assert_eq!(list.items.len(), 2);
+        assert!(list.items[0].data.is_err());
+        assert!(list.items[1].data.is_ok());
+    }
+
+    /// A watch event, decoded as kube-rs decodes each line of a watch.
+    #[test]
+    fn a_deep_watch_event_decodes() {
+        let line = format!(r#"{{"type":"MODIFIED","object":{}}}"#, object_text(&nested(500)));
+        let event: kube::core::WatchEvent<WatchedObject> =
+            serde_json::from_str(&line).expect("the event decodes");
+        match event {
+            kube::core::WatchEvent::Modified(object) => {
+                assert_eq!(object.data, Err(Undecodable::TooDeep))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
