@@ -104,9 +104,24 @@ const CUSTOM_RESOURCE_TEMPLATES: &[&str] = &[
 /// too. Both go through the run's variables (snake-cased, unsafe), every
 /// template above renders over them, and a render's result is stored again
 /// as `set_fact` stores it (`copy`) and rendered once more.
+///
+/// The bytes are read in one of two ways. Text (a first byte below 0xF0) is
+/// the payload as it is. Otherwise they are a program of [`Shape`]s that
+/// writes the payload: YAML and JSON whose dangerous sizes (nesting depth,
+/// alias fan-out, string length) each sit in one or two bytes, so a byte
+/// mutation reaches 10 000 levels or a billion-laughs document at once,
+/// where plain text needs thousands of lucky insertions.
 pub fn custom_resource(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
+    let shaped;
+    let text = match data.split_first() {
+        Some((&first, program)) if first >= 0xF0 => {
+            shaped = Shape::write_all(program);
+            shaped.as_str()
+        }
+        _ => match std::str::from_utf8(data) {
+            Ok(text) => text,
+            Err(_) => return,
+        },
     };
     let parsed = serde_json::from_str::<serde_json::Value>(text).unwrap_or(serde_json::Value::Null);
     let object = serde_json::json!({
@@ -146,6 +161,114 @@ pub fn custom_resource(data: &[u8]) {
     }
     for source in CUSTOM_RESOURCE_TEMPLATES {
         let _ = render(&vars, source);
+    }
+}
+
+/// One step of a payload program: an opcode byte, then its arguments.
+enum Shape {
+    /// `[` × n (flow sequences, or JSON arrays) and, unless `open`, as many
+    /// `]`.
+    FlowNest { levels: usize, open: bool },
+    /// `{"k":` × n … `}` × n: JSON (and YAML flow) mappings.
+    MapNest { levels: usize },
+    /// n lines of a block mapping, each indented one more.
+    BlockNest { levels: usize },
+    /// `- ` × n on one line: nested block sequences.
+    DashNest { levels: usize },
+    /// `k: &aN "x…x"`: an anchor on a string of `len` bytes.
+    Anchor { name: u8, len: usize },
+    /// `k: &aN [*aM, …]`: an anchor on `fanout` aliases of another.
+    Laughs { name: u8, of: u8, fanout: usize },
+    /// Bytes copied from the program as they are.
+    Literal(Vec<u8>),
+}
+
+impl Shape {
+    /// Decodes the next step of `program`, advancing it.
+    fn next(program: &mut &[u8]) -> Option<Shape> {
+        let (&op, rest) = program.split_first()?;
+        *program = rest;
+        let mut byte = || {
+            let (&b, rest) = program.split_first().unwrap_or((&0, &[]));
+            *program = rest;
+            b as usize
+        };
+        Some(match op % 7 {
+            0 => Shape::FlowNest {
+                levels: byte() * 64 + byte(),
+                open: op & 0x80 != 0,
+            },
+            1 => Shape::MapNest {
+                levels: byte() * 64 + byte(),
+            },
+            2 => Shape::BlockNest {
+                levels: byte() * 16 + byte(),
+            },
+            3 => Shape::DashNest {
+                levels: byte() * 64 + byte(),
+            },
+            4 => Shape::Anchor {
+                name: byte() as u8 % 8,
+                len: byte() * 256 + byte(),
+            },
+            5 => Shape::Laughs {
+                name: byte() as u8 % 8,
+                of: byte() as u8 % 8,
+                fanout: byte() + 1,
+            },
+            _ => {
+                let len = byte().min(program.len());
+                let (literal, rest) = program.split_at(len);
+                *program = rest;
+                Shape::Literal(literal.to_vec())
+            }
+        })
+    }
+
+    /// Writes the payload `program` describes.
+    fn write_all(mut program: &[u8]) -> String {
+        let mut out = String::new();
+        let mut key = 0usize;
+        while let Some(shape) = Shape::next(&mut program) {
+            key += 1;
+            shape.write(&mut out, key);
+        }
+        out
+    }
+
+    fn write(&self, out: &mut String, key: usize) {
+        match self {
+            Shape::FlowNest { levels, open } => {
+                out.push_str(&"[".repeat(*levels));
+                out.push('1');
+                if !open {
+                    out.push_str(&"]".repeat(*levels));
+                }
+            }
+            Shape::MapNest { levels } => {
+                out.push_str(&"{\"k\": ".repeat(*levels));
+                out.push('1');
+                out.push_str(&"}".repeat(*levels));
+            }
+            Shape::BlockNest { levels } => {
+                for level in 0..*levels {
+                    out.push_str(&" ".repeat(level));
+                    out.push_str("a:\n");
+                }
+            }
+            Shape::DashNest { levels } => {
+                out.push_str(&"- ".repeat(*levels));
+                out.push_str("x\n");
+            }
+            Shape::Anchor { name, len } => {
+                out.push_str(&format!("k{key}: &a{name} \"{}\"\n", "x".repeat(*len)));
+            }
+            Shape::Laughs { name, of, fanout } => {
+                let aliases = vec![format!("*a{of}"); *fanout].join(", ");
+                out.push_str(&format!("k{key}: &a{name} [{aliases}]\n"));
+            }
+            Shape::Literal(bytes) => out.push_str(&String::from_utf8_lossy(bytes)),
+        }
     }
 }
 
@@ -199,6 +322,25 @@ mod tests {
         for (_, data) in inputs {
             super::custom_resource(&data);
         }
+    }
+
+    /// Two or three bytes of program are a deep document or a billion
+    /// laughs: what lets the fuzzer reach them from an empty corpus.
+    #[test]
+    fn a_few_program_bytes_write_the_dangerous_shapes() {
+        let deep = super::Shape::write_all(&[0, 156, 16]);
+        assert_eq!(deep.matches('[').count(), 156 * 64 + 16);
+        let mut laughs = vec![4, 0, 0, 200];
+        for level in 1..8u8 {
+            laughs.extend([5, level, level - 1, 8]);
+        }
+        let bomb = super::Shape::write_all(&laughs);
+        assert!(bomb.len() < 1000, "{bomb}");
+        assert!(bomb.contains("k8: &a7 [*a6, *a6"), "{bomb}");
+        // Through the whole target: bounded, no panic.
+        let mut input = vec![0xF0];
+        input.extend(&laughs);
+        super::custom_resource(&input);
     }
 
     #[test]

@@ -112,7 +112,10 @@ impl KubeCluster {
     /// namespaced and one is given, across the cluster otherwise.
     pub(crate) fn api<K>(&self, resource: &Resource, namespace: Option<&str>) -> Api<K>
     where
-        K: kube::Resource<DynamicType = kube::api::ApiResource, Scope = kube::core::DynamicResourceScope>,
+        K: kube::Resource<
+                DynamicType = kube::api::ApiResource,
+                Scope = kube::core::DynamicResourceScope,
+            >,
     {
         let ar = resource.api_resource();
         match (resource.namespaced, namespace) {
@@ -133,7 +136,10 @@ impl KubeCluster {
     /// the objects the engine handles are JSON already, and going through
     /// `DynamicObject` both ways cost a copy and two conversions per call.
     fn requests(&self, resource: &Resource, namespace: Option<&str>) -> Request {
-        Request::new(self.api::<DynamicObject>(resource, namespace).resource_url())
+        Request::new(
+            self.api::<DynamicObject>(resource, namespace)
+                .resource_url(),
+        )
     }
 
     async fn send(
@@ -346,7 +352,11 @@ impl Cluster for KubeCluster {
                     params.grace_period_seconds = u32::try_from(grace).ok();
                 }
             }
-            match self.api::<DynamicObject>(resource, namespace).delete(name, &params).await {
+            match self
+                .api::<DynamicObject>(resource, namespace)
+                .delete(name, &params)
+                .await
+            {
                 Ok(_) => Ok(true),
                 Err(KubeError::Api(status)) if status.code == 404 => Ok(false),
                 Err(err) => Err(api_error(err)),

@@ -289,7 +289,10 @@ mod tests {
     /// A watch event, decoded as kube-rs decodes each line of a watch.
     #[test]
     fn a_deep_watch_event_decodes() {
-        let line = format!(r#"{{"type":"MODIFIED","object":{}}}"#, object_text(&nested(500)));
+        let line = format!(
+            r#"{{"type":"MODIFIED","object":{}}}"#,
+            object_text(&nested(500))
+        );
         let event: kube::core::WatchEvent<WatchedObject> =
             serde_json::from_str(&line).expect("the event decodes");
         match event {

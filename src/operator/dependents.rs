@@ -14,8 +14,8 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::kube::object::WatchedObject;
 use crate::kube::client::KubeCluster;
+use crate::kube::object::WatchedObject;
 use crate::kube::{Dependent, Resource};
 use crate::watches::Gvk;
 

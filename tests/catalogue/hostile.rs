@@ -131,7 +131,11 @@ fn generate(seed: u64) -> Vec<Hostile> {
     add("deep", json!({ "payload": nested(100) }), Check::Ends);
     // Past serde_json's 128 levels: the one object fails, its kind goes on
     // (it used to fail every list of the kind, issue 15 item 8).
-    add("too-deep", json!({ "payload": nested(300) }), Check::TooDeep);
+    add(
+        "too-deep",
+        json!({ "payload": nested(300) }),
+        Check::TooDeep,
+    );
     let many: Map<String, Value> = (0..20_000).map(|i| (format!("key{i}"), json!(i))).collect();
     add("many-keys", json!({ "payload": many }), Check::Ends);
     add(
@@ -305,19 +309,15 @@ async fn await_failure_of_deep(ctx: &Ctx, name: &str) -> String {
         status: Value,
     }
     let url = format!("{}/{name}", ctx.inputs().resource_url());
-    crate::support::eventually(
-        &format!("{name}: Failure=True"),
-        WAIT,
-        || async {
-            let request = http::Request::get(url.as_str()).body(Vec::new()).ok()?;
-            let text = ctx.client().request_text(request).await.ok()?;
-            let object: StatusOnly = serde_json::from_str(&text).ok()?;
-            object.status["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Failure" && c["status"] == "True")
-                .and_then(|c| c["message"].as_str().map(str::to_owned))
-        },
-    )
+    crate::support::eventually(&format!("{name}: Failure=True"), WAIT, || async {
+        let request = http::Request::get(url.as_str()).body(Vec::new()).ok()?;
+        let text = ctx.client().request_text(request).await.ok()?;
+        let object: StatusOnly = serde_json::from_str(&text).ok()?;
+        object.status["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Failure" && c["status"] == "True")
+            .and_then(|c| c["message"].as_str().map(str::to_owned))
+    })
     .await
 }
