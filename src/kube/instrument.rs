@@ -71,10 +71,17 @@ where
     }
 }
 
-/// A client for `config` whose requests all pass through `record`.
+/// A client for `config` whose requests all pass through `record`, each
+/// failed when the API server does not start answering within
+/// [`super::deadline::ANSWER_DEADLINE`] (counted as `<error>`).
 pub fn client(config: kube::Config, record: RecordRequest) -> Result<kube::Client, kube::Error> {
     let builder = kube::client::ClientBuilder::try_from(config)?;
-    Ok(builder.with_layer(&CountRequestsLayer::new(record)).build())
+    Ok(builder
+        .with_layer(&super::deadline::AnswerDeadlineLayer::new(
+            super::deadline::ANSWER_DEADLINE,
+        ))
+        .with_layer(&CountRequestsLayer::new(record))
+        .build())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! benchmark. Objects travel as JSON, the way roles see them.
 
 pub mod client;
+pub mod deadline;
 pub mod event;
 mod exec;
 pub mod instrument;

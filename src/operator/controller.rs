@@ -713,7 +713,7 @@ pub async fn run_controller(
         (Some(ns), true) => Api::namespaced_with(client, ns, &ctx.resource),
         _ => Api::all_with(client, &ctx.resource),
     };
-    let mut config = WatcherConfig::default();
+    let mut config = WatcherConfig::default().timeout(super::WATCH_TIMEOUT_SECONDS);
     if !ctx.watch.selector.is_empty() {
         config = config.labels(&ctx.watch.selector.to_query());
     }

@@ -245,9 +245,12 @@ impl DependentWatches {
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
         let mut first_list = Some(HashSet::new());
-        let mut events = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
+        let mut events = watcher::watcher(
+            api,
+            watcher::Config::default().timeout(super::WATCH_TIMEOUT_SECONDS),
+        )
+        .default_backoff()
+        .boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Init) => before_relist = std::mem::take(&mut seen),

@@ -286,6 +286,14 @@ async fn supervise(
     Ok(())
 }
 
+/// The server-side timeout of each watch request, after which kube-runtime
+/// watches again from where it was; with no event for this long plus 5 s,
+/// kube-runtime takes the connection for dead and reconnects. client-go
+/// uses 5 to 10 minutes; one minute bounds how long a watch on a silently
+/// lost connection misses events, for one cheap re-watch a minute (served
+/// from the API server's watch cache, no relist).
+pub(crate) const WATCH_TIMEOUT_SECONDS: u32 = 60;
+
 /// Where a kind is watched: each namespace of `WATCH_NAMESPACE` for a
 /// namespaced kind, else (`None`) the whole cluster.
 pub(crate) fn watch_scopes(namespaces: &[String], namespaced: bool) -> Vec<Option<String>> {

@@ -144,9 +144,18 @@ where
     F: FnOnce(String, Arc<Mutex<Enka>>) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    sing_through_with(ctx, prefix, &[], fault).await
+}
+
+/// [`sing_through`] with more environment variables for enka.
+async fn sing_through_with<F, Fut>(ctx: &Ctx, prefix: &str, env: &[(&str, &str)], fault: F) -> usize
+where
+    F: FnOnce(String, Arc<Mutex<Enka>>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let ns = ctx.namespace(prefix).await;
     let enka = ctx
-        .track(ctx.start_enka(&ns, &[], &format!("-{prefix}")))
+        .track(ctx.start_enka_with(&ns, &[], &format!("-{prefix}"), env))
         .await;
     enka.lock().await.await_ready().await;
     zundoko::create_hikawa(&ctx.client, &ns, INTERVAL_MS).await;
@@ -434,23 +443,7 @@ fn logged_at(log: &str, text: &str) -> Option<String> {
 /// led on until it answered.
 async fn leader_stalled(ctx: Arc<Ctx>) {
     let ns = ctx.namespace("stalled").await;
-    let server_port: u16 = ctx
-        .env
-        .server_url()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.trim_end_matches('/').parse().ok())
-        .expect("the API server's port");
-    let proxy = stall::Proxy::start(server_port).await;
-    let kubeconfig = std::fs::read_to_string(ctx.env.kubeconfig())
-        .expect("the kubeconfig")
-        .replace(
-            &format!("127.0.0.1:{server_port}"),
-            &format!("127.0.0.1:{}", proxy.port),
-        );
-    let proxied =
-        std::env::temp_dir().join(format!("enka-stalled-{}.kubeconfig", std::process::id()));
-    std::fs::write(&proxied, kubeconfig).expect("writing the proxied kubeconfig");
+    let (proxy, proxied) = proxy_to_apiserver(&ctx, "stalled").await;
     let flags = [
         "--leader-elect",
         "--leader-election-id=enka-stalled-lease",
@@ -508,6 +501,57 @@ async fn leader_stalled(ctx: Arc<Ctx>) {
     );
 }
 
+/// A stall proxy in front of kube-apiserver, and a kubeconfig that goes
+/// through it.
+async fn proxy_to_apiserver(ctx: &Ctx, tag: &str) -> (stall::Proxy, std::path::PathBuf) {
+    let server_port: u16 = ctx
+        .env
+        .server_url()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.trim_end_matches('/').parse().ok())
+        .expect("the API server's port");
+    let proxy = stall::Proxy::start(server_port).await;
+    let kubeconfig = std::fs::read_to_string(ctx.env.kubeconfig())
+        .expect("the kubeconfig")
+        .replace(
+            &format!("127.0.0.1:{server_port}"),
+            &format!("127.0.0.1:{}", proxy.port),
+        );
+    let path = std::env::temp_dir().join(format!("enka-{tag}-{}.kubeconfig", std::process::id()));
+    std::fs::write(&path, kubeconfig).expect("writing the proxied kubeconfig");
+    (proxy, path)
+}
+
+/// kube-apiserver stops answering mid-song: every connection enka has stays
+/// open and silent, new ones too for 5 s, and the old ones never answer
+/// again (as when a load balancer or NAT loses them). Requests must time
+/// out and the song go on over new connections. Without request timeouts a
+/// reconcile waits on its dead connection for minutes (kube's socket read
+/// timeout is 295 s), past this scenario's limit.
+async fn apiserver_silent(ctx: Arc<Ctx>) {
+    let (proxy, kubeconfig) = proxy_to_apiserver(&ctx, "silent").await;
+    let answering_again = std::sync::Mutex::new(None);
+    let env = [("KUBECONFIG", kubeconfig.to_str().unwrap_or_default())];
+    let count = sing_through_with(&ctx, "silent", &env, |_, _| async {
+        proxy.stall(true);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        proxy.sever();
+        proxy.stall(false);
+        *answering_again.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    })
+    .await;
+    let recovered = answering_again
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .map(|at| at.elapsed().as_secs_f64())
+        .unwrap_or_default();
+    let _ = std::fs::remove_file(&kubeconfig);
+    println!(
+        "faults: kube-apiserver silent 5 s mid-song, enka's connections lost for good; Kiyoshi after {count} Zundokos, {recovered:.1} s after it answered again"
+    );
+}
+
 macro_rules! scenarios {
     ($ctx:expr; $($name:literal => $run:path,)*) => {
         vec![$(($name.to_owned(), Box::pin($run($ctx.clone())) as _),)*]
@@ -534,6 +578,7 @@ fn main() {
             "enka SIGKILLed mid-song and restarted" => sigkill,
             "leader failover under load" => leader_failover,
             "the leader's connection stalls" => leader_stalled,
+            "kube-apiserver goes silent mid-song" => apiserver_silent,
         ];
         runner::run(
             "faults",

@@ -3,7 +3,7 @@
 //! network path to it) that stopped answering without closing anything.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,6 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 pub struct Proxy {
     pub port: u16,
     stalled: Arc<AtomicBool>,
+    /// Connections born before this epoch are severed.
+    epoch: Arc<AtomicU64>,
     accepting: tokio::task::JoinHandle<()>,
 }
 
@@ -23,10 +25,16 @@ impl Proxy {
             .expect("a proxy port");
         let port = listener.local_addr().expect("its address").port();
         let stalled = Arc::new(AtomicBool::new(false));
+        let epoch = Arc::new(AtomicU64::new(0));
         let flag = stalled.clone();
+        let epochs = epoch.clone();
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let flag = flag.clone();
+                let gate = Gate {
+                    stalled: flag.clone(),
+                    epoch: epochs.clone(),
+                    born: epochs.load(Ordering::SeqCst),
+                };
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(("127.0.0.1", target)).await else {
                         return;
@@ -34,8 +42,8 @@ impl Proxy {
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
                     tokio::join!(
-                        pipe(client_read, server_write, flag.clone()),
-                        pipe(server_read, client_write, flag),
+                        pipe(client_read, server_write, gate.clone()),
+                        pipe(server_read, client_write, gate),
                     );
                 });
             }
@@ -43,6 +51,7 @@ impl Proxy {
         Proxy {
             port,
             stalled,
+            epoch,
             accepting,
         }
     }
@@ -50,6 +59,26 @@ impl Proxy {
     /// Stops (or resumes) every byte in both directions.
     pub fn stall(&self, on: bool) {
         self.stalled.store(on, Ordering::SeqCst);
+    }
+
+    /// Every connection open now stays open and silent for good, as when a
+    /// load balancer or NAT loses them; later connections work.
+    pub fn sever(&self) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether one connection's bytes may pass.
+#[derive(Clone)]
+struct Gate {
+    stalled: Arc<AtomicBool>,
+    epoch: Arc<AtomicU64>,
+    born: u64,
+}
+
+impl Gate {
+    fn closed(&self) -> bool {
+        self.stalled.load(Ordering::SeqCst) || self.born < self.epoch.load(Ordering::SeqCst)
     }
 }
 
@@ -62,7 +91,7 @@ impl Drop for Proxy {
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    stalled: Arc<AtomicBool>,
+    gate: Gate,
 ) {
     let mut buffer = vec![0u8; 16 * 1024];
     loop {
@@ -70,7 +99,7 @@ async fn pipe(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        while stalled.load(Ordering::SeqCst) {
+        while gate.closed() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if to.write_all(&buffer[..n]).await.is_err() {
