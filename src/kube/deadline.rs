@@ -85,42 +85,21 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::canned::Canned;
     use tower::{Layer, Service};
-
-    /// Answers after `delay`.
-    #[derive(Clone)]
-    struct Slow(Duration);
-
-    impl Service<Request<()>> for Slow {
-        type Response = Response<()>;
-        type Error = std::io::Error;
-        type Future = BoxFuture<'static, Result<Response<()>, std::io::Error>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: Request<()>) -> Self::Future {
-            let delay = self.0;
-            Box::pin(async move {
-                tokio::time::sleep(delay).await;
-                Ok(Response::new(()))
-            })
-        }
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_request_without_an_answer_fails_at_the_deadline() {
         let layer = AnswerDeadlineLayer::new(ANSWER_DEADLINE);
         let request = || Request::new(());
         let silent = layer
-            .layer(Slow(Duration::from_secs(3600)))
+            .layer(Canned::after(Duration::from_secs(3600)))
             .call(request())
             .await;
         let error = silent.expect_err("no answer in time");
         assert!(error.is::<NoAnswer>(), "{error}");
         let answered = layer
-            .layer(Slow(Duration::from_secs(59)))
+            .layer(Canned::after(Duration::from_secs(59)))
             .call(request())
             .await;
         assert!(answered.is_ok());

@@ -87,33 +87,9 @@ pub fn client(config: kube::Config, record: RecordRequest) -> Result<kube::Clien
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::canned::Canned;
     use std::sync::Mutex;
     use tower::{Layer, Service};
-
-    #[derive(Clone)]
-    struct Answer(u16);
-
-    impl Service<Request<()>> for Answer {
-        type Response = Response<()>;
-        type Error = std::io::Error;
-        type Future = BoxFuture<'static, Result<Response<()>, std::io::Error>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: Request<()>) -> Self::Future {
-            let code = self.0;
-            Box::pin(async move {
-                if code == 0 {
-                    return Err(std::io::Error::other("refused"));
-                }
-                let mut response = Response::new(());
-                *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
-                Ok(response)
-            })
-        }
-    }
 
     #[tokio::test]
     async fn each_request_is_recorded_with_method_and_code() {
@@ -123,8 +99,8 @@ mod tests {
             sink.lock().unwrap().push(format!("{method} {code}"));
         }));
         let request = || Request::builder().method("PATCH").body(()).unwrap();
-        let _ = layer.layer(Answer(409)).call(request()).await;
-        let _ = layer.layer(Answer(0)).call(request()).await;
+        let _ = layer.layer(Canned::answering(409)).call(request()).await;
+        let _ = layer.layer(Canned::answering(0)).call(request()).await;
         assert_eq!(*seen.lock().unwrap(), vec!["PATCH 409", "PATCH <error>"]);
     }
 }

@@ -5,6 +5,8 @@
 //! or an in-memory one ([`memory::MemoryCluster`]) for the engine's
 //! benchmark. Objects travel as JSON, the way roles see them.
 
+#[cfg(test)]
+mod canned;
 pub mod client;
 pub mod deadline;
 pub mod event;
