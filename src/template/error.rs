@@ -158,8 +158,15 @@ impl Error {
 /// The expression that produced an undefined value: the failing span,
 /// extended back over the variable path it is part of (`x.b` of `x.b.c`).
 fn undefined_expression(source: &str, range: std::ops::Range<usize>) -> Option<String> {
-    let span = source.get(range.clone())?;
-    let head = source.get(..range.start)?;
+    let mut span = source.get(range.clone())?;
+    let mut head = source.get(..range.start)?;
+    // A filter that met an undefined input is reported at the filter's
+    // name (`int` of `nope | int`): the undefined thing is its input.
+    if let Some(before_pipe) = head.trim_end().strip_suffix('|') {
+        head = before_pipe.trim_end();
+        span = "";
+    }
+    let range = head.len()..head.len() + span.len();
     let path_start = head
         .char_indices()
         .rev()

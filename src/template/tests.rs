@@ -139,6 +139,14 @@ fn undefined_values_chain_but_fail_when_used() {
     assert!(err.message().contains("'y' is undefined"), "{err}");
     let err = render("{{ x.b.c }}", vars.clone()).unwrap_err();
     assert!(err.message().contains("'x.b.c' is undefined"), "{err}");
+    // A filter on an undefined input names the input, not the filter.
+    for source in ["{{ y | int }}", "{{ y | int + 1 }}", "{{ (y | int) + 1 }}"] {
+        let err = render(source, vars.clone()).unwrap_err();
+        assert!(
+            err.message().contains("'y' is undefined"),
+            "{source}: {err}"
+        );
+    }
     assert!(
         render("{{ y | length }}", vars.clone())
             .unwrap_err()
