@@ -30,6 +30,38 @@ pub enum Command {
     /// Print the version, commit and build platform, as `ansible-operator
     /// version` does.
     Version,
+    /// Render a template, a condition or a template file with the variables
+    /// a task would see for a custom resource, and print the value with the
+    /// type Ansible gives it. Exit 1 when the template fails, 2 on bad input.
+    Template(TemplateArgs),
+}
+
+/// `enka template` flags.
+#[derive(Debug, Args)]
+pub struct TemplateArgs {
+    /// The template, as in a task's argument: '{{ size | int }}'.
+    #[arg(required_unless_present_any = ["when", "file"], conflicts_with_all = ["when", "file"])]
+    pub template: Option<String>,
+    /// A bare condition, as in `when:` (`size | int > 2`).
+    #[arg(long, conflicts_with = "file")]
+    pub when: Option<String>,
+    /// A template file, rendered as `lookup('template', FILE)` renders it.
+    #[arg(long, short = 'f')]
+    pub file: Option<PathBuf>,
+    /// A custom resource (YAML or JSON): its run's variables (snake-cased
+    /// spec, `ansible_operator_meta`, `_<group>_<kind>`, …).
+    #[arg(long)]
+    pub cr: Option<PathBuf>,
+    /// A YAML file of variables; repeat for more (later ones win, the
+    /// custom resource's win over all).
+    #[arg(long = "vars")]
+    pub vars_files: Vec<PathBuf>,
+    /// The watches file, for the custom resource's watch.
+    #[arg(long, env = "WATCHES_FILE", default_value = "./watches.yaml")]
+    pub watches_file: PathBuf,
+    /// `text` (`<type>: <value as JSON>`) or `json` (`{"type": …, "value": …}`).
+    #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
 }
 
 /// `enka run` flags: upstream's `ansible-operator run` flags with their
@@ -278,11 +310,51 @@ impl Cli {
                 println!("{}", crate::version::line(&invoked_name()));
                 ExitCode::SUCCESS
             }
+            Some(Command::Template(args)) => template(args),
             None => {
                 use clap::CommandFactory;
                 let _ = Cli::command().print_help();
                 ExitCode::from(2)
             }
+        }
+    }
+}
+
+/// `enka template`: see [`crate::evaluate`].
+fn template(args: TemplateArgs) -> ExitCode {
+    use crate::evaluate::{EvaluateError, EvaluateOptions, Source};
+    let source = match (args.template, args.when, args.file) {
+        (Some(text), _, _) => Source::Template(text),
+        (_, Some(condition), _) => Source::Condition(condition),
+        (_, _, Some(path)) => Source::File(path),
+        // clap requires one of the three.
+        (None, None, None) => return ExitCode::from(2),
+    };
+    let options = EvaluateOptions {
+        source,
+        custom_resource: args.cr,
+        vars_files: args.vars_files,
+        watches_file: args.watches_file,
+    };
+    match crate::evaluate::evaluate(&options) {
+        Ok(evaluated) if args.output == "json" => {
+            println!(
+                "{}",
+                serde_json::json!({"type": evaluated.type_name, "value": evaluated.value})
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(evaluated) => {
+            println!("{}: {}", evaluated.type_name, evaluated.value);
+            ExitCode::SUCCESS
+        }
+        Err(err @ EvaluateError::Template(_)) => {
+            eprintln!("enka template: {err}");
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("enka template: {err}");
+            ExitCode::from(2)
         }
     }
 }

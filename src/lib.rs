@@ -13,6 +13,7 @@ pub mod check;
 pub mod cli;
 pub mod engine;
 #[doc(hidden)]
+pub mod evaluate;
 pub mod fuzz;
 pub mod kube;
 pub mod logging;

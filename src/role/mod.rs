@@ -11,7 +11,7 @@ mod diagnostic;
 mod loader;
 mod resolve;
 mod task;
-mod walk;
+pub(crate) mod walk;
 
 pub use walk::files_under;
 #[cfg(test)]

@@ -17,6 +17,16 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }
 
+/// A corpus file of `tests/conformance` and the cases its generator
+/// recorded from ansible-core.
+fn corpus(cases: &str, expected: &str) -> (enka::yaml::Node, Vec<Json>) {
+    let text = std::fs::read_to_string(dir().join(cases)).unwrap();
+    let node = enka::yaml::load_one(&text).unwrap().unwrap();
+    let recorded: Json =
+        serde_json::from_str(&std::fs::read_to_string(dir().join(expected)).unwrap()).unwrap();
+    (node, recorded["cases"].as_array().unwrap().clone())
+}
+
 fn template_files(builder: &mut TemplarBuilder, root: &Path) {
     for entry in std::fs::read_dir(root).unwrap().flatten() {
         let path = entry.path();
@@ -37,12 +47,7 @@ fn template_files(builder: &mut TemplarBuilder, root: &Path) {
 type Outcome = Result<(String, Json), String>;
 
 fn run_cases() -> Vec<(Json, Outcome)> {
-    let cases_text = std::fs::read_to_string(dir().join("cases.yaml")).unwrap();
-    let groups = enka::yaml::load_one(&cases_text).unwrap().unwrap();
-    let expected: Json =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("expected.json")).unwrap())
-            .unwrap();
-    let expected = expected["cases"].as_array().unwrap().clone();
+    let (groups, expected) = corpus("cases.yaml", "expected.json");
     let files = dir().join("files");
 
     let mut builder = TemplarBuilder::new(Options::default());
@@ -192,12 +197,7 @@ async fn plays_match_ansible_playbook() {
     use enka::engine::{self, Entry, RunOptions};
     use enka::role::{LoadOptions, Project, RolePaths, Target};
 
-    let cases_text = std::fs::read_to_string(dir().join("plays.yaml")).unwrap();
-    let cases = enka::yaml::load_one(&cases_text).unwrap().unwrap();
-    let expected: Json =
-        serde_json::from_str(&std::fs::read_to_string(dir().join("expected_plays.json")).unwrap())
-            .unwrap();
-    let expected = expected["cases"].as_array().unwrap().clone();
+    let (cases, expected) = corpus("plays.yaml", "expected_plays.json");
     let root = std::env::temp_dir().join(format!("enka-plays-{}", std::process::id()));
     let mut total = 0;
     let mut matched = 0;
@@ -289,5 +289,80 @@ async fn plays_match_ansible_playbook() {
     assert!(
         matched as f64 / total as f64 >= REQUIRED,
         "{matched} of {total}"
+    );
+}
+
+/// `enka template` on every case of the corpus, run as a user runs it: each
+/// group's vars in a vars file, the case as its argument (`--when` for a
+/// condition), from the directory of the corpus's files. It must print what
+/// ansible-core 2.18 gave, as the library does, and the seed's own
+/// expressions (group `seed`) without exception.
+#[test]
+fn enka_template_prints_what_ansible_core_gives() {
+    let (groups, expected) = corpus("cases.yaml", "expected.json");
+    let scratch = std::env::temp_dir().join(format!("enka-template-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let (mut total, mut matched, mut seed_cases) = (0, 0, 0);
+    for group in groups.as_seq().unwrap() {
+        let name = group.get("group").unwrap().key_string();
+        let vars_file = scratch.join(format!("{name}.json"));
+        let vars = group.get("vars").map(|v| v.to_json()).unwrap_or(Json::Null);
+        std::fs::write(&vars_file, vars.to_string()).unwrap();
+        let mut index = 0;
+        for (flag, key) in [(None, "templates"), (Some("--when"), "conditions")] {
+            for item in group.get(key).and_then(|n| n.as_seq()).unwrap_or_default() {
+                let id = format!("{name}/{index}");
+                index += 1;
+                let source = item.as_str().unwrap();
+                let want = expected
+                    .iter()
+                    .find(|c| c["id"] == id.as_str())
+                    .unwrap_or_else(|| panic!("{id} is missing from expected.json"));
+                let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_enka"));
+                command
+                    .current_dir(dir().join("files"))
+                    .env("ENKA_CONFORMANCE", "from-env")
+                    .env_remove("ENKA_CONFORMANCE_UNSET")
+                    .args(["template", "-o", "json", "--vars"])
+                    .arg(&vars_file)
+                    .args(flag)
+                    .arg(source);
+                let out = command.output().expect("running enka template");
+                let got: Outcome = match out.status.code() {
+                    Some(0) => {
+                        let printed: Json = serde_json::from_slice(&out.stdout)
+                            .unwrap_or_else(|e| panic!("{id}: not JSON ({e}): {out:?}"));
+                        Ok((
+                            printed["type"].as_str().unwrap_or_default().to_owned(),
+                            printed["value"].clone(),
+                        ))
+                    }
+                    Some(1) => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+                    _ => panic!("{id}: enka template did not render or fail: {out:?}"),
+                };
+                total += 1;
+                if matches(want, &got) {
+                    matched += 1;
+                } else {
+                    eprintln!("MISMATCH {id} {source:?}\n  ansible: {want}\n  enka:    {got:?}");
+                    assert_ne!(name, "seed", "the seed's expressions must all match");
+                }
+                if name == "seed" {
+                    seed_cases += 1;
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!(
+        "conformance: enka template matches ansible-core 2.18 on {matched} of {total} cases ({seed_cases} of the seed's)"
+    );
+    assert!(
+        seed_cases >= 10,
+        "the seed's group is missing from the corpus"
+    );
+    assert!(
+        matched as f64 / total as f64 >= REQUIRED,
+        "enka template matches {matched} of {total}"
     );
 }
