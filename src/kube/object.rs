@@ -131,17 +131,17 @@ impl WatchedObject {
         })
     }
 
-    /// The whole object as JSON, as roles see it; `None` when its fields
-    /// could not be read.
-    pub fn to_json(&self) -> Option<Json> {
-        let data = self.data.as_ref().ok()?;
+    /// The whole object as JSON, as roles see it, or why its fields could
+    /// not be read.
+    pub fn to_json(&self) -> Result<Json, &Undecodable> {
+        let data = self.data.as_ref()?;
         let mut json = self.head_json();
         if let (Some(object), Json::Object(fields)) = (json.as_object_mut(), data) {
             for (key, value) in fields {
                 object.insert(key.clone(), value.clone());
             }
         }
-        Some(json)
+        Ok(json)
     }
 
     /// `apiVersion`, `kind` and `metadata` alone, as JSON: enough to name
@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(object.metadata.name.as_deref(), Some("deep"));
         assert_eq!(object.metadata.generation, Some(3));
         assert_eq!(object.data, Err(Undecodable::TooDeep));
-        assert!(object.to_json().is_none());
+        assert!(object.to_json().is_err());
         assert_eq!(object.head_json()["metadata"]["namespace"], json!("ns"));
     }
 
@@ -268,7 +268,7 @@ mod tests {
         assert_eq!(object.metadata.name.as_deref(), Some("deep"));
         assert_eq!(object.metadata.labels.as_ref().map(|l| l.len()), Some(1));
         assert!(object.metadata.managed_fields.is_none());
-        assert!(object.to_json().is_some());
+        assert!(object.to_json().is_ok());
     }
 
     /// The list of a kind: one deep item fails itself, not the list.

@@ -369,11 +369,9 @@ async fn set_finalizers(
 async fn report_undecodable(
     ctx: &WatchContext,
     object: &WatchedObject,
+    reason: &crate::kube::object::Undecodable,
     api_wait: &mut Duration,
 ) -> ReconcileError {
-    let Err(reason) = &object.data else {
-        return ReconcileError::Encode("the object decoded after all".to_owned());
-    };
     let message = reason.to_string();
     let head = Arc::new(object.head_json());
     ctx.events.failure(&head, "(reading the object)", &message);
@@ -478,8 +476,8 @@ async fn reconcile_object(
 ) -> Result<Next, ReconcileError> {
     let started = Instant::now();
     let json = match object.to_json() {
-        Some(json) => Arc::new(json),
-        None => return Err(report_undecodable(&ctx, &object, api_wait).await),
+        Ok(json) => Arc::new(json),
+        Err(reason) => return Err(report_undecodable(&ctx, &object, reason, api_wait).await),
     };
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.clone();

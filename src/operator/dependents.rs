@@ -316,7 +316,7 @@ impl DependentWatches {
 /// A dependent too deep to decode is fingerprinted by its metadata alone
 /// (its `generation` follows its spec).
 fn fingerprint(object: &WatchedObject) -> u64 {
-    let mut value = object.to_json().unwrap_or_else(|| object.head_json());
+    let mut value = object.to_json().unwrap_or_else(|_| object.head_json());
     if let Some(map) = value.as_object_mut() {
         map.remove("status");
     }
