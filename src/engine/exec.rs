@@ -521,7 +521,7 @@ impl Runner {
             );
             return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
         }
-        let items = match self.loop_items(task, &ctx) {
+        let items = match self.loop_items(task, &ctx, &frame.inherited) {
             Ok(items) => items,
             Err(flow) => return flow,
         };
@@ -635,12 +635,28 @@ impl Runner {
     }
 
     /// The items of a task's loop, or `None` when it has no loop.
-    fn loop_items(&mut self, task: &Task, ctx: &Context) -> Result<Option<Vec<Value>>, Flow> {
+    fn loop_items(
+        &mut self,
+        task: &Task,
+        ctx: &Context,
+        inherited: &Inherited,
+    ) -> Result<Option<Vec<Value>>, Flow> {
         let Some(looping) = &task.looping else {
             return Ok(None);
         };
         let raw = match self.templar.template_value(&looping.items, ctx) {
             Ok(v) => v,
+            // Ansible's TaskExecutor keeps an undefined loop for later and
+            // evaluates `when` first: a task whose condition is false is
+            // skipped, whatever its loop names (awx-operator's "Remove
+            // tempfiles" loops over files of a block that did not run).
+            Err(err) if err.is_undefined() => {
+                // `None`: run once without a loop, where `when` skips it.
+                return match self.check_when(ctx, inherited, &task.when) {
+                    Ok(Some(_)) => Ok(None),
+                    _ => Err(self.template_failure(task, "loop", &err)),
+                };
+            }
             Err(err) => {
                 return Err(self.template_failure(task, "loop", &err));
             }
@@ -735,7 +751,7 @@ impl Runner {
             Err(err) => return self.template_failure(task, "no_log", &err),
         };
         let items = match task.looping {
-            Some(_) => match self.loop_items(task, &ctx) {
+            Some(_) => match self.loop_items(task, &ctx, &frame.inherited) {
                 Ok(items) => items,
                 Err(flow) => return censor(flow, no_log),
             },
