@@ -2,12 +2,16 @@
 //! `include_tasks: other.yml`, `set_fact: a=1 b="two words"`.
 
 /// Splits on whitespace, keeping quoted strings and Jinja blocks whole
-/// (Ansible's `split_args`).
+/// (Ansible's `split_args`). As there, a word that ends a line keeps its
+/// newline (a multi-line `shell: |` script stays one), and a lone `\\`
+/// outside quotes is a line continuation: dropped, with its newline.
 fn split_args(args: &str) -> Vec<String> {
-    let mut tokens = Vec::new();
+    let mut tokens: Vec<String> = Vec::new();
     let mut current = String::new();
     let mut quote: Option<char> = None;
     let mut depth = 0usize;
+    // The line so far ended in a lone backslash.
+    let mut continued = false;
     let mut chars = args.chars().peekable();
     while let Some(c) = chars.next() {
         if let Some(q) = quote {
@@ -41,17 +45,43 @@ fn split_args(args: &str) -> Vec<String> {
                 current.push(c);
             }
             c if c.is_whitespace() && depth == 0 => {
-                if !current.is_empty() {
+                if current == "\\" {
+                    current.clear();
+                    continued = true;
+                } else if !current.is_empty() {
                     tokens.push(std::mem::take(&mut current));
+                    continued = false;
+                }
+                if c == '\n' {
+                    if !continued
+                        && let Some(last) = tokens.last_mut()
+                        && !last.ends_with('\n')
+                    {
+                        last.push('\n');
+                    }
+                    continued = false;
                 }
             }
             c => current.push(c),
         }
     }
-    if !current.is_empty() {
+    if !current.is_empty() && current != "\\" {
         tokens.push(current);
     }
     tokens
+}
+
+/// Ansible's `join_args`: words joined by a space, but none after a word
+/// that ends its line.
+pub fn join_args(words: &[String]) -> String {
+    let mut joined = String::new();
+    for word in words {
+        if !joined.is_empty() && !joined.ends_with('\n') {
+            joined.push(' ');
+        }
+        joined.push_str(word);
+    }
+    joined
 }
 
 /// Strips one pair of matching outer quotes.
@@ -78,7 +108,7 @@ pub fn parse_kv(args: &str) -> Vec<(String, String)> {
         }
     }
     if !raw.is_empty() {
-        options.push(("_raw_params".to_owned(), raw.join(" ")));
+        options.push(("_raw_params".to_owned(), join_args(&raw)));
     }
     options
 }
@@ -98,7 +128,12 @@ pub fn parse_kv_tokens(args: &str) -> Vec<(Option<String>, String)> {
                     if !token[..i].is_empty()
                         && token[..i].chars().all(|c| c.is_alphanumeric() || c == '_') =>
                 {
-                    (Some(token[..i].to_owned()), unquote(&token[i + 1..]))
+                    // (A value that ended its line loses the newline, as
+                    // Ansible strips it.)
+                    (
+                        Some(token[..i].to_owned()),
+                        unquote(token[i + 1..].trim_end_matches('\n')),
+                    )
                 }
                 _ => (None, token),
             }
@@ -145,6 +180,42 @@ mod tests {
                 ("name".into(), "x".into()),
                 ("_raw_params".into(), "file.yml".into())
             ]
+        );
+    }
+
+    /// What ansible-core 2.18.19's `parse_kv(text, check_raw=True)` gives,
+    /// recorded with its splitter; where Ansible keeps runs of spaces enka
+    /// keeps one (the same command line for shlex and for a shell).
+    #[test]
+    fn multi_line_commands_keep_their_lines_and_lose_continuations() {
+        let raw = |text: &str| {
+            kv(text)
+                .into_iter()
+                .find(|(k, _)| k == "_raw_params")
+                .map(|(_, v)| v)
+                .unwrap_or_default()
+        };
+        // Ansible: "openssl req -x509 -key /tmp/k  -subj \"/CN=x y\"  -days 3650 -out /tmp/c\n"
+        assert_eq!(
+            raw(
+                "openssl req -x509 -key /tmp/k \\\n  -subj \"/CN=x y\" \\\n  -days 3650 -out /tmp/c\n"
+            ),
+            "openssl req -x509 -key /tmp/k -subj \"/CN=x y\" -days 3650 -out /tmp/c\n"
+        );
+        assert_eq!(raw("echo a\necho b\n"), "echo a\necho b\n");
+        // Ansible: "if true; then\n  echo yes\nfi\n"
+        assert_eq!(
+            raw("if true; then\n  echo yes\nfi\n"),
+            "if true; then\necho yes\nfi\n"
+        );
+        assert_eq!(raw("echo a \\ b"), "echo a b");
+        assert_eq!(
+            raw("echo {{ x }}\necho '{{ y }}\nz'\n"),
+            "echo {{ x }}\necho '{{ y }}\nz'\n"
+        );
+        assert_eq!(
+            kv("msg=a\nverbosity=2"),
+            vec![("msg".into(), "a".into()), ("verbosity".into(), "2".into())]
         );
     }
 

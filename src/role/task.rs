@@ -787,7 +787,7 @@ fn command_kv(text: &str) -> Vec<(String, String)> {
         }
     }
     if !raw.is_empty() {
-        options.push(("_raw_params".to_owned(), raw.join(" ")));
+        options.push(("_raw_params".to_owned(), super::args::join_args(&raw)));
     }
     options
 }
