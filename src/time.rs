@@ -25,6 +25,15 @@ pub fn now_rfc3339() -> String {
     format_rfc3339(secs)
 }
 
+/// Seconds since the epoch, with their fraction (a gauge's
+/// `set_to_current_time`).
+pub fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
 pub fn format_rfc3339(secs: u64) -> String {
     let days = secs / 86_400;

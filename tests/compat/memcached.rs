@@ -100,8 +100,8 @@ pub async fn osdk_metric_on_metrics(ctx: Arc<Ctx>) {
         "summary missing:\n{text}"
     );
     for help in [
-        "# HELP compat_memcached_runs Runs of the memcached role.",
-        "# HELP compat_memcached_size spec.size of the last Memcached reconciled.",
+        "# HELP compat_memcached_runs_total Runs of the memcached role\n",
+        "# HELP compat_memcached_size spec.size of the last Memcached reconciled\n",
     ] {
         assert!(text.contains(help), "{help:?} missing:\n{text}");
     }

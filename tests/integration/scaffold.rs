@@ -65,27 +65,28 @@ const TUTORIAL_TASK: &str = r#"---
 "#;
 
 /// Every metric upstream's operator serves that dashboards and alerts use,
-/// with its type, as the OpenMetrics `# TYPE` line names it.
+/// with its type, as the `# TYPE` line of controller-runtime's text format
+/// (0.0.4) names it: a counter with its `_total`.
 const METRICS: &[(&str, &str)] = &[
     ("ansible_operator_build_info", "gauge"),
     ("ansible_operator_reconcile_result", "gauge"),
     ("ansible_operator_reconciles", "histogram"),
     ("resource_created_at_seconds", "gauge"),
-    ("controller_runtime_reconcile", "counter"),
-    ("controller_runtime_reconcile_errors", "counter"),
+    ("controller_runtime_reconcile_total", "counter"),
+    ("controller_runtime_reconcile_errors_total", "counter"),
     ("controller_runtime_reconcile_time_seconds", "histogram"),
     ("controller_runtime_max_concurrent_reconciles", "gauge"),
     ("controller_runtime_active_workers", "gauge"),
     ("workqueue_depth", "gauge"),
-    ("workqueue_adds", "counter"),
+    ("workqueue_adds_total", "counter"),
     ("workqueue_queue_duration_seconds", "histogram"),
     ("workqueue_work_duration_seconds", "histogram"),
     ("workqueue_unfinished_work_seconds", "gauge"),
     ("workqueue_longest_running_processor_seconds", "gauge"),
-    ("workqueue_retries", "counter"),
-    ("rest_client_requests", "counter"),
+    ("workqueue_retries_total", "counter"),
+    ("rest_client_requests_total", "counter"),
     ("leader_election_master_status", "gauge"),
-    ("process_cpu_seconds", "counter"),
+    ("process_cpu_seconds_total", "counter"),
     ("process_resident_memory_bytes", "gauge"),
     ("process_virtual_memory_bytes", "gauge"),
     ("process_start_time_seconds", "gauge"),

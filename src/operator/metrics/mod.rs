@@ -18,8 +18,10 @@
 //! queue time runs from the trigger (or a requeue's due time) to the start
 //! of the reconcile.
 
+mod exposition;
 mod process;
 mod serve;
+mod user;
 
 pub use serve::{Serving, serve_health, serve_metrics};
 
@@ -36,7 +38,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::modules::{GaugeOp, MetricKind, MetricUpdate};
+use crate::modules::MetricUpdate;
+use user::UserMetrics;
 
 // Upstream labels these `GVK`; the field name is the label name.
 #[allow(non_snake_case)]
@@ -137,12 +140,6 @@ fn queue_buckets() -> Histogram {
     Histogram::new(exponential_buckets(10e-9, 10.0, 12))
 }
 
-enum UserMetric {
-    Counter(Counter<f64, AtomicU64>),
-    Gauge(FloatGauge),
-    Histogram(Histogram),
-}
-
 /// How a reconcile ended, in controller-runtime's `result` label's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconcileResult {
@@ -211,7 +208,7 @@ pub struct Metrics {
     module_duration: HistogramFamily<ModuleLabels>,
     queues: Mutex<HashMap<String, QueueState>>,
     next_run: AtomicU64,
-    user: Mutex<HashMap<String, UserMetric>>,
+    user: Mutex<UserMetrics>,
     ready: AtomicBool,
 }
 
@@ -263,7 +260,7 @@ impl Default for Metrics {
             module_duration: Family::new_with_constructor(duration_histogram),
             queues: Mutex::new(HashMap::new()),
             next_run: AtomicU64::new(0),
-            user: Mutex::new(HashMap::new()),
+            user: Mutex::new(UserMetrics::default()),
             ready: AtomicBool::new(false),
         };
         let m = &metrics;
@@ -665,68 +662,31 @@ impl Metrics {
 
     fn apply_user(&self, update: &MetricUpdate) {
         let mut user = self.user.lock().unwrap_or_else(|e| e.into_inner());
-        if !user.contains_key(&update.name) {
-            let metric = match &update.kind {
-                MetricKind::Counter { .. } => UserMetric::Counter(Counter::default()),
-                MetricKind::Gauge { .. } => UserMetric::Gauge(Gauge::default()),
-                MetricKind::Histogram { .. } | MetricKind::Summary { .. } => {
-                    UserMetric::Histogram(Histogram::new(exponential_buckets(0.001, 4.0, 12)))
-                }
-            };
-            let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-            match &metric {
-                // OpenMetrics serves a counter as `<name>_total`; a name that
-                // already ends so is served as written, as upstream does.
-                UserMetric::Counter(c) => registry.register(
-                    update.name.strip_suffix("_total").unwrap_or(&update.name),
-                    update.description.clone(),
-                    c.clone(),
-                ),
-                UserMetric::Gauge(g) => {
-                    registry.register(update.name.clone(), update.description.clone(), g.clone())
-                }
-                UserMetric::Histogram(h) => {
-                    registry.register(update.name.clone(), update.description.clone(), h.clone())
-                }
-            }
-            user.insert(update.name.clone(), metric);
-        }
-        match (user.get(&update.name), &update.kind) {
-            (Some(UserMetric::Counter(c)), MetricKind::Counter { add }) => {
-                c.inc_by(*add);
-            }
-            (Some(UserMetric::Gauge(g)), MetricKind::Gauge { op }) => match op {
-                GaugeOp::Set(v) => {
-                    g.set(*v);
-                }
-                GaugeOp::Add(v) => {
-                    g.inc_by(*v);
-                }
-                GaugeOp::SetToCurrentTime => {
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap_or_default();
-                    g.set(now.as_secs_f64());
-                }
-            },
-            (
-                Some(UserMetric::Histogram(h)),
-                MetricKind::Histogram { observe } | MetricKind::Summary { observe },
-            ) => h.observe(*observe),
-            _ => {
-                tracing::warn!(metric = %update.name, "osdk_metric: the metric was first used as another type; update ignored")
-            }
+        if let Err(refused) = user.apply(update) {
+            // Upstream's proxy answers the module with this error; here the
+            // update arrives after the task, so it is logged instead.
+            tracing::warn!(metric = %update.name, "osdk_metric: {refused}; update ignored");
         }
     }
 
-    /// The metrics in Prometheus' text format.
+    /// The metrics in Prometheus' text format 0.0.4, which
+    /// controller-runtime's endpoint serves (it does not offer OpenMetrics):
+    /// a counter's family is named with its `_total`, and user counters keep
+    /// the names roles gave them.
     pub fn encode(&self) -> String {
         self.refresh_running();
-        let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
-            out.clear();
+        let mut open_metrics = String::new();
+        {
+            let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+            if prometheus_client::encoding::text::encode(&mut open_metrics, &registry).is_err() {
+                open_metrics.clear();
+            }
         }
+        let mut out = exposition::from_open_metrics(&open_metrics);
+        self.user
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .encode(&mut out);
         out
     }
 
@@ -781,6 +741,7 @@ mod tests {
 
     #[test]
     fn reconciles_modules_and_user_metrics_are_encoded() {
+        use crate::modules::MetricKind;
         let metrics = Metrics::default();
         let controller = controller_name("K", "V1");
         assert_eq!(controller, "k-v1-controller");
@@ -839,11 +800,14 @@ mod tests {
         );
         has("enka_api_wait_seconds_sum{GVK=\"g/v, Kind=K\"} 0.002");
         has("enka_module_calls_total{module=\"k8s\"} 1");
-        has("# TYPE process_cpu_seconds counter");
+        has("# TYPE process_cpu_seconds_total counter");
+        has("# TYPE controller_runtime_reconcile_total counter");
         has("process_resident_memory_bytes ");
-        has("my_counter_total 2.0");
-        has("\nmy_runs_total 1.0");
+        // User counters keep the names their roles gave, as upstream's.
+        has("# TYPE my_counter counter\nmy_counter 2\n");
+        has("\nmy_runs_total 1\n");
         assert!(!text.contains("my_runs_total_total"), "{text}");
+        assert!(!text.contains("# EOF"), "{text}");
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub async fn serve_metrics(
                 (
                     [(
                         header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        "text/plain; version=0.0.4; charset=utf-8",
                     )],
                     metrics.encode(),
                 )
