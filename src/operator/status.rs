@@ -83,6 +83,19 @@ fn flip(status: &mut Json, kind: &str, to: &str, now: &str) {
     }
 }
 
+/// Whether `status` says a run is in flight (`Running` True / Running).
+/// Seen before a run starts, the object is older than the last run's end:
+/// the watch has not delivered that run's final status write yet.
+pub fn shows_run_in_flight(status: &Json) -> bool {
+    status["conditions"].as_array().is_some_and(|conditions| {
+        conditions.iter().any(|c| {
+            field(c, "type") == "Running"
+                && field(c, "status") == "True"
+                && field(c, "reason") == "Running"
+        })
+    })
+}
+
 /// Before a run: `Successful` (if present) becomes False, `Running` becomes
 /// True / Running / "Running reconciliation".
 pub fn mark_running(status: &mut Json, now: &str) {
