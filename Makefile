@@ -159,11 +159,19 @@ bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answ
 	@echo "==> cargo bench --bench engine"
 	@$(CARGO) bench --quiet --bench engine
 
-.PHONY: test
+.PHONY: differential
+differential: kube-bin ansible-venv ## enka against upstream ansible-operator on the same operators and control plane, awx-operator included; upstream's molecule tests against enka (target/differential/).
+	@echo "==> differential: upstream ansible-operator, then enka, on each operator; per-object diffs in target/differential/"
+	@bash scripts/upstream-ansible-operator.sh >/dev/null
+	$(TEST_ENV) ENKA_DIFFERENTIAL_FULL=1 $(CARGO) test --test differential -- $(SUBJECTS)
+	@bash scripts/check-no-leftovers
+
+.PHONY: e2e
 e2e: kube-bin ansible-venv ## End-to-end tests only: the seed's Zundoko operator and the runtime, on a real control plane.
 	$(TEST_ENV) $(CARGO) test --test integration -- zundoko:: runtime:: deploy::
 	@bash scripts/check-no-leftovers
 
+.PHONY: test
 test: host-packages fmt-check lint image-check kube-bin ansible-venv ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
 	$(TEST_ENV) $(CARGO) test --workspace

@@ -64,6 +64,9 @@ impl Operator {
             ("KUBECONFIG".into(), env.kubeconfig().display().to_string()),
             ("WATCH_NAMESPACE".into(), namespace.into()),
         ];
+        if flavour == Flavour::Enka {
+            vars.push(("ENKA_LOG".into(), "warn".into()));
+        }
         vars.extend(
             extra_env
                 .iter()
@@ -78,10 +81,7 @@ impl Operator {
         ];
         args.extend(extra_args.iter().map(|a| (*a).to_owned()));
         let binary = match flavour {
-            Flavour::Enka => {
-                vars.push(("ENKA_LOG".into(), "warn".into()));
-                PathBuf::from(env!("CARGO_BIN_EXE_enka"))
-            }
+            Flavour::Enka => PathBuf::from(env!("CARGO_BIN_EXE_enka")),
             Flavour::Upstream => {
                 let dir = upstream_dir();
                 let venv = dir.join("venv");
@@ -109,9 +109,18 @@ impl Operator {
             }
         };
         let log = log_dir.join(format!("{}-{namespace}.log", flavour.name()));
-        let server =
-            Server::start_with_env(flavour.name(), &binary, &args, &vars, log, Lifetime::Tied)
-                .unwrap_or_else(|e| panic!("starting {}: {e}", flavour.name()));
+        // In the project's directory, as the image runs in its WORKDIR:
+        // playbooks and `lookup('file')` paths resolve from there.
+        let server = Server::start_in(
+            flavour.name(),
+            &binary,
+            &args,
+            &vars,
+            Some(project),
+            log,
+            Lifetime::Tied,
+        )
+        .unwrap_or_else(|e| panic!("starting {}: {e}", flavour.name()));
         let mut operator = Operator {
             flavour,
             server,
@@ -171,6 +180,18 @@ impl Operator {
     /// counter, which enka serves as `…_total` (OpenMetrics naming).
     pub async fn reconciles(&self) -> f64 {
         sum_metric(&self.metrics().await, "ansible_operator_reconcile_result")
+    }
+
+    /// (The differential harness's.)
+    #[allow(dead_code)]
+    pub fn metrics_port(&self) -> u16 {
+        self.metrics_port
+    }
+
+    /// (The differential harness's.)
+    #[allow(dead_code)]
+    pub fn log_path(&self) -> &Path {
+        self.server.log_path()
     }
 
     pub fn log_tail(&self) -> String {

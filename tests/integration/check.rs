@@ -118,54 +118,10 @@ fn check_in(dir: &std::path::Path) -> (bool, String, String) {
     )
 }
 
-/// The ansible-operator-plugins module's directory, from the Go module proxy
-/// (the version tools/upstream pins; never copied into this repository).
-fn ansible_operator_plugins() -> std::path::PathBuf {
-    let out = Command::new("go")
-        .args([
-            "mod",
-            "download",
-            "-json",
-            "github.com/operator-framework/ansible-operator-plugins",
-        ])
-        .current_dir(crate::support::repo_path("tools/upstream"))
-        .env("GOFLAGS", "-mod=mod")
-        .env("GOTOOLCHAIN", "local")
-        .output()
-        .expect("running go mod download");
-    assert!(
-        out.status.success(),
-        "go mod download failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("go's JSON");
-    std::path::PathBuf::from(info["Dir"].as_str().expect("the module's Dir"))
-}
-
-/// The real operators of `../shared/operators` (ENKA_SHARED_OPERATORS
-/// overrides the place); `None` outside CI when they are not there.
-fn shared_operators() -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("ENKA_SHARED_OPERATORS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| crate::support::repo_path("../shared/operators"));
-    if dir.is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} is missing: CI always has ../shared/operators",
-        dir.display()
-    );
-    eprintln!(
-        "note: {} is not here; the awx-operator check is left out (CI runs it)",
-        dir.display()
-    );
-    None
-}
-
 #[test]
 fn upstreams_memcached_molecule_operator_checks_clean() {
-    let dir = ansible_operator_plugins().join("testdata/memcached-molecule-operator");
+    let dir =
+        crate::support::ansible_operator_plugins().join("testdata/memcached-molecule-operator");
     let (ok, stdout, stderr) = check_in(&dir);
     assert!(ok, "{stdout}\n{stderr}");
     assert!(
@@ -185,7 +141,7 @@ fn upstreams_memcached_molecule_operator_checks_clean() {
 
 #[test]
 fn awx_operator_checks_clean() {
-    let Some(operators) = shared_operators() else {
+    let Some(operators) = crate::support::shared_operators() else {
         return;
     };
     let (ok, stdout, stderr) = check_in(&operators.join("awx-operator"));

@@ -319,3 +319,48 @@ pub fn kubeconfig_for_token(
     }
     kubeconfig
 }
+
+/// The ansible-operator-plugins module's directory, from the Go module proxy
+/// (the version tools/upstream pins; never copied into this repository).
+pub fn ansible_operator_plugins() -> std::path::PathBuf {
+    let out = std::process::Command::new("go")
+        .args([
+            "mod",
+            "download",
+            "-json",
+            "github.com/operator-framework/ansible-operator-plugins",
+        ])
+        .current_dir(repo_path("tools/upstream"))
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOTOOLCHAIN", "local")
+        .output()
+        .expect("running go mod download");
+    assert!(
+        out.status.success(),
+        "go mod download failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).expect("go's JSON");
+    std::path::PathBuf::from(info["Dir"].as_str().expect("the module's Dir"))
+}
+
+/// The real operators of `../shared/operators` (ENKA_SHARED_OPERATORS
+/// overrides the place); `None` outside CI when they are not there.
+pub fn shared_operators() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("ENKA_SHARED_OPERATORS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_path("../shared/operators"));
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} is missing: CI always has ../shared/operators",
+        dir.display()
+    );
+    eprintln!(
+        "note: {} is not here; the tests of awx-operator are left out (CI runs them)",
+        dir.display()
+    );
+    None
+}

@@ -1,0 +1,223 @@
+//! `make differential`: enka against upstream's ansible-operator v1.42 on the
+//! same operator projects, the same custom resources and the same real
+//! control plane, and upstream's own molecule tests run against enka.
+//!
+//! For each subject (an operator project and a sequence of changes: create
+//! its custom resources, edit a spec, delete a dependent, delete a custom
+//! resource), upstream runs it on a namespace of its own, then enka on
+//! another; after each change the harness waits until the operator has
+//! settled and reads every object it made or changed. The two readings are
+//! compared object by object (see snapshot.rs for what is left out by design
+//! and why), and a line per subject says
+//! `differential: <subject>: N objects equal, M differ; settle enka X s, upstream Y s`.
+//! A difference nobody explained fails the run; explained ones are listed in
+//! [`EXPLAINED`] with their reason.
+//!
+//! Reports: target/differential/<subject>.txt (per-object diffs),
+//! target/differential/summary.tsv, and the operators' logs beside them.
+//! Arguments filter subjects by name (`molecule` for the molecule run).
+
+#[allow(dead_code)]
+#[path = "../integration/support.rs"]
+mod support;
+
+#[allow(dead_code)]
+#[path = "../../benches/operators/operator.rs"]
+mod operator;
+
+#[allow(dead_code)]
+#[path = "../../benches/operators/usage.rs"]
+mod usage;
+
+mod compare;
+mod molecule;
+mod scenario;
+mod snapshot;
+mod subjects;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use kube_env::KubeEnv;
+
+use operator::Flavour;
+
+/// Differences between enka and upstream that are right, with the reason:
+/// `(subject, object key, JSON pointer into the normalised object, why)`.
+/// The field is left out of that object's comparison on both sides (the
+/// report says so); everything else of the object is still compared.
+pub const EXPLAINED: &[(&str, &str, &str, &str)] = &[];
+
+fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    let failures = runtime.block_on(async {
+        let started = Instant::now();
+        let out_dir = support::repo_path("target/differential");
+        // Operator logs are appended to: start each run with none.
+        let _ = std::fs::remove_dir_all(&out_dir);
+        std::fs::create_dir_all(&out_dir).expect("target/differential");
+        let env = KubeEnv::start(kube_env::Options::default())
+            .await
+            .unwrap_or_else(|e| panic!("the control plane could not start: {e}"));
+        let client = env.client().expect("a client for the control plane");
+        let mut failures = 0;
+        let mut summary = String::from(
+            "subject\tobjects_equal\tobjects_differ\tsettle_enka_s\tsettle_upstream_s\n",
+        );
+        for subject in subjects::all() {
+            if !wanted(subject.name) {
+                continue;
+            }
+            match differential(&env, &client, &subject, &out_dir).await {
+                Ok((line, row, unexplained)) => {
+                    println!("{line}");
+                    summary.push_str(&row);
+                    if unexplained > 0 {
+                        failures += 1;
+                    }
+                }
+                Err(reason) => {
+                    println!("differential: {}: FAILED: {reason}", subject.name);
+                    failures += 1;
+                }
+            }
+        }
+        std::fs::write(out_dir.join("summary.tsv"), &summary).expect("summary.tsv");
+        if wanted("molecule") {
+            match molecule::memcached_molecule(&env, &out_dir).await {
+                Ok(line) => println!("{line}"),
+                Err(reason) => {
+                    println!("molecule: memcached-molecule-operator: FAILED: {reason}");
+                    failures += 1;
+                }
+            }
+        }
+        println!(
+            "differential: {} ({:.0} s)",
+            if failures == 0 {
+                "all as upstream"
+            } else {
+                "differences or failures above"
+            },
+            started.elapsed().as_secs_f64()
+        );
+        failures
+    });
+    drop(runtime);
+    if failures > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// Runs one subject under upstream and then enka, compares, writes its
+/// report; the summary line, its TSV row and the unexplained differences.
+async fn differential(
+    env: &KubeEnv,
+    client: &kube::Client,
+    subject: &scenario::Subject,
+    out_dir: &std::path::Path,
+) -> Result<(String, String, usize), String> {
+    for crds in &subject.crds {
+        support::kubectl(
+            env,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager",
+                snapshot::HARNESS_MANAGER,
+                "-f",
+                &crds.display().to_string(),
+            ],
+        );
+        support::kubectl(
+            env,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "-f",
+                &crds.display().to_string(),
+            ],
+        );
+    }
+    let kinds = snapshot::Kinds::discover(client).await;
+    let mut upstream =
+        scenario::run(env, client, &kinds, subject, Flavour::Upstream, out_dir).await?;
+    let mut enka = scenario::run(env, client, &kinds, subject, Flavour::Enka, out_dir).await?;
+    let explained: Vec<&(&str, &str, &str, &str)> = EXPLAINED
+        .iter()
+        .filter(|(name, ..)| *name == subject.name)
+        .collect();
+    for settled in upstream.iter_mut().chain(enka.iter_mut()) {
+        for (_, key, pointer, _) in &explained {
+            if let Some(object) = settled.snapshot.objects.get_mut(*key) {
+                remove_pointer(object, pointer);
+            }
+        }
+    }
+    // Explained fields are gone from both sides: what differs now is
+    // unexplained.
+    let comparison = compare::compare(&upstream, &enka);
+    let unexplained = comparison.differing.len();
+    let mut report = String::new();
+    let _ = writeln!(report, "# {} ({})", subject.name, subject.project.display());
+    let _ = writeln!(report, "\nLeft out of every comparison:");
+    for (what, why) in snapshot::BY_DESIGN {
+        let _ = writeln!(report, "- {what}: {why}");
+    }
+    for (_, key, pointer, why) in &explained {
+        let _ = writeln!(report, "- {key} {pointer}: {why}");
+    }
+    report.push('\n');
+    report.push_str(&comparison.report);
+    let path = out_dir.join(format!("{}.txt", subject.name));
+    std::fs::write(&path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
+    if unexplained > 0 {
+        eprintln!("{report}");
+    }
+    let settle = format!(
+        "settle enka {:.1} s, upstream {:.1} s",
+        comparison.settle_enka, comparison.settle_upstream
+    );
+    let unsettled = if comparison.unsettled.is_empty() {
+        String::new()
+    } else {
+        format!("; not settled: {}", comparison.unsettled.join(", "))
+    };
+    let line = format!(
+        "differential: {}: {} objects equal, {unexplained} differ; {settle}{unsettled}",
+        subject.name, comparison.equal,
+    );
+    let row = format!(
+        "{}\t{}\t{unexplained}\t{:.1}\t{:.1}\n",
+        subject.name, comparison.equal, comparison.settle_enka, comparison.settle_upstream
+    );
+    Ok((line, row, unexplained))
+}
+
+/// Removes the field at a JSON pointer (`/data/password`).
+fn remove_pointer(object: &mut serde_json::Value, pointer: &str) {
+    let Some((parent, field)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let field = field.replace("~1", "/").replace("~0", "~");
+    if let Some(map) = object.pointer_mut(parent).and_then(|p| p.as_object_mut()) {
+        map.remove(&field);
+    }
+}
+
+/// The ansible-operator-plugins module's testdata project `name`.
+pub fn upstream_testdata(name: &str) -> PathBuf {
+    support::ansible_operator_plugins()
+        .join("testdata")
+        .join(name)
+}

@@ -1,0 +1,334 @@
+//! One operator project driven through the same steps by one operator
+//! (enka or upstream's ansible-operator) on a namespace of its own: each step
+//! changes the cluster, then the harness waits until the operator has
+//! settled and reads what it left.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube_env::KubeEnv;
+use serde_json::{Value as Json, json};
+
+use crate::operator::{Flavour, Operator};
+use crate::snapshot::{self, HARNESS_MANAGER, Kinds, RunScope, Snapshot};
+
+/// An operator project and what is done to it.
+pub struct Subject {
+    pub name: &'static str,
+    /// The directory with `watches.yaml`.
+    pub project: PathBuf,
+    /// CRD manifests to apply before the runs.
+    pub crds: Vec<PathBuf>,
+    /// The watched kinds, `(group, kind)`: their status is compared.
+    pub primary: Vec<(String, String)>,
+    /// Extra environment for both operators.
+    pub env: Vec<(String, String)>,
+    pub steps: Vec<Step>,
+    /// How long one step may take to settle.
+    pub limit: Duration,
+    /// Files the project's roles leave outside the cluster (`/tmp/…`),
+    /// removed before each run so both start alike.
+    pub scratch: Vec<PathBuf>,
+}
+
+/// A change made to the cluster.
+pub enum Step {
+    /// Create each document of these manifest files in the run's namespace.
+    Create(Vec<PathBuf>),
+    /// Create an object given inline.
+    CreateObject(Json),
+    /// Merge-patch an object.
+    Patch {
+        api_version: &'static str,
+        kind: &'static str,
+        name: &'static str,
+        patch: Json,
+    },
+    /// Delete an object (a dependent, or a custom resource).
+    Delete {
+        api_version: &'static str,
+        kind: &'static str,
+        name: &'static str,
+    },
+}
+
+impl Step {
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Create(paths) => format!(
+                "create {}",
+                paths
+                    .iter()
+                    .map(|p| p.file_name().unwrap_or_default().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Step::CreateObject(object) => format!(
+                "create {} {}",
+                object["kind"].as_str().unwrap_or("?"),
+                object["metadata"]["name"].as_str().unwrap_or("?")
+            ),
+            Step::Patch { kind, name, .. } => format!("edit {kind} {name}"),
+            Step::Delete { kind, name, .. } => format!("delete {kind} {name}"),
+        }
+    }
+}
+
+/// What one step left, and how long the operator took to settle.
+pub struct Settled {
+    pub step: String,
+    pub snapshot: Snapshot,
+    /// From the step's change to the last change the operator made.
+    pub seconds: f64,
+    /// False when the step's limit passed with the operator still working.
+    pub quiet: bool,
+}
+
+/// How long nothing may change before a step counts as settled.
+const QUIET: Duration = Duration::from_secs(5);
+
+/// Runs `subject` under `flavour` on a fresh namespace; what each step left.
+pub async fn run(
+    env: &KubeEnv,
+    client: &Client,
+    kinds: &Kinds,
+    subject: &Subject,
+    flavour: Flavour,
+    out_dir: &Path,
+) -> Result<Vec<Settled>, String> {
+    let namespace = format!("diff-{}-{}", subject.name, flavour.name());
+    for file in &subject.scratch {
+        let _ = std::fs::remove_file(file);
+    }
+    let since = now_rfc3339();
+    create_namespace(client, &namespace).await?;
+    let scope = RunScope {
+        namespace: namespace.clone(),
+        since,
+        primary: subject.primary.clone(),
+    };
+    // enka's reconciles at debug level: the log says why each one ran.
+    let mut env_vars: Vec<(&str, &str)> = vec![("ENKA_LOG", "info,enka=debug")];
+    env_vars.extend(subject.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let operator = Operator::start(
+        flavour,
+        env,
+        &subject.project.join("watches.yaml"),
+        &namespace,
+        &env_vars,
+        out_dir,
+    )
+    .await;
+    let mut settled = Vec::new();
+    for step in &subject.steps {
+        let began = Instant::now();
+        apply(client, step, &namespace)
+            .await
+            .map_err(|e| format!("{}: {e}", step.describe()))?;
+        let (snapshot, seconds, quiet) = settle(client, kinds, &scope, began, subject.limit).await;
+        settled.push(Settled {
+            step: step.describe(),
+            snapshot,
+            seconds,
+            quiet,
+        });
+    }
+    let log = operator.log_path().to_owned();
+    operator.stop();
+    clean_up(client, kinds, &scope).await?;
+    eprintln!(
+        "differential: {} under {}: {} steps, log {}",
+        subject.name,
+        flavour.name(),
+        settled.len(),
+        log.display()
+    );
+    Ok(settled)
+}
+
+/// Waits until nothing the run covers has changed for [`QUIET`] and no
+/// reconcile is in flight, or until `limit`.
+async fn settle(
+    client: &Client,
+    kinds: &Kinds,
+    scope: &RunScope,
+    began: Instant,
+    limit: Duration,
+) -> (Snapshot, f64, bool) {
+    let mut last = snapshot::take(client, kinds, scope).await;
+    let mut changed_at = began.elapsed();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = snapshot::take(client, kinds, scope).await;
+        if now.fingerprint != last.fingerprint {
+            changed_at = began.elapsed();
+        }
+        let still = began.elapsed() - changed_at;
+        last = now;
+        if still >= QUIET && !last.running {
+            return (last, changed_at.as_secs_f64(), true);
+        }
+        if began.elapsed() >= limit {
+            return (last, changed_at.as_secs_f64(), false);
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    // Seconds, as creationTimestamp has them; one second earlier, so an
+    // object made in the same second still counts.
+    let at = std::time::SystemTime::now() - Duration::from_secs(1);
+    let seconds = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    k8s_openapi::jiff::Timestamp::from_second(seconds as i64)
+        .expect("a timestamp")
+        .to_string()
+}
+
+async fn create_namespace(client: &Client, name: &str) -> Result<(), String> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource("v1", "Namespace"));
+    let object: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+    )
+    .map_err(|e| e.to_string())?;
+    api.create(&post_params(), &object)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("creating namespace {name}: {e}"))
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(HARNESS_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
+}
+
+/// The resource of `api_version`/`kind`, its plural the lower-case kind
+/// plus "s" (true of every kind the subjects use).
+fn resource(api_version: &str, kind: &str) -> ApiResource {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let plural = format!("{}s", kind.to_lowercase());
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
+}
+
+fn api(client: &Client, api_version: &str, kind: &str, namespace: &str) -> Api<DynamicObject> {
+    let resource = resource(api_version, kind);
+    if kind == "Namespace" {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), namespace, &resource)
+    }
+}
+
+async fn apply(client: &Client, step: &Step, namespace: &str) -> Result<(), String> {
+    match step {
+        Step::Create(paths) => {
+            for path in paths {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("reading {}: {e}", path.display()))?;
+                for document in serde_yaml::Deserializer::from_str(&text) {
+                    let value: Json = serde::Deserialize::deserialize(document)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    if !value.is_null() {
+                        create(client, value, namespace).await?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        Step::CreateObject(object) => create(client, object.clone(), namespace).await,
+        Step::Patch {
+            api_version,
+            kind,
+            name,
+            patch,
+        } => api(client, api_version, kind, namespace)
+            .patch(
+                name,
+                &PatchParams {
+                    field_manager: Some(HARNESS_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(patch),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Step::Delete {
+            api_version,
+            kind,
+            name,
+        } => api(client, api_version, kind, namespace)
+            .delete(name, &DeleteParams::background())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+    }
+}
+
+async fn create(client: &Client, mut value: Json, namespace: &str) -> Result<(), String> {
+    value["metadata"]["namespace"] = json!(namespace);
+    let api_version = value["apiVersion"].as_str().unwrap_or_default().to_owned();
+    let kind = value["kind"].as_str().unwrap_or_default().to_owned();
+    let object: DynamicObject = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    api(client, &api_version, &kind, namespace)
+        .create(&post_params(), &object)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("creating {kind}: {e}"))
+}
+
+/// Removes what a run made outside its namespace (which goes with the
+/// namespace), and waits until it is gone, so the other operator starts from
+/// the same cluster.
+async fn clean_up(client: &Client, kinds: &Kinds, scope: &RunScope) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Vec<(String, Json)> = snapshot::take(client, kinds, scope)
+            .await
+            .objects
+            .into_iter()
+            .filter(|(key, _)| !key.contains(" <namespace>/"))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let keys: Vec<&String> = left.iter().map(|(key, _)| key).collect();
+            return Err(format!("still there a minute after deletion: {keys:?}"));
+        }
+        for (key, object) in &left {
+            let Some((_, place)) = key.split_once(' ') else {
+                continue;
+            };
+            let (namespace, name) = place.split_once('/').unwrap_or(("-", place));
+            let api_version = object["apiVersion"].as_str().unwrap_or_default();
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let api = if namespace == "-" {
+                Api::all_with(client.clone(), &resource(api_version, kind))
+            } else {
+                api(client, api_version, kind, namespace)
+            };
+            match api.delete(name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(format!("deleting {key}: {e}")),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let namespaces: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("v1", "Namespace"));
+    namespaces
+        .delete(&scope.namespace, &DeleteParams::background())
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("deleting namespace {}: {e}", scope.namespace))
+}

@@ -1,0 +1,301 @@
+//! What an operator left in the cluster, read back and normalised so two runs
+//! on different namespaces can be compared object by object.
+//!
+//! Everything the API server or kube-controller-manager sets differently in
+//! any two runs is taken out here, and each such rule is one entry of
+//! [`BY_DESIGN`], printed once per run with its reason.
+
+use std::collections::BTreeMap;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::discovery::{Discovery, Scope, verbs};
+use serde_json::{Map, Value as Json};
+
+/// The field manager of everything the harness writes.
+pub const HARNESS_MANAGER: &str = "differential";
+
+/// Managers whose objects are the control plane's, not an operator's.
+const CONTROL_PLANE_MANAGERS: &[&str] = &[
+    "kube-controller-manager",
+    "kube-apiserver",
+    "kube-scheduler",
+];
+
+/// Differences that are not the operators': what the harness leaves out of
+/// the comparison, and why.
+pub const BY_DESIGN: &[(&str, &str)] = &[
+    (
+        "metadata.uid, resourceVersion, creationTimestamp, deletionTimestamp, managedFields; ownerReferences[].uid",
+        "set by the API server, different in any two runs; field managers name the client (upstream's Python client, enka)",
+    ),
+    (
+        "the namespace's name",
+        "each side runs in its own namespace; every occurrence is replaced by <namespace>",
+    ),
+    (
+        "status of objects other than the watched custom resources",
+        "written by kube-controller-manager (no kubelet here), not by the operator",
+    ),
+    (
+        "Service spec.clusterIP, spec.clusterIPs",
+        "allocated by the API server",
+    ),
+    (
+        "conditions[].lastTransitionTime, ansibleResult.completion",
+        "timestamps",
+    ),
+    (
+        "Events and Leases",
+        "Event names are random and their count depends on timing; Leases are leader election's",
+    ),
+    (
+        "objects only the control plane manages (ReplicaSets, Pods, the default ServiceAccount, kube-root-ca.crt)",
+        "made by kube-controller-manager from what the operator created",
+    ),
+];
+
+/// Kinds never compared (see [`BY_DESIGN`]).
+fn ignored_kind(resource: &ApiResource) -> bool {
+    matches!(
+        (resource.group.as_str(), resource.kind.as_str()),
+        ("", "Event")
+            | ("events.k8s.io", "Event")
+            | ("coordination.k8s.io", "Lease")
+            | ("", "Endpoints")
+            | ("discovery.k8s.io", "EndpointSlice")
+    )
+}
+
+/// Every kind that can be listed, found once per control plane.
+pub struct Kinds(Vec<(ApiResource, bool)>);
+
+impl Kinds {
+    pub async fn discover(client: &Client) -> Kinds {
+        let discovery = Discovery::new(client.clone())
+            .run()
+            .await
+            .unwrap_or_else(|e| panic!("API discovery: {e}"));
+        let mut kinds = Vec::new();
+        for group in discovery.groups() {
+            for (resource, capabilities) in group.recommended_resources() {
+                if !capabilities.supports_operation(verbs::LIST) || ignored_kind(&resource) {
+                    continue;
+                }
+                kinds.push((resource, capabilities.scope == Scope::Namespaced));
+            }
+        }
+        Kinds(kinds)
+    }
+}
+
+/// Which objects belong to a run.
+pub struct RunScope {
+    /// The run's namespace: every object in it counts.
+    pub namespace: String,
+    /// Objects elsewhere count when created at or after this time
+    /// (RFC 3339, seconds) by a manager that is not the control plane's.
+    pub since: String,
+    /// The watched kinds: their status is the operator's and is compared.
+    pub primary: Vec<(String, String)>,
+}
+
+/// One reading of the cluster.
+pub struct Snapshot {
+    /// Normalised objects by `<group>/<kind> <namespace>/<name>`.
+    pub objects: BTreeMap<String, Json>,
+    /// Every included object's resourceVersion: changes when anything does.
+    pub fingerprint: String,
+    /// Whether a watched object has a `Running` condition with reason
+    /// `Running` (a reconcile in flight).
+    pub running: bool,
+}
+
+pub async fn take(client: &Client, kinds: &Kinds, scope: &RunScope) -> Snapshot {
+    let mut objects = BTreeMap::new();
+    let mut fingerprint = String::new();
+    let mut running = false;
+    for (resource, namespaced) in &kinds.0 {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+        let Ok(list) = api.list(&ListParams::default()).await else {
+            // A kind whose CRD went away between discovery and now.
+            continue;
+        };
+        for object in list.items {
+            let namespace = object.metadata.namespace.clone().unwrap_or_default();
+            let in_scope = *namespaced && namespace == scope.namespace;
+            if !in_scope && !made_here_by_an_operator(&object, &scope.since) {
+                continue;
+            }
+            if only_control_plane_managed(&object) {
+                continue;
+            }
+            let primary = scope
+                .primary
+                .iter()
+                .any(|(group, kind)| *group == resource.group && *kind == resource.kind);
+            if primary && reconcile_in_flight(&object) {
+                running = true;
+            }
+            let key = format!(
+                "{}/{} {}/{}",
+                resource.group,
+                resource.kind,
+                if *namespaced {
+                    namespace.replace(&scope.namespace, "<namespace>")
+                } else {
+                    "-".to_owned()
+                },
+                object.metadata.name.clone().unwrap_or_default()
+            );
+            fingerprint.push_str(&format!(
+                "{key}@{};",
+                object.metadata.resource_version.clone().unwrap_or_default()
+            ));
+            let mut value = serde_json::to_value(&object).unwrap_or(Json::Null);
+            // A list's items carry no apiVersion or kind.
+            value["apiVersion"] = Json::String(resource.api_version.clone());
+            value["kind"] = Json::String(resource.kind.clone());
+            let normal = normalise(value, resource, primary, &scope.namespace);
+            objects.insert(key, normal);
+        }
+    }
+    Snapshot {
+        objects,
+        fingerprint,
+        running,
+    }
+}
+
+fn managers(object: &DynamicObject) -> Vec<String> {
+    object
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|entry| entry.manager.clone())
+        .collect()
+}
+
+fn only_control_plane_managed(object: &DynamicObject) -> bool {
+    let managers = managers(object);
+    !managers.is_empty()
+        && managers
+            .iter()
+            .all(|m| CONTROL_PLANE_MANAGERS.contains(&m.as_str()))
+}
+
+fn made_here_by_an_operator(object: &DynamicObject, since: &str) -> bool {
+    let created = object
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    // Both are RFC 3339 in UTC with the same shape, so they order as text.
+    created.as_str() >= since
+        && managers(object)
+            .iter()
+            .any(|m| !CONTROL_PLANE_MANAGERS.contains(&m.as_str()) && m.as_str() != HARNESS_MANAGER)
+}
+
+fn reconcile_in_flight(object: &DynamicObject) -> bool {
+    object.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c["type"] == "Running" && c["status"] == "True" && c["reason"] == "Running"
+            })
+        })
+}
+
+/// The object as the comparison sees it (see [`BY_DESIGN`]).
+fn normalise(object: Json, resource: &ApiResource, primary: bool, namespace: &str) -> Json {
+    let Json::Object(mut fields) = object else {
+        return Json::Null;
+    };
+    let mut out = Map::new();
+    if let Some(Json::Object(metadata)) = fields.remove("metadata") {
+        let mut kept = Map::new();
+        for key in [
+            "name",
+            "generateName",
+            "namespace",
+            "labels",
+            "annotations",
+            "finalizers",
+            "generation",
+        ] {
+            if let Some(value) = metadata.get(key) {
+                kept.insert(key.to_owned(), value.clone());
+            }
+        }
+        if let Some(Json::Array(owners)) = metadata.get("ownerReferences") {
+            let owners = owners
+                .iter()
+                .map(|owner| {
+                    let mut owner = owner.clone();
+                    if let Some(owner) = owner.as_object_mut() {
+                        owner.remove("uid");
+                    }
+                    owner
+                })
+                .collect();
+            kept.insert("ownerReferences".to_owned(), Json::Array(owners));
+        }
+        out.insert("metadata".to_owned(), Json::Object(kept));
+    }
+    let status = fields.remove("status");
+    for (key, value) in fields {
+        out.insert(key, value);
+    }
+    if resource.group.is_empty()
+        && resource.kind == "Service"
+        && let Some(spec) = out.get_mut("spec").and_then(Json::as_object_mut)
+    {
+        spec.remove("clusterIP");
+        spec.remove("clusterIPs");
+    }
+    if primary && let Some(mut status) = status {
+        if let Some(conditions) = status.get_mut("conditions").and_then(Json::as_array_mut) {
+            for condition in conditions.iter_mut() {
+                if let Some(condition) = condition.as_object_mut() {
+                    condition.remove("lastTransitionTime");
+                    if let Some(result) = condition
+                        .get_mut("ansibleResult")
+                        .and_then(Json::as_object_mut)
+                    {
+                        result.remove("completion");
+                    }
+                }
+            }
+            conditions.sort_by(|a, b| a["type"].to_string().cmp(&b["type"].to_string()));
+        }
+        out.insert("status".to_owned(), status);
+    }
+    replace_strings(Json::Object(out), namespace)
+}
+
+fn replace_strings(value: Json, namespace: &str) -> Json {
+    match value {
+        Json::String(text) => Json::String(text.replace(namespace, "<namespace>")),
+        Json::Array(items) => Json::Array(
+            items
+                .into_iter()
+                .map(|item| replace_strings(item, namespace))
+                .collect(),
+        ),
+        Json::Object(fields) => Json::Object(
+            fields
+                .into_iter()
+                .map(|(key, item)| {
+                    (
+                        key.replace(namespace, "<namespace>"),
+                        replace_strings(item, namespace),
+                    )
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
