@@ -169,6 +169,10 @@ pub fn custom_resource(data: &[u8]) {
     }
 }
 
+/// The largest request body the API server accepts (3 MiB), so the
+/// largest string a custom resource can hold.
+const MAX_PAYLOAD: usize = 3 * 1024 * 1024;
+
 /// One step of a payload program: an opcode byte, then its arguments.
 enum Shape {
     /// `[` × n (flow sequences, or JSON arrays) and, unless `open`, as many
@@ -229,13 +233,26 @@ impl Shape {
         })
     }
 
-    /// Writes the payload `program` describes.
+    /// Writes the payload `program` describes, up to [`MAX_PAYLOAD`] bytes:
+    /// a custom resource cannot carry more, and a few program bytes would
+    /// otherwise write gigabytes (a fuzzer once ran out of memory here, in
+    /// its own input, before enka saw any of it).
     fn write_all(mut program: &[u8]) -> String {
         let mut out = String::new();
         let mut key = 0usize;
         while let Some(shape) = Shape::next(&mut program) {
+            if out.len() >= MAX_PAYLOAD {
+                break;
+            }
             key += 1;
             shape.write(&mut out, key);
+        }
+        if out.len() > MAX_PAYLOAD {
+            let mut end = MAX_PAYLOAD;
+            while !out.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.truncate(end);
         }
         out
     }
@@ -336,6 +353,10 @@ mod tests {
     fn a_few_program_bytes_write_the_dangerous_shapes() {
         let deep = super::Shape::write_all(&[0, 156, 16]);
         assert_eq!(deep.matches('[').count(), 156 * 64 + 16);
+        // However long the program asks, the payload stays what a custom
+        // resource could carry.
+        let long = super::Shape::write_all(&[2, 255, 255].repeat(1_000));
+        assert_eq!(long.len(), super::MAX_PAYLOAD);
         let laughs = [4, 0, 200, 5, 6, 8];
         let bomb = super::Shape::write_all(&laughs);
         assert!(bomb.len() < 1000, "{bomb}");
