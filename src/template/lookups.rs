@@ -72,15 +72,17 @@ fn dispatch(
     let errors = kwargs
         .get::<Option<String>>("errors")?
         .unwrap_or_else(|| "strict".into());
+    let allow_unsafe = kwargs.get::<Option<bool>>("allow_unsafe")?.unwrap_or(false);
     let mut options: Vec<(String, Value)> = Vec::new();
     for key in kwargs.args() {
-        if key != "wantlist" && key != "errors" {
+        if !matches!(key, "wantlist" | "errors" | "allow_unsafe") {
             options.push((key.to_owned(), kwargs.get::<Value>(key)?));
         }
     }
+    let terms = template_terms(&ctx, terms)?;
     let result = match ctx.templar().lookup_plugin(name) {
-        Some(plugin) => plugin.run(&ctx, terms, &options),
-        None => run(&ctx, short_name(name), terms, &options),
+        Some(plugin) => plugin.run(&ctx, &terms, &options),
+        None => run(&ctx, short_name(name), &terms, &options),
     };
     let values = match result {
         Ok(values) => values,
@@ -97,6 +99,12 @@ fn dispatch(
         }
         Err(err) => return Err(err),
     };
+    if !values.is_empty() && !allow_unsafe {
+        // What a lookup returns is unsafe, and so is the render that used
+        // it: a file holding `{{ x }}` is never templated again.
+        ctx.tainted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     if wantlist {
         return Ok(Value::from(values));
     }
@@ -112,6 +120,26 @@ fn dispatch(
     } else {
         Value::from(values)
     })
+}
+
+/// The terms as the plugin sees them: templated first, as Ansible's
+/// `listify_lookup_plugin_terms` does (`lookup('file', '{{ tmp.path }}')`
+/// reads the file the variable names); unsafe terms are left as they are,
+/// and an undefined variable in a term fails the lookup, whatever `errors`
+/// says.
+fn template_terms(ctx: &Context, terms: &[Value]) -> Result<Vec<Value>, Error> {
+    let nested = Context {
+        depth: ctx.depth + 1,
+        ..ctx.clone()
+    };
+    terms
+        .iter()
+        .map(|term| {
+            ctx.templar()
+                .template_value(term, &nested)
+                .map_err(|e| e.to_minijinja())
+        })
+        .collect()
 }
 
 /// Lookups enka runs itself (besides those other layers add, such as `k8s`).

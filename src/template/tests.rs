@@ -332,3 +332,36 @@ fn deep_templates_do_not_overflow_the_stack() {
     );
     assert_eq!(ok("{{ ('|' * 600) | length }}", json!({})), "str:'600'");
 }
+
+/// A lookup's terms are templated before the plugin runs, except unsafe
+/// ones (a custom resource's string naming `{{ … }}` stays text), and what
+/// the lookup returns makes the render's result unsafe.
+#[test]
+fn lookup_terms_are_templated_unless_unsafe() {
+    let templar = TemplarBuilder::new(Options::default()).build();
+    let vars = VarList(vec![
+        ("x".to_owned(), Var::plain(Value::from("templated"))),
+        (
+            "from_cr".to_owned(),
+            Var::unsafe_data(&Value::from("{{ x }}")),
+        ),
+    ]);
+    let ctx = Context::new(templar.clone(), Arc::new(vars), Arc::from(Vec::new()));
+    let safe = templar
+        .template_str("{{ lookup('list', '{{ x }}') }}", &ctx)
+        .unwrap();
+    assert_eq!(safe.as_str(), Some("templated"));
+    assert!(safe.is_safe(), "a lookup's result is unsafe");
+    let kept = templar
+        .template_str("{{ lookup('list', from_cr) }}", &ctx)
+        .unwrap();
+    assert_eq!(kept.as_str(), Some("{{ x }}"));
+    let allowed = templar
+        .template_str("{{ lookup('list', '{{ x }}', allow_unsafe=True) }}", &ctx)
+        .unwrap();
+    assert!(!allowed.is_safe(), "allow_unsafe keeps the result safe");
+    let err = templar
+        .template_str("{{ lookup('list', '{{ nope }}', errors='ignore') }}", &ctx)
+        .unwrap_err();
+    assert!(err.is_undefined(), "{err}");
+}
