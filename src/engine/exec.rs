@@ -530,6 +530,12 @@ impl Runner {
             Some(items) => items.into_iter().enumerate().map(Some).collect(),
         };
         for iteration in iterations {
+            // Ansible counts each dynamic include (each item of a looped
+            // one) as a task that ran ok, before the tasks it brings in; an
+            // import is static and counts nothing itself.
+            if !matches!(task.action, Action::ImportRole { .. }) {
+                self.stats.ok += 1;
+            }
             let mut inner = frame.clone();
             inner.depth += 1;
             inner.scope.params = scope::push(&inner.scope.params, &task.vars);
@@ -851,16 +857,20 @@ impl Runner {
                 result.message()
             };
             if ignore {
+                // The recap counts a forgiven failure as a task that ran.
+                self.stats.ok += 1;
                 self.stats.ignored += 1;
+                if changed {
+                    self.stats.changed += 1;
+                }
                 tracing::info!(task = %task.display_name(), location = %task.location, "task failed, ignoring: {message}");
                 return Flow::Continue;
             }
             return Flow::Failed(self.failure(task, message, shown));
         }
+        self.stats.ok += 1;
         if changed {
             self.stats.changed += 1;
-        } else {
-            self.stats.ok += 1;
         }
         Flow::Continue
     }

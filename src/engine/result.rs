@@ -6,12 +6,14 @@ use minijinja::Value;
 
 use crate::role::Location;
 
-/// Counts of task results, like Ansible's play recap.
+/// Counts of task results, as Ansible's play recap counts them (and
+/// upstream copies them into `ansibleResult`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Tasks that ran without change.
+    /// Tasks that ran and did not fail the run: changed ones, forgiven
+    /// failures and each dynamic include included.
     pub ok: u32,
-    /// Tasks that changed something.
+    /// Of those, tasks that changed something.
     pub changed: u32,
     /// Tasks that failed (and stopped the run unless rescued).
     pub failed: u32,

@@ -8,7 +8,7 @@ use crate::engine::{RunOutcome, Stats};
 /// `ansibleResult` of a condition.
 pub fn ansible_result(stats: &Stats, completion: &str) -> Json {
     json!({
-        "ok": stats.ok + stats.changed,
+        "ok": stats.ok,
         "changed": stats.changed,
         "skipped": stats.skipped,
         "failures": stats.failed,
@@ -200,7 +200,7 @@ mod tests {
                 crate::engine::RunStatus::Successful
             },
             stats: Stats {
-                ok: 2,
+                ok: 3,
                 changed: 1,
                 ..Stats::default()
             },
