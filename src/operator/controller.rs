@@ -490,30 +490,7 @@ async fn reconcile_object(
         let Some(finalizer) = finalizer_name.filter(|f| finalizers.contains(f)) else {
             return Ok(Next::AwaitChange);
         };
-        let entry = ctx
-            .finalizer_entry
-            .clone()
-            .unwrap_or_else(|| ctx.entry.clone());
-        let finalizer_vars = ctx
-            .watch
-            .finalizer
-            .as_ref()
-            .map(|f| f.vars.clone())
-            .unwrap_or_default();
-        let outcome = run_once(&ctx, &json, &entry, finalizer_vars).await;
-        *api_wait += outcome.api_time;
-        if let Some(failure) = outcome.failure() {
-            ctx.events
-                .failure(&json, &failure.task, &failure.to_string());
-            return Err(ReconcileError::RunFailed(failure.to_string()));
-        }
-        let remaining: Vec<String> = finalizers.into_iter().filter(|f| *f != finalizer).collect();
-        let started = Instant::now();
-        let removed = set_finalizers(&ctx, &json, remaining).await;
-        *api_wait += started.elapsed();
-        removed?;
-        tracing::info!(kind = %ctx.watch.gvk.kind, %name, namespace = ns.unwrap_or(""), "finalizer ran; removed {finalizer}");
-        return Ok(Next::AwaitChange);
+        return run_finalizer(&ctx, json, &finalizer, api_wait).await;
     }
 
     let mut json = json;
@@ -613,6 +590,91 @@ async fn reconcile_object(
         (None, Some(period)) => Next::After(period),
         (None, None) => Next::AwaitChange,
     })
+}
+
+/// The finalizer's run of an object being deleted, as upstream's
+/// reconciler does it: the status says Running, the finalizer's role (or
+/// the watch's own, with the finalizer's vars) runs, the finalizer comes off
+/// when the run succeeded, and the status says how the run ended while the
+/// object is still there (a failed run keeps it, with its Failure
+/// condition, and is retried).
+async fn run_finalizer(
+    ctx: &Arc<WatchContext>,
+    json: Arc<Json>,
+    finalizer: &str,
+    api_wait: &mut Duration,
+) -> Result<Next, ReconcileError> {
+    let name = json["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let namespace = json["metadata"]["namespace"].as_str().map(str::to_owned);
+    let ns = namespace.as_deref();
+    let mut json = json;
+    if ctx.watch.manage_status {
+        json = write_status(ctx, ns, &name, json, api_wait, |s| {
+            status::mark_running(s, &now())
+        })
+        .await?;
+    }
+    let entry = ctx
+        .finalizer_entry
+        .clone()
+        .unwrap_or_else(|| ctx.entry.clone());
+    let finalizer_vars = ctx
+        .watch
+        .finalizer
+        .as_ref()
+        .map(|f| f.vars.clone())
+        .unwrap_or_default();
+    let outcome = run_once(ctx, &json, &entry, finalizer_vars).await;
+    *api_wait += outcome.api_time;
+    // The role may have written the object (its status, say): the
+    // finalizer's removal needs the object as it is now.
+    let started = Instant::now();
+    let fresh = ctx.cluster.get(&ctx.resource_ref(), ns, &name).await;
+    *api_wait += started.elapsed();
+    let Some(fresh) = fresh.map_err(|source| ReconcileError::Api {
+        action: "read the object",
+        source,
+    })?
+    else {
+        return Ok(Next::AwaitChange);
+    };
+    let mut json = Arc::new(fresh);
+    let failure = outcome.failure();
+    if failure.is_none() {
+        let remaining: Vec<String> = json["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Json::as_str)
+            .filter(|f| *f != finalizer)
+            .map(str::to_owned)
+            .collect();
+        let last = remaining.is_empty();
+        let started = Instant::now();
+        let removed = set_finalizers(ctx, &json, remaining).await;
+        *api_wait += started.elapsed();
+        json = Arc::new(removed?);
+        tracing::info!(kind = %ctx.watch.gvk.kind, %name, namespace = ns.unwrap_or(""), "finalizer ran; removed {finalizer}");
+        if last {
+            // The API server deletes the object now: no status to write.
+            return Ok(Next::AwaitChange);
+        }
+    }
+    if ctx.watch.manage_status {
+        let done_at = completion();
+        write_status(ctx, ns, &name, json.clone(), api_wait, |s| {
+            status::mark_done(s, &outcome, &now(), &done_at);
+        })
+        .await?;
+    }
+    match failure {
+        Some(failure) => {
+            ctx.events
+                .failure(&json, &failure.task, &failure.to_string());
+            Err(ReconcileError::RunFailed(failure.to_string()))
+        }
+        None => Ok(Next::AwaitChange),
+    }
 }
 
 async fn run_once(
