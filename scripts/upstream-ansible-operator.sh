@@ -9,6 +9,11 @@
 #                                `ansible` 11 bundle), ansible-runner 2.4, the
 #                                kubernetes client and ansible-runner-http,
 #                                the event plugin ansible-operator listens to
+#   <dir>/collections            community.kubernetes 2.0.1, the collection
+#                                the seed's role names (operator images of its
+#                                day carried it; today's carry kubernetes.core,
+#                                which 2.0.1 redirects to), from the `ansible`
+#                                5.10.0 source release on PyPI
 #
 # Upstream's base image installs a vendored copy of ansible-runner-http; the
 # 1.0.0 release on PyPI has the same code and entry point, so that is used.
@@ -34,7 +39,25 @@ dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/upstream/ansible-operator-$version"
 stamp="$dir/.complete"
 want="recipe-2 $version $(sha256sum "$module/go.sum" | cut -c1-12) ${python_requirements[*]}"
 
+community_kubernetes() {
+    local target="$dir/collections/ansible_collections/community/kubernetes"
+    local want="ansible-5.10.0 community.kubernetes"
+    [[ -f "$target/.complete" && "$(cat "$target/.complete")" == "$want" ]] && return
+    echo "upstream: extracting community.kubernetes from ansible 5.10.0 (PyPI) into $dir/collections" >&2
+    local scratch
+    scratch="$(mktemp -d)"
+    "$dir/venv/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        "ansible==5.10.0" -d "$scratch" >&2
+    tar -xzf "$scratch/ansible-5.10.0.tar.gz" -C "$scratch" ansible-5.10.0/ansible_collections/community/kubernetes
+    rm -rf "$target"
+    mkdir -p "$(dirname "$target")"
+    mv "$scratch/ansible-5.10.0/ansible_collections/community/kubernetes" "$target"
+    rm -rf "$scratch"
+    echo "$want" >"$target/.complete"
+}
+
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    community_kubernetes
     echo "$dir"
     exit 0
 fi
@@ -51,5 +74,6 @@ python3 -m venv "$dir/venv"
 "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "${python_requirements[@]}" >&2
 "$dir/venv/bin/ansible-galaxy" collection list kubernetes.core >&2
 
+community_kubernetes
 echo "$want" >"$stamp"
 echo "$dir"

@@ -39,8 +39,8 @@ pub struct Subject {
 pub enum Step {
     /// Create each document of these manifest files in the run's namespace.
     Create(Vec<PathBuf>),
-    /// Create an object given inline.
-    CreateObject(Json),
+    /// Create objects given inline, in order.
+    CreateObjects(Vec<Json>),
     /// Merge-patch an object.
     Patch {
         api_version: &'static str,
@@ -67,10 +67,17 @@ impl Step {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            Step::CreateObject(object) => format!(
-                "create {} {}",
-                object["kind"].as_str().unwrap_or("?"),
-                object["metadata"]["name"].as_str().unwrap_or("?")
+            Step::CreateObjects(objects) => format!(
+                "create {}",
+                objects
+                    .iter()
+                    .map(|o| format!(
+                        "{} {}",
+                        o["kind"].as_str().unwrap_or("?"),
+                        o["metadata"]["name"].as_str().unwrap_or("?")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Step::Patch { kind, name, .. } => format!("edit {kind} {name}"),
             Step::Delete { kind, name, .. } => format!("delete {kind} {name}"),
@@ -129,7 +136,15 @@ pub async fn run(
         apply(client, step, &namespace)
             .await
             .map_err(|e| format!("{}: {e}", step.describe()))?;
-        let (snapshot, seconds, quiet) = settle(client, kinds, &scope, began, subject.limit).await;
+        let (snapshot, seconds, quiet) = settle(
+            client,
+            kinds,
+            &scope,
+            operator.metrics_port(),
+            began,
+            subject.limit,
+        )
+        .await;
         settled.push(Settled {
             step: step.describe(),
             snapshot,
@@ -151,11 +166,16 @@ pub async fn run(
 }
 
 /// Waits until nothing the run covers has changed for [`QUIET`] and no
-/// reconcile is in flight, or until `limit`.
+/// reconcile is in flight, or until `limit`. In flight: a `Running/Running`
+/// condition (manageStatus), or the operator's own metrics showing a busy
+/// worker or a queued request (what tells for a watch without managed
+/// status, where upstream spends seconds starting ansible-runner before a
+/// run's first write).
 async fn settle(
     client: &Client,
     kinds: &Kinds,
     scope: &RunScope,
+    metrics_port: u16,
     began: Instant,
     limit: Duration,
 ) -> (Snapshot, f64, bool) {
@@ -169,12 +189,26 @@ async fn settle(
         }
         let still = began.elapsed() - changed_at;
         last = now;
-        if still >= QUIET && !last.running {
+        if still >= QUIET && !last.running && !operator_busy(metrics_port).await {
             return (last, changed_at.as_secs_f64(), true);
         }
         if began.elapsed() >= limit {
             return (last, changed_at.as_secs_f64(), false);
         }
+    }
+}
+
+/// Whether the operator's controllers have a reconcile running or waiting
+/// (controller-runtime's `controller_runtime_active_workers` and
+/// `workqueue_depth`, which enka serves too). An unreadable endpoint counts
+/// as busy: the step then waits for its limit and says so.
+async fn operator_busy(metrics_port: u16) -> bool {
+    match crate::support::try_http_get(metrics_port, "/metrics").await {
+        Ok((200, text)) => {
+            crate::support::sum_metric(&text, "controller_runtime_active_workers") > 0.0
+                || crate::support::sum_metric(&text, "workqueue_depth") > 0.0
+        }
+        _ => true,
     }
 }
 
@@ -243,7 +277,12 @@ async fn apply(client: &Client, step: &Step, namespace: &str) -> Result<(), Stri
             }
             Ok(())
         }
-        Step::CreateObject(object) => create(client, object.clone(), namespace).await,
+        Step::CreateObjects(objects) => {
+            for object in objects {
+                create(client, object.clone(), namespace).await?;
+            }
+            Ok(())
+        }
         Step::Patch {
             api_version,
             kind,
@@ -273,7 +312,11 @@ async fn apply(client: &Client, step: &Step, namespace: &str) -> Result<(), Stri
     }
 }
 
-async fn create(client: &Client, mut value: Json, namespace: &str) -> Result<(), String> {
+/// Creates `value` in `namespace`; `<namespace>` in any string of it stands
+/// for the run's namespace (a role's `{{ meta.namespace }}-notes`).
+async fn create(client: &Client, value: Json, namespace: &str) -> Result<(), String> {
+    let text = value.to_string().replace("<namespace>", namespace);
+    let mut value: Json = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     value["metadata"]["namespace"] = json!(namespace);
     let api_version = value["apiVersion"].as_str().unwrap_or_default().to_owned();
     let kind = value["kind"].as_str().unwrap_or_default().to_owned();
@@ -308,7 +351,9 @@ async fn clean_up(client: &Client, kinds: &Kinds, scope: &RunScope) -> Result<()
             let Some((_, place)) = key.split_once(' ') else {
                 continue;
             };
-            let (namespace, name) = place.split_once('/').unwrap_or(("-", place));
+            // Keys name the run's namespace as a placeholder.
+            let place = place.replace("<namespace>", &scope.namespace);
+            let (namespace, name) = place.split_once('/').unwrap_or(("-", &place));
             let api_version = object["apiVersion"].as_str().unwrap_or_default();
             let kind = object["kind"].as_str().unwrap_or_default();
             let api = if namespace == "-" {

@@ -78,7 +78,11 @@ impl Kinds {
             .unwrap_or_else(|e| panic!("API discovery: {e}"));
         let mut kinds = Vec::new();
         for group in discovery.groups() {
-            for (resource, capabilities) in group.recommended_resources() {
+            // Every kind of the group, each at its most stable version: the
+            // group's preferred version alone misses kinds served only at
+            // another (the seed's Zundoko and Kiyoshi are v1beta1 beside
+            // Hikawa's v1beta2).
+            for (resource, capabilities) in group.resources_by_stability() {
                 if !capabilities.supports_operation(verbs::LIST) || ignored_kind(&resource) {
                     continue;
                 }
