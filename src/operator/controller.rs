@@ -604,7 +604,10 @@ async fn run_finalizer(
     finalizer: &str,
     api_wait: &mut Duration,
 ) -> Result<Next, ReconcileError> {
-    let name = json["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let name = json["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let namespace = json["metadata"]["namespace"].as_str().map(str::to_owned);
     let ns = namespace.as_deref();
     let mut json = json;

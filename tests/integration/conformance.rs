@@ -274,7 +274,9 @@ async fn plays_match_ansible_playbook() {
             }
         };
         total += 1;
-        let same_stats = want.get("stats").is_none_or(|want| Some(want) == stats.as_ref());
+        let same_stats = want
+            .get("stats")
+            .is_none_or(|want| Some(want) == stats.as_ref());
         if matches(&want, &outcome) && same_stats {
             matched += 1;
         } else {
