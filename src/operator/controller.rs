@@ -148,9 +148,13 @@ pub struct WatchContext {
 
 fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
     match target {
-        Target::Role(name) => crate::role::resolve_role(&project.role_paths, name)
-            .ok()
-            .map(Entry::Role),
+        // A role that is nowhere yet (it did not load, see reload) is
+        // expected where a project keeps its roles: once it is written
+        // there, the reload loads it and its watch runs.
+        Target::Role(name) => Some(Entry::Role(
+            crate::role::resolve_role(&project.role_paths, name)
+                .unwrap_or_else(|_| project.role_paths.base_dir.join("roles").join(name)),
+        )),
         Target::Playbook(path) => Some(Entry::Playbook(path.clone())),
     }
 }
@@ -490,7 +494,17 @@ async fn reconcile_object(
         let Some(finalizer) = finalizer_name.filter(|f| finalizers.contains(f)) else {
             return Ok(Next::AwaitChange);
         };
+        let finalizer_target = ctx.watch.finalizer.as_ref().and_then(|f| f.target.as_ref());
+        if let Some(reason) = ctx
+            .reload
+            .unloaded(finalizer_target.unwrap_or(&ctx.watch.target))
+        {
+            return Err(report_unloaded(&ctx, ns, &name, json, &reason, api_wait).await);
+        }
         return run_finalizer(&ctx, json, &finalizer, api_wait).await;
+    }
+    if let Some(reason) = ctx.reload.unloaded(&ctx.watch.target) {
+        return Err(report_unloaded(&ctx, ns, &name, json, &reason, api_wait).await);
     }
 
     let mut json = json;
@@ -590,6 +604,32 @@ async fn reconcile_object(
         (None, Some(period)) => Next::After(period),
         (None, None) => Next::AwaitChange,
     })
+}
+
+/// A reconcile of a watch whose role or playbook does not load fails as
+/// upstream's run of it would: the status's Failure condition (manageStatus)
+/// and an Event say why, and the object is retried with backoff (after a fix,
+/// the reload loads it and the retry runs it).
+async fn report_unloaded(
+    ctx: &WatchContext,
+    ns: Option<&str>,
+    name: &str,
+    json: Arc<Json>,
+    reason: &str,
+    api_wait: &mut Duration,
+) -> ReconcileError {
+    let message = format!("the role or playbook does not load: {reason}");
+    if ctx.watch.manage_status {
+        let written = write_status(ctx, ns, name, json.clone(), api_wait, |s| {
+            status::mark_error(s, &message, &now())
+        })
+        .await;
+        if let Err(err) = written {
+            return err;
+        }
+    }
+    ctx.events.failure(&json, "(load)", &message);
+    ReconcileError::RunFailed(message)
 }
 
 /// The finalizer's run of an object being deleted, as upstream's

@@ -21,7 +21,7 @@ use kube::discovery::{self, Scope};
 
 use crate::check::{role_paths, targets};
 use crate::kube::client::KubeCluster;
-use crate::role::{LoadOptions, Project};
+use crate::role::{LoadOptions, Target};
 use controller::{Settings, WatchContext};
 
 /// What `enka run` was asked to do.
@@ -98,7 +98,19 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         ansible: options.ansible.clone(),
     };
     let watch_targets = targets(&watches);
-    let (project, project_diagnostics) = Project::load(&load, &watch_targets);
+    // A broken watches file stops enka; a role or playbook that does not
+    // load fails only the watches that run it (upstream starts, and each
+    // run of such a watch fails).
+    if diagnostics.has_errors() {
+        for diagnostic in &diagnostics.0 {
+            tracing::error!("{diagnostic}");
+        }
+        bail!(
+            "the watches file has {} error(s); run `enka check` for details",
+            diagnostics.errors().count()
+        );
+    }
+    let (project, unloaded, project_diagnostics) = reload::load_each(&load, &watch_targets);
     diagnostics.extend(project_diagnostics);
     for diagnostic in &diagnostics.0 {
         if diagnostic.is_error() {
@@ -107,12 +119,25 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
             tracing::warn!("{diagnostic}");
         }
     }
-    let Some(project) = project.filter(|_| !diagnostics.has_errors()) else {
+    // A role or playbook that is not there stops enka, as upstream's
+    // watches validation stops ansible-operator.
+    let missing = unloaded.iter().any(|(target, _)| match target {
+        Target::Playbook(path) => !path.exists(),
+        Target::Role(name) => crate::role::resolve_role(&load.role_paths, name).is_err(),
+    });
+    let Some(project) = project.filter(|_| !missing) else {
         bail!(
             "the project has {} error(s); run `enka check` for details",
             diagnostics.errors().count()
         );
     };
+    for (target, _) in &unloaded {
+        tracing::error!(
+            ?target,
+            "does not load: the watches that run it fail each reconcile until it is fixed"
+        );
+    }
+    let reload_state = Arc::new(reload::ReloadState::with_unloaded(unloaded));
     let handle = Arc::new(RwLock::new(project));
     if let Some(addr) = options.metrics_address {
         let listener = tokio::net::TcpListener::bind(addr)
@@ -141,7 +166,6 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
             }
         });
     }
-    let reload_state = Arc::new(reload::ReloadState::default());
     let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
     tokio::spawn(reload::run(
         load,

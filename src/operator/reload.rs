@@ -1,6 +1,9 @@
-//! Live role reload: a changed role or template file takes effect on the
-//! next reconcile, without a restart; a broken edit is rejected and the
-//! last good project keeps running.
+//! Loading the watches' roles and playbooks, then live reload: a changed
+//! role or template file takes effect on the next reconcile, without a
+//! restart; a broken edit is rejected and the last good project keeps
+//! running. A role or playbook that does not load fails only the watches
+//! that run it, as each of upstream's runs fails alone, and is tried again
+//! whenever files change.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -9,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::controller::ProjectHandle;
-use crate::role::{LoadOptions, Project, Target};
+use crate::role::{Diagnostics, LoadOptions, Project, Target};
 
 /// How often files are checked for changes.
 const POLL: Duration = Duration::from_millis(500);
@@ -18,6 +21,7 @@ const POLL: Duration = Duration::from_millis(500);
 #[derive(Debug, Default)]
 pub struct ReloadState {
     broken: RwLock<Option<String>>,
+    unloaded: RwLock<Vec<(Target, String)>>,
 }
 
 impl ReloadState {
@@ -32,13 +36,64 @@ impl ReloadState {
     fn set(&self, value: Option<String>) {
         *self.broken.write().unwrap_or_else(|e| e.into_inner()) = value;
     }
+
+    /// Why `target` is not loaded, when it does not load.
+    pub fn unloaded(&self, target: &Target) -> Option<String> {
+        self.unloaded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(t, _)| t == target)
+            .map(|(_, why)| why.clone())
+    }
+
+    /// The state at start, with the targets that did not load.
+    pub fn with_unloaded(unloaded: Vec<(Target, String)>) -> Self {
+        ReloadState {
+            broken: RwLock::default(),
+            unloaded: RwLock::new(unloaded),
+        }
+    }
+
+    fn set_unloaded(&self, unloaded: Vec<(Target, String)>) {
+        *self.unloaded.write().unwrap_or_else(|e| e.into_inner()) = unloaded;
+    }
+}
+
+/// Loads `targets` together; when that fails, loads each alone to find the
+/// ones that do not load, and the rest together. Returns the project of the
+/// targets that load, and each other target with its errors. `None` when
+/// even the loadable ones fail together.
+pub fn load_each(
+    options: &LoadOptions,
+    targets: &[Target],
+) -> (Option<Arc<Project>>, Vec<(Target, String)>, Diagnostics) {
+    let (project, diagnostics) = Project::load(options, targets);
+    if let Some(project) = project.filter(|_| !diagnostics.has_errors()) {
+        return (Some(project), Vec::new(), diagnostics);
+    }
+    let mut good = Vec::new();
+    let mut unloaded = Vec::new();
+    for target in targets {
+        let (alone, problems) = Project::load(options, std::slice::from_ref(target));
+        if alone.is_some() && !problems.has_errors() {
+            good.push(target.clone());
+        } else {
+            let errors: Vec<String> = problems.errors().map(ToString::to_string).collect();
+            unloaded.push((target.clone(), errors.join("; ")));
+        }
+    }
+    let (project, together) = Project::load(options, &good);
+    let project = project.filter(|_| !together.has_errors());
+    (project, unloaded, diagnostics)
 }
 
 /// Size and modification time of every file under the project's roles and
-/// playbooks.
-fn fingerprint(project: &Project) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
+/// playbooks, and under those that did not load (`unloaded`).
+fn fingerprint(project: &Project, unloaded: &[PathBuf]) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
     let mut roots: Vec<PathBuf> = project.roles.keys().cloned().collect();
     roots.extend(project.playbooks.keys().cloned());
+    roots.extend(unloaded.iter().cloned());
     let mut out: Vec<_> = roots
         .iter()
         .flat_map(|root| crate::role::files_under(root))
@@ -65,20 +120,58 @@ pub async fn run(
     changed: watch::Sender<u64>,
 ) {
     let mut generation = 0u64;
-    let mut seen = fingerprint(&handle.read().unwrap_or_else(|e| e.into_inner()).clone());
+    let unloaded_roots = |state: &ReloadState| -> Vec<PathBuf> {
+        let unloaded = state.unloaded.read().unwrap_or_else(|e| e.into_inner());
+        unloaded
+            .iter()
+            .filter_map(|(target, _)| match target {
+                Target::Playbook(path) => Some(path.clone()),
+                Target::Role(name) => crate::role::resolve_role(&options.role_paths, name).ok(),
+            })
+            .collect()
+    };
+    let mut seen = fingerprint(
+        &handle.read().unwrap_or_else(|e| e.into_inner()).clone(),
+        &unloaded_roots(&state),
+    );
     loop {
         tokio::time::sleep(POLL).await;
         let current = handle.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let now = fingerprint(&current);
+        let now = fingerprint(&current, &unloaded_roots(&state));
         if now == seen {
             continue;
         }
         seen = now;
-        let (project, diagnostics) = Project::load(&options, &targets);
+        // What did not load is tried alone first: one broken playbook must
+        // not hold back an edit of another watch's role.
+        let previously_unloaded: Vec<Target> = state
+            .unloaded
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect();
+        let mut wanted = Vec::new();
+        let mut still_unloaded = Vec::new();
+        for target in &targets {
+            if !previously_unloaded.contains(target) {
+                wanted.push(target.clone());
+                continue;
+            }
+            let (alone, problems) = Project::load(&options, std::slice::from_ref(target));
+            if alone.is_some() && !problems.has_errors() {
+                wanted.push(target.clone());
+            } else {
+                let errors: Vec<String> = problems.errors().map(ToString::to_string).collect();
+                still_unloaded.push((target.clone(), errors.join("; ")));
+            }
+        }
+        let (project, diagnostics) = Project::load(&options, &wanted);
         match project.filter(|_| !diagnostics.has_errors()) {
             Some(project) => {
                 *handle.write().unwrap_or_else(|e| e.into_inner()) = project;
                 state.set(None);
+                state.set_unloaded(still_unloaded);
                 generation += 1;
                 tracing::info!(
                     roles = current.roles.len(),

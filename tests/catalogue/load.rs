@@ -1,7 +1,9 @@
-//! Broken projects: `enka check` and `enka run` must both refuse each with
-//! a message that names the file, line and column (and the task, for a task),
-//! exit with an error rather than a panic, and `enka run` must do so at once
-//! rather than start half an operator.
+//! Broken projects: `enka check` must refuse each with a message that names
+//! the file, line and column (and the task, for a task), and exit with an
+//! error rather than a panic. `enka run` refuses a broken watches file at
+//! once; a role that does not load fails only the watches that run it, as
+//! upstream's runs of it fail: enka logs the same message and stays up (no
+//! crash loop), and each object of such a watch says why in its status.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -13,6 +15,8 @@ use kube_env::KubeEnv;
 use crate::runner::Scenario;
 
 const WATCH: &str = "- {version: v1, group: catalogue.enka.dev, kind: BadInput, role: r}\n";
+/// The BadInput CRD, which `enka run` must find to start its watch.
+const CRD: &str = "tests/catalogue/project/config/crd.yaml";
 const TASKS: &str = "roles/r/tasks/main.yml";
 
 /// One broken project: its files, and where and what the error must say.
@@ -340,21 +344,109 @@ const CASES: &[Case] = &[
 
 /// Each case as a scenario; the projects go to a temporary directory.
 pub fn cases(env: &Arc<KubeEnv>) -> Vec<Scenario> {
-    CASES
-        .iter()
-        .map(|case| {
-            let env = env.clone();
-            let scenario: Scenario = (
-                format!("load: {}", case.name),
-                Box::pin(async move {
-                    tokio::task::spawn_blocking(move || refused(&env, case))
-                        .await
-                        .expect("the case ran");
-                }),
-            );
-            scenario
-        })
-        .collect()
+    let broken_role = env.clone();
+    let mut cases: Vec<Scenario> = vec![(
+        "load: a role that does not load fails its objects until it is fixed".to_owned(),
+        Box::pin(broken_role_fails_its_objects(broken_role)),
+    )];
+    cases.extend(CASES.iter().map(|case| {
+        let env = env.clone();
+        let scenario: Scenario = (
+            format!("load: {}", case.name),
+            Box::pin(async move {
+                tokio::task::spawn_blocking(move || refused(&env, case))
+                    .await
+                    .expect("the case ran");
+            }),
+        );
+        scenario
+    }));
+    cases
+}
+
+/// A role that does not load, under `enka run`: each object of its watch
+/// gets a Failure condition and an Event with the diagnostic (file, line,
+/// column); once the file is fixed, the reload loads it and the object's
+/// next retry runs it, without a restart.
+async fn broken_role_fails_its_objects(env: Arc<KubeEnv>) {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    const NAMESPACE: &str = "catalogue-broken-role";
+    let client = env.client().expect("a client");
+    crate::support::install_crd(&client, CRD).await;
+    let namespaces: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Namespace")),
+    );
+    let namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}
+    }))
+    .expect("a Namespace");
+    namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("creating the namespace");
+    let dir =
+        std::env::temp_dir().join(format!("enka-catalogue-{}-broken-role", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("roles/r/tasks")).expect("the project");
+    std::fs::write(dir.join("watches.yaml"), WATCH).expect("watches.yaml");
+    let tasks = dir.join(TASKS);
+    std::fs::write(&tasks, "- name: Say\n  debug:\n    msg: [unclosed\n").expect("the role");
+    let watches = dir.join("watches.yaml").display().to_string();
+    let mut enka =
+        crate::enka::Enka::start_with_args(&env, &watches, NAMESPACE, &[], &[], "-broken-role");
+    enka.await_ready().await;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("catalogue.enka.dev", "v1", "BadInput"),
+        "badinputs",
+    );
+    let inputs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+    let object = serde_json::from_value(serde_json::json!({
+        "apiVersion": "catalogue.enka.dev/v1", "kind": "BadInput",
+        "metadata": {"name": "waits-for-a-fix"}, "spec": {}
+    }))
+    .expect("a BadInput");
+    inputs
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("creating the BadInput");
+    let failed = crate::runtime::await_condition(
+        &inputs,
+        "waits-for-a-fix",
+        "Failure",
+        Duration::from_secs(30),
+    )
+    .await;
+    let message = failed.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Failure")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        message.contains("does not load") && message.contains("roles/r/tasks/main.yml:"),
+        "the Failure condition does not give the diagnostic: {message}"
+    );
+    assert!(
+        enka.exited().is_none(),
+        "enka stopped:\n{}",
+        enka.full_log()
+    );
+    std::fs::write(&tasks, "- name: Say\n  debug:\n    msg: fixed\n").expect("the fixed role");
+    crate::runtime::await_condition(
+        &inputs,
+        "waits-for-a-fix",
+        "Successful",
+        Duration::from_secs(60),
+    )
+    .await;
+    enka.kill();
+    let _ = namespaces
+        .delete(NAMESPACE, &kube::api::DeleteParams::default())
+        .await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn refused(env: &KubeEnv, case: &Case) {
@@ -368,21 +460,17 @@ fn refused(env: &KubeEnv, case: &Case) {
     assert_eq!(check.status.code(), Some(1), "enka check exit:\n{stderr}");
     assert_reported(&stderr, case, "enka check");
 
-    // enka run loads the same project first and must stop there.
-    let mut run = Command::new(env!("CARGO_BIN_EXE_enka"))
-        .args([
-            "run",
-            "--watches-file",
-            "watches.yaml",
-            "--metrics-bind-address=0",
-            "--health-probe-bind-address=0",
-        ])
-        .current_dir(&dir)
-        .env("KUBECONFIG", env.kubeconfig())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running enka run");
+    if case.at.starts_with("watches.yaml") {
+        run_refuses(env, case, &dir);
+    } else {
+        run_stays_up(env, case, &dir);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A broken watches file: `enka run` stops at once, saying why.
+fn run_refuses(env: &KubeEnv, case: &Case, dir: &Path) {
+    let mut run = enka_run(env, dir, Stdio::piped());
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(status) = run.try_wait().expect("waiting for enka run") {
@@ -401,7 +489,57 @@ fn refused(env: &KubeEnv, case: &Case) {
         "enka run: {status}\n{stderr}"
     );
     assert_reported(&log_messages(&stderr), case, "enka run");
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A role that does not load: `enka run` logs the diagnostic and keeps
+/// serving (the watch's objects fail, see `broken_role_fails_its_objects`).
+fn run_stays_up(env: &KubeEnv, case: &Case, dir: &Path) {
+    crate::support::kubectl(
+        env,
+        &[
+            "apply",
+            "-f",
+            &crate::support::repo_path(CRD).display().to_string(),
+        ],
+    );
+    let log = dir.join("enka-run.log");
+    let file = std::fs::File::create(&log).expect("the log file");
+    let mut run = enka_run(env, dir, Stdio::from(file));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+        if let Some(status) = run.try_wait().expect("waiting for enka run") {
+            panic!("enka run stopped ({status}) on a role that does not load:\n{stderr}");
+        }
+        if stderr.contains("enka is running") {
+            assert_reported(&log_messages(&stderr), case, "enka run");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = run.kill();
+            panic!("enka run was not running within 20 s:\n{stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = run.kill();
+    let _ = run.wait();
+}
+
+fn enka_run(env: &KubeEnv, dir: &Path, stderr: Stdio) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_enka"))
+        .args([
+            "run",
+            "--watches-file",
+            "watches.yaml",
+            "--metrics-bind-address=0",
+            "--health-probe-bind-address=0",
+        ])
+        .current_dir(dir)
+        .env("KUBECONFIG", env.kubeconfig())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("running enka run")
 }
 
 /// `enka run` logs zap JSON lines: each line's `msg` (other lines as they
