@@ -6,6 +6,7 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 use serde_json::{Value as Json, json};
 
+use super::client_apply;
 use super::k8s_common::{self as common, WaitCondition};
 use super::{Args, ModuleContext, Output};
 use crate::kube::{PatchType, Resource};
@@ -49,6 +50,9 @@ struct Options {
     name: Option<String>,
     namespace: Option<String>,
     apply: bool,
+    /// `server_side_apply` was given: the apply is the API server's; else a
+    /// plain `apply: true` is kubernetes.core's client-side apply.
+    server_side: bool,
     /// How an apply treats fields another manager owns: kubernetes.core's
     /// `server_side_apply.force_conflicts` (false by default); a plain
     /// `apply: true` is a client-side apply, which overwrites them.
@@ -100,7 +104,8 @@ impl Options {
             kind: args.str("kind")?,
             name: args.str("name")?,
             namespace: args.str("namespace")?,
-            apply: args.bool("apply", false)? || args.map("server_side_apply")?.is_some(),
+            apply: args.bool("apply", false)? || server_side.is_some(),
+            server_side: server_side.is_some(),
             force: args.bool("force", false)?,
             merge_types,
             wait,
@@ -356,6 +361,12 @@ async fn apply_one(
             });
         }
         None => {
+            if options.apply && !options.server_side {
+                // The annotation records the definition as the role wrote
+                // it: the owner reference is added after, as upstream's
+                // proxy adds it to the request.
+                definition = client_apply::annotated(&definition);
+            }
             if let (Some(owner), false) = (ctx.owner, is_owner) {
                 common::inject_owner(&mut definition, owner, &resource, ns);
             }
@@ -389,6 +400,26 @@ async fn apply_one(
                     .map_err(|e| common::api_failure("replace object", &e))?;
                 let changed = common::changed(&existing, &replaced);
                 (replaced, changed, "replace")
+            } else if options.apply && !options.server_side {
+                // A merge patch: an owner reference the object has stays.
+                match client_apply::patch_for(&existing, &definition)? {
+                    None => (existing, false, "apply"),
+                    Some(patch) => {
+                        let applied = ctx
+                            .api(cluster.patch(
+                                &resource,
+                                ns,
+                                &name,
+                                &patch,
+                                &PatchType::Merge,
+                                None,
+                            ))
+                            .await
+                            .map_err(|e| common::api_failure("apply object", &e))?;
+                        let changed = common::changed(&existing, &applied);
+                        (applied, changed, "apply")
+                    }
+                }
             } else if options.apply {
                 if let Some(owner) = keeps_owner {
                     common::inject_owner(&mut definition, owner, &resource, ns);

@@ -53,6 +53,7 @@ pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), S
 mod args;
 mod assert;
 mod bridged;
+mod client_apply;
 mod debug;
 mod fail;
 mod include_vars;

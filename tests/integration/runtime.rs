@@ -720,7 +720,7 @@ async fn the_duration_histogram_measures_the_whole_run() {
 }
 
 const ADOPTING_ROLE: &str = r#"
-- name: server-side apply
+- name: apply
   k8s:
     apply: yes
     definition:
