@@ -20,6 +20,18 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         .unwrap_or_else(|| "present".into());
     let definitions = definitions(args, ctx)?;
     if definitions.is_empty() {
+        // kubernetes.core drops a source's empty YAML documents: a template
+        // whose `{% if %}` rendered nothing ("\n") applies nothing. Only an
+        // empty definition string, or none at all, fails.
+        let text_given = args
+            .get("definition")
+            .or_else(|| args.get("resource_definition"))
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()));
+        if text_given || args.get("src").is_some() || args.get("template").is_some() {
+            let none =
+                Value::from_pairs([(Value::from("results"), Value::from(Vec::<Value>::new()))]);
+            return Ok(Output::changed(false).with("result", none));
+        }
         return Err("no definition: give definition, src, template, or kind and name".to_owned());
     }
     let options = Options::from_args(args)?;

@@ -866,3 +866,63 @@ async fn a_missing_status_subresource_is_named_not_taken_for_a_deletion() {
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
+
+const MAYBE_ROLE: &str = r#"
+- name: Apply what the template renders (nothing, when its condition is false)
+  k8s:
+    apply: yes
+    definition: "{{ lookup('template', 'maybe.yaml.j2') }}"
+    wait: yes
+  register: maybe
+- name: Record what the empty apply returned
+  k8s:
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-out'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      data:
+        changed: '{{ maybe.changed | string }}'
+        results: '{{ maybe.result.results | length }}'
+"#;
+
+/// A definition that renders to no object (awx-operator's optional
+/// templates, `{% if %}` false, render "\n") applies nothing, as
+/// kubernetes.core drops empty YAML documents: the task is ok, unchanged,
+/// with no results, and the run goes on.
+#[tokio::test]
+async fn a_definition_that_renders_to_nothing_applies_nothing() {
+    let (env, client, ns, samples) = sample_namespace("empty-definition").await;
+    let project = Project::new("empty-definition");
+    project.write_role(MAYBE_ROLE);
+    std::fs::create_dir_all(project.dir.join("roles/sample/templates")).unwrap();
+    std::fs::write(
+        project.dir.join("roles/sample/templates/maybe.yaml.j2"),
+        "{% if false %}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: never\n{% endif %}\n",
+    )
+    .unwrap();
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    create_sample(&samples, "s1", json!({})).await;
+    await_output(
+        &config_maps,
+        "results",
+        "0",
+        "the run after the empty apply",
+    )
+    .await;
+    let out = config_maps.get("s1-out").await.unwrap();
+    assert_eq!(
+        out.data
+            .unwrap_or_default()
+            .get("changed")
+            .map(String::as_str),
+        Some("False"),
+        "{}",
+        enka.log()
+    );
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
