@@ -20,23 +20,15 @@ pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, Str
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("could not read {}: {e}", path.display()))?;
     let text = if text.starts_with("$ANSIBLE_VAULT") {
-        // Decrypted by Ansible, with the Vault secrets enka was given.
-        let worker = ctx.ansible.ok_or_else(|| {
-            format!(
-                "{} is encrypted with Ansible Vault and this project has no Ansible worker to decrypt it",
-                path.display()
-            )
-        })?;
-        let request = serde_json::json!({"op": "vault_decrypt", "text": text, "file": path.to_string_lossy()});
-        let answer = worker
-            .call_async(request, None)
-            .await
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        answer["value"].as_str().unwrap_or_default().to_owned()
+        decrypt(&text, &path, ctx).await?
     } else {
         text
     };
     let node = crate::yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    let node = match node {
+        Some(node) => Some(decrypt_inline(node, &path, ctx).await?),
+        None => None,
+    };
     let data = node.map(|n| from_yaml(&n)).unwrap_or(Value::from(()));
     if data.kind() != minijinja::value::ValueKind::Map {
         return Err(format!(
@@ -67,4 +59,49 @@ pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, Str
 /// `vars/`, the role, then the project.
 fn find(ctx: &ModuleContext<'_>, file: &str) -> Option<PathBuf> {
     crate::template::find_needle(&ctx.search_path(), "vars", file)
+}
+
+/// Vault text decrypted by Ansible, with the Vault secrets enka was given.
+async fn decrypt(
+    text: &str,
+    path: &std::path::Path,
+    ctx: &ModuleContext<'_>,
+) -> Result<String, String> {
+    let worker = ctx.ansible.ok_or_else(|| {
+        format!(
+            "{} is encrypted with Ansible Vault and this project has no Ansible worker to decrypt it",
+            path.display()
+        )
+    })?;
+    let request =
+        serde_json::json!({"op": "vault_decrypt", "text": text, "file": path.to_string_lossy()});
+    let answer = worker
+        .call_async(request, None)
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(answer["value"].as_str().unwrap_or_default().to_owned())
+}
+
+/// The file's `!vault` values decrypted, as Ansible's loader decrypts them
+/// when it reads the file (upstream's advanced-molecule-operator reads such
+/// a value with `include_vars` and `--vault-password-file`).
+async fn decrypt_inline(
+    node: crate::yaml::Node,
+    path: &std::path::Path,
+    ctx: &ModuleContext<'_>,
+) -> Result<crate::yaml::Node, String> {
+    let encrypted: Vec<String> = node
+        .tagged_strings("vault")
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if encrypted.is_empty() {
+        return Ok(node);
+    }
+    let mut plain = Vec::with_capacity(encrypted.len());
+    for text in &encrypted {
+        plain.push(decrypt(text, path, ctx).await?);
+    }
+    let mut next = encrypted.iter().zip(plain);
+    Ok(node.replace_tagged("vault", &mut |_, _| next.next().map(|(_, p)| p)))
 }

@@ -287,52 +287,20 @@ impl Loader {
     /// `node` with every `!vault` string decrypted (a string that cannot be
     /// is reported and becomes null).
     pub(crate) fn unvault(&mut self, file: &std::sync::Arc<std::path::Path>, node: &Node) -> Node {
-        match &node.value {
-            crate::yaml::Value::Str(text) if node.tag.as_deref() == Some("vault") => {
-                match self.decrypt_vault(text, file) {
-                    Ok(plain) => Node {
-                        value: crate::yaml::Value::Str(plain),
-                        pos: node.pos,
-                        tag: None,
-                    },
-                    Err(message) => {
-                        self.error(super::Location::new(file, node.pos), message);
-                        Node {
-                            value: crate::yaml::Value::Null,
-                            pos: node.pos,
-                            tag: None,
-                        }
-                    }
+        node.replace_tagged(
+            "vault",
+            &mut |text, pos| match self.decrypt_vault(text, file) {
+                Ok(plain) => Some(plain),
+                Err(message) => {
+                    self.error(super::Location::new(file, pos), message);
+                    None
                 }
-            }
-            crate::yaml::Value::Seq(items) => Node {
-                value: crate::yaml::Value::Seq(
-                    items.iter().map(|n| self.unvault(file, n)).collect(),
-                ),
-                pos: node.pos,
-                tag: node.tag.clone(),
             },
-            crate::yaml::Value::Map(entries) => Node {
-                value: crate::yaml::Value::Map(
-                    entries
-                        .iter()
-                        .map(|(k, v)| (k.clone(), self.unvault(file, v)))
-                        .collect(),
-                ),
-                pos: node.pos,
-                tag: node.tag.clone(),
-            },
-            _ => node.clone(),
-        }
+        )
     }
 }
 
 /// Whether `node` holds a `!vault` string anywhere.
 pub(crate) fn has_vault(node: &Node) -> bool {
-    match &node.value {
-        crate::yaml::Value::Str(_) => node.tag.as_deref() == Some("vault"),
-        crate::yaml::Value::Seq(items) => items.iter().any(has_vault),
-        crate::yaml::Value::Map(entries) => entries.iter().any(|(_, v)| has_vault(v)),
-        _ => false,
-    }
+    !node.tagged_strings("vault").is_empty()
 }

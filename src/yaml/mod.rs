@@ -62,6 +62,59 @@ pub enum Value {
 }
 
 impl Node {
+    /// Every string tagged `!<tag>` in the node, in document order.
+    pub fn tagged_strings(&self, tag: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        self.collect_tagged(tag, &mut out);
+        out
+    }
+
+    fn collect_tagged<'a>(&'a self, tag: &str, out: &mut Vec<&'a str>) {
+        match &self.value {
+            Value::Str(text) if self.tag.as_deref() == Some(tag) => out.push(text),
+            Value::Seq(items) => items.iter().for_each(|n| n.collect_tagged(tag, out)),
+            Value::Map(entries) => entries.iter().for_each(|(_, v)| v.collect_tagged(tag, out)),
+            _ => {}
+        }
+    }
+
+    /// The node with every string tagged `!<tag>` replaced by what `replace`
+    /// gives for it (untagged), or by null where it gives `None`. Mapping
+    /// keys are left alone.
+    pub fn replace_tagged(
+        &self,
+        tag: &str,
+        replace: &mut dyn FnMut(&str, Pos) -> Option<String>,
+    ) -> Node {
+        let value = match &self.value {
+            Value::Str(text) if self.tag.as_deref() == Some(tag) => {
+                return Node {
+                    value: replace(text, self.pos).map_or(Value::Null, Value::Str),
+                    pos: self.pos,
+                    tag: None,
+                };
+            }
+            Value::Seq(items) => Value::Seq(
+                items
+                    .iter()
+                    .map(|n| n.replace_tagged(tag, replace))
+                    .collect(),
+            ),
+            Value::Map(entries) => Value::Map(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.replace_tagged(tag, replace)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        };
+        Node {
+            value,
+            pos: self.pos,
+            tag: self.tag.clone(),
+        }
+    }
+
     /// The node as a mapping, if it is one.
     pub fn as_map(&self) -> Option<&[(Node, Node)]> {
         match &self.value {
