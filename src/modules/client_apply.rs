@@ -267,7 +267,7 @@ fn write_python_json(value: &Json, out: &mut String) {
         Json::Null => out.push_str("null"),
         Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Json::Number(n) => out.push_str(&n.to_string()),
-        Json::String(s) => write_python_string(s, out),
+        Json::String(s) => crate::template::filters::encoding::json_string(out, s, true),
         Json::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -286,37 +286,13 @@ fn write_python_json(value: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_python_string(key, out);
+                crate::template::filters::encoding::json_string(out, key, true);
                 out.push(':');
                 write_python_json(&map[key.as_str()], out);
             }
             out.push('}');
         }
     }
-}
-
-fn write_python_string(s: &str, out: &mut String) {
-    use std::fmt::Write as _;
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

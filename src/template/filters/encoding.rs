@@ -80,7 +80,9 @@ struct JsonStyle {
     ensure_ascii: bool,
 }
 
-fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
+/// A string as Python's `json.dumps` writes it; with `ensure_ascii`,
+/// everything outside printable ASCII (DEL included) is a `\u` escape.
+pub(crate) fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -94,7 +96,7 @@ fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
             c if (c as u32) < 0x20 => {
                 let _ = write!(out, "\\u{:04x}", c as u32);
             }
-            c if ensure_ascii && !c.is_ascii() => {
+            c if ensure_ascii && (!c.is_ascii() || c == '\u{7f}') => {
                 let mut buf = [0u16; 2];
                 for unit in c.encode_utf16(&mut buf) {
                     let _ = write!(out, "\\u{unit:04x}");

@@ -6,7 +6,7 @@
 
 mod collections;
 mod core;
-mod encoding;
+pub(crate) mod encoding;
 mod paths;
 mod text;
 
