@@ -503,10 +503,6 @@ async fn reconcile_object(
         }
         return run_finalizer(&ctx, json, &finalizer, api_wait).await;
     }
-    if let Some(reason) = ctx.reload.unloaded(&ctx.watch.target) {
-        return Err(report_unloaded(&ctx, ns, &name, json, &reason, api_wait).await);
-    }
-
     let mut json = json;
     if let Some(finalizer) = finalizer_name.filter(|f| !finalizers.contains(f)) {
         let mut list = finalizers.clone();
@@ -516,6 +512,10 @@ async fn reconcile_object(
         *api_wait += started.elapsed();
         // Continue with the object as it is now.
         json = Arc::new(added?);
+    }
+    // After the finalizer, as upstream adds it before a run that fails.
+    if let Some(reason) = ctx.reload.unloaded(&ctx.watch.target) {
+        return Err(report_unloaded(&ctx, ns, &name, json, &reason, api_wait).await);
     }
 
     let period = match ctx.period_for(&json) {
