@@ -47,7 +47,69 @@ use operator::Flavour;
 /// `(subject, object key, JSON pointer into the normalised object, why)`.
 /// The field is left out of that object's comparison on both sides (the
 /// report says so); everything else of the object is still compared.
-pub const EXPLAINED: &[(&str, &str, &str, &str)] = &[];
+pub const EXPLAINED: &[(&str, &str, &str, &str)] = &[
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-admin-password",
+        "/data/password",
+        "a random password the role generates (lookup('password')); different in any two runs",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-secret-key",
+        "/data/secret_key",
+        "a random key the role generates; different in any two runs",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-broadcast-websocket",
+        "/data/secret",
+        "a random secret the role generates; different in any two runs",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-app-credentials",
+        "/data/credentials.py",
+        "embeds the random BROADCAST_WEBSOCKET_SECRET beside the database settings (which the report showed equal before this entry)",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-receptor-ca",
+        "/data/tls.crt",
+        "a CA certificate openssl generates in the role's shell task; different in any two runs",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-receptor-ca",
+        "/data/tls.key",
+        "the CA's private key openssl generates; different in any two runs",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-receptor-work-signing",
+        "/data/work-private-key.pem",
+        "a key pair openssl generates in the role's shell task; different in any two runs",
+    ),
+    (
+        "awx",
+        "/Secret <namespace>/example-awx-receptor-work-signing",
+        "/data/work-public-key.pem",
+        "the public half of that key pair",
+    ),
+];
+
+/// The generated Secrets above also carry their generated data in
+/// kubernetes.core's last-applied annotation (the definition as applied).
+const GENERATED_SECRETS: &[&str] = &[
+    "/Secret <namespace>/example-awx-admin-password",
+    "/Secret <namespace>/example-awx-secret-key",
+    "/Secret <namespace>/example-awx-broadcast-websocket",
+    "/Secret <namespace>/example-awx-app-credentials",
+    "/Secret <namespace>/example-awx-receptor-ca",
+    "/Secret <namespace>/example-awx-receptor-work-signing",
+];
+const LAST_APPLIED_POINTER: &str =
+    "/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration";
 
 fn main() {
     let filters: Vec<String> = std::env::args()
@@ -161,6 +223,9 @@ async fn differential(
         for (_, key, pointer, _) in &explained {
             if let Some(object) = settled.snapshot.objects.get_mut(*key) {
                 remove_pointer(object, pointer);
+                if GENERATED_SECRETS.contains(key) {
+                    remove_pointer(object, LAST_APPLIED_POINTER);
+                }
             }
         }
     }

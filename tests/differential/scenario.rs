@@ -27,6 +27,8 @@ pub struct Subject {
     pub primary: Vec<(String, String)>,
     /// Extra environment for both operators.
     pub env: Vec<(String, String)>,
+    /// Extra flags for both operators (the project's Deployment's).
+    pub args: Vec<String>,
     pub steps: Vec<Step>,
     /// How long one step may take to settle.
     pub limit: Duration,
@@ -121,12 +123,14 @@ pub async fn run(
     // enka's reconciles at debug level: the log says why each one ran.
     let mut env_vars: Vec<(&str, &str)> = vec![("ENKA_LOG", "info,enka=debug")];
     env_vars.extend(subject.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let operator = Operator::start(
+    let args: Vec<&str> = subject.args.iter().map(String::as_str).collect();
+    let operator = Operator::start_with_args(
         flavour,
         env,
         &subject.project.join("watches.yaml"),
         &namespace,
         &env_vars,
+        &args,
         out_dir,
     )
     .await;
