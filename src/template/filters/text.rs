@@ -433,29 +433,37 @@ fn indent(
     Ok(Value::from(rv))
 }
 
-/// Jinja's `truncate(s, length=255, killwords=False, end='...', leeway=None)`.
-fn truncate(
-    value: &Value,
-    length: Option<usize>,
-    killwords: Option<bool>,
-    end: Option<String>,
-    kwargs: Kwargs,
-) -> Result<Value, Error> {
-    let length = match length {
-        Some(l) => l,
+/// Jinja's `truncate(s, length=255, killwords=False, end='...', leeway=None)`,
+/// each argument by position or by name (awx-operator passes all four by
+/// position).
+fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    if args.len() > 4 {
+        return Err(Error::new(
+            minijinja::ErrorKind::TooManyArguments,
+            "truncate takes at most 4 arguments",
+        ));
+    }
+    let positional = |index: usize| args.get(index).filter(|v| !v.is_none());
+    let length = match positional(0) {
+        Some(l) => usize::try_from(l.clone())
+            .map_err(|_| invalid("truncate: length must be an integer"))?,
         None => kwargs.get::<Option<usize>>("length")?.unwrap_or(255),
     };
-    let killwords = match killwords {
-        Some(k) => k,
+    let killwords = match positional(1) {
+        Some(k) => k.is_true(),
         None => kwargs.get::<Option<bool>>("killwords")?.unwrap_or(false),
     };
-    let end = match end {
-        Some(e) => e,
+    let end = match positional(2) {
+        Some(e) => pyrepr::to_text(e),
         None => kwargs
             .get::<Option<String>>("end")?
             .unwrap_or_else(|| "...".into()),
     };
-    let leeway = kwargs.get::<Option<usize>>("leeway")?.unwrap_or(5);
+    let leeway = match positional(3) {
+        Some(l) => usize::try_from(l.clone())
+            .map_err(|_| invalid("truncate: leeway must be an integer"))?,
+        None => kwargs.get::<Option<usize>>("leeway")?.unwrap_or(5),
+    };
     kwargs.assert_all_used()?;
     let s = text(value, "truncate")?;
     let chars: Vec<char> = s.chars().collect();
