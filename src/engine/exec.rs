@@ -791,6 +791,18 @@ impl Runner {
                     if let Some(index_var) = &task.loop_control.index_var {
                         result.set(index_var, Value::from(index));
                     }
+                    if result.is_failed() && !no_log {
+                        // The task's own failure says only "One or more items
+                        // failed", as Ansible's does; each item's reason is
+                        // in the log, as Ansible prints it.
+                        tracing::warn!(
+                            task = %task.display_name(),
+                            location = %task.location,
+                            item = %crate::template::pyrepr::to_text(item),
+                            "item failed: {}",
+                            result.message()
+                        );
+                    }
                     results.push(result);
                     if let Some(pause) = task.loop_control.pause.as_ref().and_then(seconds) {
                         self.sleep(pause).await;
