@@ -121,11 +121,14 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
     }
     // A role or playbook that is not there stops enka, as upstream's
     // watches validation stops ansible-operator.
+    // So does any load error under --native-only: the user asked enka to
+    // refuse what it would not run itself.
     let missing = unloaded.iter().any(|(target, _)| match target {
         Target::Playbook(path) => !path.exists(),
         Target::Role(name) => crate::role::resolve_role(&load.role_paths, name).is_err(),
     });
-    let Some(project) = project.filter(|_| !missing) else {
+    let strict = load.ansible.is_none() && !unloaded.is_empty();
+    let Some(project) = project.filter(|_| !missing && !strict) else {
         bail!(
             "the project has {} error(s); run `enka check` for details",
             diagnostics.errors().count()
