@@ -75,17 +75,24 @@ pub fn load_each(
     let mut good = Vec::new();
     let mut unloaded = Vec::new();
     for target in targets {
-        let (alone, problems) = Project::load(options, std::slice::from_ref(target));
-        if alone.is_some() && !problems.has_errors() {
-            good.push(target.clone());
-        } else {
-            let errors: Vec<String> = problems.errors().map(ToString::to_string).collect();
-            unloaded.push((target.clone(), errors.join("; ")));
+        match load_alone(options, target) {
+            Ok(()) => good.push(target.clone()),
+            Err(why) => unloaded.push((target.clone(), why)),
         }
     }
     let (project, together) = Project::load(options, &good);
     let project = project.filter(|_| !together.has_errors());
     (project, unloaded, diagnostics)
+}
+
+/// Whether `target` loads on its own; its errors when it does not.
+fn load_alone(options: &LoadOptions, target: &Target) -> Result<(), String> {
+    let (alone, problems) = Project::load(options, std::slice::from_ref(target));
+    if alone.is_some() && !problems.has_errors() {
+        return Ok(());
+    }
+    let errors: Vec<String> = problems.errors().map(ToString::to_string).collect();
+    Err(errors.join("; "))
 }
 
 /// Size and modification time of every file under the project's roles and
@@ -158,12 +165,9 @@ pub async fn run(
                 wanted.push(target.clone());
                 continue;
             }
-            let (alone, problems) = Project::load(&options, std::slice::from_ref(target));
-            if alone.is_some() && !problems.has_errors() {
-                wanted.push(target.clone());
-            } else {
-                let errors: Vec<String> = problems.errors().map(ToString::to_string).collect();
-                still_unloaded.push((target.clone(), errors.join("; ")));
+            match load_alone(&options, target) {
+                Ok(()) => wanted.push(target.clone()),
+                Err(why) => still_unloaded.push((target.clone(), why)),
             }
         }
         let (project, diagnostics) = Project::load(&options, &wanted);
