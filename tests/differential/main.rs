@@ -135,10 +135,7 @@ fn main() {
         let mut summary = String::from(
             "subject\tobjects_equal\tobjects_differ\tsettle_enka_s\tsettle_upstream_s\n",
         );
-        for subject in subjects::all() {
-            if !wanted(subject.name) {
-                continue;
-            }
+        for subject in subjects::all(&wanted) {
             match differential(&env, &client, &subject, &out_dir).await {
                 Ok((line, row, unexplained)) => {
                     println!("{line}");
