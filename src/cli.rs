@@ -34,6 +34,47 @@ pub enum Command {
     /// a task would see for a custom resource, and print the value with the
     /// type Ansible gives it. Exit 1 when the template fails, 2 on bad input.
     Template(TemplateArgs),
+    /// Run playbooks on localhost with enka's engine, as `ansible-playbook`
+    /// does (its output, its exit codes): try a role without a cluster.
+    Playbook(PlaybookArgs),
+}
+
+/// `enka playbook` flags: the `ansible-playbook` ones enka can honour.
+#[derive(Debug, Args)]
+pub struct PlaybookArgs {
+    /// The playbooks, run in order.
+    #[arg(required = true)]
+    pub playbooks: Vec<PathBuf>,
+    /// Inventory file, directory or host list; repeat for more.
+    #[arg(short = 'i', long = "inventory", alias = "inventory-file")]
+    pub inventory: Vec<PathBuf>,
+    /// Extra vars: `key=value …`, YAML/JSON, or `@file`; repeat for more.
+    #[arg(short = 'e', long = "extra-vars")]
+    pub extra_vars: Vec<String>,
+    /// More output (`-vvv`).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only tasks with these tags (comma lists allowed).
+    #[arg(short = 't', long = "tags")]
+    pub tags: Vec<String>,
+    /// Not tasks with these tags.
+    #[arg(long = "skip-tags")]
+    pub skip_tags: Vec<String>,
+    /// Vault password file.
+    #[arg(long = "vault-password-file", alias = "vault-pass-file")]
+    pub vault_password_files: Vec<PathBuf>,
+    /// Vault identity (`label@source`).
+    #[arg(long = "vault-id")]
+    pub vault_ids: Vec<String>,
+    /// Connection type; enka runs every play on localhost, so only `local`.
+    #[arg(short = 'c', long = "connection", default_value = "local", value_parser = ["local"])]
+    pub connection: String,
+    /// Parallel processes; enka runs one host, so this changes nothing.
+    #[arg(short = 'f', long = "forks")]
+    pub forks: Option<u32>,
+    /// Append each task's result to this file as a JSON line.
+    #[arg(long, env = "ENKA_PLAYBOOK_EVENTS")]
+    pub events_file: Option<PathBuf>,
 }
 
 /// `enka template` flags.
@@ -311,11 +352,37 @@ impl Cli {
                 ExitCode::SUCCESS
             }
             Some(Command::Template(args)) => template(args),
+            Some(Command::Playbook(args)) => playbook(args),
             None => {
                 use clap::CommandFactory;
                 let _ = Cli::command().print_help();
                 ExitCode::from(2)
             }
+        }
+    }
+}
+
+/// `enka playbook`: see [`crate::playbook`].
+fn playbook(args: PlaybookArgs) -> ExitCode {
+    let options = crate::playbook::PlaybookOptions {
+        playbooks: args.playbooks,
+        inventory: args.inventory,
+        extra_vars: args.extra_vars,
+        verbosity: args.verbose,
+        tags: args.tags,
+        skip_tags: args.skip_tags,
+        vault_password_files: args.vault_password_files,
+        vault_ids: args.vault_ids,
+        events_file: args.events_file,
+    };
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => ExitCode::from(runtime.block_on(crate::playbook::run(options))),
+        Err(err) => {
+            eprintln!("enka: cannot start the async runtime: {err}");
+            ExitCode::FAILURE
         }
     }
 }

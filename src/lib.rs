@@ -19,6 +19,7 @@ pub mod kube;
 pub mod logging;
 pub mod modules;
 pub mod operator;
+pub mod playbook;
 pub mod role;
 pub mod template;
 pub mod time;

@@ -32,6 +32,8 @@ struct Inherited {
     when: Vec<Arc<[Value]>>,
     ignore_errors: Vec<Value>,
     no_log: Vec<Value>,
+    /// Tags of the blocks, imports and plays around the task.
+    tags: Vec<String>,
 }
 
 /// Where a task list runs: variables plus what the block above passes down.
@@ -62,6 +64,8 @@ pub(crate) struct Runner {
     /// Role dependencies already run, by role and parameters: Ansible runs
     /// each once per play.
     dependencies_run: Vec<(std::path::PathBuf, VarList)>,
+    /// How the module task running now ended, for the observer.
+    last_outcome: Option<(super::TaskStatus, Value, Option<String>)>,
 }
 
 impl Runner {
@@ -85,6 +89,7 @@ impl Runner {
             module_timings: Vec::new(),
             dependents: Vec::new(),
             dependencies_run: Vec::new(),
+            last_outcome: None,
         }
     }
 
@@ -103,7 +108,20 @@ impl Runner {
     }
 
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
-        let base = base_scope(extra);
+        let mut base = base_scope(extra);
+        // `playbook_dir`: the playbook's directory, or the project's for a
+        // role (upstream runs a role from a playbook it writes there).
+        let playbook_dir = match entry {
+            Entry::Playbook(path) => path.parent().map(std::path::Path::to_path_buf),
+            Entry::Role(_) => None,
+        }
+        .unwrap_or_else(|| self.project.base_dir.clone());
+        let mut builtins: Vec<(Arc<str>, Var)> = base.builtins.iter().cloned().collect();
+        builtins.push((
+            Arc::from("playbook_dir"),
+            Var::plain(Value::from(playbook_dir.to_string_lossy().as_ref())),
+        ));
+        base.builtins = builtins.into();
         let flow = match entry {
             Entry::Role(path) => match self.project.role(path).cloned() {
                 Some(role) => {
@@ -337,12 +355,22 @@ impl Runner {
         })
     }
 
-    fn context(&self, frame: &Frame, scope: &Scope) -> Context {
+    /// The templating context of `task`: its scope, and where lookups
+    /// search, as Ansible's `ansible_search_path`: the role, the task file's
+    /// own directory, then the project (the playbook's directory).
+    fn context(&self, frame: &Frame, scope: &Scope, task: &Task) -> Context {
         let mut search_path = Vec::new();
         if let Some(role) = &frame.role {
             search_path.push(role.path.clone());
         }
-        search_path.push(self.project.base_dir.clone());
+        if let Some(dir) = task.location.file.parent()
+            && !search_path.iter().any(|p| p == dir)
+        {
+            search_path.push(dir.to_path_buf());
+        }
+        if !search_path.contains(&self.project.base_dir) {
+            search_path.push(self.project.base_dir.clone());
+        }
         Context::new(
             self.templar.clone(),
             Arc::new(scope.clone()),
@@ -422,7 +450,22 @@ impl Runner {
                 let message = "the reconcile timed out before this task could run".to_owned();
                 return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
             }
+            let static_parent = matches!(
+                task.action,
+                Action::Block { .. } | Action::ImportRole { .. }
+            );
+            if !static_parent && !self.selected(&frame.inherited, task) {
+                return Flow::Continue;
+            }
             let started = Instant::now();
+            let observed = match task.action {
+                Action::Block { .. } => None,
+                _ => self.options.observer.clone(),
+            };
+            if let Some(observer) = &observed {
+                observer.task_started(task);
+                self.last_outcome = None;
+            }
             let flow = match &task.action {
                 Action::Block {
                     block,
@@ -437,6 +480,9 @@ impl Runner {
             if matches!(flow, Flow::Failed(_)) && !matches!(task.action, Action::Block { .. }) {
                 self.stats.failed += 1;
             }
+            if let Some(observer) = observed {
+                self.observe(&*observer, task, &flow, started.elapsed());
+            }
             if matches!(task.action, Action::Module { .. }) {
                 tracing::debug!(
                     task = %task.display_name(),
@@ -449,6 +495,81 @@ impl Runner {
         })
     }
 
+    /// Facts a module returned (`setup`, `gather_facts`, `*_facts`), as
+    /// Ansible keeps them: each a variable of its own (facts injected as
+    /// vars), and under `ansible_facts` without the `ansible_` prefix.
+    fn add_module_facts(&mut self, returned: &[(Arc<str>, Value)]) {
+        let namespace = self
+            .facts
+            .get("ansible_facts")
+            .map(|var| var.value.clone())
+            .unwrap_or_default();
+        let mut merged: Vec<(Value, Value)> = namespace
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let v = namespace.get_item(&k).unwrap_or_default();
+                (k, v)
+            })
+            .collect();
+        let facts = Arc::make_mut(&mut self.facts);
+        for (name, value) in returned {
+            facts.insert(name.clone(), Var::unsafe_data(value));
+            let short = match name.strip_prefix("ansible_") {
+                Some(short) if &**name != "ansible_local" => short,
+                _ => name,
+            };
+            merged.retain(|(k, _)| k.as_str() != Some(short));
+            merged.push((Value::from(short), value.clone()));
+        }
+        facts.insert(
+            Arc::from("ansible_facts"),
+            Var::unsafe_data(&Value::from_pairs(merged)),
+        );
+    }
+
+    /// Whether `--tags`/`--skip-tags` (and `never`) let `task` run.
+    fn selected(&self, inherited: &Inherited, task: &Task) -> bool {
+        let tags = inherited
+            .tags
+            .iter()
+            .chain(task.tags.iter())
+            .map(String::as_str);
+        self.options.tags.selects(tags)
+    }
+
+    /// Tells the observer how `task` ended: a failure from the flow, else
+    /// what `finish_task` recorded (an include that ran is `ok`).
+    fn observe(
+        &mut self,
+        observer: &dyn super::Observer,
+        task: &Task,
+        flow: &Flow,
+        duration: Duration,
+    ) {
+        use super::{TaskEvent, TaskStatus};
+        let name = task.display_name();
+        let recorded = self.last_outcome.take();
+        let (status, result, message) = match (flow, recorded) {
+            (Flow::Failed(failure), _) => (
+                TaskStatus::Failed,
+                failure.result.clone(),
+                Some(failure.message.clone()),
+            ),
+            (_, Some(recorded)) => recorded,
+            (_, None) => (TaskStatus::Ok, Value::UNDEFINED, None),
+        };
+        observer.task_finished(&TaskEvent {
+            task,
+            name: &name,
+            status,
+            result: &result,
+            message: message.as_deref(),
+            duration,
+        });
+    }
+
     async fn run_block(
         &mut self,
         frame: &Frame,
@@ -459,6 +580,7 @@ impl Runner {
     ) -> Flow {
         let mut inner = frame.clone();
         inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
+        inner.inherited.tags.extend(task.tags.iter().cloned());
         if !task.when.is_empty() {
             inner.inherited.when.push(task.when.clone());
         }
@@ -503,7 +625,7 @@ impl Runner {
 
     async fn run_include(&mut self, frame: &Frame, task: &Task) -> Flow {
         let scope = self.task_scope(frame, task);
-        let ctx = self.context(frame, &scope);
+        let ctx = self.context(frame, &scope, task);
         // An include's own `when` decides whether it runs; it is not passed
         // down (unlike a block's or an import's).
         match self.check_when(&ctx, &frame.inherited, &task.when) {
@@ -545,7 +667,7 @@ impl Runner {
             let flow = match &task.action {
                 Action::IncludeTasks { file, role, dir } => {
                     let scope = self.task_scope(&inner, task);
-                    let ctx = self.context(&inner, &scope);
+                    let ctx = self.context(&inner, &scope, task);
                     let name = match self.templar.template_value(file, &ctx) {
                         Ok(v) => crate::template::pyrepr::to_text(&v),
                         Err(err) => return self.template_failure(task, "include_tasks", &err),
@@ -581,7 +703,7 @@ impl Runner {
                         Some(role) => Ok(role.clone()),
                         None => {
                             let scope = self.task_scope(&inner, task);
-                            let ctx = self.context(&inner, &scope);
+                            let ctx = self.context(&inner, &scope, task);
                             match self.templar.template_value(&include.name, &ctx) {
                                 Ok(v) => {
                                     let name = crate::template::pyrepr::to_text(&v);
@@ -622,6 +744,7 @@ impl Runner {
                     if !task.when.is_empty() {
                         inner.inherited.when.push(task.when.clone());
                     }
+                    inner.inherited.tags.extend(task.tags.iter().cloned());
                     self.run_role(
                         inner,
                         role.clone(),
@@ -751,7 +874,7 @@ impl Runner {
             );
         }
         let scope = self.task_scope(frame, task);
-        let ctx = self.context(frame, &scope);
+        let ctx = self.context(frame, &scope, task);
         let no_log = match self.flag(&ctx, task.no_log.as_ref(), &frame.inherited.no_log) {
             Ok(b) => b,
             Err(err) => return self.template_failure(task, "no_log", &err),
@@ -831,6 +954,15 @@ impl Runner {
             result.to_value()
         };
         self.log_result(task, &result, &shown, no_log);
+        if self.options.observer.is_some() {
+            let status = match (failed, skipped, changed) {
+                (true, _, _) => super::TaskStatus::Failed,
+                (_, true, _) => super::TaskStatus::Skipped,
+                (_, _, true) => super::TaskStatus::Changed,
+                _ => super::TaskStatus::Ok,
+            };
+            self.last_outcome = Some((status, shown.clone(), None));
+        }
         if let Some(name) = &task.register {
             // A module's result is unsafe data, as Ansible wraps it.
             Arc::make_mut(&mut self.facts)
@@ -852,7 +984,7 @@ impl Runner {
         }
         if failed {
             let scope = self.task_scope(frame, task);
-            let ctx = self.context(frame, &scope);
+            let ctx = self.context(frame, &scope, task);
             let ignore = match self.flag(
                 &ctx,
                 task.ignore_errors.as_ref(),
@@ -869,6 +1001,13 @@ impl Runner {
                 result.message()
             };
             if ignore {
+                if let Some(outcome) = &mut self.last_outcome {
+                    *outcome = (
+                        super::TaskStatus::Ignored,
+                        outcome.1.clone(),
+                        Some(message.clone()),
+                    );
+                }
                 // The recap counts a forgiven failure as a task that ran.
                 self.stats.ok += 1;
                 self.stats.ignored += 1;
@@ -954,7 +1093,7 @@ impl Runner {
         scope: Scope,
         no_log: bool,
     ) -> Result<TaskResult, Flow> {
-        let ctx = self.context(frame, &scope);
+        let ctx = self.context(frame, &scope, task);
         match self.check_when(&ctx, &frame.inherited, &task.when) {
             Ok(Some(condition)) => return Ok(TaskResult::skipped(condition)),
             Ok(None) => {}
@@ -993,7 +1132,7 @@ impl Runner {
             if let Some(name) = &task.register {
                 judged_scope.set_magic(name, result.to_value());
             }
-            let judged_ctx = self.context(frame, &judged_scope);
+            let judged_ctx = self.context(frame, &judged_scope, task);
             if let Some(conditions) = &task.changed_when {
                 match all_true(&self.templar, conditions, &judged_ctx) {
                     Ok(changed) => result.set("changed", Value::from(changed)),
@@ -1017,7 +1156,7 @@ impl Runner {
             if let Some(name) = &task.register {
                 judged_scope.set_magic(name, result.to_value());
             }
-            let judged_ctx = self.context(frame, &judged_scope);
+            let judged_ctx = self.context(frame, &judged_scope, task);
             let done = match all_true(&self.templar, until, &judged_ctx) {
                 Ok(done) => done,
                 Err(err) => return Err(self.conditional_failure(task, &err)),
@@ -1162,10 +1301,7 @@ impl Runner {
                     }
                 }
                 if !output.plain_facts.is_empty() {
-                    let facts = Arc::make_mut(&mut self.facts);
-                    for (k, v) in &output.plain_facts {
-                        facts.insert(k.clone(), Var::unsafe_data(v));
-                    }
+                    self.add_module_facts(&output.plain_facts);
                 }
                 if !output.included_vars.is_empty() {
                     let included = Arc::make_mut(&mut self.included);

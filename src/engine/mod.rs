@@ -7,8 +7,10 @@
 //! The engine is the one place that attaches a task's location to errors.
 
 mod exec;
+mod observe;
 mod result;
 pub mod scope;
+mod tags;
 #[cfg(test)]
 mod tests;
 
@@ -18,8 +20,10 @@ use std::time::Instant;
 
 use minijinja::Value;
 
+pub use observe::{Observer, TaskEvent, TaskStatus};
 pub use result::{Failure, RunOutcome, RunStatus, Stats};
 use scope::{Facts, Scope};
+pub use tags::TagSelection;
 
 use crate::kube::Cluster;
 use crate::role::{Project, VarList};
@@ -35,7 +39,7 @@ pub enum Entry {
 }
 
 /// Limits and knobs of one run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Ansible verbosity (0–7); `debug` tasks above it are skipped.
     pub verbosity: u8,
@@ -49,6 +53,10 @@ pub struct RunOptions {
     pub owner: Option<Arc<crate::kube::Owner>>,
     /// Which task events are logged.
     pub log_events: LogEvents,
+    /// Told each task's result as the run goes.
+    pub observer: Option<Arc<dyn Observer>>,
+    /// Which tasks run by their tags.
+    pub tags: TagSelection,
 }
 
 /// Which task events a run logs, as upstream's `--ansible-log-events`.
@@ -72,6 +80,8 @@ impl Default for RunOptions {
             max_loop_items: 100_000,
             owner: None,
             log_events: LogEvents::Nothing,
+            observer: None,
+            tags: TagSelection::default(),
         }
     }
 }
@@ -144,6 +154,16 @@ fn builtins() -> VarList {
             Value::from(vec![Value::from("localhost")]),
         ),
         ("play_hosts", Value::from(vec![Value::from("localhost")])),
+        (
+            "ansible_play_hosts_all",
+            Value::from(vec![Value::from("localhost")]),
+        ),
+        (
+            "ansible_play_batch",
+            Value::from(vec![Value::from("localhost")]),
+        ),
+        ("ansible_run_tags", Value::from(vec![Value::from("all")])),
+        ("ansible_skip_tags", Value::from(Vec::<Value>::new())),
     ];
     pairs
         .into_iter()

@@ -29,7 +29,12 @@ impl Loader {
         base_dir: &std::path::Path,
         collections_path: &[std::path::PathBuf],
     ) -> Option<Arc<AnsibleWorker>> {
-        if self.bridged.is_empty() && self.foreign_plugins.is_empty() && !self.needs_inventory() {
+        let named_inventory = config.is_some_and(|c| !c.inventory.is_empty());
+        if self.bridged.is_empty()
+            && self.foreign_plugins.is_empty()
+            && !self.needs_inventory()
+            && !named_inventory
+        {
             return None;
         }
         let bridged = std::mem::take(&mut self.bridged);
@@ -192,10 +197,17 @@ impl Loader {
         &mut self,
         worker: Option<&Arc<AnsibleWorker>>,
     ) -> Option<super::Inventory> {
-        let worker = worker.filter(|_| self.needs_inventory())?;
+        let worker =
+            worker.filter(|w| self.needs_inventory() || !w.config().inventory.is_empty())?;
         let patterns: Vec<&str> = self.host_patterns.iter().map(|(_, p)| p.as_str()).collect();
+        let sources: Vec<String> = worker
+            .config()
+            .inventory
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         let answer = worker.call(
-            json!({"op": "inventory", "patterns": patterns}),
+            json!({"op": "inventory", "patterns": patterns, "sources": sources}),
             Some(RESOLVE_TIMEOUT),
         );
         let answer = match answer {

@@ -57,6 +57,9 @@ pub struct Config {
     pub vault_password_files: Vec<PathBuf>,
     /// `--vault-id`s.
     pub vault_ids: Vec<String>,
+    /// Inventory sources (`ansible-playbook -i`); empty means Ansible's own
+    /// (`ANSIBLE_INVENTORY`, ansible.cfg).
+    pub inventory: Vec<PathBuf>,
 }
 
 impl Config {
@@ -76,6 +79,7 @@ impl Config {
             verbosity: 0,
             vault_password_files: Vec::new(),
             vault_ids: Vec::new(),
+            inventory: Vec::new(),
         }
     }
 

@@ -1,0 +1,61 @@
+//! Who watches a run task by task: `enka playbook`'s Ansible-style output,
+//! and whatever else wants each task's result as it happens. The engine
+//! calls the observer in task order; an observer must not block.
+
+use std::time::Duration;
+
+use minijinja::Value;
+
+use crate::role::Task;
+
+/// How a task ended, as Ansible's default callback names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    /// Ran, changed nothing.
+    Ok,
+    /// Ran and changed something.
+    Changed,
+    /// Skipped by a condition (every loop item, for a loop).
+    Skipped,
+    /// Failed, and the failure stops the block.
+    Failed,
+    /// Failed, and `ignore_errors` let the run go on.
+    Ignored,
+}
+
+impl TaskStatus {
+    /// The word Ansible prints before `[host]`.
+    pub fn word(self) -> &'static str {
+        match self {
+            TaskStatus::Ok => "ok",
+            TaskStatus::Changed => "changed",
+            TaskStatus::Skipped => "skipping",
+            TaskStatus::Failed | TaskStatus::Ignored => "fatal",
+        }
+    }
+}
+
+/// One finished task.
+#[derive(Debug)]
+pub struct TaskEvent<'a> {
+    /// The task (name, location, action).
+    pub task: &'a Task,
+    /// The task's name with templates rendered, as Ansible shows it.
+    pub name: &'a str,
+    /// How it ended.
+    pub status: TaskStatus,
+    /// Its result as `register` would store it (censored for `no_log`).
+    pub result: &'a Value,
+    /// The failure message, for a failed or ignored task.
+    pub message: Option<&'a str>,
+    /// Wall time of the task, loop items and retries included.
+    pub duration: Duration,
+}
+
+/// Receives each task's result while a run goes on.
+pub trait Observer: Send + Sync {
+    /// `task` is about to run (its `when` not yet evaluated).
+    fn task_started(&self, _task: &Task) {}
+    /// `event.task` finished.
+    fn task_finished(&self, event: &TaskEvent<'_>);
+}

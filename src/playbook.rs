@@ -1,0 +1,327 @@
+//! `enka playbook`: runs playbooks on localhost with enka's engine, as
+//! `ansible-playbook` would, printing what Ansible's default callback
+//! prints. It is how a role is tried without a cluster, and how
+//! ansible-core's own integration targets run against enka
+//! (`make ansible-tests`): their `runme.sh` scripts call `ansible-playbook`,
+//! and a shim on `PATH` hands the call to this command unchanged.
+//!
+//! Exit codes are ansible-playbook's: 0 when every task ran, 2 when a task
+//! failed, 4 when a playbook did not load, 5 on bad options.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use minijinja::Value;
+
+use crate::engine::{self, Entry, Observer, RunOptions, TaskEvent, TaskStatus};
+use crate::role::{LoadOptions, Project, RolePaths, Target, Task};
+use crate::template::{Options, Var, convert};
+
+/// `enka playbook`'s inputs.
+#[derive(Debug, Clone, Default)]
+pub struct PlaybookOptions {
+    /// The playbooks, run one after the other.
+    pub playbooks: Vec<PathBuf>,
+    /// `-i`: inventory sources.
+    pub inventory: Vec<PathBuf>,
+    /// `-e`: extra vars, as ansible-playbook takes them (`k=v k2=v2`,
+    /// YAML or JSON text, `@file`).
+    pub extra_vars: Vec<String>,
+    /// `-v` count.
+    pub verbosity: u8,
+    /// `--tags`.
+    pub tags: Vec<String>,
+    /// `--skip-tags`.
+    pub skip_tags: Vec<String>,
+    /// `--vault-password-file`s.
+    pub vault_password_files: Vec<PathBuf>,
+    /// `--vault-id`s.
+    pub vault_ids: Vec<String>,
+    /// Where each task's result is appended as a JSON line (for harnesses).
+    pub events_file: Option<PathBuf>,
+}
+
+/// ansible-playbook's exit codes.
+pub mod exit {
+    /// Every play ran.
+    pub const OK: u8 = 0;
+    /// A task failed on a host.
+    pub const HOST_FAILED: u8 = 2;
+    /// A playbook did not parse or load.
+    pub const PARSER_ERROR: u8 = 4;
+    /// Bad or incomplete options.
+    pub const BAD_OPTIONS: u8 = 5;
+}
+
+/// Runs the playbooks; returns ansible-playbook's exit code.
+pub async fn run(options: PlaybookOptions) -> u8 {
+    let extra = match extra_vars(&options.extra_vars) {
+        Ok(extra) => extra,
+        Err(message) => {
+            eprintln!("ERROR! {message}");
+            return exit::BAD_OPTIONS;
+        }
+    };
+    let printer = Arc::new(Printer::new(
+        options.verbosity,
+        options.events_file.as_deref(),
+    ));
+    let mut stats = engine::Stats::default();
+    let mut code = exit::OK;
+    for path in &options.playbooks {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        let project = match load(&options, &path) {
+            Ok(project) => project,
+            Err(message) => {
+                eprintln!("{message}");
+                return exit::PARSER_ERROR;
+            }
+        };
+        let run_options = RunOptions {
+            verbosity: options.verbosity,
+            observer: Some(printer.clone()),
+            tags: engine::TagSelection::new(&options.tags, &options.skip_tags),
+            ..RunOptions::default()
+        };
+        let outcome = engine::run(
+            &project,
+            &Entry::Playbook(path),
+            extra.clone(),
+            None,
+            run_options,
+        )
+        .await;
+        add(&mut stats, &outcome.stats);
+        if let Some(failure) = outcome.failure() {
+            if !printer.reported(&failure.location) {
+                eprintln!("ERROR! {failure}");
+            }
+            code = exit::HOST_FAILED;
+            break;
+        }
+    }
+    printer.recap(&stats);
+    code
+}
+
+fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> {
+    if !path.is_file() {
+        return Err(format!(
+            "ERROR! the playbook: {} could not be found",
+            path.display()
+        ));
+    }
+    let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let mut ansible = crate::worker::Config::from_env();
+    ansible.inventory = options
+        .inventory
+        .iter()
+        .map(|p| {
+            if p.exists() {
+                std::path::absolute(p).unwrap_or_else(|_| p.clone())
+            } else {
+                p.clone()
+            }
+        })
+        .collect();
+    ansible.vault_password_files = options.vault_password_files.clone();
+    ansible.vault_ids = options.vault_ids.clone();
+    ansible.verbosity = options.verbosity;
+    let load_options = LoadOptions {
+        role_paths: RolePaths::from_env(&base_dir),
+        templates: Options::default(),
+        origins: Vec::new(),
+        lookups: Vec::new(),
+        ansible: Some(ansible),
+    };
+    let (project, diagnostics) =
+        Project::load(&load_options, &[Target::Playbook(path.to_path_buf())]);
+    for diagnostic in &diagnostics.0 {
+        eprintln!("{}\n", diagnostic.render());
+    }
+    project.ok_or_else(|| format!("ERROR! {} did not load", path.display()))
+}
+
+fn add(total: &mut engine::Stats, run: &engine::Stats) {
+    total.ok += run.ok;
+    total.changed += run.changed;
+    total.failed += run.failed;
+    total.skipped += run.skipped;
+    total.rescued += run.rescued;
+    total.ignored += run.ignored;
+}
+
+/// Extra vars as ansible-playbook reads `-e`: `@file` (YAML), YAML or JSON
+/// text starting with `{` or `[`, else `key=value` pairs (values are
+/// strings). Later ones win.
+pub fn extra_vars(args: &[String]) -> Result<Vec<(Arc<str>, Var)>, String> {
+    let mut vars: Vec<(Arc<str>, Var)> = Vec::new();
+    let mut set = |key: &str, value: Value| {
+        vars.retain(|(k, _)| &**k != key);
+        vars.push((Arc::from(key), Var::templated(value)));
+    };
+    for arg in args {
+        let text = arg.trim();
+        let document = if let Some(file) = text.strip_prefix('@') {
+            let content = std::fs::read_to_string(file)
+                .map_err(|e| format!("the extra vars file {file} could not be read: {e}"))?;
+            Some((file.to_owned(), content))
+        } else if text.starts_with('{') || text.starts_with('[') {
+            Some(("extra vars".to_owned(), text.to_owned()))
+        } else {
+            None
+        };
+        match document {
+            Some((origin, content)) => {
+                let node = crate::yaml::load_one(&content).map_err(|e| format!("{origin}: {e}"))?;
+                let Some(node) = node else { continue };
+                let Some(map) = node.as_map() else {
+                    return Err(format!(
+                        "{origin}: extra vars must be a mapping, got {}",
+                        node.type_name()
+                    ));
+                };
+                for (key, value) in map {
+                    set(&key.key_string(), convert::from_yaml(value));
+                }
+            }
+            None => {
+                for word in shlex::split(text)
+                    .ok_or_else(|| format!("unbalanced quotes in extra vars: {text}"))?
+                {
+                    let Some((key, value)) = word.split_once('=') else {
+                        return Err(format!(
+                            "extra vars must be key=value pairs, YAML, JSON or @file: {word}"
+                        ));
+                    };
+                    set(key, Value::from(value));
+                }
+            }
+        }
+    }
+    Ok(vars)
+}
+
+/// Prints each task's result as Ansible's default stdout callback does, and
+/// appends it to the events file as a JSON line.
+struct Printer {
+    verbosity: u8,
+    events: Option<Mutex<std::fs::File>>,
+    /// Where the last failed task was, to tell a task's failure (already
+    /// printed) from a run's.
+    last_failure: Mutex<Option<String>>,
+}
+
+impl Printer {
+    fn new(verbosity: u8, events_file: Option<&Path>) -> Self {
+        let events = events_file.and_then(|path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| eprintln!("[WARNING]: cannot write {}: {e}", path.display()))
+                .ok()
+                .map(Mutex::new)
+        });
+        Printer {
+            verbosity,
+            events,
+            last_failure: Mutex::new(None),
+        }
+    }
+
+    fn reported(&self, location: &crate::role::Location) -> bool {
+        let last = self.last_failure.lock().ok().and_then(|l| l.clone());
+        last.is_some_and(|l| l == location.to_string())
+    }
+
+    fn recap(&self, stats: &engine::Stats) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "\n{}", banner("PLAY RECAP"));
+        let _ = writeln!(
+            out,
+            "{:<27}: ok={:<4} changed={:<4} unreachable=0    failed={:<4} skipped={:<4} rescued={:<4} ignored={:<4}\n",
+            "localhost",
+            stats.ok,
+            stats.changed,
+            stats.failed,
+            stats.skipped,
+            stats.rescued,
+            stats.ignored
+        );
+    }
+}
+
+/// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
+fn banner(title: &str) -> String {
+    let stars = 79usize.saturating_sub(title.len()).max(3);
+    format!("{title} {}", "*".repeat(stars))
+}
+
+fn module_name(task: &Task) -> &str {
+    match &task.action {
+        crate::role::Action::Module { module, .. } => module.name(),
+        crate::role::Action::IncludeTasks { .. } => "include_tasks",
+        crate::role::Action::IncludeRole(_) => "include_role",
+        crate::role::Action::ImportRole { .. } => "import_role",
+        crate::role::Action::Block { .. } => "block",
+    }
+}
+
+impl Observer for Printer {
+    fn task_finished(&self, event: &TaskEvent<'_>) {
+        let result = convert::to_json(event.result).unwrap_or(serde_json::Value::Null);
+        let module = module_name(event.task);
+        let shows_result = self.verbosity > 0
+            || matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
+            || (module == "debug" && event.status != TaskStatus::Skipped);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "\n{}", banner(&format!("TASK [{}]", event.name)));
+        let word = event.status.word();
+        if shows_result {
+            let text = serde_json::to_string_pretty(&result).unwrap_or_default();
+            let text = text.replace("\n  ", "\n    ");
+            match event.status {
+                TaskStatus::Failed | TaskStatus::Ignored => {
+                    let _ = writeln!(out, "{word}: [localhost]: FAILED! => {text}");
+                }
+                _ => {
+                    let _ = writeln!(out, "{word}: [localhost] => {text}");
+                }
+            }
+        } else {
+            let _ = writeln!(out, "{word}: [localhost]");
+        }
+        if event.status == TaskStatus::Failed
+            && let Ok(mut last) = self.last_failure.lock()
+        {
+            *last = Some(event.task.location.to_string());
+        }
+        if event.status == TaskStatus::Ignored {
+            let _ = writeln!(out, "...ignoring");
+        }
+        if let Some(events) = &self.events {
+            let line = serde_json::json!({
+                "task": event.name,
+                "location": event.task.location.to_string(),
+                "file": event.task.location.file.display().to_string(),
+                "line": event.task.location.pos.map(|p| p.line),
+                "module": module,
+                "status": match event.status {
+                    TaskStatus::Skipped => "skipped",
+                    TaskStatus::Failed => "failed",
+                    TaskStatus::Ignored => "ignored",
+                    TaskStatus::Changed => "changed",
+                    TaskStatus::Ok => "ok",
+                },
+                "message": event.message,
+                "assertion": result.get("assertion"),
+                "duration_ms": event.duration.as_secs_f64() * 1000.0,
+            });
+            if let Ok(mut file) = events.lock() {
+                let _ = writeln!(file, "{line}");
+            }
+        }
+    }
+}
