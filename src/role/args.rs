@@ -101,7 +101,7 @@ fn unquote(s: &str) -> String {
 pub fn parse_kv(args: &str) -> Vec<(String, String)> {
     let mut options = Vec::new();
     let mut raw = Vec::new();
-    for (key, value) in parse_kv_tokens(args) {
+    for (key, value, _) in parse_kv_tokens(args) {
         match key {
             Some(key) => options.push((key, value)),
             None => raw.push(value),
@@ -113,32 +113,61 @@ pub fn parse_kv(args: &str) -> Vec<(String, String)> {
     options
 }
 
-/// Each word of `args`: `(Some(key), unquoted value)` for `k=v`, or
-/// `(None, the word as written)`.
-pub fn parse_kv_tokens(args: &str) -> Vec<(Option<String>, String)> {
+/// Each word of `args`: `(Some(key), unquoted value, word)` for `k=v`, or
+/// `(None, the word as written, the word)`.
+pub fn parse_kv_tokens(args: &str) -> Vec<(Option<String>, String, String)> {
     split_args(args)
         .into_iter()
         .map(|token| {
+            // Ansible's parse_kv: the first `=` after the first character
+            // that is not escaped splits key from value; any key, templates
+            // included (`set_fact: "{{ item }}=x"` names its fact at run time).
             let eq = token
                 .char_indices()
-                .find(|&(i, c)| c == '=' && (i == 0 || token.as_bytes()[i - 1] != b'\\'))
+                .find(|&(i, c)| c == '=' && i > 0 && token.as_bytes()[i - 1] != b'\\')
                 .map(|(i, _)| i);
             match eq {
-                Some(i)
-                    if !token[..i].is_empty()
-                        && token[..i].chars().all(|c| c.is_alphanumeric() || c == '_') =>
-                {
+                Some(i) if !token[..i].trim().is_empty() => {
                     // (A value that ended its line loses the newline, as
                     // Ansible strips it.)
                     (
-                        Some(token[..i].to_owned()),
+                        Some(token[..i].trim().to_owned()),
                         unquote(token[i + 1..].trim_end_matches('\n')),
+                        token,
                     )
                 }
-                _ => (None, token),
+                _ => (None, token.clone(), token),
             }
         })
         .collect()
+}
+
+/// The words Ansible still takes as options from a command line.
+const COMMAND_OPTIONS: &[&str] = &[
+    "creates",
+    "removes",
+    "chdir",
+    "executable",
+    "warn",
+    "stdin",
+    "stdin_add_newline",
+    "strip_empty_ends",
+];
+
+/// `parse_kv(text, check_raw=True)`: only the command options are `k=v`.
+pub(crate) fn command_kv(text: &str) -> Vec<(String, String)> {
+    let mut options = Vec::new();
+    let mut raw = Vec::new();
+    for (k, v, word) in parse_kv_tokens(text) {
+        match k {
+            Some(k) if COMMAND_OPTIONS.contains(&k.as_str()) => options.push((k, v)),
+            _ => raw.push(word),
+        }
+    }
+    if !raw.is_empty() {
+        options.push(("_raw_params".to_owned(), join_args(&raw)));
+    }
+    options
 }
 
 #[cfg(test)]
@@ -147,6 +176,19 @@ mod tests {
 
     fn kv(s: &str) -> Vec<(String, String)> {
         parse_kv(s)
+    }
+
+    /// Ansible's parse_kv takes any key before the first unescaped `=`
+    /// that is not the first character, templates included.
+    #[test]
+    fn any_key_before_the_first_equals_sign() {
+        assert_eq!(
+            kv("{{ item }}=moo =x a\\=b"),
+            vec![
+                ("{{ item }}".into(), "moo".into()),
+                ("_raw_params".into(), "=x a\\=b".into())
+            ]
+        );
     }
 
     #[test]
@@ -189,7 +231,7 @@ mod tests {
     #[test]
     fn multi_line_commands_keep_their_lines_and_lose_continuations() {
         let raw = |text: &str| {
-            kv(text)
+            command_kv(text)
                 .into_iter()
                 .find(|(k, _)| k == "_raw_params")
                 .map(|(_, v)| v)

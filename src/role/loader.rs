@@ -340,6 +340,62 @@ impl Loader {
         None
     }
 
+    /// A play's `vars_files`, merged in order: each entry a file, or a list
+    /// whose first existing file is used (Ansible's fallback form). Paths
+    /// are relative to the playbook; one naming a variable is an error, as
+    /// enka loads these files once, not per run.
+    fn play_vars_files(&mut self, at: &TaskFile<'_>, base_dir: &Path, files: &Node) -> VarList {
+        let entries: Vec<&Node> = match &files.value {
+            yaml::Value::Seq(items) => items.iter().collect(),
+            _ => vec![files],
+        };
+        let mut merged: Vec<(Arc<str>, crate::template::Var)> = Vec::new();
+        for entry in entries {
+            let candidates: Vec<&Node> = match &entry.value {
+                yaml::Value::Seq(items) => items.iter().collect(),
+                _ => vec![entry],
+            };
+            let mut found = None;
+            for candidate in &candidates {
+                let name = candidate.key_string();
+                if crate::template::is_possibly_template(&name) {
+                    self.error(
+                        at.loc(candidate.pos),
+                        format!("vars_files: {name} names a variable; enka loads vars files when the project loads, so a name must be a plain path"),
+                    );
+                    found = Some(None);
+                    break;
+                }
+                let path = base_dir.join(&name);
+                if path.is_file() {
+                    found = Some(Some(path));
+                    break;
+                }
+            }
+            match found {
+                Some(Some(path)) => {
+                    for (name, value) in self.vars_file(&path, "vars_files").iter() {
+                        merged.retain(|(k, _)| k != name);
+                        merged.push((name.clone(), value.clone()));
+                    }
+                }
+                Some(None) => {}
+                None => {
+                    let names: Vec<String> = candidates.iter().map(|c| c.key_string()).collect();
+                    self.error(
+                        at.loc(entry.pos),
+                        format!(
+                            "vars_files: could not find {} (relative to {})",
+                            names.join(" or "),
+                            base_dir.display()
+                        ),
+                    );
+                }
+            }
+        }
+        merged.into()
+    }
+
     fn vars_file(&mut self, path: &Path, what: &str) -> VarList {
         let Some(node) = read_yaml(self, path) else {
             return Arc::from(Vec::new());
@@ -536,10 +592,19 @@ impl Loader {
                         .push((Location::new(&file, hosts.pos), pattern));
                 }
             }
-            let vars = play
+            let mut vars: Vec<(Arc<str>, crate::template::Var)> = play
                 .get("vars")
                 .map(|n| parse_vars(self, &at, n, "vars"))
-                .unwrap_or_else(|| Arc::from(Vec::new()));
+                .unwrap_or_else(|| Arc::from(Vec::new()))
+                .to_vec();
+            // `vars_files` rank above the play's `vars`; later files win.
+            if let Some(files) = play.get("vars_files") {
+                for (name, value) in self.play_vars_files(&at, &base_dir, files).iter() {
+                    vars.retain(|(k, _)| k != name);
+                    vars.push((name.clone(), value.clone()));
+                }
+            }
+            let vars: VarList = vars.into();
             let play_collections: Arc<[String]> = play
                 .get("collections")
                 .and_then(Node::as_seq)
@@ -558,7 +623,22 @@ impl Loader {
                     .unwrap_or_default()
                     .into()
             };
-            let pre_tasks = section(self, "pre_tasks");
+            let pre_tasks = if gathers_facts(play) {
+                // Ansible runs the play's fact gathering first, as a task of
+                // its own (`gather_facts`, through the worker).
+                let mut nodes = vec![fact_gathering_task(play.pos)];
+                if let Some(written) = play.get("pre_tasks").and_then(Node::as_seq) {
+                    nodes.extend(written.iter().cloned());
+                }
+                let list = Node {
+                    value: yaml::Value::Seq(nodes),
+                    pos: play.pos,
+                    tag: None,
+                };
+                parse_tasks(self, &at, &list).into()
+            } else {
+                section(self, "pre_tasks")
+            };
             let tasks = section(self, "tasks");
             let post_tasks = section(self, "post_tasks");
             self.collections = outer;
@@ -815,4 +895,37 @@ fn clone_play(play: &Play) -> Play {
         tasks: play.tasks.clone(),
         post_tasks: play.post_tasks.clone(),
     }
+}
+
+/// Whether a play gathers facts: its `gather_facts`, else Ansible's
+/// `ANSIBLE_GATHERING` (`implicit`, the default, gathers; `explicit` does
+/// not; `smart` gathers once, and a run is one play's first time).
+fn gathers_facts(play: &Node) -> bool {
+    match play.get("gather_facts").map(|n| &n.value) {
+        Some(yaml::Value::Bool(b)) => *b,
+        Some(yaml::Value::Str(text)) => !matches!(
+            text.trim().to_ascii_lowercase().as_str(),
+            "false" | "no" | "off" | "n" | "0"
+        ),
+        Some(yaml::Value::Int(n)) => *n != 0,
+        Some(_) => true,
+        None => !std::env::var("ANSIBLE_GATHERING").is_ok_and(|g| g.trim() == "explicit"),
+    }
+}
+
+/// The task Ansible adds to a play that gathers facts.
+fn fact_gathering_task(pos: yaml::Pos) -> Node {
+    let node = |value| Node {
+        value,
+        pos,
+        tag: None,
+    };
+    let text = |s: &str| node(yaml::Value::Str(s.to_owned()));
+    node(yaml::Value::Map(vec![
+        (text("name"), text("Gathering Facts")),
+        (
+            text("ansible.builtin.gather_facts"),
+            node(yaml::Value::Null),
+        ),
+    ]))
 }

@@ -89,7 +89,7 @@ pub(crate) struct TaskFile<'a> {
 }
 
 impl TaskFile<'_> {
-    fn loc(&self, pos: Pos) -> Location {
+    pub(crate) fn loc(&self, pos: Pos) -> Location {
         Location::new(self.file, pos)
     }
 
@@ -171,6 +171,33 @@ fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
         out.push(value);
     }
     Arc::from(out)
+}
+
+/// Arguments that are bare Jinja expressions, not templates: `assert`'s
+/// `that` and `debug`'s `var`.
+fn is_bare_expression(spec: &registry::ModuleSpec, name: &str) -> bool {
+    matches!(
+        (spec.id, name),
+        (registry::ModuleId::Assert, "that") | (registry::ModuleId::Debug, "var")
+    )
+}
+
+/// Notes the filters, tests and lookups a bare expression (or a list of
+/// them) names, so those enka lacks run through Ansible.
+fn note_expression_plugins(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) {
+    match &node.value {
+        crate::yaml::Value::Str(expr) => loader.note_plugins(
+            &at.loc(node.pos),
+            expr,
+            !crate::template::is_possibly_template(expr),
+        ),
+        crate::yaml::Value::Seq(items) => {
+            for item in items {
+                note_expression_plugins(loader, at, item);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A raw value whose strings are compiled as templates (`!vault` strings
@@ -601,6 +628,9 @@ fn parse_action(
             );
             continue;
         }
+        if is_bare_expression(spec, name) {
+            note_expression_plugins(loader, at, node);
+        }
         pairs.push((
             Value::from(name.as_str()),
             templated(loader, at, node, &format!("{}.{name}", spec.name)),
@@ -648,16 +678,6 @@ pub(crate) const COMMAND_MODULES: &[&str] = &[
     "win_command",
     "win_shell",
 ];
-const COMMAND_OPTIONS: &[&str] = &[
-    "creates",
-    "removes",
-    "chdir",
-    "executable",
-    "warn",
-    "stdin",
-    "stdin_add_newline",
-    "strip_empty_ends",
-];
 
 /// A task whose action enka has no native code for: Ansible runs it in the
 /// worker. Its arguments are parsed as Ansible's `ModuleArgsParser` does and
@@ -680,7 +700,7 @@ fn parse_bridged(
     let mut entries: Vec<(String, Node)> = match &value.value {
         crate::yaml::Value::Str(text) => {
             let pairs = if is_command {
-                command_kv(text)
+                super::args::command_kv(text)
             } else {
                 super::args::parse_kv(text)
             };
@@ -774,22 +794,6 @@ fn check_source_file(
             format!("Could not find or access '{text}' (looked in {subdir}/ of the role and next to the task file)"),
         );
     }
-}
-
-/// `parse_kv(text, check_raw=True)`: only the command options are `k=v`.
-fn command_kv(text: &str) -> Vec<(String, String)> {
-    let mut options = Vec::new();
-    let mut raw = Vec::new();
-    for (k, v) in super::args::parse_kv_tokens(text) {
-        match k {
-            Some(k) if COMMAND_OPTIONS.contains(&k.as_str()) => options.push((k, v)),
-            _ => raw.push(v),
-        }
-    }
-    if !raw.is_empty() {
-        options.push(("_raw_params".to_owned(), super::args::join_args(&raw)));
-    }
-    options
 }
 
 /// An argument of an include that enka does not take: `apply` is ignored

@@ -630,6 +630,13 @@ impl Templar {
                 let mut pairs = Vec::with_capacity(value.len().unwrap_or(0));
                 for key in value.try_iter().into_iter().flatten() {
                     let item = value.get_item(&key).unwrap_or_default();
+                    // Ansible templates keys too (`set_fact: "{{ item }}=x"`).
+                    let key = match key.as_str() {
+                        Some(text) if text.contains("{{") || text.contains("{%") => {
+                            self.template_str(text, ctx)?
+                        }
+                        _ => key,
+                    };
                     pairs.push((key, self.template_value(&item, ctx)?));
                 }
                 Ok(Value::from_pairs(pairs))

@@ -98,16 +98,33 @@ pub(super) struct PythonLookup {
 impl LookupPlugin for PythonLookup {
     fn run(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         terms: &[Value],
         options: &[(String, Value)],
     ) -> Result<Vec<Value>, Error> {
         let terms = terms.iter().map(json_of).collect::<Result<Vec<_>, _>>()?;
+        // What file-finding lookups (first_found, fileglob, …) read from the
+        // task's variables: where to search, and the role and playbook
+        // directories. The rest of the variables stay in enka: shipping
+        // every variable to Python for each lookup would cost more than the
+        // lookup.
+        let mut vars = serde_json::Map::new();
+        let search_path: Vec<String> = ctx
+            .search_path()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        vars.insert("ansible_search_path".into(), json!(search_path));
+        for name in ["role_path", "playbook_dir", "inventory_hostname"] {
+            if let Some(value) = ctx.resolve(name).filter(|v| !v.is_undefined()) {
+                vars.insert(name.into(), json_of(&value)?);
+            }
+        }
         let mut kwargs = serde_json::Map::new();
         for (key, value) in options {
             kwargs.insert(key.clone(), json_of(value)?);
         }
-        let request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs});
+        let request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs, "vars": vars});
         let answer = blocking(|| self.worker.call(request, None)).map_err(|err| {
             Error::new(
                 ErrorKind::InvalidOperation,

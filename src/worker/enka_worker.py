@@ -384,6 +384,19 @@ class _EnkaTask(Task):
 
 
 _LOCAL = None
+_PARENT = None
+
+
+def _play_parent():
+    """A block of an empty play, as every task Ansible runs has: action
+    plugins read the play through it (gather_facts: its action groups for
+    module_defaults)."""
+    global _PARENT
+    if _PARENT is None:
+        from ansible.playbook.block import Block
+        from ansible.playbook.play import Play
+        _PARENT = Block(play=Play())
+    return _PARENT
 
 
 def _local_context(task):
@@ -435,6 +448,7 @@ def _run_task(request):
     task.environment = [request.get("environment") or {}]
     task.collections = collections or []
     task._enka_search_path = request.get("search_path") or []
+    task._parent = _play_parent()
     timeout = request.get("timeout")
     _Deadline.value = None if timeout is None else time.monotonic() + float(timeout)
 
