@@ -130,7 +130,11 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
     ansible.verbosity = options.verbosity;
     let load_options = LoadOptions {
         role_paths: RolePaths::from_env(&base_dir),
-        templates: Options::default(),
+        // lookup('pipe') runs commands, as under ansible-playbook.
+        templates: Options {
+            allow_pipe: true,
+            ..Options::from_env()
+        },
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: Some(ansible),

@@ -896,6 +896,7 @@ impl Runner {
             },
             Some(items) => {
                 let mut results = Vec::with_capacity(items.len());
+                let mut scope = scope;
                 for (index, item) in items.iter().enumerate() {
                     let mut item_scope = scope.clone();
                     set_loop_vars(&mut item_scope, task, index, item);
@@ -906,6 +907,15 @@ impl Runner {
                         Ok(result) => result,
                         Err(flow) => return censor(flow, no_log),
                     };
+                    // Later items see what earlier ones set (facts, and the
+                    // item's result under `register`), as TaskExecutor
+                    // updates the task's variables after each item.
+                    scope.facts = self.facts.clone();
+                    scope.included = self.included.clone();
+                    if let Some(name) = &task.register {
+                        Arc::make_mut(&mut scope.facts)
+                            .insert(name.clone(), Var::unsafe_data(&result.to_value()));
+                    }
                     result.set("item", item.clone());
                     result.set(
                         "ansible_loop_var",

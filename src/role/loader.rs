@@ -342,7 +342,8 @@ impl Loader {
 
     /// A play's `vars_files`, merged in order: each entry a file, or a list
     /// whose first existing file is used (Ansible's fallback form). Paths
-    /// are relative to the playbook; one naming a variable is an error, as
+    /// are relative to the playbook, its `vars/` first; one naming a
+    /// variable is an error, as
     /// enka loads these files once, not per run.
     fn play_vars_files(&mut self, at: &TaskFile<'_>, base_dir: &Path, files: &Node) -> VarList {
         let entries: Vec<&Node> = match &files.value {
@@ -366,8 +367,13 @@ impl Loader {
                     found = Some(None);
                     break;
                 }
-                let path = base_dir.join(&name);
-                if path.is_file() {
+                // path_dwim_relative_stack: `vars/<name>` first, then <name>.
+                let mut tries = Vec::with_capacity(2);
+                if name.split('/').next() != Some("vars") {
+                    tries.push(base_dir.join("vars").join(&name));
+                }
+                tries.push(base_dir.join(&name));
+                if let Some(path) = tries.into_iter().find(|p| p.is_file()) {
                     found = Some(Some(path));
                     break;
                 }
@@ -565,8 +571,22 @@ impl Loader {
             {
                 match import.as_str() {
                     Some(name) => {
+                        // The import's `vars` win over each imported play's.
+                        let import_vars = play
+                            .get("vars")
+                            .map(|n| parse_vars(self, &at, n, "vars"))
+                            .unwrap_or_else(|| Arc::from(Vec::new()));
                         if let Some(imported) = self.playbook(&base_dir.join(name)) {
-                            out.extend(imported.plays.iter().map(clone_play));
+                            out.extend(imported.plays.iter().map(|p| {
+                                let mut play = clone_play(p);
+                                let mut vars = play.vars.to_vec();
+                                for (k, v) in import_vars.iter() {
+                                    vars.retain(|(name, _)| name != k);
+                                    vars.push((k.clone(), v.clone()));
+                                }
+                                play.vars = vars.into();
+                                play
+                            }));
                         }
                     }
                     None => self.error(
