@@ -34,6 +34,8 @@ struct Inherited {
     no_log: Vec<Value>,
     /// Tags of the blocks, imports and plays around the task.
     tags: Vec<String>,
+    /// `notify` of the blocks around the task.
+    notify: Vec<String>,
 }
 
 /// Where a task list runs: variables plus what the block above passes down.
@@ -66,6 +68,20 @@ pub(crate) struct Runner {
     dependencies_run: Vec<(std::path::PathBuf, VarList)>,
     /// How the module task running now ended, for the observer.
     last_outcome: Option<(super::TaskStatus, Value, Option<String>)>,
+    /// The play's handlers: its own, then each role's as the role runs.
+    handlers: Vec<Handlers>,
+    /// Handlers notified and not yet run, as (set, index) in `handlers`.
+    notified: Vec<(usize, usize)>,
+    /// `meta: flush_handlers` ran: flush after the task.
+    flush_requested: bool,
+}
+
+/// Handlers of a play or a role, and the frame they run in.
+struct Handlers {
+    tasks: Arc<[Task]>,
+    frame: Frame,
+    /// The role's name (handlers are also `<role> : <name>`) and path.
+    role: Option<(String, std::path::PathBuf)>,
 }
 
 impl Runner {
@@ -90,6 +106,9 @@ impl Runner {
             dependents: Vec::new(),
             dependencies_run: Vec::new(),
             last_outcome: None,
+            handlers: Vec::new(),
+            notified: Vec::new(),
+            flush_requested: false,
         }
     }
 
@@ -132,14 +151,16 @@ impl Runner {
                         search_path: Arc::from(vec![self.project.base_dir.clone()]),
                         depth: 0,
                     };
-                    self.run_role(
-                        frame,
-                        role,
-                        RoleFrom::default(),
-                        Arc::from(Vec::new()),
-                        None,
-                    )
-                    .await
+                    let flow = self
+                        .run_role(
+                            frame,
+                            role,
+                            RoleFrom::default(),
+                            Arc::from(Vec::new()),
+                            None,
+                        )
+                        .await;
+                    self.flush_handlers_after(flow).await
                 }
                 None => return internal_failure(format!("role {} is not loaded", path.display())),
             },
@@ -175,7 +196,15 @@ impl Runner {
                             ]),
                             depth: 0,
                         };
+                        self.handlers.clear();
+                        self.notified.clear();
+                        self.handlers.push(Handlers {
+                            tasks: play.handlers.clone(),
+                            frame: frame.clone(),
+                            role: None,
+                        });
                         flow = self.run_tasks(frame.clone(), play.pre_tasks.clone()).await;
+                        flow = self.flush_handlers_after(flow).await;
                         for role_ref in &play.roles {
                             if !matches!(flow, Flow::Continue) {
                                 break;
@@ -197,9 +226,11 @@ impl Runner {
                         if matches!(flow, Flow::Continue) {
                             flow = self.run_tasks(frame.clone(), play.tasks.clone()).await;
                         }
+                        flow = self.flush_handlers_after(flow).await;
                         if matches!(flow, Flow::Continue) {
                             flow = self.run_tasks(frame, play.post_tasks.clone()).await;
                         }
+                        flow = self.flush_handlers_after(flow).await;
                         if !matches!(flow, Flow::Continue) {
                             break;
                         }
@@ -338,6 +369,18 @@ impl Runner {
             ));
             frame.scope.builtins = builtins.into();
             frame.search_path = Arc::from(vec![role.path.clone(), self.project.base_dir.clone()]);
+            if !role.handlers.is_empty()
+                && !self
+                    .handlers
+                    .iter()
+                    .any(|h| h.role.as_ref().is_some_and(|(_, p)| *p == role.path))
+            {
+                self.handlers.push(Handlers {
+                    tasks: role.handlers.clone(),
+                    frame: frame.clone(),
+                    role: Some((role.name.clone(), role.path.clone())),
+                });
+            }
             frame.role = Some(role);
             self.run_tasks(frame, tasks).await
         })
@@ -346,9 +389,77 @@ impl Runner {
     fn run_tasks(&mut self, frame: Frame, tasks: Arc<[Task]>) -> BoxFlow<'_> {
         Box::pin(async move {
             for task in tasks.iter() {
-                match self.run_task(&frame, task).await {
+                let mut flow = self.run_task(&frame, task).await;
+                if std::mem::take(&mut self.flush_requested) {
+                    flow = self.flush_handlers_after(flow).await;
+                }
+                match flow {
                     Flow::Continue => {}
                     other => return other,
+                }
+            }
+            Flow::Continue
+        })
+    }
+
+    /// Marks the handlers `names` calls for (by name, `<role> : <name>`, or
+    /// `listen` topic) to run at the next flush; a name no handler answers
+    /// to fails the task, as in Ansible.
+    fn notify(&mut self, names: &[String]) -> Result<(), String> {
+        for name in names {
+            let mut found = false;
+            // By name: the last handler loaded with it, as Ansible.
+            let by_name = self.handlers.iter().enumerate().rev().find_map(|(set, h)| {
+                h.tasks.iter().enumerate().rev().find_map(|(index, task)| {
+                    let own = task.name.as_deref()?;
+                    let qualified = h.role.as_ref().map(|(role, _)| format!("{role} : {own}"));
+                    (own == name || qualified.as_deref() == Some(name)).then_some((set, index))
+                })
+            });
+            let mut hits: Vec<(usize, usize)> = by_name.into_iter().collect();
+            for (set, h) in self.handlers.iter().enumerate() {
+                for (index, task) in h.tasks.iter().enumerate() {
+                    if task.listen.iter().any(|topic| topic == name) {
+                        hits.push((set, index));
+                    }
+                }
+            }
+            for hit in hits {
+                found = true;
+                if !self.notified.contains(&hit) {
+                    self.notified.push(hit);
+                }
+            }
+            if !found {
+                return Err(format!(
+                    "The requested handler '{name}' was not found in either the main handlers list nor in the listening handlers list"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the notified handlers, in the order they were defined, each
+    /// once, when `flow` went on (a failed play runs none, as without
+    /// force_handlers); handlers they notify run in the same flush.
+    fn flush_handlers_after(&mut self, flow: Flow) -> BoxFlow<'_> {
+        Box::pin(async move {
+            if !matches!(flow, Flow::Continue) {
+                return flow;
+            }
+            while !self.notified.is_empty() {
+                let mut due = std::mem::take(&mut self.notified);
+                due.sort_unstable();
+                for (set, index) in due {
+                    let tasks = self.handlers[set].tasks.clone();
+                    let frame = self.handlers[set].frame.clone();
+                    let Some(task) = tasks.get(index) else {
+                        continue;
+                    };
+                    let flow = self.run_task(&frame, task).await;
+                    if !matches!(flow, Flow::Continue) {
+                        return flow;
+                    }
                 }
             }
             Flow::Continue
@@ -581,6 +692,7 @@ impl Runner {
         let mut inner = frame.clone();
         inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
         inner.inherited.tags.extend(task.tags.iter().cloned());
+        inner.inherited.notify.extend(task.notify.iter().cloned());
         if !task.when.is_empty() {
             inner.inherited.when.push(task.when.clone());
         }
@@ -978,16 +1090,36 @@ impl Runner {
             Arc::make_mut(&mut self.facts)
                 .insert(name.clone(), Var::unsafe_data(&result.to_value()));
         }
+        // Meta tasks are not in Ansible's recap (`_execute_meta` counts
+        // nothing), whatever they do.
+        let is_meta = matches!(
+            &task.action,
+            Action::Module { module, .. } if !module.counts_in_recap()
+        );
         if skipped {
-            self.stats.skipped += 1;
+            if !is_meta {
+                self.stats.skipped += 1;
+            }
             return Flow::Continue;
+        }
+        if changed && !failed {
+            let names: Vec<String> = frame
+                .inherited
+                .notify
+                .iter()
+                .chain(task.notify.iter())
+                .cloned()
+                .collect();
+            if !names.is_empty()
+                && let Err(message) = self.notify(&names)
+            {
+                return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+            }
         }
         if let Some(control) = result.control.clone() {
             match control {
-                Control::EndPlay | Control::EndHost => {
-                    self.stats.ok += 1;
-                    return Flow::EndPlay;
-                }
+                Control::FlushHandlers => self.flush_requested = true,
+                Control::EndPlay | Control::EndHost => return Flow::EndPlay,
                 Control::Requeue(after) => self.requeue_after = Some(after),
                 Control::ClearFacts => Arc::make_mut(&mut self.facts).clear(),
             }
@@ -1029,9 +1161,11 @@ impl Runner {
             }
             return Flow::Failed(self.failure(task, message, shown));
         }
-        self.stats.ok += 1;
-        if changed {
-            self.stats.changed += 1;
+        if !is_meta {
+            self.stats.ok += 1;
+            if changed {
+                self.stats.changed += 1;
+            }
         }
         Flow::Continue
     }
@@ -1136,6 +1270,14 @@ impl Runner {
         loop {
             attempt += 1;
             let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
+            // TaskExecutor's defaults: every result says whether it failed
+            // and whether it changed something.
+            if result.get("failed").is_none() {
+                result.set("failed", Value::from(false));
+            }
+            if result.get("changed").is_none() {
+                result.set("changed", Value::from(false));
+            }
             // Conditions below see the result under the registered name.
             let mut judged_scope = scope.clone();
             judged_scope.facts = self.facts.clone();
@@ -1158,7 +1300,9 @@ impl Runner {
                     Err(err) => return Err(self.conditional_failure(task, &err)),
                 }
             }
-            let Some(until) = &until else {
+            // With `retries: 0` Ansible runs the task once and never judges
+            // `until`.
+            let Some(until) = until.as_ref().filter(|_| attempts > 1) else {
                 return Ok(result);
             };
             // Ansible counts the attempt before judging `until`.
@@ -1176,6 +1320,10 @@ impl Runner {
             }
             if attempt >= attempts || self.past_deadline(delay) {
                 result.set("failed", Value::from(true));
+                // Ansible reports the retries, not the runs, once they ran out.
+                if attempt >= attempts {
+                    result.set("attempts", Value::from(attempt - 1));
+                }
                 let why = if attempt >= attempts {
                     format!("the until condition never held in {attempt} attempts")
                 } else {

@@ -8,8 +8,10 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
         "end_play" => Some(Control::EndPlay),
         "end_host" | "end_batch" => Some(Control::EndHost),
         "clear_facts" => Some(Control::ClearFacts),
-        "noop" | "flush_handlers" | "refresh_inventory" | "clear_host_errors"
-        | "reset_connection" | "end_role" => None,
+        "flush_handlers" => Some(Control::FlushHandlers),
+        "noop" | "refresh_inventory" | "clear_host_errors" | "reset_connection" | "end_role" => {
+            None
+        }
         other => return Err(format!("invalid meta action requested: {other}")),
     };
     let mut output = Output::changed(false);

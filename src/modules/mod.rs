@@ -156,6 +156,8 @@ pub enum Control {
     Requeue(Duration),
     /// `meta: clear_facts`.
     ClearFacts,
+    /// `meta: flush_handlers`.
+    FlushHandlers,
 }
 
 /// A module's result.
@@ -203,6 +205,12 @@ pub enum ModuleRef {
 }
 
 impl ModuleRef {
+    /// Whether Ansible's play recap counts the task: not `meta`, which
+    /// the strategy runs itself.
+    pub fn counts_in_recap(&self) -> bool {
+        !matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
+    }
+
     /// The name to show (the native module's short name, or the name as
     /// the task wrote it).
     pub fn name(&self) -> &str {

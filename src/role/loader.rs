@@ -469,6 +469,13 @@ impl Loader {
                 task_files.insert(name, tasks);
             }
         }
+        let handlers_file = ["main.yml", "main.yaml"]
+            .iter()
+            .map(|f| path.join("handlers").join(f))
+            .find(|f| f.is_file());
+        let handlers = handlers_file
+            .and_then(|file| self.task_file(&file, Some(path), None))
+            .unwrap_or_else(|| Arc::from(Vec::new()));
         self.collections = outer;
         let mut defaults = HashMap::new();
         for file in yaml_files(&path.join("defaults")) {
@@ -493,6 +500,7 @@ impl Loader {
             vars,
             task_files,
             dependencies,
+            handlers,
         });
         self.roles.insert(path.to_path_buf(), role.clone());
         Some(role)
@@ -661,6 +669,7 @@ impl Loader {
             };
             let tasks = section(self, "tasks");
             let post_tasks = section(self, "post_tasks");
+            let handlers = section(self, "handlers");
             self.collections = outer;
             let mut roles = Vec::new();
             if let Some(list) = play.get("roles") {
@@ -681,6 +690,7 @@ impl Loader {
                 roles,
                 tasks,
                 post_tasks,
+                handlers,
             });
         }
         let playbook = Arc::new(Playbook {
@@ -914,6 +924,7 @@ fn clone_play(play: &Play) -> Play {
         roles: play.roles.clone(),
         tasks: play.tasks.clone(),
         post_tasks: play.post_tasks.clone(),
+        handlers: play.handlers.clone(),
     }
 }
 

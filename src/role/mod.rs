@@ -104,6 +104,8 @@ pub struct Role {
     pub task_files: HashMap<String, Arc<[Task]>>,
     /// `meta/main.yml` `dependencies`: roles that run before this one.
     pub dependencies: Vec<RoleRef>,
+    /// `handlers/main.yml`.
+    pub handlers: Arc<[Task]>,
 }
 
 impl Role {
@@ -156,6 +158,8 @@ pub struct Play {
     pub tasks: Arc<[Task]>,
     /// `post_tasks`.
     pub post_tasks: Arc<[Task]>,
+    /// `handlers`.
+    pub handlers: Arc<[Task]>,
 }
 
 /// A role named in a play's `roles`, with its parameters.
@@ -202,8 +206,13 @@ pub struct Task {
     pub ignore_errors: Option<Value>,
     /// `no_log`.
     pub no_log: Option<Value>,
-    /// `tags` (parsed; enka runs every task).
+    /// `tags`.
     pub tags: Vec<String>,
+    /// `notify`: handlers to run, by name or `listen` topic, when the task
+    /// changed something.
+    pub notify: Vec<String>,
+    /// `listen`: topics a handler also answers to.
+    pub listen: Vec<String>,
     /// `environment`, possibly a template (a mapping once templated).
     pub environment: Option<Value>,
     /// `timeout`: seconds the action may take.

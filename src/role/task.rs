@@ -40,6 +40,8 @@ const KEYWORDS: &[&str] = &[
     "local_action",
     "environment",
     "timeout",
+    "notify",
+    "listen",
 ];
 
 /// Keywords Ansible has that mean nothing in-process: accepted silently.
@@ -66,8 +68,6 @@ const HARMLESS: &[&str] = &[
 
 /// Keywords accepted with a warning, because the author expects an effect.
 const NO_EFFECT: &[(&str, &str)] = &[
-    ("notify", "handlers are not run by enka"),
-    ("listen", "handlers are not run by enka"),
     ("async", "tasks run to completion in-process"),
     ("poll", "tasks run to completion in-process"),
     (
@@ -428,6 +428,17 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
                 .collect(),
         })
         .unwrap_or_default();
+    let names = |key: &str| -> Vec<String> {
+        node.get(key)
+            .map(|n| match &n.value {
+                crate::yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+                crate::yaml::Value::Null => Vec::new(),
+                _ => vec![n.key_string()],
+            })
+            .unwrap_or_default()
+    };
+    let notify = names("notify");
+    let listen = names("listen");
 
     Some(Task {
         name,
@@ -446,6 +457,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         ignore_errors,
         no_log,
         tags,
+        notify,
+        listen,
         environment,
         timeout,
     })
