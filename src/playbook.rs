@@ -257,6 +257,33 @@ impl Printer {
     }
 }
 
+/// A result as the default callback dumps it: keys sorted, without
+/// `failed` (the line already says FAILED).
+fn shown(result: &serde_json::Value) -> serde_json::Value {
+    fn sorted(value: &serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                serde_json::Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&map[k])))
+                        .collect(),
+                )
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.iter().map(sorted).collect())
+            }
+            other => other.clone(),
+        }
+    }
+    let mut out = sorted(result);
+    if let serde_json::Value::Object(map) = &mut out {
+        map.remove("failed");
+    }
+    out
+}
+
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
 fn banner(title: &str) -> String {
     let stars = 79usize.saturating_sub(title.len()).max(3);
@@ -284,7 +311,7 @@ impl Observer for Printer {
         let _ = writeln!(out, "\n{}", banner(&format!("TASK [{}]", event.name)));
         let word = event.status.word();
         if shows_result {
-            let text = serde_json::to_string_pretty(&result).unwrap_or_default();
+            let text = serde_json::to_string_pretty(&shown(&result)).unwrap_or_default();
             let text = text.replace("\n  ", "\n    ");
             match event.status {
                 TaskStatus::Failed | TaskStatus::Ignored => {
