@@ -284,6 +284,18 @@ fn shown(result: &serde_json::Value) -> serde_json::Value {
     out
 }
 
+/// JSON indented by four spaces, as the default callback prints results.
+fn indented(value: &serde_json::Value) -> String {
+    use serde::Serialize;
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
+    match value.serialize(&mut serializer) {
+        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
+        Err(_) => value.to_string(),
+    }
+}
+
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
 fn banner(title: &str) -> String {
     let stars = 79usize.saturating_sub(title.len()).max(3);
@@ -311,8 +323,7 @@ impl Observer for Printer {
         let _ = writeln!(out, "\n{}", banner(&format!("TASK [{}]", event.name)));
         let word = event.status.word();
         if shows_result {
-            let text = serde_json::to_string_pretty(&shown(&result)).unwrap_or_default();
-            let text = text.replace("\n  ", "\n    ");
+            let text = indented(&shown(&result));
             match event.status {
                 TaskStatus::Failed | TaskStatus::Ignored => {
                     let _ = writeln!(out, "{word}: [localhost]: FAILED! => {text}");

@@ -78,7 +78,9 @@ pub(crate) struct Runner {
 
 /// Handlers of a play or a role, and the frame they run in.
 struct Handlers {
-    tasks: Arc<[Task]>,
+    /// Each handler as (the list it is in, its index there): the handlers
+    /// file's tasks, and those of the files it imports.
+    tasks: Vec<(Arc<[Task]>, usize)>,
     frame: Frame,
     /// The role's name (handlers are also `<role> : <name>`) and path.
     role: Option<(String, std::path::PathBuf)>,
@@ -199,7 +201,7 @@ impl Runner {
                         self.handlers.clear();
                         self.notified.clear();
                         self.handlers.push(Handlers {
-                            tasks: play.handlers.clone(),
+                            tasks: handler_list(&play.handlers),
                             frame: frame.clone(),
                             role: None,
                         });
@@ -376,7 +378,7 @@ impl Runner {
                     .any(|h| h.role.as_ref().is_some_and(|(_, p)| *p == role.path))
             {
                 self.handlers.push(Handlers {
-                    tasks: role.handlers.clone(),
+                    tasks: handler_list(&role.handlers),
                     frame: frame.clone(),
                     role: Some((role.name.clone(), role.path.clone())),
                 });
@@ -410,16 +412,20 @@ impl Runner {
             let mut found = false;
             // By name: the last handler loaded with it, as Ansible.
             let by_name = self.handlers.iter().enumerate().rev().find_map(|(set, h)| {
-                h.tasks.iter().enumerate().rev().find_map(|(index, task)| {
-                    let own = task.name.as_deref()?;
-                    let qualified = h.role.as_ref().map(|(role, _)| format!("{role} : {own}"));
-                    (own == name || qualified.as_deref() == Some(name)).then_some((set, index))
-                })
+                h.tasks
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find_map(|(index, (list, at))| {
+                        let own = list[*at].name.as_deref()?;
+                        let qualified = h.role.as_ref().map(|(role, _)| format!("{role} : {own}"));
+                        (own == name || qualified.as_deref() == Some(name)).then_some((set, index))
+                    })
             });
             let mut hits: Vec<(usize, usize)> = by_name.into_iter().collect();
             for (set, h) in self.handlers.iter().enumerate() {
-                for (index, task) in h.tasks.iter().enumerate() {
-                    if task.listen.iter().any(|topic| topic == name) {
+                for (index, (list, at)) in h.tasks.iter().enumerate() {
+                    if list[*at].listen.iter().any(|topic| topic == name) {
                         hits.push((set, index));
                     }
                 }
@@ -451,12 +457,11 @@ impl Runner {
                 let mut due = std::mem::take(&mut self.notified);
                 due.sort_unstable();
                 for (set, index) in due {
-                    let tasks = self.handlers[set].tasks.clone();
-                    let frame = self.handlers[set].frame.clone();
-                    let Some(task) = tasks.get(index) else {
+                    let Some((list, at)) = self.handlers[set].tasks.get(index).cloned() else {
                         continue;
                     };
-                    let flow = self.run_task(&frame, task).await;
+                    let frame = self.handlers[set].frame.clone();
+                    let flow = self.run_task(&frame, &list[at]).await;
                     if !matches!(flow, Flow::Continue) {
                         return flow;
                     }
@@ -1550,6 +1555,19 @@ fn remove_omit(value: &Value, omit: &str) -> Value {
         ),
         _ => value.clone(),
     }
+}
+
+/// The handlers of a handlers list, those of the files it imports (blocks)
+/// included, in order.
+fn handler_list(tasks: &Arc<[Task]>) -> Vec<(Arc<[Task]>, usize)> {
+    let mut out = Vec::new();
+    for (index, task) in tasks.iter().enumerate() {
+        match &task.action {
+            Action::Block { block, .. } => out.extend(handler_list(block)),
+            _ => out.push((tasks.clone(), index)),
+        }
+    }
+    out
 }
 
 /// A `no_log` task's failure says nothing of its values, whichever step

@@ -6,7 +6,6 @@
 //! Layers are shared `Arc`s, so entering a block or a task costs a pointer
 //! copy, not a copy of the variables.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use minijinja::Value;
@@ -43,16 +42,9 @@ fn frame_get(frame: &Option<Arc<Frame>>, name: &str) -> Option<Var> {
     None
 }
 
-fn frame_names(frame: &Option<Arc<Frame>>, out: &mut Vec<Arc<str>>) {
-    let mut current = frame.as_deref();
-    while let Some(frame) = current {
-        out.extend(frame.vars.iter().map(|(k, _)| k.clone()));
-        current = frame.parent.as_deref();
-    }
-}
-
-/// Facts and registered results of the host, replaced copy-on-write.
-pub type Facts = Arc<HashMap<Arc<str>, Var>>;
+/// Facts and registered results of the host, in the order they were set,
+/// replaced copy-on-write.
+pub type Facts = Arc<indexmap::IndexMap<Arc<str>, Var>>;
 
 /// Everything visible to one task.
 #[derive(Debug, Clone, Default)]
@@ -120,16 +112,32 @@ impl VarSource for Scope {
             })
     }
 
+    /// Every variable name, in the order Ansible's flattened variables
+    /// dict has them: lowest precedence first, each name where it first
+    /// appears, magic and fixed variables last.
     fn names(&self) -> Vec<Arc<str>> {
-        let mut out: Vec<Arc<str>> = self.magic.iter().map(|(k, _)| k.clone()).collect();
-        out.extend(self.extra.iter().map(|(k, _)| k.clone()));
-        frame_names(&self.params, &mut out);
-        out.extend(self.facts.keys().cloned());
-        out.extend(self.included.keys().cloned());
-        frame_names(&self.locals, &mut out);
-        frame_names(&self.role_vars, &mut out);
-        frame_names(&self.play_vars, &mut out);
+        fn frame_names(frame: &Option<Arc<Frame>>, out: &mut Vec<Arc<str>>) {
+            // Frames chain innermost first; Ansible combines outermost first.
+            let mut frames = Vec::new();
+            let mut current = frame.as_deref();
+            while let Some(f) = current {
+                frames.push(f);
+                current = f.parent.as_deref();
+            }
+            for f in frames.into_iter().rev() {
+                out.extend(f.vars.iter().map(|(k, _)| k.clone()));
+            }
+        }
+        let mut out: Vec<Arc<str>> = Vec::new();
         frame_names(&self.defaults, &mut out);
+        frame_names(&self.play_vars, &mut out);
+        frame_names(&self.role_vars, &mut out);
+        frame_names(&self.locals, &mut out);
+        out.extend(self.included.keys().cloned());
+        out.extend(self.facts.keys().cloned());
+        frame_names(&self.params, &mut out);
+        out.extend(self.extra.iter().map(|(k, _)| k.clone()));
+        out.extend(self.magic.iter().map(|(k, _)| k.clone()));
         out.extend(self.builtins.iter().map(|(k, _)| k.clone()));
         let mut seen = std::collections::HashSet::new();
         out.retain(|k| seen.insert(k.clone()));

@@ -144,7 +144,8 @@ fn template_terms(ctx: &Context, terms: &[Value]) -> Result<Vec<Value>, Error> {
 
 /// Lookups enka runs itself (besides those other layers add, such as `k8s`).
 const NATIVE: &[&str] = &[
-    "template", "file", "env", "vars", "items", "list", "dict", "password", "pipe", "k8s",
+    "template", "file", "env", "vars", "varnames", "items", "list", "dict", "password", "pipe",
+    "k8s",
 ];
 
 /// `name` without the collection prefixes enka's own lookups answer to.
@@ -212,6 +213,30 @@ fn run(
                 }
             })
             .collect(),
+        "varnames" => {
+            let names = ctx.vars().names();
+            let mut out = Vec::new();
+            for term in terms {
+                let Some(pattern) = term.as_str() else {
+                    return Err(invalid(format!(
+                        "Invalid setting identifier, \"{}\" is not a string, it is a {}",
+                        pyrepr::to_text(term),
+                        pyrepr::type_name(term)
+                    )));
+                };
+                let re = fancy_regex::Regex::new(pattern).map_err(|e| {
+                    invalid(format!(
+                        "Unable to use \"{pattern}\" as a search parameter: {e}"
+                    ))
+                })?;
+                for name in &names {
+                    if re.is_match(&**name).unwrap_or(false) {
+                        out.push(Value::from(&**name));
+                    }
+                }
+            }
+            Ok(out)
+        }
         "items" => Ok(terms
             .iter()
             .flat_map(|t| match t.kind() {

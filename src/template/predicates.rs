@@ -65,9 +65,115 @@ pub fn register(env: &mut Environment<'static>) {
     add!("started", started);
     add!("any", any);
     add!("all", all);
-    add!("abs", |v: &Value| v
-        .as_str()
-        .is_some_and(|s| s.starts_with('/')));
+    add!("abs", is_abs);
+    add!("is_abs", is_abs);
+    add!("issubset", subset);
+    add!("issuperset", superset);
+    add!("nan", is_nan);
+    add!("isnan", is_nan);
+    add!("reachable", |v: &Value| unreachable(v).map(|u| !u));
+    add!("unreachable", unreachable);
+    add!("timedout", timedout);
+    // ansible.builtin's file tests, on the operator's own file system.
+    add!("directory", |v: &Value| path_test(v, |m| m.is_dir(), true));
+    add!("is_dir", |v: &Value| path_test(v, |m| m.is_dir(), true));
+    add!("file", |v: &Value| path_test(v, |m| m.is_file(), true));
+    add!("is_file", |v: &Value| path_test(v, |m| m.is_file(), true));
+    add!("link", |v: &Value| path_test(v, |m| m.is_symlink(), false));
+    add!("is_link", |v: &Value| path_test(
+        v,
+        |m| m.is_symlink(),
+        false
+    ));
+    add!("exists", |v: &Value| path_test(v, |_| true, true));
+    add!("link_exists", |v: &Value| path_test(v, |_| true, false));
+    add!("same_file", same_file);
+    add!("is_same_file", same_file);
+    add!("mount", is_mount);
+    add!("is_mount", is_mount);
+}
+
+fn is_abs(value: &Value) -> bool {
+    value.as_str().is_some_and(|s| s.starts_with('/'))
+}
+
+/// Python's `math.isnan`: numbers only.
+fn is_nan(value: &Value) -> Result<bool, Error> {
+    match value.kind() {
+        ValueKind::Number => Ok(f64::try_from(value.clone()).is_ok_and(f64::is_nan)),
+        _ => Err(invalid(format!(
+            "must be real number, not {}",
+            pyrepr::type_name(value)
+        ))),
+    }
+}
+
+fn unreachable(value: &Value) -> Result<bool, Error> {
+    if value.kind() != ValueKind::Map {
+        return Err(invalid("The 'unreachable' test expects a dictionary"));
+    }
+    Ok(value
+        .get_attr("unreachable")
+        .is_ok_and(|u| !u.is_undefined() && u.is_true()))
+}
+
+/// `timedout`: the result's `timedout.period`, when it timed out.
+fn timedout(value: &Value) -> Result<bool, Error> {
+    if value.kind() != ValueKind::Map {
+        return Err(invalid("The 'timedout' test expects a dictionary"));
+    }
+    let timed = value.get_attr("timedout").unwrap_or_default();
+    if timed.is_undefined() || !timed.is_true() {
+        return Ok(false);
+    }
+    Ok(timed
+        .get_attr("period")
+        .is_ok_and(|p| !p.is_undefined() && p.is_true()))
+}
+
+/// A file test: `follow` reads through symlinks (os.path.isdir/isfile/
+/// exists), otherwise the link itself (islink, lexists).
+fn path_test(value: &Value, test: impl Fn(&std::fs::Metadata) -> bool, follow: bool) -> bool {
+    let Some(path) = value.as_str() else {
+        return false;
+    };
+    let metadata = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    metadata.is_ok_and(|m| test(&m))
+}
+
+fn same_file(a: &Value, b: &Value) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(a), Some(b)) = (a.as_str(), b.as_str()) else {
+        return false;
+    };
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// `os.path.ismount`: a directory on another device than its parent (or
+/// the same inode as its parent, for `/`).
+fn is_mount(value: &Value) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = value.as_str() else {
+        return false;
+    };
+    let path = std::path::Path::new(path);
+    let Ok(own) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    if own.is_symlink() || !own.is_dir() {
+        return false;
+    }
+    let Ok(parent) = std::fs::metadata(path.join("..")) else {
+        return false;
+    };
+    own.dev() != parent.dev() || own.ino() == parent.ino()
 }
 
 fn truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
