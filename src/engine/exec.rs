@@ -996,10 +996,16 @@ impl Runner {
             Ok(b) => b,
             Err(err) => return self.template_failure(task, "no_log", &err),
         };
+        // An error templating the loop, a condition or the arguments is a
+        // failed result, as TaskExecutor.run returns it: `ignore_errors`
+        // forgives it and `register` keeps it.
         let items = match task.looping {
             Some(_) => match self.loop_items(task, &ctx, &frame.inherited) {
                 Ok(items) => items,
-                Err(flow) => return censor(flow, no_log),
+                Err(flow) => match as_failed_result(censor(flow, no_log)) {
+                    Ok(result) => return self.finish_task(frame, task, result, no_log),
+                    Err(flow) => return flow,
+                },
             },
             None => None,
         };
@@ -1009,7 +1015,10 @@ impl Runner {
                 .await
             {
                 Ok(result) => result,
-                Err(flow) => return censor(flow, no_log),
+                Err(flow) => match as_failed_result(censor(flow, no_log)) {
+                    Ok(result) => result,
+                    Err(flow) => return flow,
+                },
             },
             Some(items) => {
                 let mut results = Vec::with_capacity(items.len());
@@ -1022,7 +1031,10 @@ impl Runner {
                         .await
                     {
                         Ok(result) => result,
-                        Err(flow) => return censor(flow, no_log),
+                        Err(flow) => match as_failed_result(censor(flow, no_log)) {
+                            Ok(result) => result,
+                            Err(flow) => return flow,
+                        },
                     };
                     // Later items see what earlier ones set (facts, and the
                     // item's result under `register`), as TaskExecutor
@@ -1290,10 +1302,15 @@ impl Runner {
                 judged_scope.set_magic(name, result.to_value());
             }
             let judged_ctx = self.context(frame, &judged_scope, task);
+            // A condition that cannot be evaluated fails the result, its
+            // error under `<cond>_when_result`, as TaskExecutor does.
             if let Some(conditions) = &task.changed_when {
                 match all_true(&self.templar, conditions, &judged_ctx) {
                     Ok(changed) => result.set("changed", Value::from(changed)),
-                    Err(err) => return Err(self.conditional_failure(task, &err)),
+                    Err(err) => {
+                        result.set("failed", Value::from(true));
+                        result.set("changed_when_result", Value::from(conditional_error(&err)));
+                    }
                 }
             }
             if let Some(conditions) = &task.failed_when {
@@ -1302,7 +1319,10 @@ impl Runner {
                         result.set("failed_when_result", Value::from(failed));
                         result.set("failed", Value::from(failed));
                     }
-                    Err(err) => return Err(self.conditional_failure(task, &err)),
+                    Err(err) => {
+                        result.set("failed", Value::from(true));
+                        result.set("failed_when_result", Value::from(conditional_error(&err)));
+                    }
                 }
             }
             // With `retries: 0` Ansible runs the task once and never judges
@@ -1368,7 +1388,7 @@ impl Runner {
     }
 
     fn conditional_failure(&self, task: &Task, err: &TemplateError) -> Flow {
-        let message = format!("The conditional check failed. The error was: {err}");
+        let message = conditional_error(err);
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }
 
@@ -1557,6 +1577,28 @@ fn remove_omit(value: &Value, omit: &str) -> Value {
     }
 }
 
+/// Ansible's message for a condition that could not be evaluated.
+fn conditional_error(err: &TemplateError) -> String {
+    format!("The conditional check failed. The error was: {err}")
+}
+
+/// A task's failure as the failed result TaskExecutor.run returns for it;
+/// any other flow as it is.
+fn as_failed_result(flow: Flow) -> Result<TaskResult, Flow> {
+    match flow {
+        Flow::Failed(failure) => {
+            let mut result = TaskResult::failed(failure.message);
+            if let Ok(exception) = failure.result.get_attr("exception")
+                && !exception.is_undefined()
+            {
+                result.set("exception", exception);
+            }
+            Ok(result)
+        }
+        other => Err(other),
+    }
+}
+
 /// The handlers of a handlers list, those of the files it imports (blocks)
 /// included, in order.
 fn handler_list(tasks: &Arc<[Task]>) -> Vec<(Arc<[Task]>, usize)> {
@@ -1659,6 +1701,12 @@ impl TaskResult {
 
     fn message(&self) -> String {
         self.get("msg")
+            .or_else(|| {
+                ["failed_when_result", "changed_when_result"]
+                    .iter()
+                    .filter_map(|k| self.get(k))
+                    .find(|v| v.kind() == ValueKind::String)
+            })
             .map(crate::template::pyrepr::to_text)
             .unwrap_or_else(|| "the task failed".to_owned())
     }
