@@ -78,6 +78,15 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 return exit::PARSER_ERROR;
             }
         };
+        if options.verbosity > 1 {
+            let plays = project.playbooks.get(&path).map_or(0, |p| p.plays.len());
+            let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+            println!(
+                "\n{}",
+                banner(&format!("PLAYBOOK: {}", file.unwrap_or_default()))
+            );
+            println!("{plays} plays in {}", path.display());
+        }
         let run_options = RunOptions {
             verbosity: options.verbosity,
             observer: Some(printer.clone()),
@@ -313,6 +322,10 @@ fn module_name(task: &Task) -> &str {
 }
 
 impl Observer for Printer {
+    fn play_started(&self, name: &str) {
+        println!("\n{}", banner(&format!("PLAY [{name}]")));
+    }
+
     fn task_finished(&self, event: &TaskEvent<'_>) {
         let result = convert::to_json(event.result).unwrap_or(serde_json::Value::Null);
         let module = module_name(event.task);

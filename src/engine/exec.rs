@@ -198,6 +198,9 @@ impl Runner {
                             ]),
                             depth: 0,
                         };
+                        if let Some(observer) = &self.options.observer {
+                            observer.play_started(play.name.as_deref().unwrap_or(&play.hosts));
+                        }
                         self.handlers.clear();
                         self.notified.clear();
                         self.handlers.push(Handlers {
@@ -645,6 +648,18 @@ impl Runner {
         );
     }
 
+    /// The loop variable's name: `loop_control.loop_var`, rendered when it
+    /// is a template.
+    fn loop_var(&self, task: &Task, ctx: &Context) -> Result<Arc<str>, Flow> {
+        let Some(template) = &task.loop_control.loop_var_template else {
+            return Ok(task.loop_control.loop_var.clone());
+        };
+        match self.templar.template_value(template, ctx) {
+            Ok(name) => Ok(Arc::from(crate::template::pyrepr::to_text(&name).as_str())),
+            Err(err) => Err(self.template_failure(task, "loop_var", &err)),
+        }
+    }
+
     /// Whether `--tags`/`--skip-tags` (and `never`) let `task` run.
     fn selected(&self, inherited: &Inherited, task: &Task) -> bool {
         let tags = inherited
@@ -764,10 +779,15 @@ impl Runner {
             Ok(items) => items,
             Err(flow) => return flow,
         };
-        let iterations: Vec<Option<(usize, Value)>> = match items {
-            None => vec![None],
-            Some(items) => items.into_iter().enumerate().map(Some).collect(),
+        let loop_var = match self.loop_var(task, &ctx) {
+            Ok(name) => name,
+            Err(flow) => return flow,
         };
+        let iterations: Vec<Option<usize>> = match &items {
+            None => vec![None],
+            Some(items) => (0..items.len()).map(Some).collect(),
+        };
+        let items: Arc<[Value]> = items.unwrap_or_default().into();
         for iteration in iterations {
             // Ansible counts each dynamic include (each item of a looped
             // one) as a task that ran ok, before the tasks it brings in; an
@@ -778,8 +798,8 @@ impl Runner {
             let mut inner = frame.clone();
             inner.depth += 1;
             inner.scope.params = scope::push(&inner.scope.params, &task.vars);
-            if let Some((index, item)) = &iteration {
-                set_loop_vars(&mut inner.scope, task, *index, item);
+            if let Some(index) = iteration {
+                set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
             }
             let flow = match &task.action {
                 Action::IncludeTasks { file, role, dir } => {
@@ -1021,11 +1041,15 @@ impl Runner {
                 },
             },
             Some(items) => {
+                let loop_var = match self.loop_var(task, &ctx) {
+                    Ok(name) => name,
+                    Err(flow) => return censor(flow, no_log),
+                };
                 let mut results = Vec::with_capacity(items.len());
                 let mut scope = scope;
                 for (index, item) in items.iter().enumerate() {
                     let mut item_scope = scope.clone();
-                    set_loop_vars(&mut item_scope, task, index, item);
+                    set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
                     let mut result = match self
                         .run_once(frame, task, module, args, item_scope, no_log)
                         .await
@@ -1045,13 +1069,16 @@ impl Runner {
                         Arc::make_mut(&mut scope.facts)
                             .insert(name.clone(), Var::unsafe_data(&result.to_value()));
                     }
-                    result.set("item", item.clone());
-                    result.set(
-                        "ansible_loop_var",
-                        Value::from(&*task.loop_control.loop_var),
-                    );
+                    // The item's result names its item as TaskExecutor's:
+                    // under the loop variable, with `ansible_loop_var`.
+                    result.set(&loop_var, item.clone());
+                    result.set("ansible_loop_var", Value::from(&*loop_var));
                     if let Some(index_var) = &task.loop_control.index_var {
                         result.set(index_var, Value::from(index));
+                        result.set("ansible_index_var", Value::from(&**index_var));
+                    }
+                    if task.loop_control.extended {
+                        result.set("ansible_loop", ansible_loop(&items, index));
                     }
                     if result.is_failed() && !no_log {
                         // The task's own failure says only "One or more items
@@ -1529,21 +1556,42 @@ fn fail_result(message: &str) -> Value {
     ])
 }
 
-fn set_loop_vars(scope: &mut Scope, task: &Task, index: usize, item: &Value) {
-    scope.set_magic(&task.loop_control.loop_var, item.clone());
+/// The loop variables of item `index` of `items`: `loop_var`,
+/// `ansible_loop_var`, `index_var` and, with `extended`, `ansible_loop`
+/// as TaskExecutor._run_loop sets them.
+fn set_loop_vars(scope: &mut Scope, task: &Task, loop_var: &str, index: usize, items: &[Value]) {
+    let item = items.get(index).cloned().unwrap_or_default();
+    scope.set_magic(loop_var, item);
+    scope.set_magic("ansible_loop_var", Value::from(loop_var));
     if let Some(index_var) = &task.loop_control.index_var {
         scope.set_magic(index_var, Value::from(index));
+        scope.set_magic("ansible_index_var", Value::from(&**index_var));
     }
     if task.loop_control.extended {
-        scope.set_magic(
-            "ansible_loop",
-            Value::from_pairs([
-                (Value::from("index"), Value::from(index + 1)),
-                (Value::from("index0"), Value::from(index)),
-                (Value::from("first"), Value::from(index == 0)),
-            ]),
-        );
+        scope.set_magic("ansible_loop", ansible_loop(items, index));
     }
+}
+
+/// `ansible_loop` of item `index` (`loop_control.extended`).
+fn ansible_loop(items: &[Value], index: usize) -> Value {
+    let length = items.len();
+    let mut pairs = vec![
+        (Value::from("allitems"), Value::from(items.to_vec())),
+        (Value::from("index"), Value::from(index + 1)),
+        (Value::from("index0"), Value::from(index)),
+        (Value::from("first"), Value::from(index == 0)),
+        (Value::from("last"), Value::from(index + 1 == length)),
+        (Value::from("length"), Value::from(length)),
+        (Value::from("revindex"), Value::from(length - index)),
+        (Value::from("revindex0"), Value::from(length - index - 1)),
+    ];
+    if index + 1 < length {
+        pairs.push((Value::from("nextitem"), items[index + 1].clone()));
+    }
+    if index > 0 {
+        pairs.push((Value::from("previtem"), items[index - 1].clone()));
+    }
+    Value::from_pairs(pairs)
 }
 
 fn all_true(templar: &Templar, conditions: &[Value], ctx: &Context) -> Result<bool, TemplateError> {

@@ -54,6 +54,8 @@ pub struct TaskEvent<'a> {
 
 /// Receives each task's result while a run goes on.
 pub trait Observer: Send + Sync {
+    /// A play starts: its `name`, else its `hosts` pattern.
+    fn play_started(&self, _name: &str) {}
     /// `task` is about to run (its `when` not yet evaluated).
     fn task_started(&self, _task: &Task) {}
     /// `event.task` finished.

@@ -333,6 +333,8 @@ pub enum LoopKind {
 pub struct LoopControl {
     /// Name of the item variable (`item`).
     pub loop_var: Arc<str>,
+    /// `loop_var` when it is a template, rendered when the task runs.
+    pub loop_var_template: Option<Value>,
     /// Name of the index variable, if any.
     pub index_var: Option<Arc<str>>,
     /// Label shown in logs instead of the item.
@@ -347,6 +349,7 @@ impl Default for LoopControl {
     fn default() -> Self {
         LoopControl {
             loop_var: Arc::from("item"),
+            loop_var_template: None,
             index_var: None,
             label: None,
             pause: None,

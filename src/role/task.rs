@@ -365,7 +365,13 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     let register = node.get("register").and_then(|n| match n.as_str() {
         Some(s) if is_identifier(s) => Some(Arc::from(s)),
         _ => {
-            loader.error(at.loc(n.pos), "register must be a variable name".to_owned());
+            loader.error(
+                at.loc(n.pos),
+                format!(
+                    "Invalid variable name in 'register' specified: '{}'",
+                    n.key_string()
+                ),
+            );
             None
         }
     });
@@ -1014,6 +1020,9 @@ fn parse_loop_control(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Lo
         match key_of(k).as_str() {
             "loop_var" => match v.as_str() {
                 Some(s) if is_identifier(s) => control.loop_var = Arc::from(s),
+                Some(s) if crate::template::is_possibly_template(s) => {
+                    control.loop_var_template = Some(templated(loader, at, v, "loop_var"));
+                }
                 _ => loader.error(at.loc(v.pos), "loop_var must be a variable name".to_owned()),
             },
             "index_var" => match v.as_str() {

@@ -177,12 +177,20 @@ def task_start(lines, number):
     return number
 
 
-def write_shims(shim_dir, enka):
+def write_shims(shim_dir, enka, python):
+    """ansible-playbook is enka; python is the controller's Python, as in
+    ansible-test's environment (runme.sh scripts filter output with it)."""
     os.makedirs(shim_dir, exist_ok=True)
-    shim = os.path.join(shim_dir, "ansible-playbook")
-    with open(shim, "w", encoding="utf-8") as f:
-        f.write('#!/bin/sh\n# ansible-playbook, as enka runs it.\nexec "%s" playbook "$@"\n' % enka)
-    os.chmod(shim, 0o755)
+    shims = {
+        "ansible-playbook": '#!/bin/sh\n# ansible-playbook, as enka runs it.\nexec "%s" playbook "$@"\n' % enka,
+        "python": '#!/bin/sh\nexec "%s" "$@"\n' % python,
+        "python3": '#!/bin/sh\nexec "%s" "$@"\n' % python,
+    }
+    for name, text in shims.items():
+        shim = os.path.join(shim_dir, name)
+        with open(shim, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(shim, 0o755)
 
 
 def run_target(name, integration, work, shim_dir, args):
@@ -257,7 +265,7 @@ def main():
         f.write("[testgroup]\ntesthost ansible_connection=local ansible_pipelining=yes "
                 "ansible_python_interpreter=%s\n" % args.python)
     shim_dir = os.path.join(work, "bin")
-    write_shims(shim_dir, args.enka)
+    write_shims(shim_dir, args.enka, args.python)
     listed = load_not_applicable()
     targets_dir = os.path.join(integration, "targets")
     names = sorted(n for n in os.listdir(targets_dir)
