@@ -315,6 +315,9 @@ impl Runner {
         location: Option<&'a Task>,
     ) -> BoxFlow<'a> {
         Box::pin(async move {
+            // A role's parameters are visible to its dependencies too (the
+            // dependency chain's params, Role.get_role_params).
+            frame.scope.params = scope::push(&frame.scope.params, &params);
             // meta/main.yml dependencies first, each once per run (with the
             // same parameters), as Ansible runs them once per play.
             for dependency in &role.dependencies {
@@ -361,7 +364,6 @@ impl Runner {
             frame.scope.defaults =
                 scope::push(&frame.scope.defaults, &role.defaults(&from.defaults));
             frame.scope.role_vars = scope::push(&frame.scope.role_vars, &role.vars(&from.vars));
-            frame.scope.params = scope::push(&frame.scope.params, &params);
             let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
             builtins.retain(|(k, _)| !matches!(&**k, "role_path" | "role_name"));
             builtins.push((

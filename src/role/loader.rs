@@ -418,6 +418,12 @@ impl Loader {
         )
     }
 
+    /// Whether role `name` is being loaded now (a role including itself).
+    pub(crate) fn role_is_loading(&self, name: &str) -> bool {
+        super::resolve_role(&self.role_paths, name)
+            .is_ok_and(|path| self.roles_loading.iter().any(|p| *p == path))
+    }
+
     /// Resolves and loads a role; reports where it was looked for when
     /// missing.
     pub(crate) fn role_by_name(&mut self, name: &str, from: Location) -> Option<Arc<Role>> {

@@ -945,6 +945,12 @@ fn parse_include_role(
         .filter(|s| !crate::template::is_possibly_template(s))
         .map(str::to_owned);
     let role = match &static_name {
+        // A role including itself (guarded by a condition) is resolved
+        // when the include runs, as Ansible's dynamic include_role is; its
+        // depth is bounded then.
+        Some(role_name) if short(module) == "include_role" && loader.role_is_loading(role_name) => {
+            None
+        }
         Some(role_name) => {
             let role = loader.role_by_name(role_name, at.loc(name_node.pos))?;
             if role.tasks(&from.tasks).is_none() {

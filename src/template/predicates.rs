@@ -435,7 +435,11 @@ fn superset(a: &Value, b: &Value) -> Result<bool, Error> {
     subset(b, a)
 }
 
+/// Python's `item in seq`: a substring for text, a member otherwise.
 fn contains(seq: &Value, item: &Value) -> Result<bool, Error> {
+    if let (Some(text), Some(part)) = (seq.as_str(), item.as_str()) {
+        return Ok(text.contains(part));
+    }
     Ok(members(seq)?.contains(item))
 }
 
