@@ -72,6 +72,10 @@ pub struct PlaybookArgs {
     /// Parallel processes; enka runs one host, so this changes nothing.
     #[arg(short = 'f', long = "forks")]
     pub forks: Option<u32>,
+    /// Clear the fact cache; enka keeps no facts between runs, so there is
+    /// nothing to clear.
+    #[arg(long = "flush-cache")]
+    pub flush_cache: bool,
     /// Append each task's result to this file as a JSON line.
     #[arg(long, env = "ENKA_PLAYBOOK_EVENTS")]
     pub events_file: Option<PathBuf>,

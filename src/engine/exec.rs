@@ -1737,8 +1737,14 @@ impl TaskResult {
         self.get(key).is_some_and(crate::template::to_bool)
     }
 
+    /// TaskResult.is_failed: `failed_when_result` decides when the task
+    /// has one (a failed_when overrides even an until loop that ran out),
+    /// else `failed`.
     fn is_failed(&self) -> bool {
-        self.flag("failed")
+        match self.get("failed_when_result") {
+            Some(judged) => crate::template::to_bool(judged),
+            None => self.flag("failed"),
+        }
     }
 
     fn is_skipped(&self) -> bool {

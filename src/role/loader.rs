@@ -421,7 +421,7 @@ impl Loader {
     /// Whether role `name` is being loaded now (a role including itself).
     pub(crate) fn role_is_loading(&self, name: &str) -> bool {
         super::resolve_role(&self.role_paths, name)
-            .is_ok_and(|path| self.roles_loading.iter().any(|p| *p == path))
+            .is_ok_and(|path| self.roles_loading.contains(&path))
     }
 
     /// Resolves and loads a role; reports where it was looked for when
