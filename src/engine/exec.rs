@@ -56,6 +56,7 @@ pub(crate) struct Runner {
     cluster: Option<Arc<dyn Cluster>>,
     options: RunOptions,
     facts: scope::Facts,
+    host_facts: scope::Facts,
     included: scope::Facts,
     stats: Stats,
     requeue_after: Option<Duration>,
@@ -98,6 +99,7 @@ impl Runner {
             templar,
             cluster,
             options,
+            host_facts: super::empty_facts(),
             facts: super::empty_facts(),
             included: super::empty_facts(),
             stats: Stats::default(),
@@ -505,6 +507,7 @@ impl Runner {
         let mut scope = frame.scope.clone();
         scope.locals = scope::push(&scope.locals, &task.vars);
         scope.facts = self.facts.clone();
+        scope.host_facts = self.host_facts.clone();
         scope.included = self.included.clone();
         scope
     }
@@ -617,11 +620,12 @@ impl Runner {
     }
 
     /// Facts a module returned (`setup`, `gather_facts`, `*_facts`), as
-    /// Ansible keeps them: each a variable of its own (facts injected as
-    /// vars), and under `ansible_facts` without the `ansible_` prefix.
+    /// Ansible keeps them: the host's facts (below play vars), each a
+    /// variable of its own (facts injected as vars), and under
+    /// `ansible_facts` without the `ansible_` prefix.
     fn add_module_facts(&mut self, returned: &[(Arc<str>, Value)]) {
         let namespace = self
-            .facts
+            .host_facts
             .get("ansible_facts")
             .map(|var| var.value.clone())
             .unwrap_or_default();
@@ -634,7 +638,7 @@ impl Runner {
                 (k, v)
             })
             .collect();
-        let facts = Arc::make_mut(&mut self.facts);
+        let facts = Arc::make_mut(&mut self.host_facts);
         for (name, value) in returned {
             facts.insert(name.clone(), Var::unsafe_data(value));
             let short = match name.strip_prefix("ansible_") {
@@ -1066,6 +1070,7 @@ impl Runner {
                     // item's result under `register`), as TaskExecutor
                     // updates the task's variables after each item.
                     scope.facts = self.facts.clone();
+                    scope.host_facts = self.host_facts.clone();
                     scope.included = self.included.clone();
                     if let Some(name) = &task.register {
                         Arc::make_mut(&mut scope.facts)
@@ -1167,7 +1172,10 @@ impl Runner {
                 Control::FlushHandlers => self.flush_requested = true,
                 Control::EndPlay | Control::EndHost => return Flow::EndPlay,
                 Control::Requeue(after) => self.requeue_after = Some(after),
-                Control::ClearFacts => Arc::make_mut(&mut self.facts).clear(),
+                Control::ClearFacts => {
+                    Arc::make_mut(&mut self.facts).clear();
+                    Arc::make_mut(&mut self.host_facts).clear();
+                }
             }
         }
         if failed {
@@ -1327,6 +1335,7 @@ impl Runner {
             // Conditions below see the result under the registered name.
             let mut judged_scope = scope.clone();
             judged_scope.facts = self.facts.clone();
+            judged_scope.host_facts = self.host_facts.clone();
             if let Some(name) = &task.register {
                 judged_scope.set_magic(name, result.to_value());
             }

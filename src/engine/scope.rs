@@ -1,6 +1,7 @@
 //! Variable precedence, as Ansible resolves it for one host.
 //!
-//! From lowest to highest: role defaults < play vars < role vars < block and
+//! From lowest to highest: role defaults < host facts (from modules) < play
+//! vars < role vars < block and
 //! task vars < `include_vars` < facts (`set_fact`, `register`) < role and
 //! include parameters < extra vars (the custom resource) < loop variables.
 //! Layers are shared `Arc`s, so entering a block or a task costs a pointer
@@ -65,6 +66,9 @@ pub struct Scope {
     pub role_vars: Option<Arc<Frame>>,
     /// Play `vars`.
     pub play_vars: Option<Arc<Frame>>,
+    /// Facts modules returned (`gather_facts`, `setup`, `*_facts`): the
+    /// host's facts, below play vars, as Ansible ranks them.
+    pub host_facts: Facts,
     /// Role `defaults/`.
     pub defaults: Option<Arc<Frame>>,
     /// Fixed variables of the run (`role_path`, `ansible_check_mode`, …).
@@ -102,6 +106,7 @@ impl VarSource for Scope {
             .or_else(|| frame_get(&self.locals, name))
             .or_else(|| frame_get(&self.role_vars, name))
             .or_else(|| frame_get(&self.play_vars, name))
+            .or_else(|| self.host_facts.get(name).cloned())
             .or_else(|| frame_get(&self.defaults, name))
             .or_else(|| {
                 self.builtins
@@ -130,6 +135,7 @@ impl VarSource for Scope {
         }
         let mut out: Vec<Arc<str>> = Vec::new();
         frame_names(&self.defaults, &mut out);
+        out.extend(self.host_facts.keys().cloned());
         frame_names(&self.play_vars, &mut out);
         frame_names(&self.role_vars, &mut out);
         frame_names(&self.locals, &mut out);

@@ -154,6 +154,9 @@ def plays(version):
                 ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
                 ANSIBLE_DEPRECATION_WARNINGS="False",
                 ANSIBLE_NOCOLOR="1",
+                # Modules run by the venv's Python (the discovered system one
+                # may lack what ansible-core's modules need).
+                ANSIBLE_PYTHON_INTERPRETER=sys.executable,
             )
             proc = subprocess.run(
                 [os.path.join(VENV, "bin", "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml", "-e", "@extra.json"],
