@@ -19,9 +19,11 @@ impl RolePaths {
         let split = |var: &str| -> Vec<PathBuf> {
             std::env::var(var)
                 .map(|v| {
+                    // Relative entries are relative to the working directory,
+                    // as Ansible's unfrackpath makes them absolute.
                     v.split(':')
                         .filter(|p| !p.is_empty())
-                        .map(PathBuf::from)
+                        .map(|p| std::path::absolute(p).unwrap_or_else(|_| PathBuf::from(p)))
                         .collect()
                 })
                 .unwrap_or_default()

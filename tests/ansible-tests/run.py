@@ -290,16 +290,20 @@ def main():
             if key in asserts:
                 (failed_asserts if r["status"] == "failed" else passed_asserts).add(key)
         failure = next((r for r in reversed(results) if r["status"] == "failed"), None)
+        # A run in which no task ran proves nothing: it does not pass.
+        vacuous = code == 0 and not results
         entry = {
             "target": name,
-            "result": "pass" if code == 0 else "fail",
+            "result": "pass" if code == 0 and not vacuous else "fail",
             "exit": code,
             "seconds": round(elapsed, 1),
             "tasks": len(results),
             "asserts": len(asserts),
             "asserts_passed": len(passed_asserts - failed_asserts),
         }
-        if code != 0:
+        if vacuous:
+            entry["message"] = "no task ran"
+        elif code != 0:
             if failure:
                 entry["failed_task"] = failure["task"]
                 entry["location"] = "%s:%s" % (os.path.relpath(failure["file"], integration), failure["line"])
