@@ -380,3 +380,33 @@ impl Observer for Printer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(args: &[&str]) -> Vec<(String, String)> {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        extra_vars(&args)
+            .unwrap()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), crate::template::pyrepr::to_text(&v.value)))
+            .collect()
+    }
+
+    #[test]
+    fn extra_vars_as_ansible_playbook_reads_them() {
+        assert_eq!(
+            vars(&["a=1 b='two words'", r#"{"c": [1, 2]}"#, "a=3"]),
+            vec![
+                ("b".to_owned(), "two words".to_owned()),
+                ("c".to_owned(), "[1, 2]".to_owned()),
+                ("a".to_owned(), "3".to_owned()),
+            ]
+        );
+        let args = vec!["@/nonexistent/enka-vars.yml".to_owned()];
+        assert!(extra_vars(&args).unwrap_err().contains("could not be read"));
+        let args = vec!["novalue".to_owned()];
+        assert!(extra_vars(&args).unwrap_err().contains("key=value"));
+    }
+}

@@ -314,6 +314,9 @@ def main():
             else:
                 tail = [l for l in output.strip().split("\n") if l.strip()][-3:]
                 entry["message"] = " | ".join(tail)[:500]
+        if "message" in entry:
+            # Paths relative to the copied test/integration, as in the sdist.
+            entry["message"] = entry["message"].replace(integration + os.sep, "")
         report.append(entry)
         log_dir = os.path.join(args.out, "logs")
         os.makedirs(log_dir, exist_ok=True)

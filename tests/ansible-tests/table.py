@@ -18,7 +18,9 @@ NAMED = ("filter_core filter_mathstuff filter_urls filter_urlsplit test_core tes
 
 
 def main():
-    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "target", "ansible-tests", "report.json")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    named_only = "--named" in sys.argv
+    path = args[0] if args else os.path.join(ROOT, "target", "ansible-tests", "report.json")
     with open(path, encoding="utf-8") as f:
         report = json.load(f)
     by_name = {t["target"]: t for t in report["targets"]}
@@ -31,6 +33,7 @@ def main():
         detail = ""
         if t["result"] == "fail":
             detail = "%s: %s" % (t.get("location", "?"), t.get("message", ""))
+            detail = detail.replace(ROOT + "/target/ansible-tests/work/integration/", "")
             detail = detail.replace("|", "\\|").replace("\n", " ")[:160]
         return "| %s | %s | %d of %d | %s |" % (t["target"], t["result"], t["asserts_passed"], t["asserts"], detail)
 
@@ -39,6 +42,8 @@ def main():
             print(row(by_name[name]))
         else:
             print("| %s | not a POSIX target of this version | | |" % name)
+    if named_only:
+        return
     rest = [t for t in report["targets"] if t["target"] not in NAMED]
     for t in rest:
         if t["result"] != "not applicable":
