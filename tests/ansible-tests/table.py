@@ -34,6 +34,7 @@ def main():
         if t["result"] == "fail":
             detail = "%s: %s" % (t.get("location", "?"), t.get("message", ""))
             detail = detail.replace(ROOT + "/target/ansible-tests/work/integration/", "")
+            detail = detail.replace(ROOT + "/", "")
             detail = detail.replace("|", "\\|").replace("\n", " ")[:160]
         return "| %s | %s | %d of %d | %s |" % (t["target"], t["result"], t["asserts_passed"], t["asserts"], detail)
 
