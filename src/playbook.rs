@@ -333,7 +333,8 @@ impl Observer for Printer {
             || matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
             || (module == "debug" && event.status != TaskStatus::Skipped);
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "\n{}", banner(&format!("TASK [{}]", event.name)));
+        let name = event.task.display_name();
+        let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
         let word = event.status.word();
         if shows_result {
             let text = indented(&shown(&result));
@@ -358,7 +359,7 @@ impl Observer for Printer {
         }
         if let Some(events) = &self.events {
             let line = serde_json::json!({
-                "task": event.name,
+                "task": name,
                 "location": event.task.location.to_string(),
                 "file": event.task.location.file.display().to_string(),
                 "line": event.task.location.pos.map(|p| p.line),

@@ -686,7 +686,6 @@ impl Runner {
         duration: Duration,
     ) {
         use super::{TaskEvent, TaskStatus};
-        let name = task.display_name();
         let recorded = self.last_outcome.take();
         let (status, result, message) = match (flow, recorded) {
             (Flow::Failed(failure), _) => (
@@ -699,7 +698,6 @@ impl Runner {
         };
         observer.task_finished(&TaskEvent {
             task,
-            name: &name,
             status,
             result: &result,
             message: message.as_deref(),

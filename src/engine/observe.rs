@@ -40,8 +40,6 @@ impl TaskStatus {
 pub struct TaskEvent<'a> {
     /// The task (name, location, action).
     pub task: &'a Task,
-    /// The task's name with templates rendered, as Ansible shows it.
-    pub name: &'a str,
     /// How it ended.
     pub status: TaskStatus,
     /// Its result as `register` would store it (censored for `no_log`).
