@@ -19,8 +19,58 @@ const MAX_ALIAS_EXPANSION: usize = 10_000_000;
 /// stack. PyYAML has no bound but Python's own recursion limit (1000).
 pub const MAX_DEPTH: usize = 512;
 
+/// How many closing brackets [`load_all`] re-indents before it gives up.
+const MAX_FLOW_REINDENTS: usize = 64;
+
 /// Parses every document of a YAML stream.
+///
+/// PyYAML does not check indentation inside a flow collection, so JSON
+/// pasted as a value with its closing `}` at the left margin loads under
+/// Ansible (ansible-core's own `filter_core` vars do this), while the YAML
+/// spec and saphyr-parser refuse it. A line whose first character is a
+/// closing bracket can never be block content, so such a line is indented
+/// one column and the stream parsed again; other errors stand.
 pub fn load_all(text: &str) -> Result<Vec<Node>, Error> {
+    let mut error = match parse(text) {
+        Ok(documents) => return Ok(documents),
+        Err(error) => error,
+    };
+    let mut lenient = text.to_owned();
+    for _ in 0..MAX_FLOW_REINDENTS {
+        if !reindent_closing_bracket(&mut lenient, &error) {
+            break;
+        }
+        match parse(&lenient) {
+            Ok(documents) => return Ok(documents),
+            Err(next) => error = next,
+        }
+    }
+    Err(error)
+}
+
+/// Indents the error's line by one column when the error is saphyr's
+/// indentation check and the line starts with `}` or `]`.
+fn reindent_closing_bracket(text: &mut String, error: &Error) -> bool {
+    if error.message != "invalid indentation" {
+        return false;
+    }
+    let Some(line_start) = text
+        .split_inclusive('\n')
+        .take(error.pos.line.saturating_sub(1) as usize)
+        .map(str::len)
+        .try_fold(0usize, |start, len| start.checked_add(len))
+    else {
+        return false;
+    };
+    let rest = &text[line_start.min(text.len())..];
+    if !rest.trim_start_matches(' ').starts_with(['}', ']']) {
+        return false;
+    }
+    text.insert(line_start, ' ');
+    true
+}
+
+fn parse(text: &str) -> Result<Vec<Node>, Error> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
     while let Some(event) = parser.next_event() {
@@ -375,6 +425,17 @@ mod tests {
             doc.get("list").unwrap().to_json(),
             serde_json::json!([{"x": 1, "y": 2}])
         );
+    }
+
+    #[test]
+    fn a_closing_bracket_at_the_margin_loads_as_in_pyyaml() {
+        let node = one("a: {\n  \"b\": [\n 1\n]\n}\nc: 2\n");
+        let Value::Map(entries) = &node.value else {
+            panic!("not a map: {node:?}");
+        };
+        assert_eq!(entries.len(), 2);
+        // Block content out of place is still an error.
+        assert!(load_all("a:\n  b: 1\n c: 2\n").is_err());
     }
 
     #[test]
