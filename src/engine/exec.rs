@@ -282,27 +282,8 @@ impl Runner {
             })
             .cloned()
             .collect();
-        let short = host.split('.').next().unwrap_or(&host).to_owned();
-        builtins.extend([
-            (
-                Arc::from("inventory_hostname"),
-                Var::plain(Value::from(host.as_str())),
-            ),
-            (
-                Arc::from("inventory_hostname_short"),
-                Var::plain(Value::from(short)),
-            ),
-            (Arc::from("groups"), Var::plain(inventory.groups.clone())),
-            (
-                Arc::from("group_names"),
-                Var::plain(Value::from(
-                    groups
-                        .iter()
-                        .map(|g| Value::from(g.as_str()))
-                        .collect::<Vec<_>>(),
-                )),
-            ),
-        ]);
+        builtins.extend(scope::host_magic(&host, &groups, &inventory.groups));
+        scope.inventory = Some(inventory.clone());
         scope.builtins = builtins.into();
         Some(scope)
     }
@@ -1446,7 +1427,7 @@ impl Runner {
                         "The task includes an option with an undefined variable. The error was: {err}"
                     )
                 } else {
-                    format!("{err}")
+                    err.ansible_message()
                 };
                 return TaskResult::failed(message);
             }

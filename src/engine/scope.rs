@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use minijinja::Value;
 
-use crate::role::VarList;
+use crate::role::{Inventory, VarList};
 use crate::template::{Var, VarSource};
 
 /// A chain of variable lists, innermost first.
@@ -73,6 +73,8 @@ pub struct Scope {
     pub defaults: Option<Arc<Frame>>,
     /// Fixed variables of the run (`role_path`, `ansible_check_mode`, …).
     pub builtins: VarList,
+    /// The inventory the play runs over, for `hostvars` of other hosts.
+    pub inventory: Option<Arc<Inventory>>,
 }
 
 impl Default for Frame {
@@ -149,6 +151,62 @@ impl VarSource for Scope {
         out.retain(|k| seen.insert(k.clone()));
         out
     }
+
+    /// Another host's inventory variables and its own magic variables
+    /// (`inventory_hostname`, `group_names`, `groups`). Facts of other
+    /// hosts are not known: a run is on one host.
+    fn host(&self, name: &str) -> Option<Arc<dyn VarSource>> {
+        let inventory = self.inventory.as_ref()?;
+        let (vars, groups) = inventory.hosts.get(name)?;
+        let mut list: Vec<(String, Var)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        list.extend(
+            host_magic(name, groups, &inventory.groups)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v)),
+        );
+        Some(Arc::new(crate::template::VarList(list)))
+    }
+
+    fn host_names(&self) -> Vec<Arc<str>> {
+        let Some(inventory) = &self.inventory else {
+            return Vec::new();
+        };
+        let mut names: Vec<Arc<str>> = inventory
+            .hosts
+            .keys()
+            .map(|k| Arc::from(k.as_str()))
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+/// The magic variables that name a host and its groups.
+pub fn host_magic(host: &str, groups: &[String], all_groups: &Value) -> Vec<(Arc<str>, Var)> {
+    let short = host.split('.').next().unwrap_or(host);
+    vec![
+        (
+            Arc::from("inventory_hostname"),
+            Var::plain(Value::from(host)),
+        ),
+        (
+            Arc::from("inventory_hostname_short"),
+            Var::plain(Value::from(short)),
+        ),
+        (Arc::from("groups"), Var::plain(all_groups.clone())),
+        (
+            Arc::from("group_names"),
+            Var::plain(Value::from(
+                groups
+                    .iter()
+                    .map(|g| Value::from(g.as_str()))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+    ]
 }
 
 #[cfg(test)]

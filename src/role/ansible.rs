@@ -28,11 +28,12 @@ impl Loader {
         config: Option<&Config>,
         base_dir: &std::path::Path,
         collections_path: &[std::path::PathBuf],
+        playbook_dir: Option<&std::path::Path>,
     ) -> Option<Arc<AnsibleWorker>> {
         let named_inventory = config.is_some_and(|c| !c.inventory.is_empty());
         if self.bridged.is_empty()
             && self.foreign_plugins.is_empty()
-            && !self.needs_inventory()
+            && !self.needs_inventory(playbook_dir)
             && !named_inventory
         {
             return None;
@@ -187,18 +188,25 @@ impl Loader {
 impl Loader {
     /// Whether plays need the inventory: one names hosts other than
     /// localhost, or the project configures one (`ANSIBLE_INVENTORY`).
-    fn needs_inventory(&self) -> bool {
-        !self.host_patterns.is_empty() || std::env::var_os("ANSIBLE_INVENTORY").is_some()
+    fn needs_inventory(&self, basedir: Option<&std::path::Path>) -> bool {
+        !self.host_patterns.is_empty()
+            || std::env::var_os("ANSIBLE_INVENTORY").is_some()
+            || basedir.is_some_and(|dir| {
+                dir.join("host_vars").is_dir() || dir.join("group_vars").is_dir()
+            })
     }
 
     /// The inventory, loaded by Ansible, when plays need it; a pattern that
-    /// matches no host is reported (Ansible would skip the play).
+    /// matches no host is reported (Ansible would skip the play). `basedir`
+    /// is the first playbook's directory: its `host_vars/` and
+    /// `group_vars/` apply too, as under ansible-playbook.
     pub(crate) fn inventory(
         &mut self,
         worker: Option<&Arc<AnsibleWorker>>,
+        basedir: Option<&std::path::Path>,
     ) -> Option<super::Inventory> {
         let worker =
-            worker.filter(|w| self.needs_inventory() || !w.config().inventory.is_empty())?;
+            worker.filter(|w| self.needs_inventory(basedir) || !w.config().inventory.is_empty())?;
         let patterns: Vec<&str> = self.host_patterns.iter().map(|(_, p)| p.as_str()).collect();
         let sources: Vec<String> = worker
             .config()
@@ -207,7 +215,8 @@ impl Loader {
             .map(|p| p.display().to_string())
             .collect();
         let answer = worker.call(
-            json!({"op": "inventory", "patterns": patterns, "sources": sources}),
+            json!({"op": "inventory", "patterns": patterns, "sources": sources,
+                   "basedir": basedir.map(|d| d.display().to_string())}),
             Some(RESOLVE_TIMEOUT),
         );
         let answer = match answer {

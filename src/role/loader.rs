@@ -142,12 +142,17 @@ pub(crate) fn load(
             }
         }
     }
+    let playbook_dir = targets.iter().find_map(|target| match target {
+        Target::Playbook(path) => path.parent(),
+        Target::Role(_) => None,
+    });
     let ansible = loader.ansible_worker(
         options.ansible.as_ref(),
         &options.role_paths.base_dir,
         &options.role_paths.collections_path,
+        playbook_dir,
     );
-    let inventory = loader.inventory(ansible.as_ref());
+    let inventory = loader.inventory(ansible.as_ref(), playbook_dir);
     let Loader {
         builder,
         diagnostics,
@@ -173,7 +178,7 @@ pub(crate) fn load(
         ansible,
         python_plugins: foreign_plugins,
         unloadable_task_files: unloadable,
-        inventory,
+        inventory: inventory.map(Arc::new),
     };
     (Some(Arc::new(project)), diagnostics)
 }

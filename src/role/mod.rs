@@ -59,7 +59,7 @@ pub struct Project {
     /// The inventory, when the project has one (`ANSIBLE_INVENTORY`,
     /// `inventory =` in ansible.cfg) or a play names hosts other than
     /// localhost: loaded by Ansible once.
-    pub inventory: Option<Inventory>,
+    pub inventory: Option<Arc<Inventory>>,
     /// Task files that nothing includes by name and that do not load, with
     /// their first problem: reported if a run-time include names one.
     pub unloadable_task_files: HashMap<PathBuf, String>,

@@ -171,6 +171,16 @@ pub trait VarSource: Send + Sync + std::fmt::Debug {
     fn get(&self, name: &str) -> Option<Var>;
     /// Every visible variable name, for `vars` and debugging.
     fn names(&self) -> Vec<Arc<str>>;
+    /// The variables of another inventory host, for `hostvars[name]`;
+    /// `None` when there is no such host. The current host is not asked:
+    /// `hostvars[inventory_hostname]` is these variables themselves.
+    fn host(&self, _name: &str) -> Option<Arc<dyn VarSource>> {
+        None
+    }
+    /// Every inventory host's name, for iterating `hostvars`.
+    fn host_names(&self) -> Vec<Arc<str>> {
+        Vec::new()
+    }
 }
 
 /// Variables from a plain list, a later definition of a name winning: for
@@ -336,6 +346,9 @@ impl Object for Context {
         match name {
             CONTEXT_VAR => Some(Value::from_dyn_object(self.clone())),
             "vars" if self.vars.get("vars").is_none() => Some(Value::from_dyn_object(self.clone())),
+            "hostvars" if self.vars.get("hostvars").is_none() => {
+                Some(Value::from_object(HostVars(Context::clone(self))))
+            }
             _ => self.resolve(name),
         }
     }
@@ -343,5 +356,48 @@ impl Object for Context {
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         let names: Vec<Value> = self.vars.names().into_iter().map(Value::from).collect();
         Enumerator::Values(names)
+    }
+}
+
+/// `hostvars`: every inventory host's variables by host name, templated
+/// lazily like the current host's own (Ansible's `HostVars`). The current
+/// host's entry is the render's own variables.
+#[derive(Debug)]
+struct HostVars(Context);
+
+impl HostVars {
+    fn current_host(&self) -> Option<String> {
+        self.0
+            .resolve("inventory_hostname")
+            .and_then(|v| v.as_str().map(str::to_owned))
+    }
+}
+
+impl Object for HostVars {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let host = key.as_str()?;
+        if self.current_host().as_deref() == Some(host) {
+            return Some(Value::from_object(self.0.clone()));
+        }
+        let vars = self.0.vars.host(host)?;
+        let context = Context {
+            vars,
+            ..self.0.fresh()
+        };
+        Some(Value::from_object(context))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let mut names = self.0.vars.host_names();
+        if let Some(current) = self.current_host()
+            && !names.iter().any(|n| **n == *current)
+        {
+            names.insert(0, Arc::from(current));
+        }
+        Enumerator::Values(names.into_iter().map(Value::from).collect())
     }
 }

@@ -636,14 +636,34 @@ def _inventory(request):
     from ansible.inventory.manager import InventoryManager
     from ansible.vars.manager import VariableManager
 
+    from ansible.playbook.play import Play
+
     sources = request.get("sources") or C.DEFAULT_HOST_LIST
-    inventory = InventoryManager(loader=_LOADER, sources=sources)
-    variables = VariableManager(loader=_LOADER, inventory=inventory)
+    basedir = request.get("basedir")
+    previous_basedir = _LOADER.get_basedir()
+    if basedir:
+        # ansible-playbook's loader is based at the first playbook, whose
+        # host_vars/ and group_vars/ apply through the play.
+        _LOADER.set_basedir(basedir)
+    try:
+        inventory = InventoryManager(loader=_LOADER, sources=sources)
+        variables = VariableManager(loader=_LOADER, inventory=inventory)
+        play = Play.load({"hosts": "all", "gather_facts": False}, variable_manager=variables, loader=_LOADER)
+        listed = inventory.get_hosts(pattern="all")
+        implicit = inventory.get_host("localhost")
+        if implicit is not None and implicit not in listed:
+            listed = listed + [implicit]
+        return _inventory_answer(request, inventory, variables, play, listed)
+    finally:
+        _LOADER.set_basedir(previous_basedir)
+
+
+def _inventory_answer(request, inventory, variables, play, listed):
     groups = {name: [host.name for host in group.get_hosts()] for name, group in inventory.groups.items()}
     hosts = {}
-    for host in inventory.get_hosts(pattern="all"):
-        found = variables.get_vars(host=host, include_hostvars=False, include_delegate_to=False)
-        magic = variables._get_magic_variables(play=None, host=host, task=None, include_hostvars=False,
+    for host in listed:
+        found = variables.get_vars(play=play, host=host, include_hostvars=False, include_delegate_to=False)
+        magic = variables._get_magic_variables(play=play, host=host, task=None, include_hostvars=False,
                                                _hosts=None, _hosts_all=None)
         own = {k: v for k, v in found.items()
                if k not in magic and k not in ("environment", "ansible_facts", "inventory_hostname",
