@@ -7,7 +7,7 @@
 # types enka mirrors); the `ansible` bundle of the same release carries the
 # collections real operators use (kubernetes.core, community.general, …),
 # since Galaxy is not a package registry; `kubernetes` is what
-# kubernetes.core's modules import; `jmespath` is json_query's.
+# kubernetes.core's modules import; `jmespath` is json_query's, `passlib` password_hash's.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -4,6 +4,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// Stands in a filter's error message for the name of the undefined
+/// variable it was given, which only the template's source knows.
+pub const UNDEFINED_NAME_MARK: &str = "\u{1}undefined-name\u{1}";
+
 /// What went wrong while compiling or rendering a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -59,6 +63,23 @@ impl Error {
         }
     }
 
+    /// The message as Ansible's templar raises it, for a task result's
+    /// `msg`: a filter's or lookup's own error bare, a syntax error as
+    /// "template error while templating string", other kinds with the
+    /// template they happened in.
+    pub fn ansible_message(&self) -> String {
+        match (self.kind, &self.template) {
+            (ErrorKind::Invalid, _) => self.message.clone(),
+            (ErrorKind::Syntax, Some(template)) => format!(
+                "template error while templating string: {}. String: {template}",
+                self.message
+                    .strip_prefix("template syntax error: ")
+                    .unwrap_or(&self.message)
+            ),
+            _ => self.to_string(),
+        }
+    }
+
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -107,6 +128,15 @@ impl Error {
                     (_, Some(d)) => d,
                     _ => "undefined variable".to_owned(),
                 }
+            }
+            (ErrorKind::Invalid, Some(d)) if d.contains(UNDEFINED_NAME_MARK) => {
+                // As Jinja's Undefined names itself: `'name' ` or nothing.
+                let name = err
+                    .range()
+                    .and_then(|r| undefined_expression(source, r))
+                    .map(|expr| format!("'{expr}' "))
+                    .unwrap_or_default();
+                d.replace(UNDEFINED_NAME_MARK, &name)
             }
             (ErrorKind::Syntax, Some(d)) => format!("template syntax error: {d}"),
             (ErrorKind::Syntax, None) => format!("template syntax error: {}", err.kind()),

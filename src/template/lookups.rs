@@ -397,7 +397,7 @@ fn render_file(ctx: &Context, name: &str, what: &str) -> Result<(PathBuf, String
     };
     let mut text = template
         .render(ctx.to_value())
-        .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
+        .map_err(|e| super::Error::from_minijinja(&e, template.source()).to_minijinja())?;
     // Jinja drops the final newline; Ansible's template lookup restores it.
     let source = template.source();
     let wanted = source.len() - source.trim_end_matches('\n').len();

@@ -4,7 +4,7 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, State, Value};
 
-use super::filters::invalid;
+use super::filters::{invalid, tuple};
 use super::pyrepr;
 
 /// The unknown-method callback: ours first, then pycompat's.
@@ -43,11 +43,6 @@ pub fn call_method(
                 }
             }),
     }
-}
-
-/// A Python tuple: renders as `(a, b)`.
-pub fn tuple(values: Vec<Value>) -> Value {
-    Value::from_object(minijinja::value::Tuple::new(values))
 }
 
 fn arg_str(args: &[Value], i: usize) -> Option<String> {

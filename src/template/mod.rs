@@ -42,7 +42,7 @@ pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
     is_possibly_template, mark_unsafe,
 };
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, UNDEFINED_NAME_MARK};
 pub use filters::core_to_bool as to_bool;
 pub use lookups::{
     LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
@@ -170,6 +170,16 @@ impl TemplarBuilder {
         env.set_unknown_method_callback(methods::call_method);
         env.add_global("omit", omit_token());
         env.add_function("dict", filters::dict_global);
+        // Ansible's `undef(hint)`: a value that is undefined wherever it is
+        // used, for a variable a role requires its caller to override.
+        env.add_function(
+            "undef",
+            |_hint: Option<Value>, kwargs: minijinja::value::Kwargs| {
+                kwargs.get::<Option<Value>>("hint")?;
+                kwargs.assert_all_used()?;
+                Ok::<_, minijinja::Error>(Value::UNDEFINED)
+            },
+        );
         env.add_function("__enka_truth", |value: &Value| {
             if value.is_undefined() {
                 return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));

@@ -67,8 +67,13 @@ fn call(
         named.insert(key.to_owned(), json_of(&value)?);
     }
     let request = json!({"op": op, "name": name, "args": positional, "kwargs": named});
-    let answer = blocking(|| worker.call(request, None))
-        .map_err(|err| Error::new(ErrorKind::InvalidOperation, format!("{op} {name}: {err}")))?;
+    let answer = blocking(|| worker.call(request, None)).map_err(|err| match err {
+        // The plugin's own error, worded as Ansible shows it.
+        crate::worker::WorkerError::Plugin(message) => {
+            Error::new(ErrorKind::InvalidOperation, message)
+        }
+        other => Error::new(ErrorKind::InvalidOperation, format!("{op} {name}: {other}")),
+    })?;
     Ok(from_json(&answer["value"]))
 }
 

@@ -7,7 +7,7 @@ use minijinja::{Environment, Error, State, Value};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use super::{add, defined, invalid};
+use super::{add, defined, defined_deep, invalid};
 use crate::template::context::{CONTEXT_VAR, Context};
 use crate::template::pyrepr;
 
@@ -175,35 +175,47 @@ fn merge_lists(old: &Value, new: &Value, how: &str) -> Result<Value, Error> {
     Ok(Value::from(result))
 }
 
+/// Ansible's `combine`: the terms flattened one level (`[a, b] | combine`),
+/// nulls skipped, merged left to right; one term is returned as it is.
 fn combine(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
-    let recursive = kwargs.get::<Option<bool>>("recursive")?.unwrap_or(false);
-    let list_merge = kwargs
-        .get::<Option<String>>("list_merge")?
-        .unwrap_or_else(|| "replace".into());
-    kwargs.assert_all_used()?;
-    let mut dicts = Vec::new();
-    for term in std::iter::once(first).chain(rest.iter()) {
-        defined(term, "combine")?;
-        match term.kind() {
-            ValueKind::Map => dicts.push(term.clone()),
-            ValueKind::Seq => {
-                for item in term.try_iter()? {
-                    dicts.push(item);
-                }
-            }
+    let mut recursive = false;
+    let mut list_merge = "replace".to_owned();
+    for key in kwargs.args() {
+        match key {
+            "recursive" => recursive = kwargs.get::<bool>("recursive")?,
+            "list_merge" => list_merge = kwargs.get::<String>("list_merge")?,
             _ => {
-                return Err(invalid(format!(
-                    "failed to combine variables, expected dicts but got a '{}'",
-                    pyrepr::type_name(term)
-                )));
+                return Err(invalid(
+                    "'recursive' and 'list_merge' are the only valid keyword arguments",
+                ));
             }
         }
     }
-    let mut result = Value::from_pairs(std::iter::empty::<(Value, Value)>());
+    let is_null = |v: &Value| v.is_none() || matches!(v.as_str(), Some("None" | "null"));
+    let mut dicts = Vec::new();
+    for term in std::iter::once(first).chain(rest.iter()) {
+        defined(term, "combine")?;
+        if is_null(term) {
+            continue;
+        }
+        if term.kind() == ValueKind::Seq {
+            dicts.extend(term.try_iter()?.filter(|item| !is_null(item)));
+        } else {
+            dicts.push(term.clone());
+        }
+    }
+    for dict in &dicts {
+        defined_deep(dict, "combine")?;
+    }
+    let mut dicts = dicts.into_iter();
+    let Some(mut result) = dicts.next() else {
+        return Ok(Value::from_pairs(std::iter::empty::<(Value, Value)>()));
+    };
     for dict in dicts {
-        if !is_map(&dict) {
+        if !is_map(&result) || !is_map(&dict) {
             return Err(invalid(format!(
-                "failed to combine variables, expected dicts but got a '{}'",
+                "failed to combine variables, expected dicts but got a '{}' and a '{}'",
+                pyrepr::type_name(&result),
                 pyrepr::type_name(&dict)
             )));
         }
@@ -248,19 +260,27 @@ fn items2dict(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
         .get::<Option<String>>("value_name")?
         .unwrap_or_else(|| "value".into());
     kwargs.assert_all_used()?;
+    defined(value, "items2dict")?;
+    if !matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) {
+        return Err(invalid(format!(
+            "items2dict requires a list, got <class '{}'> instead.",
+            pyrepr::type_name(value)
+        )));
+    }
     let mut pairs: Vec<(Value, Value)> = Vec::new();
-    for item in items(value, "items2dict")? {
+    for item in value.try_iter()? {
         if !is_map(&item) {
             return Err(invalid(format!(
                 "items2dict requires a list of dictionaries, got {} instead.",
-                pyrepr::type_name(&item)
+                pyrepr::repr(value)
             )));
         }
         let key = item.get_attr(&key_name)?;
         let val = item.get_attr(&value_name)?;
         if key.is_undefined() || val.is_undefined() {
             return Err(invalid(format!(
-                "items2dict requires each dictionary to have keys '{key_name}' and '{value_name}'"
+                "items2dict requires each dictionary in the list to contain the keys '{key_name}' and '{value_name}', got {} instead.",
+                pyrepr::repr(value)
             )));
         }
         match pairs.iter_mut().find(|(k, _)| *k == key) {
@@ -547,42 +567,64 @@ fn zip_longest(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value
     ))
 }
 
-fn subelements(value: &Value, path: &str, skip_missing: Option<bool>) -> Result<Value, Error> {
-    let skip_missing = skip_missing.unwrap_or(false);
-    let elements = if is_map(value) {
-        map_pairs(value).into_iter().map(|(_, v)| v).collect()
-    } else {
-        items(value, "subelements")?
+/// Ansible's `subelements`: each element paired with each item of the list
+/// its key path (a list, or a dotted string) names.
+fn subelements(
+    value: &Value,
+    path: &Value,
+    skip_missing: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let skip_missing = match skip_missing {
+        Some(skip) => skip,
+        None => kwargs.get::<Option<bool>>("skip_missing")?.unwrap_or(false),
+    };
+    kwargs.assert_all_used()?;
+    let elements: Vec<Value> = match value.kind() {
+        ValueKind::Map => map_pairs(value).into_iter().map(|(_, v)| v).collect(),
+        ValueKind::Seq => value.try_iter()?.collect(),
+        _ => return Err(invalid("obj must be a list of dicts or a nested dict")),
+    };
+    let keys: Vec<Value> = match (path.kind(), path.as_str()) {
+        (ValueKind::Seq, _) => path.try_iter()?.collect(),
+        (_, Some(text)) => text.split('.').map(Value::from).collect(),
+        _ => return Err(invalid("subelements must be a list or a string")),
     };
     let mut out = Vec::new();
     for element in elements {
         let mut current = element.clone();
-        let mut missing = false;
-        for part in path.split('.') {
-            let next = current.get_attr(part).unwrap_or_default();
-            if next.is_undefined() {
-                missing = true;
-                break;
+        for key in &keys {
+            if !is_map(&current) {
+                return Err(invalid(format!(
+                    "the key {} should point to a dictionary, got '{}'",
+                    pyrepr::to_text(key),
+                    pyrepr::repr(&current)
+                )));
             }
-            current = next;
-        }
-        if missing {
-            if skip_missing {
-                continue;
+            match current.get_item(key).ok().filter(|v| !v.is_undefined()) {
+                Some(next) => current = next,
+                None if skip_missing => {
+                    current = Value::from(Vec::<Value>::new());
+                    break;
+                }
+                None => {
+                    return Err(invalid(format!(
+                        "could not find {} key in iterated item {}",
+                        pyrepr::repr(key),
+                        pyrepr::repr(&current)
+                    )));
+                }
             }
-            return Err(invalid(format!(
-                "could not find '{path}' key in iterated item '{}'",
-                pyrepr::repr(&element)
-            )));
         }
         if current.kind() != ValueKind::Seq {
             return Err(invalid(format!(
-                "the key {path} should point to a list, got '{}'",
+                "the key {} should point to a list, got {}",
+                pyrepr::repr(keys.last().unwrap_or(&Value::UNDEFINED)),
                 pyrepr::repr(&current)
             )));
         }
         for sub in current.try_iter()? {
-            out.push(Value::from(vec![element.clone(), sub]));
+            out.push(super::tuple(vec![element.clone(), sub]));
         }
     }
     Ok(Value::from(out))
@@ -644,6 +686,17 @@ fn random(
         let pick = with_rng(state, seed.as_ref(), |rng| rng.random_range(0..count));
         return Ok(Value::from(start + pick * step));
     }
+    if !matches!(
+        value.kind(),
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String
+    ) {
+        return Err(invalid("random can only be used on sequences and integers"));
+    }
+    if start.unwrap_or(0) != 0 || step.unwrap_or(0) != 0 {
+        return Err(invalid(
+            "start and step can only be used with integer values",
+        ));
+    }
     let values = items(value, "random")?;
     if values.is_empty() {
         return Err(invalid("random: cannot choose from an empty sequence"));
@@ -657,13 +710,25 @@ fn random(
 fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let seed = kwargs.get::<Option<Value>>("seed")?;
     kwargs.assert_all_used()?;
-    let mut values = items(value, "shuffle")?;
+    // Ansible's randomize_list returns what it cannot make a list of as is.
+    let Ok(mut values) = items(value, "shuffle") else {
+        return Ok(value.clone());
+    };
     with_rng(state, seed.as_ref(), |rng| values.shuffle(rng));
     Ok(Value::from(values))
 }
 
+/// Jinja's `environment.getitem` as `extract` uses it: an undefined
+/// container or a missing key gives an undefined value (which `default`
+/// replaces), not an error.
 fn extract(item: &Value, container: &Value, morekeys: Option<Value>) -> Result<Value, Error> {
-    let mut value = container.get_item(item)?;
+    fn get(container: &Value, key: &Value) -> Value {
+        if container.is_undefined() {
+            return Value::UNDEFINED;
+        }
+        container.get_item(key).unwrap_or(Value::UNDEFINED)
+    }
+    let mut value = get(container, item);
     if let Some(more) = morekeys {
         let keys = if more.kind() == ValueKind::Seq {
             more.try_iter()?.collect()
@@ -671,7 +736,7 @@ fn extract(item: &Value, container: &Value, morekeys: Option<Value>) -> Result<V
             vec![more]
         };
         for key in keys {
-            value = value.get_item(&key)?;
+            value = get(&value, &key);
         }
     }
     Ok(value)

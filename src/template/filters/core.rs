@@ -46,11 +46,18 @@ fn default(
     }
 }
 
+/// Ansible's `mandatory`: a filter error naming the undefined variable
+/// (the name is filled in from the template's source, which knows it).
 fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
     if value.is_undefined() {
         return Err(Error::new(
-            ErrorKind::UndefinedError,
-            msg.unwrap_or_else(|| "Mandatory variable not defined.".to_owned()),
+            ErrorKind::InvalidOperation,
+            msg.unwrap_or_else(|| {
+                format!(
+                    "Mandatory variable {} not defined.",
+                    crate::template::UNDEFINED_NAME_MARK
+                )
+            }),
         ));
     }
     Ok(value.clone())

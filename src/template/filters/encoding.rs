@@ -39,12 +39,178 @@ fn text_of(value: &Value, what: &str) -> Result<String, Error> {
     })
 }
 
+/// The Python codecs `b64encode`/`b64decode` take as `encoding=`, by
+/// Python's normalised name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Codec {
+    Utf8,
+    Utf16 { little: bool, bom: bool },
+    Utf32 { little: bool, bom: bool },
+    Latin1,
+    Ascii,
+}
+
+impl Codec {
+    fn named(name: Option<&str>) -> Result<Self, Error> {
+        let Some(name) = name else {
+            return Ok(Codec::Utf8);
+        };
+        let normal = name.trim().to_ascii_lowercase().replace(['-', ' '], "_");
+        Ok(match normal.as_str() {
+            "utf_8" | "utf8" | "u8" | "utf" => Codec::Utf8,
+            "utf_16" | "utf16" | "u16" => Codec::Utf16 {
+                little: true,
+                bom: true,
+            },
+            "utf_16_le" | "utf_16le" | "utf16le" => Codec::Utf16 {
+                little: true,
+                bom: false,
+            },
+            "utf_16_be" | "utf_16be" | "utf16be" => Codec::Utf16 {
+                little: false,
+                bom: false,
+            },
+            "utf_32" | "utf32" | "u32" => Codec::Utf32 {
+                little: true,
+                bom: true,
+            },
+            "utf_32_le" | "utf_32le" | "utf32le" => Codec::Utf32 {
+                little: true,
+                bom: false,
+            },
+            "utf_32_be" | "utf_32be" | "utf32be" => Codec::Utf32 {
+                little: false,
+                bom: false,
+            },
+            "latin_1" | "latin1" | "latin" | "l1" | "iso_8859_1" | "iso8859_1" | "8859"
+            | "cp819" => Codec::Latin1,
+            "ascii" | "us_ascii" | "646" => Codec::Ascii,
+            _ => return Err(invalid(format!("unknown encoding: {name}"))),
+        })
+    }
+
+    /// The text's bytes in this codec (Python's `str.encode`, strict).
+    fn encode(self, text: &str) -> Result<Vec<u8>, Error> {
+        Ok(match self {
+            Codec::Utf8 => text.as_bytes().to_vec(),
+            Codec::Utf16 { little, bom } => {
+                let mut out = Vec::new();
+                let units = bom.then_some(0xFEFF).into_iter().chain(text.encode_utf16());
+                for unit in units {
+                    out.extend(if little {
+                        unit.to_le_bytes()
+                    } else {
+                        unit.to_be_bytes()
+                    });
+                }
+                out
+            }
+            Codec::Utf32 { little, bom } => {
+                let mut out = Vec::new();
+                let chars = bom
+                    .then_some(0xFEFF)
+                    .into_iter()
+                    .chain(text.chars().map(u32::from));
+                for c in chars {
+                    out.extend(if little {
+                        c.to_le_bytes()
+                    } else {
+                        c.to_be_bytes()
+                    });
+                }
+                out
+            }
+            Codec::Latin1 | Codec::Ascii => {
+                let limit = if self == Codec::Latin1 { 0xFF } else { 0x7F };
+                text.chars()
+                    .map(|c| {
+                        u8::try_from(u32::from(c))
+                            .ok()
+                            .filter(|b| u32::from(*b) <= limit)
+                            .ok_or_else(|| {
+                                invalid(format!(
+                                    "'{}' codec can't encode character {c:?}",
+                                    if limit == 0xFF { "latin-1" } else { "ascii" }
+                                ))
+                            })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+        })
+    }
+
+    /// The bytes as text in this codec (Python's `bytes.decode`, strict).
+    fn decode(self, bytes: &[u8]) -> Result<String, Error> {
+        let bad = |what: &str| invalid(format!("b64decode: the decoded data is not valid {what}"));
+        match self {
+            Codec::Utf8 => String::from_utf8(bytes.to_vec()).map_err(|_| bad("UTF-8")),
+            Codec::Utf16 { mut little, bom } => {
+                let mut data = bytes;
+                if bom && data.len() >= 2 {
+                    match data[..2] {
+                        [0xFF, 0xFE] => data = &data[2..],
+                        [0xFE, 0xFF] => (little, data) = (false, &data[2..]),
+                        _ => {}
+                    }
+                }
+                if !data.len().is_multiple_of(2) {
+                    return Err(bad("UTF-16"));
+                }
+                let units = data.chunks_exact(2).map(|pair| {
+                    let pair = [pair[0], pair[1]];
+                    if little {
+                        u16::from_le_bytes(pair)
+                    } else {
+                        u16::from_be_bytes(pair)
+                    }
+                });
+                char::decode_utf16(units)
+                    .collect::<Result<String, _>>()
+                    .map_err(|_| bad("UTF-16"))
+            }
+            Codec::Utf32 { mut little, bom } => {
+                let mut data = bytes;
+                if bom && data.len() >= 4 {
+                    match data[..4] {
+                        [0xFF, 0xFE, 0, 0] => data = &data[4..],
+                        [0, 0, 0xFE, 0xFF] => (little, data) = (false, &data[4..]),
+                        _ => {}
+                    }
+                }
+                if !data.len().is_multiple_of(4) {
+                    return Err(bad("UTF-32"));
+                }
+                data.chunks_exact(4)
+                    .map(|quad| {
+                        let quad = [quad[0], quad[1], quad[2], quad[3]];
+                        let code = if little {
+                            u32::from_le_bytes(quad)
+                        } else {
+                            u32::from_be_bytes(quad)
+                        };
+                        char::from_u32(code).ok_or_else(|| bad("UTF-32"))
+                    })
+                    .collect()
+            }
+            Codec::Latin1 => Ok(bytes.iter().map(|b| char::from(*b)).collect()),
+            Codec::Ascii => bytes
+                .iter()
+                .map(|b| {
+                    b.is_ascii()
+                        .then(|| char::from(*b))
+                        .ok_or_else(|| bad("ASCII"))
+                })
+                .collect(),
+        }
+    }
+}
+
 fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let _encoding = kwargs.get::<Option<String>>("encoding")?;
+    let codec = Codec::named(kwargs.get::<Option<&str>>("encoding")?)?;
     kwargs.assert_all_used()?;
     let bytes = match value.kind() {
         ValueKind::Bytes => value.as_bytes().unwrap_or_default().to_vec(),
-        _ => text_of(value, "b64encode")?.into_bytes(),
+        _ => codec.encode(&text_of(value, "b64encode")?)?,
     };
     Ok(Value::from(
         base64::engine::general_purpose::STANDARD.encode(bytes),
@@ -52,7 +218,7 @@ fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
 }
 
 fn b64decode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let _encoding = kwargs.get::<Option<String>>("encoding")?;
+    let codec = Codec::named(kwargs.get::<Option<&str>>("encoding")?)?;
     kwargs.assert_all_used()?;
     let text = text_of(value, "b64decode")?;
     // Python's b64decode ignores characters outside the alphabet.
@@ -66,9 +232,7 @@ fn b64decode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
             base64::engine::general_purpose::STANDARD_NO_PAD.decode(cleaned.trim_end_matches('='))
         })
         .map_err(|e| invalid(format!("b64decode: {e}")))?;
-    String::from_utf8(bytes)
-        .map(Value::from)
-        .map_err(|_| invalid("b64decode: the decoded data is not valid UTF-8"))
+    codec.decode(&bytes).map(Value::from)
 }
 
 /// Options of Python's `json.dumps` that Ansible's filters pass.

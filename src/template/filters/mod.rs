@@ -41,6 +41,31 @@ pub(crate) fn defined<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Err
     Ok(value)
 }
 
+/// A Python tuple: compares unequal to a list, renders as `(a, b)`.
+pub(crate) fn tuple(values: Vec<Value>) -> Value {
+    Value::from_object(minijinja::value::Tuple::new(values))
+}
+
+/// [`defined`] through every list item and dict value (Ansible's
+/// `recursive_check_defined`, which `combine` applies to its terms).
+pub(crate) fn defined_deep(value: &Value, what: &str) -> Result<(), Error> {
+    defined(value, what)?;
+    match value.kind() {
+        minijinja::value::ValueKind::Seq => {
+            for item in value.try_iter()? {
+                defined_deep(&item, what)?;
+            }
+        }
+        minijinja::value::ValueKind::Map => {
+            for key in value.try_iter()? {
+                defined_deep(&value.get_item(&key)?, what)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Adds `name` and `ansible.builtin.name` for one filter.
 macro_rules! add {
     ($env:expr, $name:literal, $f:expr) => {{

@@ -46,18 +46,24 @@ fn splitext(value: &Value) -> Result<Value, Error> {
         .rfind('.')
         .map(|i| base_start + leading_dots + i);
     Ok(match split {
-        Some(i) => {
-            crate::template::methods::tuple(vec![Value::from(&path[..i]), Value::from(&path[i..])])
-        }
-        None => crate::template::methods::tuple(vec![Value::from(path.as_str()), Value::from("")]),
+        Some(i) => super::tuple(vec![Value::from(&path[..i]), Value::from(&path[i..])]),
+        None => super::tuple(vec![Value::from(path.as_str()), Value::from("")]),
     })
 }
 
 fn path_join(value: &Value) -> Result<Value, Error> {
     defined(value, "path_join")?;
-    let parts: Vec<String> = match value.as_str() {
-        Some(s) => vec![s.to_owned()],
-        None => value.try_iter()?.map(|v| pyrepr::to_text(&v)).collect(),
+    let parts: Vec<String> = match (value.as_str(), value.kind()) {
+        (Some(s), _) => vec![s.to_owned()],
+        (None, minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Iterable) => {
+            value.try_iter()?.map(|v| pyrepr::to_text(&v)).collect()
+        }
+        _ => {
+            return Err(super::invalid(format!(
+                "|path_join expects string or sequence, got <class '{}'> instead.",
+                pyrepr::type_name(value)
+            )));
+        }
     };
     let mut out = String::new();
     for part in parts {

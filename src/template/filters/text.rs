@@ -305,7 +305,12 @@ fn regex_findall(value: &Value, pattern: String, kwargs: Kwargs) -> Result<Value
 }
 
 /// Python's `re.escape`.
-fn regex_escape(value: &Value, re_type: Option<String>) -> Result<Value, Error> {
+fn regex_escape(value: &Value, re_type: Option<String>, kwargs: Kwargs) -> Result<Value, Error> {
+    let re_type = match re_type {
+        Some(re_type) => Some(re_type),
+        None => kwargs.get::<Option<String>>("re_type")?,
+    };
+    kwargs.assert_all_used()?;
     let s = text(value, "regex_escape")?;
     match re_type.as_deref().unwrap_or("python") {
         "python" => Ok(Value::from(s.chars().fold(String::new(), |mut out, c| {
@@ -322,6 +327,7 @@ fn regex_escape(value: &Value, re_type: Option<String>) -> Result<Value, Error> 
             out.push(c);
             out
         }))),
+        "posix_extended" => Err(invalid("Regex type (posix_extended) not yet implemented")),
         other => Err(invalid(format!("Invalid regex type ({other})"))),
     }
 }
