@@ -270,7 +270,8 @@ impl Runner {
             None => "localhost".to_owned(),
         };
         let (host_vars, groups) = inventory.hosts.get(&host).cloned().unwrap_or_default();
-        scope.play_vars = scope::push(&scope::push(&None, &host_vars), &play.vars);
+        scope.inventory_vars = scope::push(&None, &host_vars);
+        scope.play_vars = scope::push(&None, &play.vars);
         let mut builtins: Vec<(Arc<str>, Var)> = scope
             .builtins
             .iter()

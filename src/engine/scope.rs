@@ -1,7 +1,7 @@
 //! Variable precedence, as Ansible resolves it for one host.
 //!
-//! From lowest to highest: role defaults < host facts (from modules) < play
-//! vars < role vars < block and
+//! From lowest to highest: role defaults < inventory vars < host facts
+//! (from modules) < play vars < role vars < block and
 //! task vars < `include_vars` < facts (`set_fact`, `register`) < role and
 //! include parameters < extra vars (the custom resource) < loop variables.
 //! Layers are shared `Arc`s, so entering a block or a task costs a pointer
@@ -69,6 +69,8 @@ pub struct Scope {
     /// Facts modules returned (`gather_facts`, `setup`, `*_facts`): the
     /// host's facts, below play vars, as Ansible ranks them.
     pub host_facts: Facts,
+    /// The host's inventory variables (its groups' and its own).
+    pub inventory_vars: Option<Arc<Frame>>,
     /// Role `defaults/`.
     pub defaults: Option<Arc<Frame>>,
     /// Fixed variables of the run (`role_path`, `ansible_check_mode`, …).
@@ -109,6 +111,7 @@ impl VarSource for Scope {
             .or_else(|| frame_get(&self.role_vars, name))
             .or_else(|| frame_get(&self.play_vars, name))
             .or_else(|| self.host_facts.get(name).cloned())
+            .or_else(|| frame_get(&self.inventory_vars, name))
             .or_else(|| frame_get(&self.defaults, name))
             .or_else(|| {
                 self.builtins
@@ -137,6 +140,7 @@ impl VarSource for Scope {
         }
         let mut out: Vec<Arc<str>> = Vec::new();
         frame_names(&self.defaults, &mut out);
+        frame_names(&self.inventory_vars, &mut out);
         out.extend(self.host_facts.keys().cloned());
         frame_names(&self.play_vars, &mut out);
         frame_names(&self.role_vars, &mut out);
@@ -152,10 +156,37 @@ impl VarSource for Scope {
         out
     }
 
-    /// Another host's inventory variables and its own magic variables
+    /// A host's variables as `hostvars` has them: for the current host
+    /// what belongs to the host (inventory vars, facts, registered and
+    /// included vars, extra vars, magic vars), not the play's, role's,
+    /// block's or task's (Ansible's `get_vars(host=...)` without a play);
+    /// for another host its inventory variables and magic variables
     /// (`inventory_hostname`, `group_names`, `groups`). Facts of other
     /// hosts are not known: a run is on one host.
     fn host(&self, name: &str) -> Option<Arc<dyn VarSource>> {
+        let current = self
+            .builtins
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == "inventory_hostname")
+            .and_then(|(_, v)| v.value.as_str().map(str::to_owned));
+        if current.as_deref() == Some(name) {
+            return Some(Arc::new(Scope {
+                magic: Vec::new(),
+                extra: self.extra.clone(),
+                params: None,
+                facts: self.facts.clone(),
+                included: self.included.clone(),
+                locals: None,
+                role_vars: None,
+                play_vars: None,
+                host_facts: self.host_facts.clone(),
+                inventory_vars: self.inventory_vars.clone(),
+                defaults: None,
+                builtins: self.builtins.clone(),
+                inventory: self.inventory.clone(),
+            }));
+        }
         let inventory = self.inventory.as_ref()?;
         let (vars, groups) = inventory.hosts.get(name)?;
         let mut list: Vec<(String, Var)> = vars

@@ -171,9 +171,9 @@ pub trait VarSource: Send + Sync + std::fmt::Debug {
     fn get(&self, name: &str) -> Option<Var>;
     /// Every visible variable name, for `vars` and debugging.
     fn names(&self) -> Vec<Arc<str>>;
-    /// The variables of another inventory host, for `hostvars[name]`;
-    /// `None` when there is no such host. The current host is not asked:
-    /// `hostvars[inventory_hostname]` is these variables themselves.
+    /// The variables of an inventory host, for `hostvars[name]`; `None`
+    /// when there is no such host (for the current host, `hostvars` then
+    /// gives these variables themselves).
     fn host(&self, _name: &str) -> Option<Arc<dyn VarSource>> {
         None
     }
@@ -220,6 +220,10 @@ pub struct Context {
     /// Variables already templated during this render: the engine may look
     /// a name up several times per use, and nothing changes mid-render.
     pub(crate) resolved: Arc<std::sync::Mutex<Resolved>>,
+    /// A variable whose templating meets an undefined value keeps its raw
+    /// text instead of being undefined: how `hostvars` templates (Ansible's
+    /// `HostVarsVars`, `fail_on_undefined=False`).
+    pub(crate) undefined_keeps_raw: bool,
 }
 
 impl Context {
@@ -237,6 +241,7 @@ impl Context {
             recursion: Arc::default(),
             tainted: Arc::default(),
             resolved: Arc::default(),
+            undefined_keeps_raw: false,
         }
     }
 
@@ -282,6 +287,7 @@ impl Context {
         };
         let value = match self.templar.template_value(&var.value, &nested) {
             Ok(value) => value,
+            Err(err) if err.is_undefined() && self.undefined_keeps_raw => var.value.clone(),
             Err(err) if err.is_undefined() => Value::UNDEFINED,
             Err(err) => Value::from(err.to_minijinja()),
         };
@@ -360,8 +366,7 @@ impl Object for Context {
 }
 
 /// `hostvars`: every inventory host's variables by host name, templated
-/// lazily like the current host's own (Ansible's `HostVars`). The current
-/// host's entry is the render's own variables.
+/// lazily like the current host's own (Ansible's `HostVars`).
 #[derive(Debug)]
 struct HostVars(Context);
 
@@ -380,12 +385,13 @@ impl Object for HostVars {
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
         let host = key.as_str()?;
-        if self.current_host().as_deref() == Some(host) {
-            return Some(Value::from_object(self.0.clone()));
-        }
-        let vars = self.0.vars.host(host)?;
+        let Some(vars) = self.0.vars.host(host) else {
+            return (self.current_host().as_deref() == Some(host))
+                .then(|| Value::from_object(self.0.clone()));
+        };
         let context = Context {
             vars,
+            undefined_keeps_raw: true,
             ..self.0.fresh()
         };
         Some(Value::from_object(context))

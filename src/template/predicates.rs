@@ -97,15 +97,9 @@ fn is_abs(value: &Value) -> bool {
     value.as_str().is_some_and(|s| s.starts_with('/'))
 }
 
-/// Python's `math.isnan`: numbers only.
-fn is_nan(value: &Value) -> Result<bool, Error> {
-    match value.kind() {
-        ValueKind::Number => Ok(f64::try_from(value.clone()).is_ok_and(f64::is_nan)),
-        _ => Err(invalid(format!(
-            "must be real number, not {}",
-            pyrepr::type_name(value)
-        ))),
-    }
+/// Ansible's `nan` test: `math.isnan`, false for what is not a number.
+fn is_nan(value: &Value) -> bool {
+    value.kind() == ValueKind::Number && f64::try_from(value.clone()).is_ok_and(f64::is_nan)
 }
 
 fn unreachable(value: &Value) -> Result<bool, Error> {

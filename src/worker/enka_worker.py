@@ -666,7 +666,7 @@ def _inventory_answer(request, inventory, variables, play, listed):
         magic = variables._get_magic_variables(play=play, host=host, task=None, include_hostvars=False,
                                                _hosts=None, _hosts_all=None)
         own = {k: v for k, v in found.items()
-               if k not in magic and k not in ("environment", "ansible_facts", "inventory_hostname",
+               if k not in magic and k not in ("vars", "environment", "ansible_facts", "inventory_hostname",
                                                "inventory_hostname_short", "group_names")}
         hosts[host.name] = {
             "vars": _jsonable(own),

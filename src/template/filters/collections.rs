@@ -30,6 +30,7 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "random", random);
     add!(env, "shuffle", shuffle);
     add!(env, "extract", extract);
+    add!(env, "rekey_on_member", rekey_on_member);
     env.add_filter("json_query", json_query);
     env.add_filter("community.general.json_query", json_query);
     env.add_filter("sum", sum);
@@ -333,30 +334,55 @@ fn dedup(values: Vec<Value>) -> Vec<Value> {
     out
 }
 
+/// Ansible's `unique`: Jinja's (case-insensitive unless
+/// `case_sensitive=True`, keyed by `attribute`), falling back to an exact
+/// comparison when an item cannot be a set member (a dict or a list),
+/// which Ansible refuses when `case_sensitive=False` or `attribute` was
+/// asked for.
 fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let attribute = kwargs.get::<Option<String>>("attribute")?;
     let case_sensitive = kwargs.get::<Option<bool>>("case_sensitive")?;
     kwargs.assert_all_used()?;
-    let values = items(value, "unique")?;
-    if attribute.is_none() && case_sensitive != Some(false) {
-        return Ok(Value::from(dedup(values)));
+    defined(value, "unique")?;
+    if !matches!(
+        value.kind(),
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String
+    ) {
+        return Err(invalid(format!(
+            "'{}' object is not iterable",
+            pyrepr::type_name(value)
+        )));
     }
-    let key = |v: &Value| -> Value {
-        let v = match &attribute {
+    let values: Vec<Value> = value.try_iter()?.collect();
+    let fold = !case_sensitive.unwrap_or(false);
+    let unhashable = |v: &Value| {
+        matches!(v.kind(), ValueKind::Map) || (v.kind() == ValueKind::Seq && !v.is_tuple())
+    };
+    let mut keys = Vec::with_capacity(values.len());
+    for v in &values {
+        let key = match &attribute {
             Some(attr) => v.get_attr(attr).unwrap_or_default(),
             None => v.clone(),
         };
-        match (case_sensitive, v.as_str()) {
-            (Some(false), Some(s)) => Value::from(s.to_lowercase()),
-            _ => v,
+        if unhashable(&key) {
+            if case_sensitive == Some(false) || attribute.is_some() {
+                return Err(invalid(format!(
+                    "Jinja2's unique filter failed and we cannot fall back to Ansible's version as it does not support the parameters supplied. unhashable type: '{}'",
+                    pyrepr::type_name(&key)
+                )));
+            }
+            return Ok(Value::from(dedup(values)));
         }
-    };
-    let mut seen = Vec::new();
+        keys.push(match (fold, key.as_str()) {
+            (true, Some(s)) => Value::from(s.to_lowercase()),
+            _ => key,
+        });
+    }
+    let mut seen: Vec<Value> = Vec::new();
     let mut out = Vec::new();
-    for v in values {
-        let k = key(&v);
-        if !seen.contains(&k) {
-            seen.push(k);
+    for (v, key) in values.into_iter().zip(keys) {
+        if !seen.contains(&key) {
+            seen.push(key);
             out.push(v);
         }
     }
@@ -716,6 +742,58 @@ fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error>
     };
     with_rng(state, seed.as_ref(), |rng| values.shuffle(rng));
     Ok(Value::from(values))
+}
+
+/// Ansible's `rekey_on_member`: a dict of the items (of a list, or a
+/// dict's values) keyed by each one's `key`.
+fn rekey_on_member(
+    value: &Value,
+    key: &Value,
+    duplicates: Option<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let duplicates = match duplicates {
+        Some(d) => d,
+        None => kwargs
+            .get::<Option<String>>("duplicates")?
+            .unwrap_or_else(|| "error".to_owned()),
+    };
+    kwargs.assert_all_used()?;
+    if duplicates != "error" && duplicates != "overwrite" {
+        return Err(invalid(format!(
+            "duplicates parameter to rekey_on_member has unknown value: {duplicates}"
+        )));
+    }
+    defined(value, "rekey_on_member")?;
+    // Ansible's message formats the key, which an undefined one refuses.
+    defined(key, "rekey_on_member")?;
+    let items: Vec<Value> = match value.kind() {
+        ValueKind::Map => map_pairs(value).into_iter().map(|(_, v)| v).collect(),
+        ValueKind::Seq | ValueKind::Iterable => value.try_iter()?.collect(),
+        _ => return Err(invalid("Type is not a valid list, set, or dict")),
+    };
+    let mut out: Vec<(Value, Value)> = Vec::new();
+    for item in items {
+        if !is_map(&item) {
+            return Err(invalid("List item is not a valid dict"));
+        }
+        let member = item
+            .get_item(key)
+            .ok()
+            .filter(|v| !v.is_undefined())
+            .ok_or_else(|| invalid(format!("Key {} was not found", pyrepr::to_text(key))))?;
+        match out.iter_mut().find(|(k, _)| *k == member) {
+            Some(_) if duplicates == "error" => {
+                return Err(invalid(format!(
+                    "Key {} is not unique, cannot correctly turn into dict",
+                    pyrepr::to_text(&member)
+                )));
+            }
+            Some(slot) => slot.1 = item,
+            None => out.push((member, item)),
+        }
+    }
+    Ok(Value::from_pairs(out))
 }
 
 /// Jinja's `environment.getitem` as `extract` uses it: an undefined
