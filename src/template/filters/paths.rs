@@ -1,5 +1,6 @@
 //! Paths and URLs: `basename`, `dirname`, `splitext`, `path_join`,
-//! `urlsplit`, as Python's `os.path` and `urllib.parse` compute them.
+//! `urlsplit`, `urlencode`, `urldecode`, as Python's `os.path` and
+//! `urllib.parse` compute them.
 
 use minijinja::{Environment, Error, Value};
 
@@ -12,6 +13,80 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "splitext", splitext);
     add!(env, "path_join", path_join);
     add!(env, "urlsplit", urlsplit);
+    add!(env, "urlencode", urlencode);
+    add!(env, "urldecode", urldecode);
+}
+
+/// What Python's `urllib.parse.quote` leaves alone besides `safe`.
+const QUOTED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'~');
+
+/// [`QUOTED`] with `/` safe, as `quote` has it by default.
+const QUOTED_PATH: &percent_encoding::AsciiSet = &QUOTED.remove(b'/');
+
+/// Jinja's `url_quote`: `/` is safe except in a query string, where a
+/// space is `+`.
+fn url_quote(value: &Value, for_query: bool) -> String {
+    let text = pyrepr::to_text(value);
+    if for_query {
+        percent_encoding::utf8_percent_encode(&text, QUOTED)
+            .to_string()
+            .replace("%20", "+")
+    } else {
+        percent_encoding::utf8_percent_encode(&text, QUOTED_PATH).to_string()
+    }
+}
+
+/// Jinja's `urlencode`: a string quoted; a dict, or an iterable of pairs,
+/// as a query string.
+fn urlencode(value: &Value) -> Result<Value, Error> {
+    use minijinja::value::ValueKind;
+    defined(value, "urlencode")?;
+    let pairs: Vec<(Value, Value)> = match value.kind() {
+        ValueKind::Map => value
+            .try_iter()?
+            .map(|k| {
+                let v = value.get_item(&k).unwrap_or_default();
+                (k, v)
+            })
+            .collect(),
+        ValueKind::Seq | ValueKind::Iterable => value
+            .try_iter()?
+            .map(|item| {
+                let mut two = item.try_iter().map_err(|_| {
+                    invalid(format!(
+                        "cannot unpack non-iterable {} object",
+                        pyrepr::type_name(&item)
+                    ))
+                })?;
+                match (two.next(), two.next(), two.next()) {
+                    (Some(k), Some(v), None) => Ok((k, v)),
+                    _ => Err(invalid("urlencode: each item must be a (key, value) pair")),
+                }
+            })
+            .collect::<Result<_, Error>>()?,
+        _ => return Ok(Value::from(url_quote(value, false))),
+    };
+    Ok(Value::from(
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{}={}", url_quote(k, true), url_quote(v, true)))
+            .collect::<Vec<_>>()
+            .join("&"),
+    ))
+}
+
+/// Ansible's `urldecode`: Python's `unquote_plus`.
+fn urldecode(value: &Value) -> Result<Value, Error> {
+    let text = text(value, "urldecode")?.replace('+', " ");
+    Ok(Value::from(
+        percent_encoding::percent_decode_str(&text)
+            .decode_utf8_lossy()
+            .into_owned(),
+    ))
 }
 
 fn text(value: &Value, what: &str) -> Result<String, Error> {
