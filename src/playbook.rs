@@ -249,6 +249,43 @@ impl Printer {
         last.is_some_and(|l| l == location.to_string())
     }
 
+    /// One loop item's line, as the default callback's item hooks print it.
+    fn item_line(&self, item: &Value, debug: bool) -> String {
+        let flag = |key: &str| item.get_attr(key).is_ok_and(|v| v.is_true());
+        let label = if flag("_ansible_no_log") {
+            "(censored due to no_log)".to_owned()
+        } else {
+            let label = item
+                .get_attr("_ansible_item_label")
+                .ok()
+                .filter(|v| !v.is_undefined())
+                .or_else(|| {
+                    let var = item.get_attr("ansible_loop_var").ok()?;
+                    item.get_item(&var).ok()
+                })
+                .unwrap_or_default();
+            crate::template::pyrepr::to_text(&label)
+        };
+        let verbose = self.verbosity > 0 || debug;
+        if flag("failed") {
+            let text = dumped(item, debug, self.verbosity);
+            format!("failed: [localhost] (item={label}) => {text}")
+        } else if flag("skipped") {
+            let mut line = format!("skipping: [localhost] => (item={label}) ");
+            if verbose {
+                line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
+            }
+            line
+        } else {
+            let word = if flag("changed") { "changed" } else { "ok" };
+            let mut line = format!("{word}: [localhost] => (item={label})");
+            if verbose {
+                line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
+            }
+            line
+        }
+    }
+
     fn recap(&self, stats: &engine::Stats) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "\n{}", banner("PLAY RECAP"));
@@ -266,43 +303,39 @@ impl Printer {
     }
 }
 
-/// A result as the default callback dumps it: keys sorted, without
-/// `failed` (the line already says FAILED).
-fn shown(result: &serde_json::Value) -> serde_json::Value {
-    fn sorted(value: &serde_json::Value) -> serde_json::Value {
-        match value {
-            serde_json::Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                serde_json::Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&map[k])))
-                        .collect(),
-                )
-            }
-            serde_json::Value::Array(items) => {
-                serde_json::Value::Array(items.iter().map(sorted).collect())
-            }
-            other => other.clone(),
-        }
-    }
-    let mut out = sorted(result);
-    if let serde_json::Value::Object(map) = &mut out {
-        map.remove("failed");
-    }
-    out
+/// A result as the default callback receives and dumps it: without
+/// `failed` and `skipped` (the line says so, TaskResult.clean_copy),
+/// internal `_ansible_*` keys, `exception`, and below `-vvv` `invocation`
+/// and `diff`; a debug result holds only its `msg` (or its variable).
+fn cleaned(result: &Value, debug: bool, verbosity: u8) -> Value {
+    const DEBUG_KEEPS: &[&str] = &["msg", "exception", "warnings", "deprecations"];
+    const DEBUG_HIDES: &[&str] = &["changed", "failed", "skipped", "invocation", "skip_reason"];
+    let Ok(keys) = result.try_iter() else {
+        return result.clone();
+    };
+    let has_msg = result.get_attr("msg").is_ok_and(|v| !v.is_undefined());
+    let pairs: Vec<(Value, Value)> = keys
+        .filter_map(|key| {
+            let name = key.as_str()?.to_owned();
+            let drop = name.starts_with("_ansible")
+                || matches!(name.as_str(), "failed" | "skipped" | "exception")
+                || (verbosity < 3 && matches!(name.as_str(), "invocation" | "diff"))
+                || (debug && has_msg && !DEBUG_KEEPS.contains(&name.as_str()))
+                || (debug && !has_msg && DEBUG_HIDES.contains(&name.as_str()));
+            let value = result.get_item(&key).ok()?;
+            (!drop).then_some((key, value))
+        })
+        .collect();
+    Value::from_pairs(pairs)
 }
 
-/// JSON indented by four spaces, as the default callback prints results.
-fn indented(value: &serde_json::Value) -> String {
-    use serde::Serialize;
-    let mut out = Vec::new();
-    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-    match value.serialize(&mut serializer) {
-        Ok(()) => String::from_utf8_lossy(&out).into_owned(),
-        Err(_) => value.to_string(),
-    }
+/// The default callback's `_dump_results`: JSON with sorted keys, indented
+/// by four for debug (`_ansible_verbose_always`) or from `-vvv`, else on
+/// one line.
+fn dumped(result: &Value, debug: bool, verbosity: u8) -> String {
+    let value = cleaned(result, debug, verbosity);
+    let indent = (debug || verbosity > 2).then_some(4);
+    crate::template::python_json(&value, indent).unwrap_or_else(|_| value.to_string())
 }
 
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
@@ -327,27 +360,42 @@ impl Observer for Printer {
     }
 
     fn task_finished(&self, event: &TaskEvent<'_>) {
-        let result = convert::to_json(event.result).unwrap_or(serde_json::Value::Null);
         let module = module_name(event.task);
-        let shows_result = self.verbosity > 0
-            || matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
-            || (module == "debug" && event.status != TaskStatus::Skipped);
+        let debug = module == "debug";
+        let verbose = self.verbosity > 0 || debug;
         let mut out = std::io::stdout().lock();
         let name = event.task.display_name();
         let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
         let word = event.status.word();
-        if shows_result {
-            let text = indented(&shown(&result));
-            match event.status {
-                TaskStatus::Failed | TaskStatus::Ignored => {
-                    let _ = writeln!(out, "{word}: [localhost]: FAILED! => {text}");
-                }
-                _ => {
-                    let _ = writeln!(out, "{word}: [localhost] => {text}");
-                }
+        let items = event
+            .task
+            .looping
+            .as_ref()
+            .and_then(|_| event.result.get_attr("results").ok())
+            .filter(|r| r.kind() == minijinja::value::ValueKind::Seq);
+        if let Some(items) = items {
+            // A loop shows a line per item (v2_runner_item_on_*); only a
+            // skipped task adds its own line.
+            for item in items.try_iter().into_iter().flatten() {
+                let _ = writeln!(out, "{}", self.item_line(&item, debug));
+            }
+            if event.status == TaskStatus::Skipped {
+                let _ = writeln!(out, "skipping: [localhost]");
             }
         } else {
-            let _ = writeln!(out, "{word}: [localhost]");
+            match event.status {
+                TaskStatus::Failed | TaskStatus::Ignored => {
+                    let text = dumped(event.result, debug, self.verbosity);
+                    let _ = writeln!(out, "{word}: [localhost]: FAILED! => {text}");
+                }
+                _ if verbose && !(debug && event.status == TaskStatus::Skipped) => {
+                    let text = dumped(event.result, debug, self.verbosity);
+                    let _ = writeln!(out, "{word}: [localhost] => {text}");
+                }
+                _ => {
+                    let _ = writeln!(out, "{word}: [localhost]");
+                }
+            }
         }
         if event.status == TaskStatus::Failed
             && let Ok(mut last) = self.last_failure.lock()
@@ -357,6 +405,7 @@ impl Observer for Printer {
         if event.status == TaskStatus::Ignored {
             let _ = writeln!(out, "...ignoring");
         }
+        let result = convert::to_json(event.result).unwrap_or(serde_json::Value::Null);
         if let Some(events) = &self.events {
             let line = serde_json::json!({
                 "task": name,

@@ -1036,6 +1036,19 @@ impl Runner {
                 for (index, item) in items.iter().enumerate() {
                     let mut item_scope = scope.clone();
                     set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
+                    // `loop_control.label`, templated with the item, is
+                    // what the callback shows for it (`_ansible_item_label`).
+                    let item_scope_loop =
+                        crate::template::VarSource::get(&item_scope, "ansible_loop")
+                            .map(|v| v.value);
+                    let break_scope =
+                        (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
+                    let label = task.loop_control.label.as_ref().map(|label| {
+                        let item_ctx = self.context(frame, &item_scope, task);
+                        self.templar
+                            .template_value(label, &item_ctx)
+                            .unwrap_or_else(|_| label.clone())
+                    });
                     let mut result = match self
                         .run_once(frame, task, module, args, item_scope, no_log)
                         .await
@@ -1054,7 +1067,7 @@ impl Runner {
                     scope.included = self.included.clone();
                     if let Some(name) = &task.register {
                         Arc::make_mut(&mut scope.facts)
-                            .insert(name.clone(), Var::unsafe_data(&result.to_value()));
+                            .insert(name.clone(), Var::unsafe_data(&result.registered()));
                     }
                     // The item's result names its item as TaskExecutor's:
                     // under the loop variable, with `ansible_loop_var`.
@@ -1065,7 +1078,11 @@ impl Runner {
                         result.set("ansible_index_var", Value::from(&**index_var));
                     }
                     if task.loop_control.extended {
-                        result.set("ansible_loop", ansible_loop(&items, index));
+                        let shown = item_scope_loop.clone().unwrap_or_default();
+                        result.set("ansible_loop", shown);
+                    }
+                    if let Some(label) = label {
+                        result.set("_ansible_item_label", label);
                     }
                     if result.is_failed() && !no_log {
                         // The task's own failure says only "One or more items
@@ -1079,7 +1096,28 @@ impl Runner {
                             result.message()
                         );
                     }
+                    // break_when sees the item's variables and its result
+                    // under `register`, as TaskExecutor._run_loop.
+                    let stop = match break_scope {
+                        Some(mut break_scope) => {
+                            break_scope.facts = self.facts.clone();
+                            if let Some(name) = &task.register {
+                                Arc::make_mut(&mut break_scope.facts)
+                                    .insert(name.clone(), Var::unsafe_data(&result.registered()));
+                            }
+                            let break_ctx = self.context(frame, &break_scope, task);
+                            match all_true(&self.templar, &task.loop_control.break_when, &break_ctx)
+                            {
+                                Ok(stop) => stop,
+                                Err(err) => return self.conditional_failure(task, &err),
+                            }
+                        }
+                        None => false,
+                    };
                     results.push(result);
+                    if stop {
+                        break;
+                    }
                     if let Some(pause) = task.loop_control.pause.as_ref().and_then(seconds) {
                         self.sleep(pause).await;
                     }
@@ -1119,7 +1157,7 @@ impl Runner {
         if let Some(name) = &task.register {
             // A module's result is unsafe data, as Ansible wraps it.
             Arc::make_mut(&mut self.facts)
-                .insert(name.clone(), Var::unsafe_data(&result.to_value()));
+                .insert(name.clone(), Var::unsafe_data(&result.registered()));
         }
         // Meta tasks are not in Ansible's recap (`_execute_meta` counts
         // nothing), whatever they do.
@@ -1559,7 +1597,22 @@ fn set_loop_vars(scope: &mut Scope, task: &Task, loop_var: &str, index: usize, i
         scope.set_magic("ansible_index_var", Value::from(&**index_var));
     }
     if task.loop_control.extended {
-        scope.set_magic("ansible_loop", ansible_loop(items, index));
+        let mut ansible_loop = ansible_loop(items, index);
+        if !task.loop_control.extended_allitems {
+            ansible_loop = Value::from_pairs(
+                ansible_loop
+                    .try_iter()
+                    .into_iter()
+                    .flatten()
+                    .filter(|k| k.as_str() != Some("allitems"))
+                    .map(|k| {
+                        let v = ansible_loop.get_item(&k).unwrap_or_default();
+                        (k, v)
+                    })
+                    .collect::<Vec<_>>(),
+            );
+        }
+        scope.set_magic("ansible_loop", ansible_loop);
     }
 }
 
@@ -1761,6 +1814,48 @@ impl TaskResult {
             self.fields
                 .iter()
                 .map(|(k, v)| (Value::from(k.as_str()), v.clone())),
+        )
+    }
+
+    /// The result as `register` keeps it: without the internal
+    /// `_ansible_*` keys, in each item's result too (strip_internal_keys).
+    fn registered(&self) -> Value {
+        fn strip(value: &Value) -> Value {
+            let Ok(keys) = value.try_iter() else {
+                return value.clone();
+            };
+            Value::from_pairs(keys.filter_map(|k| {
+                let internal = k.as_str().is_some_and(|k| k.starts_with("_ansible"));
+                (!internal).then(|| {
+                    let v = value.get_item(&k).unwrap_or_default();
+                    (k, v)
+                })
+            }))
+        }
+        Value::from_pairs(
+            self.fields
+                .iter()
+                .filter(|(k, _)| !k.starts_with("_ansible"))
+                .map(|(k, v)| {
+                    let v = if k == "results" && v.kind() == ValueKind::Seq {
+                        Value::from(
+                            v.try_iter()
+                                .into_iter()
+                                .flatten()
+                                .map(|item| {
+                                    if item.kind() == ValueKind::Map {
+                                        strip(&item)
+                                    } else {
+                                        item
+                                    }
+                                })
+                                .collect::<Vec<_>>(),
+                        )
+                    } else {
+                        v.clone()
+                    };
+                    (Value::from(k.as_str()), v)
+                }),
         )
     }
 

@@ -14,14 +14,22 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     }
     if args.has("var") {
         let var = args.required_str("var")?;
-        // `var` is a bare expression: template it as `{{ var }}`.
-        let value = match ctx
-            .templar
-            .template_str(&format!("{{{{ {var} }}}}"), ctx.ctx)
-        {
-            Ok(v) => v,
-            Err(err) if err.is_undefined() => Value::from("VARIABLE IS NOT DEFINED!"),
-            Err(err) => return Err(err.to_string()),
+        // `var` is a bare expression: template it as `{{ var }}`. Unsafe
+        // text (a variable's value that named the expression) is never
+        // templated: Ansible shows it wrapped, as its `"{{" + var + "}}"`
+        // stays unsafe.
+        let unsafe_var = args.get("var").is_some_and(|v| v.is_safe());
+        let value = if unsafe_var {
+            crate::template::mark_unsafe(&Value::from(format!("{{{{{var}}}}}")))
+        } else {
+            match ctx
+                .templar
+                .template_str(&format!("{{{{ {var} }}}}"), ctx.ctx)
+            {
+                Ok(v) => v,
+                Err(err) if err.is_undefined() => Value::from("VARIABLE IS NOT DEFINED!"),
+                Err(err) => return Err(err.to_string()),
+            }
         };
         let shown = if ctx.no_log {
             Value::from("******")

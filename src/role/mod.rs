@@ -343,6 +343,11 @@ pub struct LoopControl {
     pub pause: Option<Value>,
     /// Whether `ansible_loop` is set.
     pub extended: bool,
+    /// Whether `ansible_loop` carries `allitems` (`extended_allitems`).
+    pub extended_allitems: bool,
+    /// `break_when`: conditions checked after each item (with its result
+    /// registered); the loop stops at the first item that meets them.
+    pub break_when: Vec<Value>,
 }
 
 impl Default for LoopControl {
@@ -354,6 +359,8 @@ impl Default for LoopControl {
             label: None,
             pause: None,
             extended: false,
+            extended_allitems: true,
+            break_when: Vec::new(),
         }
     }
 }

@@ -1041,7 +1041,10 @@ fn parse_loop_control(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Lo
             "label" => control.label = Some(templated(loader, at, v, "loop_control.label")),
             "pause" => control.pause = Some(templated(loader, at, v, "loop_control.pause")),
             "extended" => control.extended = crate::template::to_bool(&from_yaml(v)),
-            "extended_allitems" | "break_when" => {}
+            "extended_allitems" => {
+                control.extended_allitems = crate::template::to_bool(&from_yaml(v));
+            }
+            "break_when" => control.break_when = as_values(loader, at, v, "break_when").to_vec(),
             other => loader.error(
                 at.loc(k.pos),
                 format!("'{other}' is not a valid loop_control option"),

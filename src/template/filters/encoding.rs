@@ -384,6 +384,21 @@ fn json_style(
     })
 }
 
+/// `json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False)`,
+/// as Ansible's callbacks dump results.
+pub fn python_json(value: &Value, indent: Option<usize>) -> Result<String, Error> {
+    let style = JsonStyle {
+        indent,
+        sort_keys: true,
+        item_sep: if indent.is_some() { "," } else { ", " }.to_owned(),
+        key_sep: ": ".to_owned(),
+        ensure_ascii: false,
+    };
+    let mut out = String::new();
+    json_dump(&mut out, value, &style, 0)?;
+    Ok(out)
+}
+
 fn to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let style = json_style(&kwargs, None, false, false)?;
     let _ = kwargs.get::<Option<Value>>("vault_to_text")?;

@@ -12,6 +12,7 @@ mod text;
 
 pub use collections::dict_global;
 pub use core::to_bool as core_to_bool;
+pub use encoding::python_json;
 
 use minijinja::{Environment, Error, ErrorKind, Value};
 
