@@ -76,6 +76,13 @@ pub struct PlaybookArgs {
     /// nothing to clear.
     #[arg(long = "flush-cache")]
     pub flush_cache: bool,
+    /// Check mode: Ansible's modules only report what they would change
+    /// (enka's cluster writes then run as kubernetes.core's modules do).
+    #[arg(short = 'C', long = "check")]
+    pub check: bool,
+    /// Start at the first task whose name matches this (fnmatch) pattern.
+    #[arg(long = "start-at-task")]
+    pub start_at_task: Option<String>,
     /// Append each task's result to this file as a JSON line.
     #[arg(long, env = "ENKA_PLAYBOOK_EVENTS")]
     pub events_file: Option<PathBuf>,
@@ -378,6 +385,8 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         vault_password_files: args.vault_password_files,
         vault_ids: args.vault_ids,
         events_file: args.events_file,
+        check: args.check,
+        start_at_task: args.start_at_task,
     };
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()

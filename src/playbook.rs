@@ -40,6 +40,10 @@ pub struct PlaybookOptions {
     pub vault_ids: Vec<String>,
     /// Where each task's result is appended as a JSON line (for harnesses).
     pub events_file: Option<PathBuf>,
+    /// `--check`.
+    pub check: bool,
+    /// `--start-at-task`.
+    pub start_at_task: Option<String>,
 }
 
 /// ansible-playbook's exit codes.
@@ -69,6 +73,9 @@ pub async fn run(options: PlaybookOptions) -> u8 {
     ));
     let mut stats = engine::Stats::default();
     let mut code = exit::OK;
+    // --start-at-task looks through the playbooks in order, then lets the
+    // rest run whole.
+    let mut start_at_task = options.start_at_task.clone();
     for path in &options.playbooks {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
         let project = match load(&options, &path) {
@@ -91,6 +98,8 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             verbosity: options.verbosity,
             observer: Some(printer.clone()),
             tags: engine::TagSelection::new(&options.tags, &options.skip_tags),
+            check_mode: options.check,
+            start_at_task: start_at_task.clone(),
             ..RunOptions::default()
         };
         let outcome = engine::run(
@@ -102,6 +111,10 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         )
         .await;
         add(&mut stats, &outcome.stats);
+        let s = &outcome.stats;
+        if s.ok + s.changed + s.failed + s.skipped > 0 {
+            start_at_task = None;
+        }
         if let Some(failure) = outcome.failure() {
             if !printer.reported(&failure.location) {
                 eprintln!("ERROR! {failure}");

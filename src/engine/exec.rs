@@ -32,6 +32,8 @@ struct Inherited {
     when: Vec<Arc<[Value]>>,
     ignore_errors: Vec<Value>,
     no_log: Vec<Value>,
+    /// `check_mode` of the blocks and play around the task.
+    check_mode: Vec<Value>,
     /// Tags of the blocks, imports and plays around the task.
     tags: Vec<String>,
     /// `notify` of the blocks around the task.
@@ -75,6 +77,10 @@ pub(crate) struct Runner {
     notified: Vec<(usize, usize)>,
     /// `meta: flush_handlers` ran: flush after the task.
     flush_requested: bool,
+    /// Whether the task running now is in check mode.
+    check_mode: bool,
+    /// `--start-at-task` until a task matches it.
+    waiting_for: Option<glob::Pattern>,
 }
 
 /// Handlers of a play or a role, and the frame they run in.
@@ -95,6 +101,11 @@ impl Runner {
     ) -> Self {
         let templar = project.templar.clone();
         Runner {
+            check_mode: options.check_mode,
+            waiting_for: options.start_at_task.as_deref().map(|p| {
+                glob::Pattern::new(p)
+                    .unwrap_or_else(|_| glob::Pattern::escape(p).parse().unwrap_or_default())
+            }),
             project,
             templar,
             cluster,
@@ -132,6 +143,17 @@ impl Runner {
 
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
         let mut base = base_scope(extra);
+        if self.options.check_mode {
+            base.builtins = base
+                .builtins
+                .iter()
+                .map(|(k, v)| match &**k {
+                    "ansible_check_mode" => (k.clone(), Var::plain(Value::from(true))),
+                    _ => (k.clone(), v.clone()),
+                })
+                .collect::<Vec<_>>()
+                .into();
+        }
         // `playbook_dir`: the playbook's directory, or the project's for a
         // role (upstream runs a role from a playbook it writes there).
         let playbook_dir = match entry {
@@ -188,7 +210,10 @@ impl Runner {
                         }
                         let frame = Frame {
                             scope: play_scope,
-                            inherited: Inherited::default(),
+                            inherited: Inherited {
+                                check_mode: play.check_mode.iter().cloned().collect(),
+                                ..Inherited::default()
+                            },
                             role: None,
                             search_path: Arc::from(vec![
                                 playbook
@@ -563,6 +588,9 @@ impl Runner {
             if !static_parent && !self.selected(&frame.inherited, task) {
                 return Flow::Continue;
             }
+            if !static_parent && !self.reached_start(frame, task) {
+                return Flow::Continue;
+            }
             let started = Instant::now();
             let observed = match task.action {
                 Action::Block { .. } => None,
@@ -599,6 +627,27 @@ impl Runner {
             }
             flow
         })
+    }
+
+    /// Whether `--start-at-task` lets `task` run: every task from the
+    /// first whose name, or `role : name`, matches the pattern on (the
+    /// PlayIterator's start_at_task).
+    fn reached_start(&mut self, frame: &Frame, task: &Task) -> bool {
+        let Some(pattern) = &self.waiting_for else {
+            return true;
+        };
+        let Some(name) = task.name.as_deref() else {
+            return false;
+        };
+        let matched = pattern.matches(name)
+            || frame
+                .role
+                .as_ref()
+                .is_some_and(|role| pattern.matches(&format!("{} : {name}", role.name)));
+        if matched {
+            self.waiting_for = None;
+        }
+        matched
     }
 
     /// Facts a module returned (`setup`, `gather_facts`, `*_facts`), as
@@ -707,6 +756,9 @@ impl Runner {
         }
         if let Some(v) = &task.no_log {
             inner.inherited.no_log.push(v.clone());
+        }
+        if let Some(v) = &task.check_mode {
+            inner.inherited.check_mode.push(v.clone());
         }
         let mut flow = self.run_tasks(inner.clone(), block.clone()).await;
         if let Flow::Failed(failure) = &flow
@@ -1002,6 +1054,17 @@ impl Runner {
             Ok(b) => b,
             Err(err) => return self.template_failure(task, "no_log", &err),
         };
+        // `check_mode` of the task, else of its blocks and play, else the
+        // run's --check. `ansible_check_mode` stays --check's, as in
+        // Ansible (only the module is told).
+        self.check_mode = self.options.check_mode;
+        if task.check_mode.is_some() || !frame.inherited.check_mode.is_empty() {
+            self.check_mode =
+                match self.flag(&ctx, task.check_mode.as_ref(), &frame.inherited.check_mode) {
+                    Ok(b) => b,
+                    Err(err) => return self.template_failure(task, "check_mode", &err),
+                };
+        }
         // An error templating the loop, a condition or the arguments is a
         // failed result, as TaskExecutor.run returns it: `ignore_errors`
         // forgives it and `register` keeps it.
@@ -1519,7 +1582,7 @@ impl Runner {
             dependents: Vec::new(),
             ansible: self.project.ansible.as_ref(),
             environment,
-            check_mode: false,
+            check_mode: self.check_mode,
         };
         let started = Instant::now();
         let outcome = modules::run(module, &templated, &mut module_ctx).await;

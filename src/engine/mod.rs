@@ -57,6 +57,12 @@ pub struct RunOptions {
     pub observer: Option<Arc<dyn Observer>>,
     /// Which tasks run by their tags.
     pub tags: TagSelection,
+    /// `--check`: tasks run in check mode unless their `check_mode` says
+    /// otherwise.
+    pub check_mode: bool,
+    /// `--start-at-task`: tasks before the first whose name (or
+    /// `role : name`) matches this pattern do not run.
+    pub start_at_task: Option<String>,
 }
 
 /// Which task events a run logs, as upstream's `--ansible-log-events`.
@@ -82,6 +88,8 @@ impl Default for RunOptions {
             log_events: LogEvents::Nothing,
             observer: None,
             tags: TagSelection::default(),
+            check_mode: false,
+            start_at_task: None,
         }
     }
 }

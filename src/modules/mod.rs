@@ -236,6 +236,19 @@ impl ModuleRef {
     }
 }
 
+/// The collection module a cluster-writing native module runs as in check
+/// mode; `None` for modules that write nothing.
+fn check_mode_through_ansible(id: ModuleId) -> Option<&'static str> {
+    match id {
+        ModuleId::K8s => Some("kubernetes.core.k8s"),
+        ModuleId::K8sScale => Some("kubernetes.core.k8s_scale"),
+        ModuleId::K8sExec => Some("kubernetes.core.k8s_exec"),
+        ModuleId::K8sStatus => Some("operator_sdk.util.k8s_status"),
+        ModuleId::K8sEvent => Some("operator_sdk.util.k8s_event"),
+        _ => None,
+    }
+}
+
 /// Runs `module` with templated `args`. An `Err` is a failed result with
 /// that message.
 pub async fn run(
@@ -247,6 +260,20 @@ pub async fn run(
         ModuleRef::Native(spec) => spec,
         ModuleRef::Ansible(action) => return bridged::run(action, args, ctx).await,
     };
+    if ctx.check_mode
+        && let Some(fqcn) = check_mode_through_ansible(spec.id)
+    {
+        // enka's own cluster writes have no dry run yet; the collection's
+        // module does check mode itself (a server-side dry run).
+        if ctx.ansible.is_none() {
+            return Err(format!(
+                "{}: in check mode enka runs {fqcn} through Ansible, and this run has no Ansible worker",
+                spec.name
+            ));
+        }
+        let action = bridged::AnsibleAction::new(fqcn, Arc::from(Vec::new()));
+        return bridged::run(&action, args, ctx).await;
+    }
     let args = Args::new(spec.name, args);
     match spec.id {
         ModuleId::SetFact => set_fact::run(&args),

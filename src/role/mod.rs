@@ -148,6 +148,8 @@ pub struct Play {
     pub name: Option<String>,
     /// `hosts`: the inventory pattern it runs on (`localhost` when absent).
     pub hosts: String,
+    /// `check_mode` of the whole play.
+    pub check_mode: Option<Value>,
     /// Play `vars`.
     pub vars: VarList,
     /// `pre_tasks`.
@@ -206,6 +208,9 @@ pub struct Task {
     pub ignore_errors: Option<Value>,
     /// `no_log`.
     pub no_log: Option<Value>,
+    /// `check_mode`: run in (true) or out of (false) check mode, whatever
+    /// the run's `--check` says.
+    pub check_mode: Option<Value>,
     /// `tags`.
     pub tags: Vec<String>,
     /// `notify`: handlers to run, by name or `listen` topic, when the task

@@ -31,6 +31,7 @@ const KEYWORDS: &[&str] = &[
     "failed_when",
     "ignore_errors",
     "no_log",
+    "check_mode",
     "tags",
     "args",
     "block",
@@ -53,7 +54,6 @@ const HARMLESS: &[&str] = &[
     "become_exe",
     "connection",
     "run_once",
-    "check_mode",
     "diff",
     "collections",
     "module_defaults",
@@ -421,6 +421,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     }
     let ignore_errors = scalar(loader, "ignore_errors");
     let no_log = scalar(loader, "no_log");
+    let check_mode = scalar(loader, "check_mode");
     let environment = scalar(loader, "environment");
     let timeout = scalar(loader, "timeout");
     let tags = node
@@ -462,6 +463,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         failed_when,
         ignore_errors,
         no_log,
+        check_mode,
         tags,
         notify,
         listen,
