@@ -487,6 +487,32 @@ fn escape_backslashes(source: &str) -> String {
     out
 }
 
+/// Whether a list or dict (a plain one, not a lazy view of variables)
+/// holds an undefined value at any depth.
+fn holds_undefined(value: &Value) -> bool {
+    use minijinja::value::ValueKind;
+    if value
+        .as_object()
+        .is_some_and(|o| o.downcast_ref::<Context>().is_some())
+    {
+        return false;
+    }
+    match value.kind() {
+        ValueKind::Undefined => true,
+        ValueKind::Seq => value
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .any(|item| holds_undefined(&item)),
+        ValueKind::Map => value.try_iter().into_iter().flatten().any(|key| {
+            value
+                .get_item(&key)
+                .is_ok_and(|item| holds_undefined(&item))
+        }),
+        _ => false,
+    }
+}
+
 fn format_output(
     out: &mut minijinja::Output<'_>,
     _state: &mut minijinja::State<'_, '_>,
@@ -511,6 +537,11 @@ fn format_output(
     if value.is_none() {
         // Ansible's finalize turns None into nothing.
         return Ok(());
+    }
+    if holds_undefined(value) {
+        // Python's repr of a list or dict reaches the AnsibleUndefined
+        // inside it, which raises.
+        return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
     }
     let mut text = String::new();
     pyrepr::write_str(&mut text, value);

@@ -31,6 +31,7 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "shuffle", shuffle);
     add!(env, "extract", extract);
     add!(env, "rekey_on_member", rekey_on_member);
+    env.add_filter("map", map);
     env.add_filter("json_query", json_query);
     env.add_filter("community.general.json_query", json_query);
     env.add_filter("sum", sum);
@@ -742,6 +743,76 @@ fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error>
     };
     with_rng(state, seed.as_ref(), |rng| values.shuffle(rng));
     Ok(Value::from(values))
+}
+
+/// What `map` iterates: nothing for an undefined value (the environment's
+/// chainable undefined), else the value's items.
+fn map_items(value: &Value) -> Result<Vec<Value>, Error> {
+    if value.is_undefined() {
+        return Ok(Vec::new());
+    }
+    Ok(value.try_iter()?.collect())
+}
+
+/// Jinja's `map`: by `attribute=` (with `default=`) when no filter is
+/// named, else the named filter applied to each item with the remaining
+/// arguments, keyword ones included (minijinja's drops those).
+fn map(
+    state: &mut minijinja::State<'_, '_>,
+    value: &Value,
+    args: Rest<minijinja::value::ValueOrKwargs>,
+) -> Result<Value, Error> {
+    let args = args.into_values();
+    let (positional, kwargs): (&[Value], Kwargs) = minijinja::value::from_args(&args)?;
+    if positional.is_empty() && kwargs.has("attribute") {
+        let attribute: Value = kwargs.get("attribute")?;
+        let default: Value = if kwargs.has("default") {
+            kwargs.get("default")?
+        } else {
+            Value::UNDEFINED
+        };
+        kwargs.assert_all_used()?;
+        let mut out = Vec::new();
+        for item in map_items(value)? {
+            let found = match attribute.as_str() {
+                // Jinja's attribute getter: dotted parts, digits as indexes.
+                Some(path) => {
+                    path.split('.')
+                        .try_fold(item, |current, part| match part.parse::<i64>() {
+                            Ok(index) => current.get_item(&Value::from(index)),
+                            Err(_) => current.get_attr(part),
+                        })
+                }
+                None => item.get_item(&attribute),
+            };
+            out.push(match found {
+                Ok(v) if !v.is_undefined() => v,
+                Ok(_) => default.clone(),
+                Err(_) if !default.is_undefined() => default.clone(),
+                Err(err) => return Err(err),
+            });
+        }
+        return Ok(Value::from(out));
+    }
+    let name = positional
+        .first()
+        .ok_or_else(|| invalid("map: a filter name or attribute= is required"))?;
+    let name = name
+        .as_str()
+        .ok_or_else(|| invalid("map: the filter name must be a string"))?;
+    // The keyword arguments go on to the filter, which checks them.
+    for key in kwargs.args() {
+        kwargs.get::<Value>(key)?;
+    }
+    let filter_args = &args[1..];
+    let mut out = Vec::new();
+    for item in map_items(value)? {
+        let mut call = Vec::with_capacity(filter_args.len() + 1);
+        call.push(item);
+        call.extend(filter_args.iter().cloned());
+        out.push(state.apply_filter(name, &call)?);
+    }
+    Ok(Value::from(out))
 }
 
 /// Ansible's `rekey_on_member`: a dict of the items (of a list, or a
