@@ -1011,7 +1011,7 @@ impl Runner {
                     ValueKind::Seq => raw.try_iter().map(Iterator::collect).unwrap_or_default(),
                     _ => vec![raw.clone()],
                 };
-                crate::template::query(ctx, name, &terms).map_err(|e| e.to_string())
+                crate::template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
             }
         };
         match items {
@@ -1924,9 +1924,24 @@ impl TaskResult {
 
     /// The result of a looped task: `results` plus combined flags.
     fn combine(results: Vec<TaskResult>) -> TaskResult {
+        if results.is_empty() {
+            // TaskExecutor.run on an empty loop.
+            return TaskResult {
+                fields: vec![
+                    ("changed".to_owned(), Value::from(false)),
+                    ("skipped".to_owned(), Value::from(true)),
+                    (
+                        "skipped_reason".to_owned(),
+                        Value::from("No items in the list"),
+                    ),
+                    ("results".to_owned(), Value::from(Vec::<Value>::new())),
+                ],
+                control: None,
+            };
+        }
         let changed = results.iter().any(TaskResult::is_changed);
         let failed = results.iter().any(TaskResult::is_failed);
-        let all_skipped = !results.is_empty() && results.iter().all(TaskResult::is_skipped);
+        let all_skipped = results.iter().all(TaskResult::is_skipped);
         let control = results.iter().find_map(|r| r.control.clone());
         let mut fields = vec![
             ("changed".to_owned(), Value::from(changed)),
@@ -1934,6 +1949,8 @@ impl TaskResult {
                 "msg".to_owned(),
                 Value::from(if failed {
                     "One or more items failed"
+                } else if all_skipped {
+                    "All items skipped"
                 } else {
                     "All items completed"
                 }),

@@ -356,7 +356,8 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
         }
         _ => ctx.clone(),
     };
-    let (_, text) = render_file(&render_ctx, name, "lookup")?;
+    let syntax = lookup_syntax(options)?;
+    let (_, text) = render_file(&render_ctx, name, "lookup", syntax)?;
     let convert = option(options, "convert_data").is_none_or(Value::is_true);
     Ok(if convert {
         super::pyliteral::convert_rendered(text)
@@ -369,10 +370,51 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
 /// role, then the project) as the `template` module does: with the task's
 /// variables, keeping the file's trailing newlines. Returns its path too.
 pub fn render_template_file(ctx: &Context, name: &str) -> Result<(PathBuf, String), super::Error> {
-    render_file(ctx, name, "template").map_err(|e| super::Error::from_minijinja(&e, name))
+    render_file(ctx, name, "template", None).map_err(|e| super::Error::from_minijinja(&e, name))
 }
 
-fn render_file(ctx: &Context, name: &str, what: &str) -> Result<(PathBuf, String), Error> {
+/// The template lookup's `variable_start_string`, `block_end_string`, …
+/// options as a syntax; `None` when none is given.
+fn lookup_syntax(
+    options: &[(String, Value)],
+) -> Result<Option<minijinja::syntax::SyntaxConfig>, Error> {
+    let text = |key: &str, default: &'static str| -> String {
+        option(options, key).map_or_else(|| default.to_owned(), |v| pyrepr::to_text(&v))
+    };
+    let keys = [
+        "variable_start_string",
+        "variable_end_string",
+        "block_start_string",
+        "block_end_string",
+        "comment_start_string",
+        "comment_end_string",
+    ];
+    if !keys.iter().any(|k| option(options, k).is_some()) {
+        return Ok(None);
+    }
+    minijinja::syntax::SyntaxConfig::builder()
+        .variable_delimiters(
+            text("variable_start_string", "{{"),
+            text("variable_end_string", "}}"),
+        )
+        .block_delimiters(
+            text("block_start_string", "{%"),
+            text("block_end_string", "%}"),
+        )
+        .comment_delimiters(
+            text("comment_start_string", "{#"),
+            text("comment_end_string", "#}"),
+        )
+        .build()
+        .map(Some)
+}
+
+fn render_file(
+    ctx: &Context,
+    name: &str,
+    what: &str,
+    syntax: Option<minijinja::syntax::SyntaxConfig>,
+) -> Result<(PathBuf, String), Error> {
     let path = find_in_search_path(ctx, "templates", name).ok_or_else(|| {
         invalid(format!(
             "the template file {name} could not be found for the {what}"
@@ -383,12 +425,20 @@ fn render_file(ctx: &Context, name: &str, what: &str) -> Result<(PathBuf, String
     // Files under a loaded role's templates/ were compiled with the
     // project; any other is compiled here, for this render only.
     let adhoc;
-    let template = match templar.env().get_template(&key) {
+    let compiled = match &syntax {
+        // Other delimiters need a compile of their own.
+        Some(_) => Err(()),
+        None => templar.env().get_template(&key).map_err(|_| ()),
+    };
+    let template = match compiled {
         Ok(template) => template,
-        Err(_) => {
+        Err(()) => {
             let source = std::fs::read_to_string(&path)
                 .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
             let mut env = templar.env().clone();
+            if let Some(syntax) = syntax {
+                env.set_syntax(syntax);
+            }
             env.add_template_owned(key.clone(), source)
                 .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
             adhoc = env;

@@ -130,11 +130,15 @@ impl LookupPlugin for PythonLookup {
             kwargs.insert(key.clone(), json_of(value)?);
         }
         let request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs, "vars": vars});
-        let answer = blocking(|| self.worker.call(request, None)).map_err(|err| {
-            Error::new(
+        let answer = blocking(|| self.worker.call(request, None)).map_err(|err| match err {
+            // The plugin's own error, as Ansible words it.
+            crate::worker::WorkerError::Plugin(message) => {
+                Error::new(ErrorKind::InvalidOperation, message)
+            }
+            other => Error::new(
                 ErrorKind::InvalidOperation,
-                format!("lookup {}: {err}", self.name),
-            )
+                format!("lookup {}: {other}", self.name),
+            ),
         })?;
         Ok(match &answer["value"] {
             serde_json::Value::Array(items) => items.iter().map(from_json).collect(),

@@ -588,7 +588,13 @@ def _lookup(request):
     if plugin is None:
         raise AnsibleError("lookup plugin (%s) not found" % name)
     terms = request.get("terms") or []
-    return plugin.run(terms, variables=dict(request.get("vars") or {}), **dict(request.get("kwargs") or {}))
+    try:
+        return plugin.run(terms, variables=dict(request.get("vars") or {}), **dict(request.get("kwargs") or {}))
+    except AnsibleError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - worded as Templar._lookup words it
+        raise AnsibleError("An unhandled exception occurred while running the lookup plugin '%s'. "
+                           "Error was a %s, original message: %s" % (name, type(exc), to_text(exc)))
 
 
 def _collections(request):
