@@ -379,7 +379,7 @@ fn lookup_syntax(
     options: &[(String, Value)],
 ) -> Result<Option<minijinja::syntax::SyntaxConfig>, Error> {
     let text = |key: &str, default: &'static str| -> String {
-        option(options, key).map_or_else(|| default.to_owned(), |v| pyrepr::to_text(&v))
+        option(options, key).map_or_else(|| default.to_owned(), pyrepr::to_text)
     };
     let keys = [
         "variable_start_string",
