@@ -1378,8 +1378,10 @@ impl Runner {
             Ok(None) => {}
             Err(err) => return Err(self.conditional_failure(task, &err)),
         }
+        // `retries` without `until` retries until the task succeeds
+        // (TaskExecutor: `until or [not result['failed']]`).
         let until = task.until.clone();
-        let (attempts, delay) = if until.is_some() {
+        let (attempts, delay) = if until.is_some() || task.retries.is_some() {
             let retries = match &task.retries {
                 Some(v) => match self.templar.template_value(v, &ctx) {
                     Ok(v) => i64::try_from(v.clone())
@@ -1397,7 +1399,7 @@ impl Runner {
                 },
                 None => Duration::from_secs(5),
             };
-            (if retries <= 0 { 1 } else { retries as u64 + 1 }, delay)
+            (1 + retries.max(0) as u64, delay)
         } else {
             (1, Duration::ZERO)
         };
@@ -1446,18 +1448,23 @@ impl Runner {
             }
             // With `retries: 0` Ansible runs the task once and never judges
             // `until`.
-            let Some(until) = until.as_ref().filter(|_| attempts > 1) else {
+            if attempts <= 1 {
                 return Ok(result);
-            };
+            }
             // Ansible counts the attempt before judging `until`.
             result.set("attempts", Value::from(attempt));
-            if let Some(name) = &task.register {
-                judged_scope.set_magic(name, result.to_value());
-            }
-            let judged_ctx = self.context(frame, &judged_scope, task);
-            let done = match all_true(&self.templar, until, &judged_ctx) {
-                Ok(done) => done,
-                Err(err) => return Err(self.conditional_failure(task, &err)),
+            let done = match &until {
+                Some(until) => {
+                    if let Some(name) = &task.register {
+                        judged_scope.set_magic(name, result.to_value());
+                    }
+                    let judged_ctx = self.context(frame, &judged_scope, task);
+                    match all_true(&self.templar, until, &judged_ctx) {
+                        Ok(done) => done,
+                        Err(err) => return Err(self.conditional_failure(task, &err)),
+                    }
+                }
+                None => !result.is_failed(),
             };
             if done {
                 return Ok(result);
@@ -1475,16 +1482,10 @@ impl Runner {
                         "the reconcile timeout (--reconcile-timeout) ended the until loop after {attempt} of {attempts} attempts"
                     )
                 };
-                // Ansible keeps the module's own msg; the reason is added so
-                // a Failure of `debug` until-loop does not read "polling".
-                let msg = match result
-                    .get("msg")
-                    .and_then(|m| m.as_str().map(str::to_owned))
-                {
-                    Some(own) => format!("{own} ({why})"),
-                    None => format!("Retried {attempt} times: {why}"),
-                };
-                result.set("msg", Value::from(msg));
+                // The registered result keeps the module's own msg, as
+                // Ansible's does; the run's failure message says why, so a
+                // Failure condition does not read "polling".
+                result.set(UNTIL_REASON, Value::from(why));
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
@@ -1793,6 +1794,11 @@ fn censored(result: &TaskResult) -> Value {
     ])
 }
 
+/// Why an `until` loop ended without success: an internal key of the
+/// result (stripped from what `register` keeps and callbacks show) that
+/// the run's failure message adds to the module's `msg`.
+const UNTIL_REASON: &str = "_ansible_enka_until";
+
 /// A task's result as Ansible registers it.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskResult {
@@ -1861,15 +1867,21 @@ impl TaskResult {
     }
 
     fn message(&self) -> String {
-        self.get("msg")
+        let own = self
+            .get("msg")
             .or_else(|| {
                 ["failed_when_result", "changed_when_result"]
                     .iter()
                     .filter_map(|k| self.get(k))
                     .find(|v| v.kind() == ValueKind::String)
             })
-            .map(crate::template::pyrepr::to_text)
-            .unwrap_or_else(|| "the task failed".to_owned())
+            .map(crate::template::pyrepr::to_text);
+        match (own, self.get(UNTIL_REASON).and_then(Value::as_str)) {
+            (Some(own), Some(why)) => format!("{own} ({why})"),
+            (None, Some(why)) => format!("Retried: {why}"),
+            (Some(own), None) => own,
+            (None, None) => "the task failed".to_owned(),
+        }
     }
 
     fn to_value(&self) -> Value {
