@@ -201,12 +201,17 @@ impl Runner {
                         let mut play_scope = play_scope;
                         // Roles listed in a play expose their defaults and
                         // vars to the whole play (Ansible's default, with
-                        // private role vars off).
+                        // private role vars off), each after its
+                        // dependencies' (Role.get_vars).
                         for role_ref in &play.roles {
-                            play_scope.defaults =
-                                scope::push(&play_scope.defaults, &role_ref.role.defaults("main"));
-                            play_scope.role_vars =
-                                scope::push(&play_scope.role_vars, &role_ref.role.vars("main"));
+                            let mut chain = Vec::new();
+                            with_dependencies(&role_ref.role, &mut chain);
+                            for role in chain {
+                                play_scope.defaults =
+                                    scope::push(&play_scope.defaults, &role.defaults("main"));
+                                play_scope.role_vars =
+                                    scope::push(&play_scope.role_vars, &role.vars("main"));
+                            }
                         }
                         let frame = Frame {
                             scope: play_scope,
@@ -1678,6 +1683,24 @@ fn set_loop_vars(scope: &mut Scope, task: &Task, loop_var: &str, index: usize, i
         }
         scope.set_magic("ansible_loop", ansible_loop);
     }
+}
+
+/// A role after its dependencies, theirs first, depth first (the order
+/// Ansible combines their variables in); a role met twice counts once.
+fn with_dependencies(role: &Arc<Role>, out: &mut Vec<Arc<Role>>) {
+    fn visit(role: &Arc<Role>, out: &mut Vec<Arc<Role>>, path: &mut Vec<std::path::PathBuf>) {
+        // `path` guards against a dependency cycle.
+        if out.iter().any(|seen| seen.path == role.path) || path.contains(&role.path) {
+            return;
+        }
+        path.push(role.path.clone());
+        for dependency in &role.dependencies {
+            visit(&dependency.role, out, path);
+        }
+        path.pop();
+        out.push(role.clone());
+    }
+    visit(role, out, &mut Vec::new());
 }
 
 /// `ansible_loop` of item `index` (`loop_control.extended`).
