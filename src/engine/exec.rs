@@ -34,6 +34,9 @@ struct Inherited {
     no_log: Vec<Value>,
     /// `check_mode` of the blocks and play around the task.
     check_mode: Vec<Value>,
+    /// `environment` of the play and blocks around the task, outermost
+    /// first.
+    environment: Vec<Value>,
     /// Tags of the blocks, imports and plays around the task.
     tags: Vec<String>,
     /// `notify` of the blocks around the task.
@@ -217,6 +220,7 @@ impl Runner {
                             scope: play_scope,
                             inherited: Inherited {
                                 check_mode: play.check_mode.iter().cloned().collect(),
+                                environment: play.environment.iter().cloned().collect(),
                                 ..Inherited::default()
                             },
                             role: None,
@@ -634,6 +638,74 @@ impl Runner {
         })
     }
 
+    /// The task's `environment`: the play's, its blocks' and its own
+    /// merged in that order, each a mapping or a list of them
+    /// (ActionBase._compute_environment_string); `None` when there is none.
+    fn environment(&self, frame: &Frame, task: &Task, ctx: &Context) -> Result<Value, String> {
+        let layers: Vec<&Value> = frame
+            .inherited
+            .environment
+            .iter()
+            .chain(task.environment.as_ref())
+            .collect();
+        if layers.is_empty() {
+            return Ok(Value::from(()));
+        }
+        let mut merged: Vec<(Value, Value)> = Vec::new();
+        for layer in layers {
+            let items = match layer.kind() {
+                ValueKind::Seq => layer.try_iter().map(Iterator::collect).unwrap_or_default(),
+                _ => vec![layer.clone()],
+            };
+            for item in items {
+                // A mapping is templated value by value (Task's
+                // _post_validate_environment): a value that needs the
+                // `ansible_env` fact before facts are gathered is left out.
+                let templated = if item.kind() == ValueKind::Map {
+                    let mut pairs = Vec::new();
+                    for key in item.try_iter().into_iter().flatten() {
+                        let raw = item.get_item(&key).unwrap_or_default();
+                        match self.templar.template_value(&raw, ctx) {
+                            Ok(value) => pairs.push((key, value)),
+                            Err(err)
+                                if err.to_string().contains("ansible_env")
+                                    && (err.is_undefined()
+                                        || err.to_string().contains("undefined")) => {}
+                            Err(err) => {
+                                return Err(format!("environment: {}", err.ansible_message()));
+                            }
+                        }
+                    }
+                    Value::from_pairs(pairs)
+                } else {
+                    self.templar
+                        .template_value(&item, ctx)
+                        .map_err(|err| format!("environment: {}", err.ansible_message()))?
+                };
+                match templated.kind() {
+                    ValueKind::None => {}
+                    ValueKind::Map => {
+                        for key in templated.try_iter().into_iter().flatten() {
+                            let value = templated.get_item(&key).unwrap_or_default();
+                            match merged.iter_mut().find(|(k, _)| *k == key) {
+                                Some(slot) => slot.1 = value,
+                                None => merged.push((key, value)),
+                            }
+                        }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "environment must be a dictionary, received {} ({})",
+                            crate::template::pyrepr::to_text(&templated),
+                            crate::template::pyrepr::type_name(&templated)
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(Value::from_pairs(merged))
+    }
+
     /// Whether `--start-at-task` lets `task` run: every task from the
     /// first whose name, or `role : name`, matches the pattern on (the
     /// PlayIterator's start_at_task).
@@ -764,6 +836,9 @@ impl Runner {
         }
         if let Some(v) = &task.check_mode {
             inner.inherited.check_mode.push(v.clone());
+        }
+        if let Some(v) = &task.environment {
+            inner.inherited.environment.push(v.clone());
         }
         let mut flow = self.run_tasks(inner.clone(), block.clone()).await;
         if let Flow::Failed(failure) = &flow
@@ -1547,18 +1622,9 @@ impl Runner {
                 crate::template::pyrepr::type_name(&templated)
             ));
         }
-        let environment = match &task.environment {
-            Some(raw) => match self.templar.template_value(raw, ctx) {
-                Ok(v) if matches!(v.kind(), ValueKind::Map | ValueKind::None) => v,
-                Ok(v) => {
-                    return TaskResult::failed(format!(
-                        "environment must be a mapping, got {}",
-                        crate::template::pyrepr::type_name(&v)
-                    ));
-                }
-                Err(err) => return TaskResult::failed(format!("environment: {err}")),
-            },
-            None => Value::from(()),
+        let environment = match self.environment(frame, task, ctx) {
+            Ok(environment) => environment,
+            Err(message) => return TaskResult::failed(message),
         };
         let deadline = match &task.timeout {
             Some(raw) => match self.templar.template_value(raw, ctx) {

@@ -697,6 +697,7 @@ impl Loader {
                     .map(Node::key_string)
                     .unwrap_or_else(|| "localhost".to_owned()),
                 check_mode: play.get("check_mode").map(template::convert::from_yaml),
+                environment: play.get("environment").map(template::convert::from_yaml),
                 vars,
                 pre_tasks,
                 roles,
@@ -932,6 +933,7 @@ fn clone_play(play: &Play) -> Play {
         name: play.name.clone(),
         hosts: play.hosts.clone(),
         check_mode: play.check_mode.clone(),
+        environment: play.environment.clone(),
         vars: play.vars.clone(),
         pre_tasks: play.pre_tasks.clone(),
         roles: play.roles.clone(),

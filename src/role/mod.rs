@@ -150,6 +150,8 @@ pub struct Play {
     pub hosts: String,
     /// `check_mode` of the whole play.
     pub check_mode: Option<Value>,
+    /// `environment` of the whole play.
+    pub environment: Option<Value>,
     /// Play `vars`.
     pub vars: VarList,
     /// `pre_tasks`.

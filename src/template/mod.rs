@@ -716,6 +716,16 @@ impl Templar {
             if matches!(templated.kind(), minijinja::value::ValueKind::Bool) {
                 return Ok(templated.is_true());
             }
+            // An inline template that read unsafe data (a module's output, a
+            // custom resource's field) must not become an expression that is
+            // evaluated: it could run lookups. Ansible refuses it too.
+            if ctx.is_tainted() || context::contains_unsafe(&templated) {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "Conditional is marked as unsafe, and cannot be evaluated.",
+                )
+                .in_template(&expr));
+            }
             let text = pyrepr::to_text(&templated);
             if text.is_empty() {
                 return Ok(false);
