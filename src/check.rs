@@ -315,7 +315,9 @@ impl Walk<'_> {
                         crate::template::pyrepr::to_text(&include.name),
                     )),
                 },
-                Action::IncludeTasks { file, role, dir } => {
+                Action::IncludeTasks {
+                    file, role, dir, ..
+                } => {
                     let name = file
                         .as_str()
                         .filter(|n| !crate::template::is_possibly_template(n));

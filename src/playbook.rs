@@ -163,7 +163,21 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
     };
     let (project, diagnostics) =
         Project::load(&load_options, &[Target::Playbook(path.to_path_buf())]);
+    // The first error as ansible-playbook words a load error (`ERROR!
+    // <message>`, then where), the rest as enka's diagnostics.
+    let mut first_error = true;
     for diagnostic in &diagnostics.0 {
+        if diagnostic.is_error() && std::mem::take(&mut first_error) {
+            eprintln!("ERROR! {}\n", diagnostic.message);
+            if let Some(pos) = diagnostic.location.pos {
+                eprintln!(
+                    "The error appears to be in '{}': line {}, column {}, but may\nbe elsewhere in the file depending on the exact syntax problem.\n",
+                    diagnostic.location.file.display(),
+                    pos.line,
+                    pos.col
+                );
+            }
+        }
         eprintln!("{}\n", diagnostic.render());
     }
     project.ok_or_else(|| format!("ERROR! {} did not load", path.display()))

@@ -920,7 +920,12 @@ impl Runner {
                 set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
             }
             let flow = match &task.action {
-                Action::IncludeTasks { file, role, dir } => {
+                Action::IncludeTasks {
+                    file,
+                    role,
+                    dir,
+                    apply,
+                } => {
                     let scope = self.task_scope(&inner, task);
                     let ctx = self.context(&inner, &scope, task);
                     let name = match self.templar.template_value(file, &ctx) {
@@ -932,7 +937,13 @@ impl Runner {
                         .as_ref()
                         .and_then(|p| self.project.task_files.get(p).cloned());
                     match tasks {
-                        Some(tasks) => self.run_tasks(inner, tasks).await,
+                        Some(tasks) => match apply {
+                            Some(apply) => {
+                                let none: Arc<[Task]> = Arc::from(Vec::new());
+                                self.run_block(&inner, apply, &tasks, &none, &none).await
+                            }
+                            None => self.run_tasks(inner, tasks).await,
+                        },
                         None => {
                             let broken = path
                                 .as_ref()

@@ -267,6 +267,9 @@ pub enum Action {
         role: Option<PathBuf>,
         /// The directory of the including file.
         dir: PathBuf,
+        /// `apply`: keywords for the included tasks, as a block around
+        /// them (an `Action::Block` task with no tasks of its own).
+        apply: Option<Arc<Task>>,
     },
     /// `include_role`: resolved at run time.
     IncludeRole(RoleInclude),

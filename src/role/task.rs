@@ -817,6 +817,37 @@ fn check_source_file(
     }
 }
 
+/// `include_tasks`' `apply`: its keywords parsed as a block's, for a block
+/// the included tasks run in (IncludedFile's apply block).
+fn apply_block(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Arc<Task>> {
+    let crate::yaml::Value::Map(entries) = &node.value else {
+        loader.error(
+            at.loc(node.pos),
+            "apply must be a mapping of task keywords".to_owned(),
+        );
+        return None;
+    };
+    let mut entries = entries.clone();
+    entries.push((
+        Node {
+            value: crate::yaml::Value::Str("block".to_owned()),
+            pos: node.pos,
+            tag: None,
+        },
+        Node {
+            value: crate::yaml::Value::Seq(Vec::new()),
+            pos: node.pos,
+            tag: None,
+        },
+    ));
+    let block = Node {
+        value: crate::yaml::Value::Map(entries),
+        pos: node.pos,
+        tag: None,
+    };
+    parse_task(loader, at, &block).map(Arc::new)
+}
+
 /// An argument of an include that enka does not take: `apply` is ignored
 /// with a warning, anything else is an error.
 fn other_include_arg(loader: &mut Loader, at: &TaskFile<'_>, module: &str, key: &str, v: &Node) {
@@ -842,9 +873,11 @@ fn parse_include_tasks(
 ) -> Option<Action> {
     let entries = arg_entries(loader, at, value, FreeForm::Raw, module)?;
     let mut file: Option<&Node> = None;
+    let mut apply = None;
     for (k, v) in &entries {
         match k.as_str() {
             "_raw_params" | "file" => file = Some(v),
+            "apply" if short(module) == "include_tasks" => apply = apply_block(loader, at, v),
             other => other_include_arg(loader, at, module, other, v),
         }
     }
@@ -870,6 +903,7 @@ fn parse_include_tasks(
             file: file_value,
             role: at.role.map(Path::to_path_buf),
             dir,
+            apply,
         });
     };
     let Some(path) = resolve_task_file(at.role, &dir, name) else {
@@ -894,6 +928,7 @@ fn parse_include_tasks(
         file: file_value,
         role: at.role.map(Path::to_path_buf),
         dir,
+        apply,
     })
 }
 
