@@ -312,12 +312,20 @@ impl Runner {
             .filter(|(k, _)| {
                 !matches!(
                     &**k,
-                    "inventory_hostname" | "inventory_hostname_short" | "groups" | "group_names"
+                    "inventory_hostname"
+                        | "inventory_hostname_short"
+                        | "groups"
+                        | "group_names"
+                        | "ansible_host"
                 )
             })
             .cloned()
             .collect();
         builtins.extend(scope::host_magic(&host, &groups, &inventory.groups));
+        builtins.push((
+            Arc::from("ansible_host"),
+            Var::plain(Value::from(host.as_str())),
+        ));
         scope.inventory = Some(inventory.clone());
         scope.builtins = builtins.into();
         Some(scope)

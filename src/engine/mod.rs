@@ -128,6 +128,9 @@ fn builtins() -> VarList {
         ("inventory_hostname", Value::from("localhost")),
         ("inventory_hostname_short", Value::from("localhost")),
         ("ansible_connection", Value::from("local")),
+        // PlayContext.update_vars: the address tasks connect to, the
+        // inventory name unless the inventory sets ansible_host.
+        ("ansible_host", Value::from("localhost")),
         ("ansible_verbosity", Value::from(0)),
         (
             "ansible_version",

@@ -120,7 +120,9 @@ impl Error {
                 let expr = err.range().and_then(|r| undefined_expression(source, r));
                 match (expr, detail) {
                     (_, Some(d))
-                        if d.contains("is undefined") || d.contains("has no attribute") =>
+                        if d.contains("is undefined")
+                            || d.contains("has no attribute")
+                            || d.starts_with("No variable found") =>
                     {
                         d
                     }

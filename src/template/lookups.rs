@@ -201,7 +201,13 @@ fn run(
         "vars" => terms
             .iter()
             .map(|t| {
-                let name = pyrepr::to_text(t);
+                let Some(name) = t.as_str().map(str::to_owned) else {
+                    return Err(invalid(format!(
+                        "Invalid setting identifier, \"{}\" is not a string, its a <class '{}'>",
+                        pyrepr::to_text(t),
+                        pyrepr::type_name(t)
+                    )));
+                };
                 match ctx.resolve(&name) {
                     Some(v) if !v.is_undefined() => Ok(v),
                     _ => option(options, "default").cloned().ok_or_else(|| {
@@ -226,7 +232,8 @@ fn run(
                 };
                 let re = fancy_regex::Regex::new(pattern).map_err(|e| {
                     invalid(format!(
-                        "Unable to use \"{pattern}\" as a search parameter: {e}"
+                        "Unable to use \"{pattern}\" as a search parameter: {}",
+                        super::filters::python_regex_error(&e)
                     ))
                 })?;
                 for name in &names {

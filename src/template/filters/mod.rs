@@ -13,6 +13,7 @@ mod text;
 pub use collections::dict_global;
 pub use core::to_bool as core_to_bool;
 pub use encoding::python_json;
+pub(crate) use text::python_regex_error;
 
 use minijinja::{Environment, Error, ErrorKind, Value};
 

@@ -130,6 +130,24 @@ fn split(value: &Value, sep: Option<Value>, maxsplit: Option<i64>) -> Result<Val
 
 /// Compiled patterns, keyed by source and flags: roles use a handful of
 /// patterns over and over.
+/// A pattern error in the words of Python's `re` where they differ
+/// (roles and tests match on them), else fancy-regex's own.
+pub(crate) fn python_regex_error(error: &fancy_regex::Error) -> String {
+    use fancy_regex::{Error as E, ParseError as P};
+    match error {
+        E::ParseError(at, P::TargetNotRepeatable | P::InvalidRepeat) => {
+            format!("nothing to repeat at position {at}")
+        }
+        E::ParseError(at, P::UnclosedOpenParen) => {
+            format!("missing ), unterminated subpattern at position {at}")
+        }
+        E::ParseError(at, P::TrailingBackslash) => {
+            format!("bad escape (end of pattern) at position {at}")
+        }
+        other => other.to_string(),
+    }
+}
+
 fn compile(pattern: &str, ignorecase: bool, multiline: bool) -> Result<Regex, Error> {
     type Cache = std::collections::HashMap<(String, bool, bool), Regex>;
     static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
