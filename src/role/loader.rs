@@ -206,7 +206,16 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
         text
     };
     match yaml::load_one(&text) {
-        Ok(Some(node)) => Some(node),
+        Ok(Some(mut node)) => {
+            let duplicates = node.duplicate_keys();
+            if !duplicates.is_empty() {
+                if !report_duplicate_keys(loader, path, duplicates) {
+                    return None;
+                }
+                node.keep_last_duplicates();
+            }
+            Some(node)
+        }
         Ok(None) => Some(Node {
             value: yaml::Value::Null,
             pos: Pos { line: 1, col: 1 },
@@ -220,6 +229,33 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
             None
         }
     }
+}
+
+/// Keys a mapping repeats, as Ansible's YAML loader treats them
+/// (`ANSIBLE_DUPLICATE_YAML_DICT_KEY`: `warn` by default, `error`,
+/// `ignore`); false when they are errors.
+fn report_duplicate_keys(loader: &mut Loader, path: &Path, duplicates: Vec<(Pos, String)>) -> bool {
+    let mode = std::env::var("ANSIBLE_DUPLICATE_YAML_DICT_KEY")
+        .map(|m| m.to_ascii_lowercase())
+        .unwrap_or_else(|_| "warn".to_owned());
+    if mode == "ignore" {
+        return true;
+    }
+    let file: Arc<Path> = Arc::from(path);
+    for (pos, key) in duplicates {
+        let message = format!(
+            "While constructing a mapping from {}, line {}, column {}, found a duplicate dict key ({key}). Using last defined value only.",
+            path.display(),
+            pos.line,
+            pos.col
+        );
+        if mode == "error" {
+            loader.error(Location::new(&file, pos), message);
+        } else {
+            loader.warning(Location::new(&file, pos), message);
+        }
+    }
+    mode != "error"
 }
 
 fn is_vault_encrypted(text: &str) -> bool {

@@ -148,6 +148,58 @@ impl Node {
             .map(|(_, v)| v)
     }
 
+    /// Keys that a mapping defines twice (PyYAML keeps the last), each
+    /// with the position of the mapping that repeats it.
+    pub fn duplicate_keys(&self) -> Vec<(Pos, String)> {
+        let mut out = Vec::new();
+        self.collect_duplicates(&mut out);
+        out
+    }
+
+    /// The node with each repeated key's last value at the key's first
+    /// place, as a Python dict built from the mapping has it.
+    pub fn keep_last_duplicates(&mut self) {
+        match &mut self.value {
+            Value::Map(entries) => {
+                let mut kept: Vec<(Node, Node)> = Vec::with_capacity(entries.len());
+                for (key, value) in std::mem::take(entries) {
+                    let slot = key
+                        .as_str()
+                        .and_then(|name| kept.iter().position(|(k, _)| k.as_str() == Some(name)));
+                    match slot {
+                        Some(i) => kept[i].1 = value,
+                        None => kept.push((key, value)),
+                    }
+                }
+                for (_, value) in &mut kept {
+                    value.keep_last_duplicates();
+                }
+                *entries = kept;
+            }
+            Value::Seq(items) => items.iter_mut().for_each(Node::keep_last_duplicates),
+            _ => {}
+        }
+    }
+
+    fn collect_duplicates(&self, out: &mut Vec<(Pos, String)>) {
+        match &self.value {
+            Value::Map(entries) => {
+                for (i, (key, _)) in entries.iter().enumerate() {
+                    if let Some(name) = key.as_str()
+                        && entries[..i].iter().any(|(k, _)| k.as_str() == Some(name))
+                    {
+                        out.push((self.pos, name.to_owned()));
+                    }
+                }
+                for (_, value) in entries {
+                    value.collect_duplicates(out);
+                }
+            }
+            Value::Seq(items) => items.iter().for_each(|item| item.collect_duplicates(out)),
+            _ => {}
+        }
+    }
+
     /// A short name of the node's type, for error messages.
     pub fn type_name(&self) -> &'static str {
         match self.value {
