@@ -171,6 +171,7 @@ impl TemplarBuilder {
         env.set_unknown_method_callback(methods::call_method);
         env.add_global("omit", omit_token());
         env.add_function("dict", filters::dict_global);
+        env.add_function("now", filters::now);
         // Ansible's `undef(hint)`: a value that is undefined wherever it is
         // used, for a variable a role requires its caller to override.
         env.add_function(

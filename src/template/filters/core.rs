@@ -292,3 +292,126 @@ mod tests {
         }
     }
 }
+
+/// Ansible's `now(utc=False, fmt=None)`: the local (or UTC) time, as a
+/// Python datetime, or formatted with `fmt` as `strftime` formats it.
+pub(crate) fn now(
+    utc: Option<bool>,
+    fmt: Option<String>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<Value, Error> {
+    let utc = match utc {
+        Some(utc) => utc,
+        None => kwargs.get::<Option<bool>>("utc")?.unwrap_or(false),
+    };
+    let fmt = match fmt {
+        Some(fmt) => Some(fmt),
+        None => kwargs.get::<Option<String>>("fmt")?,
+    };
+    kwargs.assert_all_used()?;
+    let zoned = if utc {
+        jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC)
+    } else {
+        jiff::Zoned::now()
+    };
+    let time = PyDateTime(zoned);
+    match fmt {
+        Some(fmt) => time.strftime(&fmt).map(Value::from),
+        None => Ok(Value::from_object(time)),
+    }
+}
+
+/// A Python `datetime` in a template: prints as `str(datetime)`, with its
+/// fields as attributes and `strftime`/`isoformat`/`timestamp` methods.
+#[derive(Debug)]
+struct PyDateTime(jiff::Zoned);
+
+impl PyDateTime {
+    /// Python's `strftime`: `%f` is six digits of microseconds.
+    fn strftime(&self, fmt: &str) -> Result<String, Error> {
+        let mut translated = String::with_capacity(fmt.len());
+        let mut chars = fmt.chars();
+        while let Some(c) = chars.next() {
+            translated.push(c);
+            if c == '%' {
+                match chars.next() {
+                    Some('f') => translated.push_str("6f"),
+                    Some(other) => translated.push(other),
+                    None => {}
+                }
+            }
+        }
+        jiff::fmt::strtime::format(translated.as_str(), &self.0)
+            .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("strftime: {e}")))
+    }
+
+    fn microsecond(&self) -> i32 {
+        self.0.subsec_nanosecond() / 1000
+    }
+}
+
+impl std::fmt::Display for PyDateTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = self.0.datetime();
+        write!(
+            f,
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            d.year(),
+            d.month(),
+            d.day(),
+            d.hour(),
+            d.minute(),
+            d.second()
+        )?;
+        if self.microsecond() != 0 {
+            write!(f, ".{:06}", self.microsecond())?;
+        }
+        Ok(())
+    }
+}
+
+impl minijinja::value::Object for PyDateTime {
+    fn repr(self: &std::sync::Arc<Self>) -> minijinja::value::ObjectRepr {
+        minijinja::value::ObjectRepr::Plain
+    }
+
+    fn get_value(self: &std::sync::Arc<Self>, key: &Value) -> Option<Value> {
+        let d = self.0.datetime();
+        Some(Value::from(match key.as_str()? {
+            "year" => i64::from(d.year()),
+            "month" => i64::from(d.month()),
+            "day" => i64::from(d.day()),
+            "hour" => i64::from(d.hour()),
+            "minute" => i64::from(d.minute()),
+            "second" => i64::from(d.second()),
+            "microsecond" => i64::from(self.microsecond()),
+            _ => return None,
+        }))
+    }
+
+    fn call_method(
+        self: &std::sync::Arc<Self>,
+        _state: &mut minijinja::State<'_, '_>,
+        method: &str,
+        args: &[Value],
+    ) -> Result<Value, Error> {
+        match method {
+            "strftime" => {
+                let fmt = args.first().and_then(Value::as_str).unwrap_or_default();
+                self.strftime(fmt).map(Value::from)
+            }
+            "isoformat" => {
+                let text = self.to_string().replacen(' ', "T", 1);
+                Ok(Value::from(text))
+            }
+            "timestamp" => Ok(Value::from(
+                self.0.timestamp().as_microsecond() as f64 / 1_000_000.0,
+            )),
+            _ => Err(Error::from(ErrorKind::UnknownMethod)),
+        }
+    }
+
+    fn render(self: &std::sync::Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&**self, f)
+    }
+}

@@ -11,6 +11,7 @@ mod paths;
 mod text;
 
 pub use collections::dict_global;
+pub(crate) use core::now;
 pub use core::to_bool as core_to_bool;
 pub use encoding::python_json;
 pub(crate) use text::python_regex_error;
