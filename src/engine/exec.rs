@@ -1105,6 +1105,11 @@ impl Runner {
                     crate::template::pyrepr::type_name(&raw)
                 )),
             },
+            // The list lookup takes its terms as they are: a dict is not a
+            // list of terms (LookupModule.run of `list`).
+            LoopKind::Lookup(name) if name == "list" && raw.kind() == ValueKind::Map => {
+                Err("with_list expects a list".to_owned())
+            }
             LoopKind::Lookup(name) => {
                 let terms: Vec<Value> = match raw.kind() {
                     ValueKind::Seq => raw.try_iter().map(Iterator::collect).unwrap_or_default(),
@@ -1112,6 +1117,13 @@ impl Runner {
                 };
                 crate::template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
             }
+        };
+        // Items of a with_* loop come from a lookup, which Ansible wraps as
+        // unsafe (TaskExecutor._get_loop_items); `loop` items are templated
+        // values.
+        let items = match &looping.kind {
+            LoopKind::List => items,
+            _ => items.map(|items| items.iter().map(crate::template::mark_unsafe).collect()),
         };
         match items {
             Ok(items) if items.len() > self.options.max_loop_items => {
@@ -1198,19 +1210,12 @@ impl Runner {
                 for (index, item) in items.iter().enumerate() {
                     let mut item_scope = scope.clone();
                     set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
-                    // `loop_control.label`, templated with the item, is
-                    // what the callback shows for it (`_ansible_item_label`).
                     let item_scope_loop =
                         crate::template::VarSource::get(&item_scope, "ansible_loop")
                             .map(|v| v.value);
                     let break_scope =
                         (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
-                    let label = task.loop_control.label.as_ref().map(|label| {
-                        let item_ctx = self.context(frame, &item_scope, task);
-                        self.templar
-                            .template_value(label, &item_ctx)
-                            .unwrap_or_else(|_| label.clone())
-                    });
+                    let label_scope = task.loop_control.label.as_ref().map(|_| item_scope.clone());
                     let mut result = match self
                         .run_once(frame, task, module, args, item_scope, no_log)
                         .await
@@ -1243,8 +1248,28 @@ impl Runner {
                         let shown = item_scope_loop.clone().unwrap_or_default();
                         result.set("ansible_loop", shown);
                     }
-                    if let Some(label) = label {
-                        result.set("_ansible_item_label", label);
+                    // `loop_control.label`, templated with the item and its
+                    // result under `register`, is what the callback shows for
+                    // it (`_ansible_item_label`); a label that cannot be
+                    // templated fails the item (TaskExecutor._run_loop).
+                    if let (Some(label), Some(mut label_scope)) =
+                        (&task.loop_control.label, label_scope)
+                    {
+                        label_scope.facts = scope.facts.clone();
+                        let label_ctx = self.context(frame, &label_scope, task);
+                        match self.templar.template_value(label, &label_ctx) {
+                            Ok(shown) => result.set("_ansible_item_label", shown),
+                            Err(err) => {
+                                result.set("failed", Value::from(true));
+                                result.set(
+                                    "msg",
+                                    Value::from(format!(
+                                        "Failed to template loop_control.label: {}",
+                                        err.message()
+                                    )),
+                                );
+                            }
+                        }
                     }
                     if result.is_failed() && !no_log {
                         // The task's own failure says only "One or more items

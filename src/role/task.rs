@@ -1024,7 +1024,8 @@ fn parse_loop(loader: &mut Loader, at: &TaskFile<'_>, task: &Node) -> Option<Loo
     for (k, v) in task.as_map().unwrap_or_default() {
         let key = key_of(k);
         let kind = match key.as_str() {
-            "loop" | "with_list" => LoopKind::List,
+            "loop" => LoopKind::List,
+            "with_list" => LoopKind::Lookup("list".to_owned()),
             "with_items" => LoopKind::Items,
             "with_dict" => LoopKind::Dict,
             other => match other.strip_prefix("with_") {

@@ -352,6 +352,15 @@ impl Object for Context {
         match name {
             CONTEXT_VAR => Some(Value::from_dyn_object(self.clone())),
             "vars" if self.vars.get("vars").is_none() => Some(Value::from_dyn_object(self.clone())),
+            // The directories this task's lookups and file searches use.
+            "ansible_search_path" if self.vars.get("ansible_search_path").is_none() => {
+                Some(Value::from(
+                    self.search_path
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>(),
+                ))
+            }
             "hostvars" if self.vars.get("hostvars").is_none() => {
                 Some(Value::from_object(HostVars(Context::clone(self))))
             }
