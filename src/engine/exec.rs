@@ -714,6 +714,39 @@ impl Runner {
         Ok(Value::from_pairs(merged))
     }
 
+    /// Templates every string inside `value`, keeping a string as written
+    /// when it meets an undefined variable (Ansible's
+    /// `fail_on_undefined=False`); other errors keep it too, for the
+    /// lookup to report.
+    fn template_leniently(&self, value: &Value, ctx: &Context) -> Value {
+        match value.kind() {
+            ValueKind::String => self
+                .templar
+                .template_value(value, ctx)
+                .unwrap_or_else(|_| value.clone()),
+            ValueKind::Seq => Value::from(
+                value
+                    .try_iter()
+                    .into_iter()
+                    .flatten()
+                    .map(|item| self.template_leniently(&item, ctx))
+                    .collect::<Vec<_>>(),
+            ),
+            ValueKind::Map => Value::from_pairs(
+                value
+                    .try_iter()
+                    .into_iter()
+                    .flatten()
+                    .map(|key| {
+                        let item = value.get_item(&key).unwrap_or_default();
+                        (key, self.template_leniently(&item, ctx))
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            _ => value.clone(),
+        }
+    }
+
     /// Whether `--start-at-task` lets `task` run: every task from the
     /// first whose name, or `role : name`, matches the pattern on (the
     /// PlayIterator's start_at_task).
@@ -1047,7 +1080,16 @@ impl Runner {
         let Some(looping) = &task.looping else {
             return Ok(None);
         };
-        let raw = match self.templar.template_value(&looping.items, ctx) {
+        // with_first_found templates its terms leniently: a term that meets
+        // an undefined variable stays as written and the lookup skips it
+        // (TaskExecutor._get_loop_items, fail_on_undefined=False).
+        let lenient = matches!(&looping.kind, LoopKind::Lookup(name) if name == "first_found");
+        let templated = if lenient {
+            Ok(self.template_leniently(&looping.items, ctx))
+        } else {
+            self.templar.template_value(&looping.items, ctx)
+        };
+        let raw = match templated {
             Ok(v) => v,
             // Ansible's TaskExecutor keeps an undefined loop for later and
             // evaluates `when` first: a task whose condition is false is
@@ -1111,10 +1153,16 @@ impl Runner {
                 Err("with_list expects a list".to_owned())
             }
             LoopKind::Lookup(name) => {
-                let terms: Vec<Value> = match raw.kind() {
+                let mut terms: Vec<Value> = match raw.kind() {
                     ValueKind::Seq => raw.try_iter().map(Iterator::collect).unwrap_or_default(),
                     _ => vec![raw.clone()],
                 };
+                if lenient {
+                    terms.retain(|t| {
+                        !t.as_str()
+                            .is_some_and(crate::template::is_possibly_template)
+                    });
+                }
                 crate::template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
             }
         };
