@@ -105,7 +105,9 @@ fn dispatch(
         ctx.tainted
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    if wantlist {
+    // Templar._lookup joins only a non-empty result (and only when unsafe
+    // results are not allowed); an empty one is returned as the list.
+    if wantlist || values.is_empty() || allow_unsafe {
         return Ok(Value::from(values));
     }
     if values.iter().all(|v| v.kind() == ValueKind::String) {
