@@ -110,7 +110,8 @@ impl LookupPlugin for PythonLookup {
         let terms = terms.iter().map(json_of).collect::<Result<Vec<_>, _>>()?;
         // What file-finding lookups (first_found, fileglob, …) read from the
         // task's variables: where to search, and the role and playbook
-        // directories. The rest of the variables stay in enka: shipping
+        // directories; inventory_hostnames reads `groups`. The rest of the
+        // variables stay in enka: shipping
         // every variable to Python for each lookup would cost more than the
         // lookup.
         let mut vars = serde_json::Map::new();
@@ -120,7 +121,7 @@ impl LookupPlugin for PythonLookup {
             .map(|p| p.display().to_string())
             .collect();
         vars.insert("ansible_search_path".into(), json!(search_path));
-        for name in ["role_path", "playbook_dir", "inventory_hostname"] {
+        for name in ["role_path", "playbook_dir", "inventory_hostname", "groups"] {
             if let Some(value) = ctx.resolve(name).filter(|v| !v.is_undefined()) {
                 vars.insert(name.into(), json_of(&value)?);
             }
