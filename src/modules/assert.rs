@@ -5,7 +5,12 @@ use minijinja::Value;
 use super::{Args, ModuleContext, Output};
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
-    let that = args.list("that")?;
+    // A single condition is one condition, commas and all (the assert
+    // action wraps a non-list in a list; it does not split it).
+    let that = match args.get("that") {
+        Some(one) if one.kind() == minijinja::value::ValueKind::String => vec![one],
+        _ => args.list("that")?,
+    };
     let quiet = args.bool("quiet", false)?;
     let fail_msg = args.get("fail_msg").or_else(|| args.get("msg"));
     let success_msg = args
