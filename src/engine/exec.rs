@@ -84,6 +84,8 @@ pub(crate) struct Runner {
     check_mode: bool,
     /// `--start-at-task` until a task matches it.
     waiting_for: Option<glob::Pattern>,
+    /// `meta: clear_host_errors` ran (in the `always` running now).
+    host_errors_cleared: bool,
 }
 
 /// Handlers of a play or a role, and the frame they run in.
@@ -104,6 +106,7 @@ impl Runner {
     ) -> Self {
         let templar = project.templar.clone();
         Runner {
+            host_errors_cleared: false,
             check_mode: options.check_mode,
             waiting_for: options.start_at_task.as_deref().map(|p| {
                 glob::Pattern::new(p)
@@ -906,9 +909,15 @@ impl Runner {
             }
         }
         if !always.is_empty() {
+            self.host_errors_cleared = false;
             let always_flow = self.run_tasks(inner, always.clone()).await;
             if !matches!(always_flow, Flow::Continue) {
                 return always_flow;
+            }
+            // `meta: clear_host_errors` in `always` lets the host go on
+            // after the failure it ran for (the strategy re-adds it).
+            if std::mem::take(&mut self.host_errors_cleared) && matches!(flow, Flow::Failed(_)) {
+                flow = Flow::Continue;
             }
         }
         flow
@@ -1423,6 +1432,7 @@ impl Runner {
         if let Some(control) = result.control.clone() {
             match control {
                 Control::FlushHandlers => self.flush_requested = true,
+                Control::ClearHostErrors => self.host_errors_cleared = true,
                 Control::EndPlay | Control::EndHost => return Flow::EndPlay,
                 Control::Requeue(after) => self.requeue_after = Some(after),
                 Control::ClearFacts => {

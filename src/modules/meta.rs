@@ -9,9 +9,8 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
         "end_host" | "end_batch" => Some(Control::EndHost),
         "clear_facts" => Some(Control::ClearFacts),
         "flush_handlers" => Some(Control::FlushHandlers),
-        "noop" | "refresh_inventory" | "clear_host_errors" | "reset_connection" | "end_role" => {
-            None
-        }
+        "clear_host_errors" => Some(Control::ClearHostErrors),
+        "noop" | "refresh_inventory" | "reset_connection" | "end_role" => None,
         other => return Err(format!("invalid meta action requested: {other}")),
     };
     let mut output = Output::changed(false);

@@ -158,6 +158,9 @@ pub enum Control {
     ClearFacts,
     /// `meta: flush_handlers`.
     FlushHandlers,
+    /// `meta: clear_host_errors`: a failure of the host so far no longer
+    /// stops it (a block's `always` clears the failure it runs after).
+    ClearHostErrors,
 }
 
 /// A module's result.
