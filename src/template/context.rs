@@ -298,6 +298,39 @@ impl Context {
         Some(value)
     }
 
+    /// Ansible's wording for an undefined path such as `r.stdout` or
+    /// `x['a'].b`: the first name that is undefined (`'x' is undefined`), or
+    /// the attribute a defined value lacks (`'dict object' has no
+    /// attribute 'stdout'`). `None` when the path does not parse or
+    /// resolves.
+    pub(crate) fn explain_undefined(&self, path: &str) -> Option<String> {
+        let mut segments = path_segments(path)?.into_iter();
+        let first = segments.next()?;
+        let first = first.as_str()?;
+        let mut current = match self.resolve(first) {
+            Some(value) if !value.is_undefined() => value,
+            _ => return Some(format!("'{first}' is undefined")),
+        };
+        for segment in segments {
+            let next = match segment.as_str() {
+                Some(name) => current.get_attr(name).ok(),
+                None => current.get_item(&segment).ok(),
+            }
+            .filter(|v| !v.is_undefined());
+            match next {
+                Some(value) => current = value,
+                None => {
+                    return Some(format!(
+                        "'{} object' has no attribute '{}'",
+                        super::pyrepr::type_name(&current),
+                        super::pyrepr::to_text(&segment)
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     fn cached(&self, name: &str) -> Option<Value> {
         let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
         resolved
@@ -415,4 +448,51 @@ impl Object for HostVars {
         }
         Enumerator::Values(names.into_iter().map(Value::from).collect())
     }
+}
+
+/// The parts of a variable path: `a.b['c'][0]` is `a`, `b`, `c`, `0`;
+/// `None` for anything else (calls, filters, operators).
+fn path_segments(path: &str) -> Option<Vec<Value>> {
+    let ident = |s: &str| -> Option<usize> {
+        let end = s
+            .char_indices()
+            .find(|&(_, c)| !(c.is_alphanumeric() || c == '_'))
+            .map_or(s.len(), |(i, _)| i);
+        (end > 0 && !s.starts_with(|c: char| c.is_ascii_digit())).then_some(end)
+    };
+    let mut rest = path.trim();
+    let end = ident(rest)?;
+    let mut out = vec![Value::from(&rest[..end])];
+    rest = &rest[end..];
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            // After a dot digits name an attribute too (`l.0`).
+            let end = after
+                .char_indices()
+                .find(|&(_, c)| !(c.is_alphanumeric() || c == '_'))
+                .map_or(after.len(), |(i, _)| i);
+            if end == 0 {
+                return None;
+            }
+            out.push(Value::from(&after[..end]));
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let close = after.find(']')?;
+            let inner = after[..close].trim();
+            let key = if let Some(quoted) = inner
+                .strip_prefix('\'')
+                .and_then(|q| q.strip_suffix('\''))
+                .or_else(|| inner.strip_prefix('"').and_then(|q| q.strip_suffix('"')))
+            {
+                Value::from(quoted)
+            } else {
+                Value::from(inner.parse::<i64>().ok()?)
+            };
+            out.push(key);
+            rest = &after[close + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(out)
 }

@@ -168,6 +168,22 @@ impl Error {
     }
 
     /// Attaches the template source when the error has none yet.
+    /// An undefined-path error (`'r.stdout' is undefined`) in Ansible's
+    /// words, looked up in the variables it happened with.
+    pub(crate) fn explained(mut self, ctx: &super::Context) -> Self {
+        if self.kind != ErrorKind::Undefined {
+            return self;
+        }
+        let path = self
+            .message
+            .strip_prefix('\'')
+            .and_then(|m| m.strip_suffix("' is undefined"));
+        if let Some(message) = path.and_then(|p| ctx.explain_undefined(p)) {
+            self.message = message;
+        }
+        self
+    }
+
     pub(crate) fn in_template(mut self, source: &str) -> Self {
         if self.template.is_none() {
             self.template = Some(Arc::from(source));

@@ -631,7 +631,7 @@ impl Templar {
             if err.is_undefined() && ctx.recursion.load(std::sync::atomic::Ordering::Relaxed) {
                 Error::recursion(source)
             } else {
-                err
+                err.explained(ctx)
             }
         })?;
         check_output_size(&text)?;
@@ -747,7 +747,7 @@ impl Templar {
             }
         }
         .map_err(|e| {
-            let mut err = Error::from_minijinja(&e, &expr);
+            let mut err = Error::from_minijinja(&e, &expr).explained(ctx);
             if err.is_undefined() && !err.message().contains(expr.as_ref()) {
                 err = Error::new(
                     ErrorKind::Undefined,

@@ -137,8 +137,14 @@ fn undefined_values_chain_but_fail_when_used() {
     let err = render("{{ y }}", vars.clone()).unwrap_err();
     assert!(err.is_undefined(), "{err}");
     assert!(err.message().contains("'y' is undefined"), "{err}");
+    // As Jinja's Undefined says it: the first attribute missing.
     let err = render("{{ x.b.c }}", vars.clone()).unwrap_err();
-    assert!(err.message().contains("'x.b.c' is undefined"), "{err}");
+    assert!(
+        err.message().contains("'dict object' has no attribute 'b'"),
+        "{err}"
+    );
+    let err = render("{{ nope.b }}", vars.clone()).unwrap_err();
+    assert!(err.message().contains("'nope' is undefined"), "{err}");
     // A filter on an undefined input names the input, not the filter.
     for source in ["{{ y | int }}", "{{ y | int + 1 }}", "{{ (y | int) + 1 }}"] {
         let err = render(source, vars.clone()).unwrap_err();

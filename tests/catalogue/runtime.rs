@@ -60,7 +60,7 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "undefined_attribute",
         r#"{"settings": {"present": 1}}"#,
         "Read a field the custom resource does not have",
-        "'settings.missing.deeper' is undefined",
+        "'dict object' has no attribute 'missing'",
     ),
     (
         "loop_over_number",
