@@ -418,6 +418,68 @@ fn lookup_syntax(
         .map(Some)
 }
 
+/// What Ansible adds to the variables of a template file it renders
+/// (`generate_ansible_template_vars`): where the file is, who owns it,
+/// when it changed and when it is rendered, the host, and `ansible_managed`.
+fn template_vars(name: &str, path: &std::path::Path) -> Vec<(String, Var)> {
+    use std::os::unix::fs::MetadataExt;
+    // The host and the user names do not change while enka runs: read once.
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static USERS: std::sync::OnceLock<Vec<(u32, String)>> = std::sync::OnceLock::new();
+    let metadata = std::fs::metadata(path).ok();
+    let host = HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "localhost".to_owned())
+    });
+    let users = USERS.get_or_init(|| {
+        std::fs::read_to_string("/etc/passwd")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| {
+                let mut fields = line.split(':');
+                let user = fields.next()?.to_owned();
+                let id = fields.nth(1)?.parse::<u32>().ok()?;
+                Some((id, user))
+            })
+            .collect()
+    });
+    let uid = metadata.as_ref().map_or(0, MetadataExt::uid);
+    let owner = users
+        .iter()
+        .find(|(id, _)| *id == uid)
+        .map_or_else(|| uid.to_string(), |(_, user)| user.clone());
+    let mtime = metadata
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| jiff::Timestamp::try_from(t).ok())
+        .unwrap_or_else(jiff::Timestamp::now);
+    let local =
+        |t: jiff::Timestamp| super::filters::py_datetime(t.to_zoned(jiff::tz::TimeZone::system()));
+    let plain = |v: Value| Var::plain(v);
+    vec![
+        ("template_host".into(), plain(Value::from(host.as_str()))),
+        ("template_path".into(), plain(Value::from(name))),
+        (
+            "template_fullpath".into(),
+            plain(Value::from(path.to_string_lossy().as_ref())),
+        ),
+        ("template_uid".into(), plain(Value::from(owner))),
+        ("template_mtime".into(), plain(local(mtime))),
+        (
+            "template_run_date".into(),
+            plain(local(jiff::Timestamp::now())),
+        ),
+        ("template_destpath".into(), plain(Value::from(()))),
+        // C.DEFAULT_MANAGED_STR, strftime'd with the file's mtime (it has
+        // no % by default).
+        (
+            "ansible_managed".into(),
+            plain(Value::from("Ansible managed")),
+        ),
+    ]
+}
+
 fn render_file(
     ctx: &Context,
     name: &str,
@@ -454,8 +516,15 @@ fn render_file(
             adhoc.get_template(&key)?
         }
     };
+    let render_ctx = Context {
+        vars: Arc::new(Overlay {
+            base: ctx.vars().clone(),
+            extra: template_vars(name, &path),
+        }),
+        ..ctx.clone()
+    };
     let mut text = template
-        .render(ctx.to_value())
+        .render(render_ctx.to_value())
         .map_err(|e| super::Error::from_minijinja(&e, template.source()).to_minijinja())?;
     // Jinja drops the final newline; Ansible's template lookup restores it.
     let source = template.source();

@@ -321,6 +321,11 @@ pub(crate) fn now(
     }
 }
 
+/// `zoned` as a Python datetime value.
+pub(crate) fn py_datetime(zoned: jiff::Zoned) -> Value {
+    Value::from_object(PyDateTime(zoned))
+}
+
 /// A Python `datetime` in a template: prints as `str(datetime)`, with its
 /// fields as attributes and `strftime`/`isoformat`/`timestamp` methods.
 #[derive(Debug)]

@@ -11,8 +11,8 @@ mod paths;
 mod text;
 
 pub use collections::dict_global;
-pub(crate) use core::now;
 pub use core::to_bool as core_to_bool;
+pub(crate) use core::{now, py_datetime};
 pub use encoding::python_json;
 pub(crate) use text::python_regex_error;
 
