@@ -86,6 +86,9 @@ pub(crate) struct Runner {
     waiting_for: Option<glob::Pattern>,
     /// `meta: clear_host_errors` ran (in the `always` running now).
     host_errors_cleared: bool,
+    /// Roles `include_role` ran in this play: Ansible adds them to the
+    /// play's role names (`role_names`, `ansible_role_names`, …).
+    included_role_names: Vec<Value>,
 }
 
 /// Handlers of a play or a role, and the frame they run in.
@@ -107,6 +110,7 @@ impl Runner {
         let templar = project.templar.clone();
         Runner {
             host_errors_cleared: false,
+            included_role_names: Vec::new(),
             check_mode: options.check_mode,
             waiting_for: options.start_at_task.as_deref().map(|p| {
                 glob::Pattern::new(p)
@@ -209,6 +213,7 @@ impl Runner {
                         // vars to the whole play (Ansible's default, with
                         // private role vars off), each after its
                         // dependencies' (Role.get_vars).
+                        let mut dependent_names: Vec<Value> = Vec::new();
                         for role_ref in &play.roles {
                             let mut chain = Vec::new();
                             with_dependencies(&role_ref.role, &mut chain);
@@ -217,8 +222,48 @@ impl Runner {
                                     scope::push(&play_scope.defaults, &role.defaults("main"));
                                 play_scope.role_vars =
                                     scope::push(&play_scope.role_vars, &role.vars("main"));
+                                let name = Value::from(role.name.as_str());
+                                if role.path != role_ref.role.path
+                                    && !dependent_names.contains(&name)
+                                {
+                                    dependent_names.push(name);
+                                }
                             }
                         }
+                        // The play's role names: listed (`role_names`,
+                        // `ansible_play_role_names`), dependencies, and all.
+                        let play_names: Vec<Value> = play
+                            .roles
+                            .iter()
+                            .map(|r| Value::from(r.role.name.as_str()))
+                            .collect();
+                        let mut all_names = play_names.clone();
+                        for name in &dependent_names {
+                            if !all_names.contains(name) {
+                                all_names.push(name.clone());
+                            }
+                        }
+                        let mut builtins: Vec<(Arc<str>, Var)> =
+                            play_scope.builtins.iter().cloned().collect();
+                        builtins.extend([
+                            (
+                                Arc::from("role_names"),
+                                Var::plain(Value::from(play_names.clone())),
+                            ),
+                            (
+                                Arc::from("ansible_play_role_names"),
+                                Var::plain(Value::from(play_names)),
+                            ),
+                            (
+                                Arc::from("ansible_dependent_role_names"),
+                                Var::plain(Value::from(dependent_names)),
+                            ),
+                            (
+                                Arc::from("ansible_role_names"),
+                                Var::plain(Value::from(all_names)),
+                            ),
+                        ]);
+                        play_scope.builtins = builtins.into();
                         let frame = Frame {
                             scope: play_scope,
                             inherited: Inherited {
@@ -242,6 +287,7 @@ impl Runner {
                         }
                         self.handlers.clear();
                         self.notified.clear();
+                        self.included_role_names.clear();
                         self.handlers.push(Handlers {
                             tasks: handler_list(&play.handlers),
                             frame: frame.clone(),
@@ -394,7 +440,45 @@ impl Runner {
                 scope::push(&frame.scope.defaults, &role.defaults(&from.defaults));
             frame.scope.role_vars = scope::push(&frame.scope.role_vars, &role.vars(&from.vars));
             let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
-            builtins.retain(|(k, _)| !matches!(&**k, "role_path" | "role_name"));
+            // A role included or imported by another role sees the roles
+            // above it, nearest first (`ansible_parent_role_names`/`_paths`).
+            let parents = match (location, &frame.role) {
+                (Some(_), Some(parent)) => {
+                    let inherited = |key: &str| -> Vec<Value> {
+                        builtins
+                            .iter()
+                            .find(|(k, _)| &**k == key)
+                            .and_then(|(_, v)| v.value.try_iter().ok())
+                            .map(Iterator::collect)
+                            .unwrap_or_default()
+                    };
+                    let mut names = vec![Value::from(parent.name.as_str())];
+                    names.extend(inherited("ansible_parent_role_names"));
+                    let mut paths = vec![Value::from(parent.path.to_string_lossy().as_ref())];
+                    paths.extend(inherited("ansible_parent_role_paths"));
+                    Some((names, paths))
+                }
+                _ => None,
+            };
+            builtins.retain(|(k, _)| {
+                !matches!(
+                    &**k,
+                    "role_path"
+                        | "role_name"
+                        | "ansible_parent_role_names"
+                        | "ansible_parent_role_paths"
+                )
+            });
+            if let Some((names, paths)) = parents {
+                builtins.push((
+                    Arc::from("ansible_parent_role_names"),
+                    Var::plain(Value::from(names)),
+                ));
+                builtins.push((
+                    Arc::from("ansible_parent_role_paths"),
+                    Var::plain(Value::from(paths)),
+                ));
+            }
             builtins.push((
                 Arc::from("role_path"),
                 Var::plain(Value::from(role.path.to_string_lossy().as_ref())),
@@ -536,6 +620,23 @@ impl Runner {
         scope.facts = self.facts.clone();
         scope.host_facts = self.host_facts.clone();
         scope.included = self.included.clone();
+        if !self.included_role_names.is_empty() {
+            for name in [
+                "role_names",
+                "ansible_play_role_names",
+                "ansible_role_names",
+            ] {
+                let mut names: Vec<Value> = crate::template::VarSource::get(&scope, name)
+                    .and_then(|v| v.value.try_iter().ok().map(Iterator::collect))
+                    .unwrap_or_default();
+                for included in &self.included_role_names {
+                    if !names.contains(included) {
+                        names.push(included.clone());
+                    }
+                }
+                scope.set_magic(name, Value::from(names));
+            }
+        }
         scope
     }
 
@@ -1035,7 +1136,13 @@ impl Runner {
                         }
                     };
                     let role = match role {
-                        Ok(role) => role,
+                        Ok(role) => {
+                            let name = Value::from(role.name.as_str());
+                            if !self.included_role_names.contains(&name) {
+                                self.included_role_names.push(name);
+                            }
+                            role
+                        }
                         Err(name) => {
                             let message = format!(
                                 "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"

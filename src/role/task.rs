@@ -985,9 +985,9 @@ fn parse_include_role(
         // A role including itself (guarded by a condition) is resolved
         // when the include runs, as Ansible's dynamic include_role is; its
         // depth is bounded then.
-        Some(role_name) if short(module) == "include_role" && loader.role_is_loading(role_name) => {
-            None
-        }
+        // (An import of the role being loaded, another of its task files,
+        // is resolved the same way: its role is not loaded yet.)
+        Some(role_name) if loader.role_is_loading(role_name) => None,
         Some(role_name) => {
             let role = loader.role_by_name(role_name, at.loc(name_node.pos))?;
             if role.tasks(&from.tasks).is_none() {
