@@ -630,4 +630,12 @@ impl VarSource for Overlay {
         names.extend(self.extra.iter().map(|(k, _)| Arc::from(k.as_str())));
         names
     }
+
+    fn host(&self, name: &str) -> Option<Arc<dyn VarSource>> {
+        self.base.host(name)
+    }
+
+    fn host_names(&self) -> Vec<Arc<str>> {
+        self.base.host_names()
+    }
 }
