@@ -460,6 +460,21 @@ impl Loader {
     }
 
     /// Whether role `name` is being loaded now (a role including itself).
+    /// Whether `tasks/<file>.yml` of role `name` is being loaded now (an
+    /// import of it from inside it would recurse).
+    pub(crate) fn role_task_file_is_loading(&self, name: &str, file: &str) -> bool {
+        super::resolve_role(&self.role_paths, name).is_ok_and(|path| {
+            let tasks = path.join("tasks");
+            [
+                tasks.join(file),
+                tasks.join(format!("{file}.yml")),
+                tasks.join(format!("{file}.yaml")),
+            ]
+            .iter()
+            .any(|candidate| self.files_loading.contains(candidate))
+        })
+    }
+
     pub(crate) fn role_is_loading(&self, name: &str) -> bool {
         super::resolve_role(&self.role_paths, name)
             .is_ok_and(|path| self.roles_loading.contains(&path))

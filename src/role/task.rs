@@ -984,10 +984,16 @@ fn parse_include_role(
     let role = match &static_name {
         // A role including itself (guarded by a condition) is resolved
         // when the include runs, as Ansible's dynamic include_role is; its
-        // depth is bounded then.
-        // (An import of the role being loaded, another of its task files,
-        // is resolved the same way: its role is not loaded yet.)
-        Some(role_name) if loader.role_is_loading(role_name) => None,
+        // depth is bounded then. An import of another task file of the role
+        // being loaded is resolved the same way (its role is not loaded
+        // yet); an import of a file being loaded is a recursion, an error.
+        Some(role_name)
+            if loader.role_is_loading(role_name)
+                && (short(module) == "include_role"
+                    || !loader.role_task_file_is_loading(role_name, &from.tasks)) =>
+        {
+            None
+        }
         Some(role_name) => {
             let role = loader.role_by_name(role_name, at.loc(name_node.pos))?;
             if role.tasks(&from.tasks).is_none() {
