@@ -293,7 +293,7 @@ impl Printer {
                 .unwrap_or_default();
             crate::template::pyrepr::to_text(&label)
         };
-        let verbose = self.verbosity > 0 || debug;
+        let verbose = self.verbosity > 0 || verbose_always(item);
         if flag("failed") {
             let text = dumped(item, debug, self.verbosity);
             format!("failed: [localhost] (item={label}) => {text}")
@@ -356,12 +356,20 @@ fn cleaned(result: &Value, debug: bool, verbosity: u8) -> Value {
     Value::from_pairs(pairs)
 }
 
+/// Whether an action marked its result for display in full (debug, and
+/// assert unless quiet: `_ansible_verbose_always`).
+fn verbose_always(result: &Value) -> bool {
+    result
+        .get_attr("_ansible_verbose_always")
+        .is_ok_and(|v| v.is_true())
+}
+
 /// The default callback's `_dump_results`: JSON with sorted keys, indented
-/// by four for debug (`_ansible_verbose_always`) or from `-vvv`, else on
-/// one line.
+/// by four for a result marked `_ansible_verbose_always` or from `-vvv`,
+/// else on one line.
 fn dumped(result: &Value, debug: bool, verbosity: u8) -> String {
     let value = cleaned(result, debug, verbosity);
-    let indent = (debug || verbosity > 2).then_some(4);
+    let indent = (verbose_always(result) || verbosity > 2).then_some(4);
     crate::template::python_json(&value, indent).unwrap_or_else(|_| value.to_string())
 }
 
@@ -389,7 +397,7 @@ impl Observer for Printer {
     fn task_finished(&self, event: &TaskEvent<'_>) {
         let module = module_name(event.task);
         let debug = module == "debug";
-        let verbose = self.verbosity > 0 || debug;
+        let verbose = self.verbosity > 0 || verbose_always(event.result);
         let mut out = std::io::stdout().lock();
         let name = event.task.display_name();
         let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
@@ -415,7 +423,7 @@ impl Observer for Printer {
                     let text = dumped(event.result, debug, self.verbosity);
                     let _ = writeln!(out, "{word}: [localhost]: FAILED! => {text}");
                 }
-                _ if verbose && !(debug && event.status == TaskStatus::Skipped) => {
+                _ if verbose => {
                     let text = dumped(event.result, debug, self.verbosity);
                     let _ = writeln!(out, "{word}: [localhost] => {text}");
                 }

@@ -23,16 +23,27 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
             .map_err(|e| e.to_string())?;
         if !holds {
             let msg = fail_msg.clone().unwrap_or(Value::from("Assertion failed"));
-            return Ok(Output::changed(false)
+            let output = Output::changed(false)
                 .with("failed", true)
                 .with("assertion", condition.clone())
                 .with("evaluated_to", false)
-                .with("msg", msg));
+                .with("msg", msg);
+            return Ok(shown_in_full(output, quiet));
         }
     }
     let mut output = Output::changed(false);
     if !quiet {
         output = output.with("msg", success_msg);
     }
-    Ok(output)
+    Ok(shown_in_full(output, quiet))
+}
+
+/// The assert action marks its result for display in full unless `quiet`
+/// (`_ansible_verbose_always`, which register and callbacks strip).
+fn shown_in_full(output: Output, quiet: bool) -> Output {
+    if quiet {
+        output
+    } else {
+        output.with("_ansible_verbose_always", true)
+    }
 }

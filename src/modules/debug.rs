@@ -37,11 +37,16 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
             value.clone()
         };
         tracing::info!(task = %ctx.task.display_name(), "{var}: {}", pyrepr::to_text(&shown));
-        return Ok(Output::changed(false).with(&var, value));
+        // Debug output is always shown in full (`_ansible_verbose_always`).
+        return Ok(Output::changed(false)
+            .with(&var, value)
+            .with("_ansible_verbose_always", true));
     }
     let msg = args.get("msg").unwrap_or(Value::from("Hello world!"));
     if !ctx.no_log {
         tracing::info!(task = %ctx.task.display_name(), "{}", pyrepr::to_text(&msg));
     }
-    Ok(Output::changed(false).with("msg", msg))
+    Ok(Output::changed(false)
+        .with("msg", msg)
+        .with("_ansible_verbose_always", true))
 }
