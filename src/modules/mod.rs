@@ -56,6 +56,7 @@ mod bridged;
 mod client_apply;
 mod debug;
 mod fail;
+mod group_by;
 mod include_vars;
 mod k8s;
 mod k8s_common;
@@ -282,6 +283,7 @@ pub async fn run(
         ModuleId::SetFact => set_fact::run(&args),
         ModuleId::Debug => debug::run(&args, ctx),
         ModuleId::Fail => fail::run(&args),
+        ModuleId::GroupBy => group_by::run(&args),
         ModuleId::Assert => assert::run(&args, ctx),
         ModuleId::Meta => meta::run(&args),
         ModuleId::Pause => pause::run(&args, ctx).await,

@@ -14,6 +14,7 @@ pub enum ModuleId {
     Meta,
     Pause,
     IncludeVars,
+    GroupBy,
     K8s,
     K8sInfo,
     K8sStatus,
@@ -144,6 +145,15 @@ pub const MODULES: &[ModuleSpec] = &[
         params: params!["_raw_params"],
         any_args: false,
         free_form: FreeForm::Raw,
+    },
+    ModuleSpec {
+        id: ModuleId::GroupBy,
+        name: "group_by",
+        aliases: &[],
+        collections: BUILTIN,
+        params: params!["key", "parents"],
+        any_args: false,
+        free_form: FreeForm::KeyValue,
     },
     ModuleSpec {
         id: ModuleId::Pause,
