@@ -69,7 +69,7 @@ pub struct PlaybookArgs {
     /// Connection type; enka runs every play on localhost, so only `local`.
     #[arg(short = 'c', long = "connection", default_value = "local", value_parser = ["local"])]
     pub connection: String,
-    /// Parallel processes; enka runs one host, so this changes nothing.
+    /// How many hosts of a play run a task at once (default 5).
     #[arg(short = 'f', long = "forks")]
     pub forks: Option<u32>,
     /// Clear the fact cache; enka keeps no facts between runs, so there is
@@ -387,6 +387,7 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         events_file: args.events_file,
         check: args.check,
         start_at_task: args.start_at_task,
+        forks: args.forks,
     };
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -15,6 +15,7 @@ pub mod engine;
 #[doc(hidden)]
 pub mod evaluate;
 pub mod fuzz;
+pub mod inventory;
 pub mod kube;
 pub mod logging;
 pub mod modules;

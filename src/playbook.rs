@@ -44,6 +44,8 @@ pub struct PlaybookOptions {
     pub check: bool,
     /// `--start-at-task`.
     pub start_at_task: Option<String>,
+    /// `--forks` (Ansible's default: 5).
+    pub forks: Option<u32>,
 }
 
 /// ansible-playbook's exit codes.
@@ -71,7 +73,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         options.verbosity,
         options.events_file.as_deref(),
     ));
-    let mut stats = engine::Stats::default();
+    let mut stats: Vec<(String, engine::Stats)> = Vec::new();
     let mut code = exit::OK;
     // --start-at-task looks through the playbooks in order, then lets the
     // rest run whole.
@@ -100,6 +102,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             tags: engine::TagSelection::new(&options.tags, &options.skip_tags),
             check_mode: options.check,
             start_at_task: start_at_task.clone(),
+            forks: options.forks.map_or(5, |f| f as usize),
             ..RunOptions::default()
         };
         let outcome = engine::run(
@@ -110,7 +113,12 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             run_options,
         )
         .await;
-        add(&mut stats, &outcome.stats);
+        for (host, counts) in &outcome.hosts {
+            match stats.iter_mut().find(|(h, _)| h == host) {
+                Some((_, total)) => add(total, counts),
+                None => stats.push((host.clone(), counts.clone())),
+            }
+        }
         let s = &outcome.stats;
         if s.ok + s.changed + s.failed + s.skipped > 0 {
             start_at_task = None;
@@ -147,6 +155,9 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
             }
         })
         .collect();
+    // Hosts of a play run a task in parallel, up to --forks: so many
+    // workers may be busy at once.
+    ansible.size = ansible.size.max(options.forks.map_or(5, |f| f as usize));
     ansible.vault_password_files = options.vault_password_files.clone();
     ansible.vault_ids = options.vault_ids.clone();
     ansible.verbosity = options.verbosity;
@@ -251,6 +262,9 @@ struct Printer {
     /// Where the last failed task was, to tell a task's failure (already
     /// printed) from a run's.
     last_failure: Mutex<Option<String>>,
+    /// The task whose banner was printed last, and the hosts shown under
+    /// it.
+    last_banner: Mutex<Option<(String, Vec<String>)>>,
 }
 
 impl Printer {
@@ -268,6 +282,7 @@ impl Printer {
             verbosity,
             events,
             last_failure: Mutex::new(None),
+            last_banner: Mutex::new(None),
         }
     }
 
@@ -277,7 +292,7 @@ impl Printer {
     }
 
     /// One loop item's line, as the default callback's item hooks print it.
-    fn item_line(&self, item: &Value, debug: bool) -> String {
+    fn item_line(&self, host: &str, item: &Value, debug: bool) -> String {
         let flag = |key: &str| item.get_attr(key).is_ok_and(|v| v.is_true());
         let label = if flag("_ansible_no_log") {
             "(censored due to no_log)".to_owned()
@@ -296,16 +311,16 @@ impl Printer {
         let verbose = self.verbosity > 0 || verbose_always(item);
         if flag("failed") {
             let text = dumped(item, debug, self.verbosity);
-            format!("failed: [localhost] (item={label}) => {text}")
+            format!("failed: [{host}] (item={label}) => {text}")
         } else if flag("skipped") {
-            let mut line = format!("skipping: [localhost] => (item={label}) ");
+            let mut line = format!("skipping: [{host}] => (item={label}) ");
             if verbose {
                 line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
             }
             line
         } else {
             let word = if flag("changed") { "changed" } else { "ok" };
-            let mut line = format!("{word}: [localhost] => (item={label})");
+            let mut line = format!("{word}: [{host}] => (item={label})");
             if verbose {
                 line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
             }
@@ -313,20 +328,26 @@ impl Printer {
         }
     }
 
-    fn recap(&self, stats: &engine::Stats) {
+    /// The play recap: a line per host, sorted by name as Ansible's.
+    fn recap(&self, hosts: &[(String, engine::Stats)]) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "\n{}", banner("PLAY RECAP"));
-        let _ = writeln!(
-            out,
-            "{:<27}: ok={:<4} changed={:<4} unreachable=0    failed={:<4} skipped={:<4} rescued={:<4} ignored={:<4}\n",
-            "localhost",
-            stats.ok,
-            stats.changed,
-            stats.failed,
-            stats.skipped,
-            stats.rescued,
-            stats.ignored
-        );
+        let mut hosts: Vec<&(String, engine::Stats)> = hosts.iter().collect();
+        hosts.sort_by(|a, b| a.0.cmp(&b.0));
+        for (host, stats) in hosts {
+            let _ = writeln!(
+                out,
+                "{:<27}: ok={:<4} changed={:<4} unreachable=0    failed={:<4} skipped={:<4} rescued={:<4} ignored={:<4}",
+                host,
+                stats.ok,
+                stats.changed,
+                stats.failed,
+                stats.skipped,
+                stats.rescued,
+                stats.ignored
+            );
+        }
+        let _ = writeln!(out);
     }
 }
 
@@ -391,6 +412,9 @@ fn module_name(task: &Task) -> &str {
 
 impl Observer for Printer {
     fn play_started(&self, name: &str) {
+        if let Ok(mut last) = self.last_banner.lock() {
+            *last = None;
+        }
         println!("\n{}", banner(&format!("PLAY [{name}]")));
     }
 
@@ -400,7 +424,25 @@ impl Observer for Printer {
         let verbose = self.verbosity > 0 || verbose_always(event.result);
         let mut out = std::io::stdout().lock();
         let name = event.task.display_name();
-        let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
+        let host = event.host;
+        // Hosts of a play run each task in turn: one banner for them all.
+        let shown = format!("{}\u{0}{name}", event.task.location);
+        let repeated = self
+            .last_banner
+            .lock()
+            .is_ok_and(|mut last| match &mut *last {
+                Some((task, hosts)) if *task == shown && !hosts.iter().any(|h| h == host) => {
+                    hosts.push(host.to_owned());
+                    true
+                }
+                _ => {
+                    *last = Some((shown, vec![host.to_owned()]));
+                    false
+                }
+            });
+        if !repeated {
+            let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
+        }
         let word = event.status.word();
         let items = event
             .task
@@ -412,23 +454,23 @@ impl Observer for Printer {
             // A loop shows a line per item (v2_runner_item_on_*); only a
             // skipped task adds its own line.
             for item in items.try_iter().into_iter().flatten() {
-                let _ = writeln!(out, "{}", self.item_line(&item, debug));
+                let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
             }
             if event.status == TaskStatus::Skipped {
-                let _ = writeln!(out, "skipping: [localhost]");
+                let _ = writeln!(out, "skipping: [{host}]");
             }
         } else {
             match event.status {
                 TaskStatus::Failed | TaskStatus::Ignored => {
                     let text = dumped(event.result, debug, self.verbosity);
-                    let _ = writeln!(out, "{word}: [localhost]: FAILED! => {text}");
+                    let _ = writeln!(out, "{word}: [{host}]: FAILED! => {text}");
                 }
                 _ if verbose => {
                     let text = dumped(event.result, debug, self.verbosity);
-                    let _ = writeln!(out, "{word}: [localhost] => {text}");
+                    let _ = writeln!(out, "{word}: [{host}] => {text}");
                 }
                 _ => {
-                    let _ = writeln!(out, "{word}: [localhost]");
+                    let _ = writeln!(out, "{word}: [{host}]");
                 }
             }
         }
@@ -444,6 +486,7 @@ impl Observer for Printer {
         if let Some(events) = &self.events {
             let line = serde_json::json!({
                 "task": name,
+                "host": host,
                 "location": event.task.location.to_string(),
                 "file": event.task.location.file.display().to_string(),
                 "line": event.task.location.pos.map(|p| p.line),

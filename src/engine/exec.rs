@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
+use super::lockstep::Lockstep;
 use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
 use super::{Entry, LogEvents, RunOptions, base_scope};
@@ -31,6 +32,8 @@ type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
 struct Inherited {
     when: Vec<Arc<[Value]>>,
     ignore_errors: Vec<Value>,
+    run_once: Vec<Value>,
+    throttle: Vec<Value>,
     no_log: Vec<Value>,
     /// `check_mode` of the blocks and play around the task.
     check_mode: Vec<Value>,
@@ -53,6 +56,9 @@ struct Frame {
     /// Where `template` and `file` lookups search (the role, the project).
     search_path: Arc<[std::path::PathBuf]>,
     depth: usize,
+    /// Where its task list sits in the play's tree, for the lockstep of
+    /// hosts (kept empty when a play runs on one host).
+    position: Arc<[u32]>,
 }
 
 pub(crate) struct Runner {
@@ -89,6 +95,28 @@ pub(crate) struct Runner {
     /// Roles `include_role` ran in this play: Ansible adds them to the
     /// play's role names (`role_names`, `ansible_role_names`, …).
     included_role_names: Vec<Value>,
+    /// The host this runner runs tasks on.
+    host: Arc<str>,
+    /// Its place in the play's batch, and the batch's turn-taking when the
+    /// batch has several hosts.
+    host_index: usize,
+    lockstep: Option<Arc<Lockstep>>,
+    /// The inventory of a playbook run, changed by `add_host` and
+    /// `group_by` for every host.
+    inventory: Option<Arc<std::sync::Mutex<Arc<crate::role::Inventory>>>>,
+    /// Every host's facts, for later plays and `hostvars`.
+    peers: Arc<scope::Peers>,
+    /// Counters of each host, for the recap.
+    host_stats: indexmap::IndexMap<String, Stats>,
+    /// Hosts that failed: later plays leave them out.
+    failed_hosts: Vec<String>,
+    /// The first task failure of a playbook run.
+    first_failure: Option<Failure>,
+    /// `meta: end_play` ran: the play's later batches do not run.
+    play_ended: bool,
+    /// The task now ending took another host's `run_once` result: the
+    /// observer is not told (Ansible shows the one host that ran it).
+    silent_task: bool,
 }
 
 /// Handlers of a play or a role, and the frame they run in.
@@ -109,6 +137,16 @@ impl Runner {
     ) -> Self {
         let templar = project.templar.clone();
         Runner {
+            host: Arc::from("localhost"),
+            host_index: 0,
+            lockstep: None,
+            inventory: None,
+            peers: Arc::default(),
+            host_stats: indexmap::IndexMap::new(),
+            failed_hosts: Vec::new(),
+            first_failure: None,
+            play_ended: false,
+            silent_task: false,
             host_errors_cleared: false,
             included_role_names: Vec::new(),
             check_mode: options.check_mode,
@@ -138,8 +176,13 @@ impl Runner {
     }
 
     pub(crate) fn finish(self, status: RunStatus, elapsed: Duration) -> RunOutcome {
+        let mut hosts: Vec<(String, Stats)> = self.host_stats.into_iter().collect();
+        if hosts.is_empty() {
+            hosts.push((self.host.to_string(), self.stats.clone()));
+        }
         RunOutcome {
             status,
+            hosts,
             stats: self.stats,
             requeue_after: self.requeue_after,
             elapsed,
@@ -186,7 +229,9 @@ impl Runner {
                         role: None,
                         search_path: Arc::from(vec![self.project.base_dir.clone()]),
                         depth: 0,
+                        position: Arc::from(Vec::new()),
                     };
+                    let end = frame.position.clone();
                     let flow = self
                         .run_role(
                             frame,
@@ -196,136 +241,28 @@ impl Runner {
                             None,
                         )
                         .await;
-                    self.flush_handlers_after(flow).await
+                    self.flush_handlers_after(flow, end).await
                 }
                 None => return internal_failure(format!("role {} is not loaded", path.display())),
             },
             Entry::Playbook(path) => match self.project.playbooks.get(path).cloned() {
                 Some(playbook) => {
-                    let mut flow = Flow::Continue;
+                    let inventory = self
+                        .project
+                        .inventory
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_default();
+                    self.inventory = Some(Arc::new(std::sync::Mutex::new(Arc::new(inventory))));
                     for play in &playbook.plays {
-                        let Some(play_scope) = self.play_scope(&base, play) else {
-                            // The pattern matches no host: Ansible skips the play.
-                            continue;
-                        };
-                        let mut play_scope = play_scope;
-                        // Roles listed in a play expose their defaults and
-                        // vars to the whole play (Ansible's default, with
-                        // private role vars off), each after its
-                        // dependencies' (Role.get_vars).
-                        let mut dependent_names: Vec<Value> = Vec::new();
-                        for role_ref in &play.roles {
-                            let mut chain = Vec::new();
-                            with_dependencies(&role_ref.role, &mut chain);
-                            for role in chain {
-                                play_scope.defaults =
-                                    scope::push(&play_scope.defaults, &role.defaults("main"));
-                                play_scope.role_vars =
-                                    scope::push(&play_scope.role_vars, &role.vars("main"));
-                                let name = Value::from(role.name.as_str());
-                                if role.path != role_ref.role.path
-                                    && !dependent_names.contains(&name)
-                                {
-                                    dependent_names.push(name);
-                                }
-                            }
-                        }
-                        // The play's role names: listed (`role_names`,
-                        // `ansible_play_role_names`), dependencies, and all.
-                        let play_names: Vec<Value> = play
-                            .roles
-                            .iter()
-                            .map(|r| Value::from(r.role.name.as_str()))
-                            .collect();
-                        let mut all_names = play_names.clone();
-                        for name in &dependent_names {
-                            if !all_names.contains(name) {
-                                all_names.push(name.clone());
-                            }
-                        }
-                        let mut builtins: Vec<(Arc<str>, Var)> =
-                            play_scope.builtins.iter().cloned().collect();
-                        builtins.extend([
-                            (
-                                Arc::from("role_names"),
-                                Var::plain(Value::from(play_names.clone())),
-                            ),
-                            (
-                                Arc::from("ansible_play_role_names"),
-                                Var::plain(Value::from(play_names)),
-                            ),
-                            (
-                                Arc::from("ansible_dependent_role_names"),
-                                Var::plain(Value::from(dependent_names)),
-                            ),
-                            (
-                                Arc::from("ansible_role_names"),
-                                Var::plain(Value::from(all_names)),
-                            ),
-                        ]);
-                        play_scope.builtins = builtins.into();
-                        let frame = Frame {
-                            scope: play_scope,
-                            inherited: Inherited {
-                                check_mode: play.check_mode.iter().cloned().collect(),
-                                environment: play.environment.iter().cloned().collect(),
-                                ..Inherited::default()
-                            },
-                            role: None,
-                            search_path: Arc::from(vec![
-                                playbook
-                                    .path
-                                    .parent()
-                                    .map(std::path::Path::to_path_buf)
-                                    .unwrap_or_default(),
-                                self.project.base_dir.clone(),
-                            ]),
-                            depth: 0,
-                        };
-                        if let Some(observer) = &self.options.observer {
-                            observer.play_started(play.name.as_deref().unwrap_or(&play.hosts));
-                        }
-                        self.handlers.clear();
-                        self.notified.clear();
-                        self.included_role_names.clear();
-                        self.handlers.push(Handlers {
-                            tasks: handler_list(&play.handlers),
-                            frame: frame.clone(),
-                            role: None,
-                        });
-                        flow = self.run_tasks(frame.clone(), play.pre_tasks.clone()).await;
-                        flow = self.flush_handlers_after(flow).await;
-                        for role_ref in &play.roles {
-                            if !matches!(flow, Flow::Continue) {
-                                break;
-                            }
-                            let mut role_frame = frame.clone();
-                            if !role_ref.when.is_empty() {
-                                role_frame.inherited.when.push(role_ref.when.clone());
-                            }
-                            flow = self
-                                .run_role(
-                                    role_frame,
-                                    role_ref.role.clone(),
-                                    RoleFrom::default(),
-                                    role_ref.params.clone(),
-                                    None,
-                                )
-                                .await;
-                        }
-                        if matches!(flow, Flow::Continue) {
-                            flow = self.run_tasks(frame.clone(), play.tasks.clone()).await;
-                        }
-                        flow = self.flush_handlers_after(flow).await;
-                        if matches!(flow, Flow::Continue) {
-                            flow = self.run_tasks(frame, play.post_tasks.clone()).await;
-                        }
-                        flow = self.flush_handlers_after(flow).await;
-                        if !matches!(flow, Flow::Continue) {
+                        if !self.run_play(&playbook, play, &base).await {
                             break;
                         }
                     }
-                    flow
+                    match self.first_failure.take() {
+                        Some(failure) => Flow::Failed(failure),
+                        None => Flow::Continue,
+                    }
                 }
                 None => {
                     return internal_failure(format!("playbook {} is not loaded", path.display()));
@@ -338,23 +275,274 @@ impl Runner {
         }
     }
 
-    /// The scope a play starts from: the host its `hosts` pattern names in
-    /// the inventory (its variables below the play's, `inventory_hostname`,
-    /// `groups`, `group_names`), or localhost without an inventory. `None`
-    /// when the pattern matches no host.
-    fn play_scope(&self, base: &Scope, play: &crate::role::Play) -> Option<Scope> {
+    /// Runs a play on the hosts its `hosts` selects, batch by batch
+    /// (`serial`), each batch in lockstep; `false` when the playbook must
+    /// stop (a whole batch failed, or the play could not start).
+    async fn run_play(
+        &mut self,
+        playbook: &crate::role::Playbook,
+        play: &crate::role::Play,
+        base: &Scope,
+    ) -> bool {
         let mut scope = base.clone();
-        let Some(inventory) = &self.project.inventory else {
-            scope.play_vars = scope::push(&None, &play.vars);
-            return Some(scope);
-        };
-        let host = match inventory.patterns.get(&play.hosts) {
-            Some(hosts) => hosts.first()?.clone(),
-            None => "localhost".to_owned(),
-        };
-        let (host_vars, groups) = inventory.hosts.get(&host).cloned().unwrap_or_default();
-        scope.inventory_vars = scope::push(&None, &host_vars);
         scope.play_vars = scope::push(&None, &play.vars);
+        let search_path: Arc<[std::path::PathBuf]> = Arc::from(vec![
+            playbook
+                .path
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            self.project.base_dir.clone(),
+        ]);
+        let ctx = Context::new(
+            self.templar.clone(),
+            Arc::new(scope.clone()),
+            search_path.clone(),
+        );
+        let selected = self.play_hosts(play, &ctx);
+        let name = match &play.name {
+            Some(name) => name.clone(),
+            None => hosts_text(&play.hosts),
+        };
+        if let Some(observer) = &self.options.observer {
+            observer.play_started(&name);
+        }
+        let (hosts, batch_sizes) = match selected {
+            Ok(selected) => selected,
+            Err(message) => {
+                let location = crate::role::Location::file(&playbook.path);
+                let failure = Failure::new(name, location, message.clone(), fail_result(&message));
+                self.first_failure.get_or_insert(failure);
+                return false;
+            }
+        };
+        // Roles listed in a play expose their defaults and vars to the
+        // whole play (Ansible's default, with private role vars off), each
+        // after its dependencies' (Role.get_vars).
+        let mut dependent_names: Vec<Value> = Vec::new();
+        for role_ref in &play.roles {
+            let mut chain = Vec::new();
+            with_dependencies(&role_ref.role, &mut chain);
+            for role in chain {
+                scope.defaults = scope::push(&scope.defaults, &role.defaults("main"));
+                scope.role_vars = scope::push(&scope.role_vars, &role.vars("main"));
+                let name = Value::from(role.name.as_str());
+                if role.path != role_ref.role.path && !dependent_names.contains(&name) {
+                    dependent_names.push(name);
+                }
+            }
+        }
+        // The play's role names: listed (`role_names`,
+        // `ansible_play_role_names`), dependencies, and all.
+        let play_names: Vec<Value> = play
+            .roles
+            .iter()
+            .map(|r| Value::from(r.role.name.as_str()))
+            .collect();
+        let mut all_names = play_names.clone();
+        for name in &dependent_names {
+            if !all_names.contains(name) {
+                all_names.push(name.clone());
+            }
+        }
+        let mut builtins: Vec<(Arc<str>, Var)> = scope.builtins.iter().cloned().collect();
+        builtins.extend([
+            (
+                Arc::from("role_names"),
+                Var::plain(Value::from(play_names.clone())),
+            ),
+            (
+                Arc::from("ansible_play_role_names"),
+                Var::plain(Value::from(play_names)),
+            ),
+            (
+                Arc::from("ansible_dependent_role_names"),
+                Var::plain(Value::from(dependent_names)),
+            ),
+            (
+                Arc::from("ansible_role_names"),
+                Var::plain(Value::from(all_names)),
+            ),
+            (
+                Arc::from("ansible_play_hosts_all"),
+                Var::plain(names_value(&hosts)),
+            ),
+        ]);
+        scope.builtins = builtins.into();
+        let frame = Frame {
+            scope,
+            inherited: Inherited {
+                check_mode: play.check_mode.iter().cloned().collect(),
+                environment: play.environment.iter().cloned().collect(),
+                ignore_errors: play.ignore_errors.iter().cloned().collect(),
+                run_once: play.run_once.iter().cloned().collect(),
+                no_log: play.no_log.iter().cloned().collect(),
+                tags: play.tags.clone(),
+                ..Inherited::default()
+            },
+            role: None,
+            search_path,
+            depth: 0,
+            position: Arc::from(Vec::new()),
+        };
+        let mut remaining = hosts.as_slice();
+        for size in batch_sizes {
+            let (batch, rest) = remaining.split_at(size.min(remaining.len()));
+            remaining = rest;
+            let lockstep =
+                (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks));
+            let runs = batch.iter().enumerate().map(|(index, host)| {
+                let mut runner = self.for_host(host, index, lockstep.clone());
+                let frame = runner.host_frame(&frame, host, batch);
+                async move {
+                    let flow = runner.run_play_body(play, frame).await;
+                    if let Some(lockstep) = &runner.lockstep {
+                        lockstep.done(runner.host_index);
+                    }
+                    (runner, flow)
+                }
+            });
+            let finished = futures::future::join_all(runs).await;
+            let mut failed = 0;
+            let mut ended = false;
+            for (runner, flow) in finished {
+                let host = runner.host.clone();
+                self.absorb(runner);
+                match flow {
+                    Flow::Failed(failure) => {
+                        failed += 1;
+                        self.failed_hosts.push(host.to_string());
+                        self.first_failure.get_or_insert(failure);
+                    }
+                    Flow::EndPlay => ended = true,
+                    Flow::Continue => {}
+                }
+            }
+            // A batch whose every host failed ends the playbook
+            // (PlaybookExecutor's break_play).
+            if failed == batch.len() {
+                return false;
+            }
+            if ended && self.play_ended {
+                break;
+            }
+        }
+        self.play_ended = false;
+        true
+    }
+
+    /// The hosts a play runs on (its `hosts` templated, in its `order`,
+    /// without hosts that failed earlier) and the sizes of its `serial`
+    /// batches.
+    fn play_hosts(
+        &self,
+        play: &crate::role::Play,
+        ctx: &Context,
+    ) -> Result<(Vec<String>, Vec<usize>), String> {
+        let template = |value: &Value, what: &str| -> Result<Value, String> {
+            self.templar
+                .template_value(value, ctx)
+                .map_err(|err| format!("{what}: {}", err.ansible_message()))
+        };
+        let patterns: Vec<String> = match template(&play.hosts, "hosts")? {
+            v if v.kind() == ValueKind::Seq => v
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .map(|p| crate::template::pyrepr::to_text(&p))
+                .collect(),
+            v => vec![crate::template::pyrepr::to_text(&v)],
+        };
+        let order = match &play.order {
+            Some(order) => crate::template::pyrepr::to_text(&template(order, "order")?),
+            None => "inventory".to_owned(),
+        };
+        let inventory = self.live_inventory().unwrap_or_default();
+        let mut hosts = inventory.select(&patterns, &order)?;
+        hosts.retain(|h| !self.failed_hosts.contains(h));
+        let serial = match &play.serial {
+            Some(serial) => template(serial, "serial")?,
+            None => Value::UNDEFINED,
+        };
+        Ok((hosts.clone(), batch_sizes(&serial, hosts.len())?))
+    }
+
+    /// The live inventory as it is now (`None` outside playbooks).
+    fn live_inventory(&self) -> Option<Arc<crate::role::Inventory>> {
+        self.inventory
+            .as_ref()
+            .and_then(|shared| shared.lock().ok().map(|i| i.clone()))
+    }
+
+    /// A runner for one host of a play: the run's settings and shared
+    /// state, the host's facts so far, and counters of its own.
+    fn for_host(&self, host: &str, index: usize, lockstep: Option<Arc<Lockstep>>) -> Runner {
+        let state = self.peers.get(host);
+        let mut runner = Runner::new(
+            self.project.clone(),
+            self.cluster.clone(),
+            self.options.clone(),
+        );
+        runner.host = Arc::from(host);
+        runner.host_index = index;
+        runner.lockstep = lockstep;
+        runner.inventory = self.inventory.clone();
+        runner.peers = self.peers.clone();
+        runner.facts = state.facts;
+        runner.host_facts = state.host_facts;
+        runner.included = state.included;
+        runner.waiting_for = self.waiting_for.clone();
+        runner
+    }
+
+    /// Takes back what a host's runner did: its facts (kept for later
+    /// plays and other hosts' `hostvars`) and its counters.
+    fn absorb(&mut self, runner: Runner) {
+        self.peers.set(&runner.host, runner.host_state());
+        self.facts = runner.facts.clone();
+        let host_stats = self.host_stats.entry(runner.host.to_string()).or_default();
+        add_stats(host_stats, &runner.stats);
+        add_stats(&mut self.stats, &runner.stats);
+        if runner.waiting_for.is_none() {
+            self.waiting_for = None;
+        }
+        self.play_ended |= runner.play_ended;
+        self.requeue_after = self.requeue_after.or(runner.requeue_after);
+        self.api_time += runner.api_time;
+        self.metrics.extend(runner.metrics);
+        self.module_timings.extend(runner.module_timings);
+        for dependent in runner.dependents {
+            if !self.dependents.contains(&dependent) {
+                self.dependents.push(dependent);
+            }
+        }
+    }
+
+    fn host_state(&self) -> scope::HostState {
+        scope::HostState {
+            facts: self.facts.clone(),
+            host_facts: self.host_facts.clone(),
+            included: self.included.clone(),
+        }
+    }
+
+    /// The play's frame for `host`: its inventory variables (below the
+    /// play's) and the magic variables naming it and its batch.
+    fn host_frame(&self, play_frame: &Frame, host: &str, batch: &[String]) -> Frame {
+        let mut frame = play_frame.clone();
+        let scope = &mut frame.scope;
+        let inventory = self.live_inventory();
+        let host_vars = inventory
+            .as_ref()
+            .and_then(|i| i.host_vars(host).cloned())
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        let address = host_vars
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == "ansible_host")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| Var::plain(Value::from(host)));
+        scope.inventory_vars = scope::push(&None, &host_vars);
         let mut builtins: Vec<(Arc<str>, Var)> = scope
             .builtins
             .iter()
@@ -363,21 +551,68 @@ impl Runner {
                     &**k,
                     "inventory_hostname"
                         | "inventory_hostname_short"
-                        | "groups"
-                        | "group_names"
                         | "ansible_host"
+                        | "ansible_play_hosts"
+                        | "ansible_play_batch"
+                        | "play_hosts"
                 )
             })
             .cloned()
             .collect();
-        builtins.extend(scope::host_magic(&host, &groups, &inventory.groups));
-        builtins.push((
-            Arc::from("ansible_host"),
-            Var::plain(Value::from(host.as_str())),
-        ));
-        scope.inventory = Some(inventory.clone());
+        builtins.extend(scope::host_magic(host));
+        builtins.push((Arc::from("ansible_host"), address));
+        for name in ["ansible_play_hosts", "ansible_play_batch", "play_hosts"] {
+            builtins.push((Arc::from(name), Var::plain(names_value(batch))));
+        }
         scope.builtins = builtins.into();
-        Some(scope)
+        scope.inventory = inventory;
+        scope.peers = Some(self.peers.clone());
+        frame
+    }
+
+    /// A play's sections on this runner's host: pre_tasks, roles, tasks,
+    /// post_tasks, each followed by the handlers they notified.
+    async fn run_play_body(&mut self, play: &crate::role::Play, frame: Frame) -> Flow {
+        self.handlers.push(Handlers {
+            tasks: handler_list(&play.handlers),
+            frame: frame.clone(),
+            role: None,
+        });
+        let section = |index: u32| -> Frame {
+            let mut frame = frame.clone();
+            frame.position = Arc::from(vec![index]);
+            frame
+        };
+        let after = |index: u32| -> Arc<[u32]> { Arc::from(vec![index, u32::MAX]) };
+        let mut flow = self.run_tasks(section(0), play.pre_tasks.clone()).await;
+        flow = self.flush_handlers_after(flow, after(0)).await;
+        for (index, role_ref) in play.roles.iter().enumerate() {
+            if !matches!(flow, Flow::Continue) {
+                break;
+            }
+            let mut role_frame = section(1);
+            role_frame.position = Arc::from(vec![1, index as u32]);
+            if !role_ref.when.is_empty() {
+                role_frame.inherited.when.push(role_ref.when.clone());
+            }
+            flow = self
+                .run_role(
+                    role_frame,
+                    role_ref.role.clone(),
+                    RoleFrom::default(),
+                    role_ref.params.clone(),
+                    None,
+                )
+                .await;
+        }
+        if matches!(flow, Flow::Continue) {
+            flow = self.run_tasks(section(2), play.tasks.clone()).await;
+        }
+        flow = self.flush_handlers_after(flow, after(2)).await;
+        if matches!(flow, Flow::Continue) {
+            flow = self.run_tasks(section(3), play.post_tasks.clone()).await;
+        }
+        self.flush_handlers_after(flow, after(3)).await
     }
 
     /// Runs a role's tasks with its defaults and vars in scope.
@@ -395,7 +630,8 @@ impl Runner {
             frame.scope.params = scope::push(&frame.scope.params, &params);
             // meta/main.yml dependencies first, each once per run (with the
             // same parameters), as Ansible runs them once per play.
-            for dependency in &role.dependencies {
+            let role_at = frame.position.clone();
+            for (index, dependency) in role.dependencies.iter().enumerate() {
                 let key = (dependency.role.path.clone(), dependency.params.clone());
                 let seen = self
                     .dependencies_run
@@ -406,6 +642,7 @@ impl Runner {
                 }
                 self.dependencies_run.push(key);
                 let mut dep_frame = frame.clone();
+                dep_frame.position = self.at(&self.at(&role_at, 0), index);
                 dep_frame.depth += 1;
                 if dep_frame.depth > self.options.max_include_depth {
                     break;
@@ -502,16 +739,19 @@ impl Runner {
                 });
             }
             frame.role = Some(role);
+            frame.position = self.at(&role_at, 1);
             self.run_tasks(frame, tasks).await
         })
     }
 
     fn run_tasks(&mut self, frame: Frame, tasks: Arc<[Task]>) -> BoxFlow<'_> {
         Box::pin(async move {
-            for task in tasks.iter() {
-                let mut flow = self.run_task(&frame, task).await;
+            for (index, task) in tasks.iter().enumerate() {
+                let position = self.at(&frame.position, index);
+                let mut flow = self.run_task(&frame, task, &position).await;
                 if std::mem::take(&mut self.flush_requested) {
-                    flow = self.flush_handlers_after(flow).await;
+                    let after = self.at(&position, u32::MAX as usize);
+                    flow = self.flush_handlers_after(flow, after).await;
                 }
                 match flow {
                     Flow::Continue => {}
@@ -566,20 +806,24 @@ impl Runner {
     /// Runs the notified handlers, in the order they were defined, each
     /// once, when `flow` went on (a failed play runs none, as without
     /// force_handlers); handlers they notify run in the same flush.
-    fn flush_handlers_after(&mut self, flow: Flow) -> BoxFlow<'_> {
+    fn flush_handlers_after(&mut self, flow: Flow, after: Arc<[u32]>) -> BoxFlow<'_> {
         Box::pin(async move {
             if !matches!(flow, Flow::Continue) {
                 return flow;
             }
+            let mut round = 0;
             while !self.notified.is_empty() {
                 let mut due = std::mem::take(&mut self.notified);
                 due.sort_unstable();
+                let round_at = self.at(&after, round);
+                round += 1;
                 for (set, index) in due {
                     let Some((list, at)) = self.handlers[set].tasks.get(index).cloned() else {
                         continue;
                     };
                     let frame = self.handlers[set].frame.clone();
-                    let flow = self.run_task(&frame, &list[at]).await;
+                    let position = self.at(&self.at(&round_at, set), index);
+                    let flow = self.run_task(&frame, &list[at], &position).await;
                     if !matches!(flow, Flow::Continue) {
                         return flow;
                     }
@@ -620,6 +864,14 @@ impl Runner {
         scope.facts = self.facts.clone();
         scope.host_facts = self.host_facts.clone();
         scope.included = self.included.clone();
+        if self.inventory.is_some() {
+            // add_host and group_by change groups and so variables.
+            let inventory = self.live_inventory();
+            if let Some(vars) = inventory.as_ref().and_then(|i| i.host_vars(&self.host)) {
+                scope.inventory_vars = scope::push(&None, vars);
+            }
+            scope.inventory = inventory;
+        }
         if !self.included_role_names.is_empty() {
             for name in [
                 "role_names",
@@ -694,7 +946,23 @@ impl Runner {
         }
     }
 
-    fn run_task<'a>(&'a mut self, frame: &'a Frame, task: &'a Task) -> BoxFlow<'a> {
+    /// `position + [index]` when hosts run in lockstep (positions order
+    /// their turns), else nothing is built.
+    fn at(&self, position: &Arc<[u32]>, index: usize) -> Arc<[u32]> {
+        if self.lockstep.is_none() {
+            return position.clone();
+        }
+        let mut extended = position.to_vec();
+        extended.push(u32::try_from(index).unwrap_or(u32::MAX));
+        Arc::from(extended)
+    }
+
+    fn run_task<'a>(
+        &'a mut self,
+        frame: &'a Frame,
+        task: &'a Task,
+        position: &'a Arc<[u32]>,
+    ) -> BoxFlow<'a> {
         Box::pin(async move {
             if let Some(deadline) = self.options.deadline
                 && Instant::now() >= deadline
@@ -712,6 +980,16 @@ impl Runner {
             if !static_parent && !self.reached_start(frame, task) {
                 return Flow::Continue;
             }
+            // Hosts of a batch take turns task by task (the linear strategy).
+            if !static_parent && let Some(lockstep) = self.lockstep.clone() {
+                let throttle = self.throttle(frame, task);
+                if !lockstep
+                    .arrive(self.host_index, position.to_vec(), throttle)
+                    .await
+                {
+                    return Flow::EndPlay;
+                }
+            }
             let started = Instant::now();
             let observed = match task.action {
                 Action::Block { .. } => None,
@@ -726,12 +1004,18 @@ impl Runner {
                     block,
                     rescue,
                     always,
-                } => self.run_block(frame, task, block, rescue, always).await,
-                Action::Module { .. } => self.run_module_task(frame, task).await,
+                } => {
+                    self.run_block(frame, task, position, [block, rescue, always])
+                        .await
+                }
+                Action::Module { .. } => self.run_module_task_once(frame, task, position).await,
                 Action::IncludeTasks { .. }
                 | Action::IncludeRole(_)
-                | Action::ImportRole { .. } => self.run_include(frame, task).await,
+                | Action::ImportRole { .. } => self.run_include(frame, task, position).await,
             };
+            if self.lockstep.is_some() {
+                self.peers.set(&self.host, self.host_state());
+            }
             if matches!(flow, Flow::Failed(_)) && !matches!(task.action, Action::Block { .. }) {
                 self.stats.failed += 1;
             }
@@ -748,6 +1032,25 @@ impl Runner {
             }
             flow
         })
+    }
+
+    /// How many hosts may run `task` at once (its `throttle`, else its
+    /// blocks'); 0 when it sets no limit.
+    fn throttle(&self, frame: &Frame, task: &Task) -> usize {
+        let Some(raw) = task.throttle.as_ref().or(frame.inherited.throttle.last()) else {
+            return 0;
+        };
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        self.templar
+            .template_value(raw, &ctx)
+            .ok()
+            .and_then(|v| {
+                i64::try_from(v.clone())
+                    .ok()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            })
+            .map_or(0, |n| usize::try_from(n).unwrap_or(0))
     }
 
     /// The task's `environment`: the play's, its blocks' and its own
@@ -949,8 +1252,12 @@ impl Runner {
             (_, Some(recorded)) => recorded,
             (_, None) => (TaskStatus::Ok, Value::UNDEFINED, None),
         };
+        if std::mem::take(&mut self.silent_task) {
+            return;
+        }
         observer.task_finished(&TaskEvent {
             task,
+            host: &self.host,
             status,
             result: &result,
             message: message.as_deref(),
@@ -962,10 +1269,14 @@ impl Runner {
         &mut self,
         frame: &Frame,
         task: &Task,
-        block: &Arc<[Task]>,
-        rescue: &Arc<[Task]>,
-        always: &Arc<[Task]>,
+        position: &Arc<[u32]>,
+        [block, rescue, always]: [&Arc<[Task]>; 3],
     ) -> Flow {
+        let section = |runner: &Runner, frame: &Frame, index: usize| -> Frame {
+            let mut frame = frame.clone();
+            frame.position = runner.at(position, index);
+            frame
+        };
         let mut inner = frame.clone();
         inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
         inner.inherited.tags.extend(task.tags.iter().cloned());
@@ -976,6 +1287,12 @@ impl Runner {
         if let Some(v) = &task.ignore_errors {
             inner.inherited.ignore_errors.push(v.clone());
         }
+        if let Some(v) = &task.run_once {
+            inner.inherited.run_once.push(v.clone());
+        }
+        if let Some(v) = &task.throttle {
+            inner.inherited.throttle.push(v.clone());
+        }
         if let Some(v) = &task.no_log {
             inner.inherited.no_log.push(v.clone());
         }
@@ -985,7 +1302,9 @@ impl Runner {
         if let Some(v) = &task.environment {
             inner.inherited.environment.push(v.clone());
         }
-        let mut flow = self.run_tasks(inner.clone(), block.clone()).await;
+        let mut flow = self
+            .run_tasks(section(self, &inner, 0), block.clone())
+            .await;
         if let Flow::Failed(failure) = &flow
             && !rescue.is_empty()
         {
@@ -1003,7 +1322,9 @@ impl Runner {
             rescue_frame
                 .scope
                 .set_magic("ansible_failed_result", failure.result.clone());
-            flow = self.run_tasks(rescue_frame, rescue.clone()).await;
+            flow = self
+                .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
+                .await;
             if matches!(flow, Flow::Continue) {
                 self.stats.rescued += 1;
                 self.stats.failed = self.stats.failed.saturating_sub(1);
@@ -1011,7 +1332,9 @@ impl Runner {
         }
         if !always.is_empty() {
             self.host_errors_cleared = false;
-            let always_flow = self.run_tasks(inner, always.clone()).await;
+            let always_flow = self
+                .run_tasks(section(self, &inner, 2), always.clone())
+                .await;
             if !matches!(always_flow, Flow::Continue) {
                 return always_flow;
             }
@@ -1024,7 +1347,7 @@ impl Runner {
         flow
     }
 
-    async fn run_include(&mut self, frame: &Frame, task: &Task) -> Flow {
+    async fn run_include(&mut self, frame: &Frame, task: &Task, position: &Arc<[u32]>) -> Flow {
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
         // An include's own `when` decides whether it runs; it is not passed
@@ -1066,6 +1389,7 @@ impl Runner {
             }
             let mut inner = frame.clone();
             inner.depth += 1;
+            inner.position = self.at(position, iteration.unwrap_or(0));
             inner.scope.params = scope::push(&inner.scope.params, &task.vars);
             if let Some(index) = iteration {
                 set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
@@ -1091,7 +1415,9 @@ impl Runner {
                         Some(tasks) => match apply {
                             Some(apply) => {
                                 let none: Arc<[Task]> = Arc::from(Vec::new());
-                                self.run_block(&inner, apply, &tasks, &none, &none).await
+                                let at = inner.position.clone();
+                                self.run_block(&inner, apply, &at, [&tasks, &none, &none])
+                                    .await
                             }
                             None => self.run_tasks(inner, tasks).await,
                         },
@@ -1311,6 +1637,65 @@ impl Runner {
         }
     }
 
+    /// A module task, run on this host unless it runs once for the batch
+    /// (`run_once`, or an action that bypasses the host loop): then the
+    /// first host runs it and the others take what it set and its failure.
+    async fn run_module_task_once(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        position: &Arc<[u32]>,
+    ) -> Flow {
+        let Some(lockstep) = self.lockstep.clone() else {
+            return self.run_module_task(frame, task).await;
+        };
+        let bypasses = matches!(
+            &task.action,
+            Action::Module { module, .. } if module.name().rsplit('.').next() == Some("add_host")
+        );
+        let once = bypasses || {
+            let scope = self.task_scope(frame, task);
+            let ctx = self.context(frame, &scope, task);
+            self.flag(&ctx, task.run_once.as_ref(), &frame.inherited.run_once)
+                .unwrap_or(false)
+        };
+        if !once {
+            return self.run_module_task(frame, task).await;
+        }
+        if lockstep.leads(self.host_index) {
+            let before = self.facts.clone();
+            let flow = self.run_module_task(frame, task).await;
+            let vars: Vec<(Arc<str>, Var)> = self
+                .facts
+                .iter()
+                .filter(|(name, var)| {
+                    before
+                        .get(*name)
+                        .is_none_or(|old| old.value != var.value || old.is_unsafe != var.is_unsafe)
+                })
+                .map(|(name, var)| (name.clone(), var.clone()))
+                .collect();
+            let failure = match &flow {
+                Flow::Failed(failure) => Some(failure.clone()),
+                _ => None,
+            };
+            lockstep.share(position, super::lockstep::Shared { vars, failure });
+            return flow;
+        }
+        let Some(shared) = lockstep.shared(position).await else {
+            return Flow::Continue;
+        };
+        let facts = Arc::make_mut(&mut self.facts);
+        for (name, var) in shared.vars {
+            facts.insert(name, var);
+        }
+        self.silent_task = true;
+        match shared.failure {
+            Some(failure) => Flow::Failed(failure),
+            None => Flow::Continue,
+        }
+    }
+
     async fn run_module_task(&mut self, frame: &Frame, task: &Task) -> Flow {
         let Action::Module { module, args } = &task.action else {
             return Flow::Continue;
@@ -1479,6 +1864,75 @@ impl Runner {
         self.finish_task(frame, task, result, no_log)
     }
 
+    /// What `add_host` and `group_by` results ask of the inventory (each
+    /// loop item's too), as the strategy applies them.
+    fn change_inventory(&mut self, result: &mut TaskResult) {
+        let added = result.get("add_host").cloned();
+        let group = result
+            .get("add_group")
+            .and_then(|v| v.as_str().map(str::to_owned));
+        if added.is_none() && group.is_none() {
+            return;
+        }
+        // A role run has no inventory of its own: its hosts are the
+        // project's (or localhost), for this run.
+        let shared = self
+            .inventory
+            .get_or_insert_with(|| {
+                let inventory = self
+                    .project
+                    .inventory
+                    .as_deref()
+                    .cloned()
+                    .unwrap_or_default();
+                Arc::new(std::sync::Mutex::new(Arc::new(inventory)))
+            })
+            .clone();
+        let strings = |value: Option<Value>| -> Vec<String> {
+            value
+                .and_then(|v| v.try_iter().ok().map(|i| i.collect::<Vec<_>>()))
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        };
+        let field = |item: &Value, key: &str| item.get_attr(key).ok().filter(|v| !v.is_undefined());
+        let Ok(mut inventory) = shared.lock() else {
+            return;
+        };
+        // The strategy decides whether the task changed something (before
+        // changed_when is judged): whether the inventory changed
+        // (InventoryManager.add_dynamic_host, add_dynamic_group).
+        let mut changed = None;
+        if let Some(added) = added {
+            let name = field(&added, "host_name").and_then(|v| v.as_str().map(str::to_owned));
+            if let Some(name) = name {
+                let groups = strings(field(&added, "groups"));
+                let vars: Vec<(Arc<str>, Var)> = match field(&added, "host_vars") {
+                    Some(map) => map
+                        .try_iter()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|k| {
+                            let value = map.get_item(&k).ok()?;
+                            Some((Arc::from(k.as_str()?), Var::unsafe_data(&value)))
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                };
+                changed = Some(Arc::make_mut(&mut inventory).add_host(&name, &groups, &vars));
+            }
+        }
+        if let Some(group) = group {
+            let parents = strings(result.get("parent_groups").cloned());
+            changed = Some(Arc::make_mut(&mut inventory).add_group(&self.host, &group, &parents));
+        }
+        drop(inventory);
+        if let Some(changed) = changed {
+            result.set("changed", Value::from(changed));
+        }
+    }
+
     /// Records the result: register, stats, and whether the run goes on.
     fn finish_task(
         &mut self,
@@ -1510,6 +1964,7 @@ impl Runner {
             Arc::make_mut(&mut self.facts)
                 .insert(name.clone(), Var::unsafe_data(&result.registered()));
         }
+
         // Meta tasks are not in Ansible's recap (`_execute_meta` counts
         // nothing), whatever they do.
         let is_meta = matches!(
@@ -1540,7 +1995,14 @@ impl Runner {
             match control {
                 Control::FlushHandlers => self.flush_requested = true,
                 Control::ClearHostErrors => self.host_errors_cleared = true,
-                Control::EndPlay | Control::EndHost => return Flow::EndPlay,
+                Control::EndPlay => {
+                    if let Some(lockstep) = &self.lockstep {
+                        lockstep.end_play();
+                    }
+                    self.play_ended = true;
+                    return Flow::EndPlay;
+                }
+                Control::EndHost => return Flow::EndPlay,
                 Control::Requeue(after) => self.requeue_after = Some(after),
                 Control::ClearFacts => {
                     Arc::make_mut(&mut self.facts).clear();
@@ -1696,6 +2158,9 @@ impl Runner {
         loop {
             attempt += 1;
             let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
+            if !result.is_failed() {
+                self.change_inventory(&mut result);
+            }
             // TaskExecutor's defaults: every result says whether it failed
             // and whether it changed something.
             if result.get("failed").is_none() {
@@ -1812,7 +2277,10 @@ impl Runner {
         no_log: bool,
     ) -> TaskResult {
         let templated = match self.templar.template_value(args, ctx) {
-            Ok(v) => remove_omit(&v, self.templar.omit()),
+            Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
+                Ok(v) => v,
+                Err(message) => return TaskResult::failed(message),
+            },
             Err(err) => {
                 let message = if err.is_undefined() {
                     format!(
@@ -1901,6 +2369,115 @@ impl Runner {
             Err(message) => TaskResult::failed(message),
         }
     }
+}
+
+/// Arguments whose templated free-form text rendered to a mapping: that
+/// mapping, the arguments written beside it winning (Task._post_validate_args).
+fn variable_params(args: Value) -> Result<Value, String> {
+    let key = Value::from(crate::role::VARIABLE_PARAMS);
+    let Ok(params) = args.get_item(&key) else {
+        return Ok(args);
+    };
+    if params.is_undefined() {
+        return Ok(args);
+    }
+    if params.kind() != ValueKind::Map {
+        return Err(format!(
+            "invalid or malformed argument: '{}'",
+            crate::template::pyrepr::to_text(&params)
+        ));
+    }
+    let mut pairs: Vec<(Value, Value)> = Vec::new();
+    for k in params.try_iter().into_iter().flatten() {
+        if let Ok(v) = params.get_item(&k) {
+            pairs.push((k, v));
+        }
+    }
+    for k in args.try_iter().into_iter().flatten() {
+        if k == key {
+            continue;
+        }
+        if let Ok(v) = args.get_item(&k) {
+            pairs.retain(|(existing, _)| *existing != k);
+            pairs.push((k, v));
+        }
+    }
+    Ok(Value::from_pairs(pairs))
+}
+
+/// A play's `hosts` as its name when it has none (Play.get_name).
+fn hosts_text(hosts: &Value) -> String {
+    match hosts.kind() {
+        ValueKind::Seq => hosts
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|h| crate::template::pyrepr::to_text(&h))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => crate::template::pyrepr::to_text(hosts),
+    }
+}
+
+fn names_value(names: &[String]) -> Value {
+    Value::from(
+        names
+            .iter()
+            .map(|n| Value::from(n.as_str()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The batch sizes `serial` makes of `hosts` hosts: one batch without it;
+/// else each entry (a count, or a percentage of all hosts, at least one)
+/// in turn, the last repeating (PlaybookExecutor._get_serialized_batches).
+fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, String> {
+    let entries: Vec<Value> = match serial.kind() {
+        ValueKind::Undefined | ValueKind::None => Vec::new(),
+        ValueKind::Seq => serial.try_iter().into_iter().flatten().collect(),
+        _ => vec![serial.clone()],
+    };
+    let size = |entry: &Value| -> Result<i64, String> {
+        let text = crate::template::pyrepr::to_text(entry);
+        let text = text.trim();
+        if let Some(percent) = text.strip_suffix('%') {
+            let percent: f64 = percent
+                .trim()
+                .parse()
+                .map_err(|_| format!("serial: {text} is not a number or a percentage"))?;
+            let count = (hosts as f64 * percent / 100.0) as i64;
+            return Ok(count.max(1));
+        }
+        text.parse::<i64>()
+            .map_err(|_| format!("serial: {text} is not a number or a percentage"))
+    };
+    if entries.is_empty() {
+        return Ok(vec![hosts.max(1)]);
+    }
+    let mut sizes = Vec::new();
+    let mut left = hosts;
+    let mut index = 0;
+    while left > 0 {
+        let size = size(&entries[index])?;
+        if size <= 0 {
+            sizes.push(left);
+            break;
+        }
+        let size = (size as usize).min(left);
+        sizes.push(size);
+        left -= size;
+        index = (index + 1).min(entries.len() - 1);
+    }
+    Ok(sizes)
+}
+
+fn add_stats(total: &mut Stats, run: &Stats) {
+    total.ok += run.ok;
+    total.changed += run.changed;
+    total.failed += run.failed;
+    total.skipped += run.skipped;
+    total.rescued += run.rescued;
+    total.ignored += run.ignored;
 }
 
 /// Whether two parameter lists name the same variables with the same raw

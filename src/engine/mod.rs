@@ -7,6 +7,7 @@
 //! The engine is the one place that attaches a task's location to errors.
 
 mod exec;
+mod lockstep;
 mod observe;
 mod result;
 pub mod scope;
@@ -63,6 +64,8 @@ pub struct RunOptions {
     /// `--start-at-task`: tasks before the first whose name (or
     /// `role : name`) matches this pattern do not run.
     pub start_at_task: Option<String>,
+    /// `--forks`: how many hosts of a play run a task at once.
+    pub forks: usize,
 }
 
 /// Which task events a run logs, as upstream's `--ansible-log-events`.
@@ -90,6 +93,7 @@ impl Default for RunOptions {
             tags: TagSelection::default(),
             check_mode: false,
             start_at_task: None,
+            forks: 5,
         }
     }
 }

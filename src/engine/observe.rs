@@ -40,6 +40,8 @@ impl TaskStatus {
 pub struct TaskEvent<'a> {
     /// The task (name, location, action).
     pub task: &'a Task,
+    /// The host it ran on.
+    pub host: &'a str,
     /// How it ended.
     pub status: TaskStatus,
     /// Its result as `register` would store it (censored for `no_log`).

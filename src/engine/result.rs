@@ -96,6 +96,9 @@ pub struct RunOutcome {
     pub status: RunStatus,
     /// Task counts.
     pub stats: Stats,
+    /// Task counts of each host, for a play recap (one host, `localhost`,
+    /// for a role).
+    pub hosts: Vec<(String, Stats)>,
     /// Set by `requeue_after`.
     pub requeue_after: Option<Duration>,
     /// Wall time of the run.

@@ -14,6 +14,40 @@ use minijinja::Value;
 use crate::role::{Inventory, VarList};
 use crate::template::{Var, VarSource};
 
+/// What a host of the run has set (facts, registered results, included
+/// vars), kept between plays and read by other hosts through `hostvars`.
+#[derive(Debug, Clone, Default)]
+pub struct HostState {
+    /// `set_fact` and `register`.
+    pub facts: Facts,
+    /// Facts modules returned.
+    pub host_facts: Facts,
+    /// `include_vars`.
+    pub included: Facts,
+}
+
+/// Every host's [`HostState`], by host name.
+#[derive(Debug, Default)]
+pub struct Peers(std::sync::Mutex<std::collections::HashMap<String, HostState>>);
+
+impl Peers {
+    /// What `host` has set so far (nothing for a host that has not run).
+    pub fn get(&self, host: &str) -> HostState {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|peers| peers.get(host).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Records what `host` has set.
+    pub fn set(&self, host: &str, state: HostState) {
+        if let Ok(mut peers) = self.0.lock() {
+            peers.insert(host.to_owned(), state);
+        }
+    }
+}
+
 /// A chain of variable lists, innermost first.
 #[derive(Debug)]
 pub struct Frame {
@@ -75,8 +109,11 @@ pub struct Scope {
     pub defaults: Option<Arc<Frame>>,
     /// Fixed variables of the run (`role_path`, `ansible_check_mode`, …).
     pub builtins: VarList,
-    /// The inventory the play runs over, for `hostvars` of other hosts.
+    /// The inventory the play runs over, for `groups`, `group_names` and
+    /// `hostvars` of other hosts.
     pub inventory: Option<Arc<Inventory>>,
+    /// The other hosts' facts, for `hostvars`.
+    pub peers: Option<Arc<Peers>>,
 }
 
 impl Default for Frame {
@@ -113,6 +150,7 @@ impl VarSource for Scope {
             .or_else(|| self.host_facts.get(name).cloned())
             .or_else(|| frame_get(&self.inventory_vars, name))
             .or_else(|| frame_get(&self.defaults, name))
+            .or_else(|| self.inventory_magic(name))
             .or_else(|| {
                 self.builtins
                     .iter()
@@ -185,38 +223,78 @@ impl VarSource for Scope {
                 defaults: None,
                 builtins: self.builtins.clone(),
                 inventory: self.inventory.clone(),
+                peers: self.peers.clone(),
             }));
         }
         let inventory = self.inventory.as_ref()?;
-        let (vars, groups) = inventory.hosts.get(name)?;
-        let mut list: Vec<(String, Var)> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        list.extend(
-            host_magic(name, groups, &inventory.groups)
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v)),
-        );
-        Some(Arc::new(crate::template::VarList(list)))
+        let vars = inventory.host_vars(name)?;
+        let state = self.peers.as_ref().map(|p| p.get(name)).unwrap_or_default();
+        let mut builtins: Vec<(Arc<str>, Var)> = host_magic(name);
+        builtins.push((
+            Arc::from("group_names"),
+            Var::plain(group_names_value(inventory, name)),
+        ));
+        builtins.push((
+            Arc::from("groups"),
+            Var::plain(inventory.groups_value().clone()),
+        ));
+        Some(Arc::new(Scope {
+            facts: state.facts,
+            host_facts: state.host_facts,
+            included: state.included,
+            inventory_vars: push(&None, vars),
+            builtins: builtins.into(),
+            extra: self.extra.clone(),
+            ..Scope::default()
+        }))
     }
 
     fn host_names(&self) -> Vec<Arc<str>> {
         let Some(inventory) = &self.inventory else {
             return Vec::new();
         };
-        let mut names: Vec<Arc<str>> = inventory
-            .hosts
-            .keys()
-            .map(|k| Arc::from(k.as_str()))
-            .collect();
+        let mut names: Vec<Arc<str>> = inventory.host_names().map(Arc::from).collect();
         names.sort();
         names
     }
 }
 
-/// The magic variables that name a host and its groups.
-pub fn host_magic(host: &str, groups: &[String], all_groups: &Value) -> Vec<(Arc<str>, Var)> {
+impl Scope {
+    /// `groups` and `group_names` from the inventory as it is now
+    /// (`add_host` and `group_by` change them during a play).
+    fn inventory_magic(&self, name: &str) -> Option<Var> {
+        let inventory = self.inventory.as_ref()?;
+        match name {
+            "groups" => Some(Var::plain(inventory.groups_value().clone())),
+            "group_names" => {
+                let host = self
+                    .builtins
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| &**k == "inventory_hostname")?
+                    .1
+                    .value
+                    .as_str()?
+                    .to_owned();
+                Some(Var::plain(group_names_value(inventory, &host)))
+            }
+            _ => None,
+        }
+    }
+}
+
+fn group_names_value(inventory: &Inventory, host: &str) -> Value {
+    Value::from(
+        inventory
+            .group_names(host)
+            .into_iter()
+            .map(Value::from)
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The magic variables that name a host.
+pub fn host_magic(host: &str) -> Vec<(Arc<str>, Var)> {
     let short = host.split('.').next().unwrap_or(host);
     vec![
         (
@@ -226,16 +304,6 @@ pub fn host_magic(host: &str, groups: &[String], all_groups: &Value) -> Vec<(Arc
         (
             Arc::from("inventory_hostname_short"),
             Var::plain(Value::from(short)),
-        ),
-        (Arc::from("groups"), Var::plain(all_groups.clone())),
-        (
-            Arc::from("group_names"),
-            Var::plain(Value::from(
-                groups
-                    .iter()
-                    .map(|g| Value::from(g.as_str()))
-                    .collect::<Vec<_>>(),
-            )),
         ),
     ]
 }

@@ -99,50 +99,10 @@ pub(super) async fn run(
         .call_async(request, timeout)
         .await
         .map_err(|err| err.to_string())?;
-    let Some(Json::Object(mut result)) = answer.get("result").cloned() else {
+    let Some(Json::Object(result)) = answer.get("result").cloned() else {
         return Err("the Ansible worker answered without a result".to_owned());
     };
-    strategy_changes(&mut result, ctx);
     Ok(registered(result))
-}
-
-/// What Ansible's strategy decides after `add_host` or `group_by` returns
-/// (before changed_when is judged again): the task changed something when
-/// it added a host the inventory did not have, or put the host in a group
-/// it was not in (InventoryManager.add_dynamic_host/_group).
-fn strategy_changes(result: &mut Map<String, Json>, ctx: &ModuleContext<'_>) {
-    if let Some(name) = result
-        .get("add_host")
-        .and_then(|added| added.get("host_name"))
-        .and_then(Json::as_str)
-    {
-        let known = ctx.ctx.vars().host(name).is_some()
-            || ctx
-                .ctx
-                .resolve("inventory_hostname")
-                .and_then(|h| h.as_str().map(str::to_owned))
-                == Some(name.to_owned());
-        result.insert("changed".to_owned(), Json::from(!known));
-        return;
-    }
-    let Some(group) = result
-        .get("add_group")
-        .and_then(Json::as_str)
-        .map(str::to_owned)
-    else {
-        return;
-    };
-    let already = ctx
-        .ctx
-        .resolve("group_names")
-        .and_then(|names| {
-            names
-                .try_iter()
-                .ok()
-                .map(|mut n| n.any(|g| g.as_str() == Some(&group)))
-        })
-        .unwrap_or(false);
-    result.insert("changed".to_owned(), Json::from(!already));
 }
 
 /// What Ansible's search for `files/` and `templates/` starts from: the

@@ -189,6 +189,7 @@ mod tests {
 
     fn outcome(failed: bool) -> RunOutcome {
         RunOutcome {
+            hosts: Vec::new(),
             status: if failed {
                 crate::engine::RunStatus::Failed(crate::engine::Failure {
                     task: "t".into(),

@@ -196,8 +196,7 @@ impl Loader {
             })
     }
 
-    /// The inventory, loaded by Ansible, when plays need it; a pattern that
-    /// matches no host is reported (Ansible would skip the play). `basedir`
+    /// The inventory, loaded by Ansible, when plays need it. `basedir`
     /// is the first playbook's directory: its `host_vars/` and
     /// `group_vars/` apply too, as under ansible-playbook.
     pub(crate) fn inventory(
@@ -207,7 +206,6 @@ impl Loader {
     ) -> Option<super::Inventory> {
         let worker =
             worker.filter(|w| self.needs_inventory(basedir) || !w.config().inventory.is_empty())?;
-        let patterns: Vec<&str> = self.host_patterns.iter().map(|(_, p)| p.as_str()).collect();
         let sources: Vec<String> = worker
             .config()
             .inventory
@@ -215,7 +213,7 @@ impl Loader {
             .map(|p| p.display().to_string())
             .collect();
         let answer = worker.call(
-            json!({"op": "inventory", "patterns": patterns, "sources": sources,
+            json!({"op": "inventory", "sources": sources,
                    "basedir": basedir.map(|d| d.display().to_string())}),
             Some(RESOLVE_TIMEOUT),
         );
@@ -233,12 +231,8 @@ impl Loader {
                 return None;
             }
         };
-        let mut inventory = super::Inventory {
-            groups: crate::template::convert::from_json(&answer["groups"]),
-            ..super::Inventory::default()
-        };
-        for (name, host) in answer["hosts"].as_object().into_iter().flatten() {
-            let vars: Vec<(Arc<str>, crate::template::Var)> = host["vars"]
+        let vars_of = |value: &serde_json::Value| -> crate::inventory::HostVars {
+            value
                 .as_object()
                 .into_iter()
                 .flatten()
@@ -248,32 +242,70 @@ impl Loader {
                         crate::template::Var::templated(crate::template::convert::from_json(v)),
                     )
                 })
-                .collect();
-            let groups = host["groups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|g| g.as_str().map(str::to_owned))
-                .collect();
-            inventory
-                .hosts
-                .insert(name.clone(), (Arc::from(vars), groups));
+                .collect::<Vec<_>>()
+                .into()
+        };
+        let mut hosts = Vec::new();
+        for (name, host) in answer["hosts"].as_object().into_iter().flatten() {
+            hosts.push(crate::inventory::LoadedHost {
+                name: name.clone(),
+                vars: vars_of(&host["vars"]),
+                own: host.get("own").map(vars_of),
+                implicit: host["implicit"].as_bool().unwrap_or(false),
+            });
         }
-        for (location, pattern) in self.host_patterns.clone() {
-            let hosts: Vec<String> = answer["patterns"][&pattern]
+        let names = |value: &serde_json::Value| -> Vec<String> {
+            value
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(|h| h.as_str().map(str::to_owned))
-                .collect();
-            if hosts.is_empty() {
-                self.warning(
-                    location,
-                    format!("hosts: {pattern} matches no host of the inventory; the play is skipped, as in Ansible"),
-                );
-            }
-            inventory.patterns.insert(pattern, hosts);
-        }
+                .collect()
+        };
+        let groups = answer["groups"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, members)| {
+                (
+                    name.clone(),
+                    names(members),
+                    names(&answer["group_parents"][name]),
+                )
+            })
+            .collect();
+        let by_name = |value: &serde_json::Value| {
+            value
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, vars)| (name.clone(), vars_of(vars)))
+                .collect()
+        };
+        let dynamic_vars = crate::inventory::DynamicVars {
+            groups: answer["group_vars"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, vars)| {
+                    (
+                        name.clone(),
+                        (vars_of(&vars["inventory"]), vars_of(&vars["plugins"])),
+                    )
+                })
+                .collect(),
+            sort: answer["group_sort"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, key)| {
+                    let at = |i: usize| key[i].as_i64().unwrap_or(1);
+                    (name.clone(), (at(0), at(1)))
+                })
+                .collect(),
+            hosts: by_name(&answer["orphan_host_vars"]),
+        };
+        let inventory = super::Inventory::new(hosts, groups, dynamic_vars);
         Some(inventory)
     }
 

@@ -676,10 +676,15 @@ impl Loader {
                 }
             }
             if let Some(hosts) = play.get("hosts") {
-                let pattern = hosts.key_string();
-                if !matches!(pattern.as_str(), "localhost" | "all" | "127.0.0.1") {
-                    self.host_patterns
-                        .push((Location::new(&file, hosts.pos), pattern));
+                let patterns = match &hosts.value {
+                    yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+                    _ => vec![hosts.key_string()],
+                };
+                for pattern in patterns {
+                    if !matches!(pattern.as_str(), "localhost" | "all" | "127.0.0.1") {
+                        self.host_patterns
+                            .push((Location::new(&file, hosts.pos), pattern));
+                    }
                 }
             }
             let mut vars: Vec<(Arc<str>, crate::template::Var)> = play
@@ -745,8 +750,24 @@ impl Loader {
                 name: play.get("name").map(Node::key_string),
                 hosts: play
                     .get("hosts")
-                    .map(Node::key_string)
-                    .unwrap_or_else(|| "localhost".to_owned()),
+                    .map(template::convert::from_yaml)
+                    .unwrap_or_else(|| minijinja::Value::from("localhost")),
+                order: play.get("order").map(template::convert::from_yaml),
+                serial: play.get("serial").map(template::convert::from_yaml),
+                tags: play
+                    .get("tags")
+                    .map(|n| match &n.value {
+                        yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+                        _ => n
+                            .key_string()
+                            .split(',')
+                            .map(|s| s.trim().to_owned())
+                            .collect(),
+                    })
+                    .unwrap_or_default(),
+                ignore_errors: play.get("ignore_errors").map(template::convert::from_yaml),
+                run_once: play.get("run_once").map(template::convert::from_yaml),
+                no_log: play.get("no_log").map(template::convert::from_yaml),
                 check_mode: play.get("check_mode").map(template::convert::from_yaml),
                 environment: play.get("environment").map(template::convert::from_yaml),
                 vars,
@@ -949,40 +970,61 @@ impl Loader {
     }
 }
 
+/// Every keyword of a play (ansible-core 2.18's `Play` attributes).
 const PLAY_KEYWORDS: &[&str] = &[
-    "name",
-    "hosts",
-    "gather_facts",
-    "connection",
-    "vars",
-    "vars_files",
-    "pre_tasks",
-    "roles",
-    "tasks",
-    "post_tasks",
-    "handlers",
-    "collections",
-    "become",
-    "become_user",
     "any_errors_fatal",
+    "become",
+    "become_exe",
+    "become_flags",
+    "become_method",
+    "become_user",
+    "check_mode",
+    "collections",
+    "connection",
+    "debugger",
+    "diff",
+    "environment",
+    "fact_path",
+    "force_handlers",
+    "gather_facts",
+    "gather_subset",
+    "gather_timeout",
+    "handlers",
+    "hosts",
+    "ignore_errors",
+    "ignore_unreachable",
+    "max_fail_percentage",
+    "module_defaults",
+    "name",
+    "no_log",
+    "order",
+    "port",
+    "post_tasks",
+    "pre_tasks",
+    "remote_user",
+    "roles",
+    "run_once",
     "serial",
     "strategy",
     "tags",
-    "environment",
-    "module_defaults",
-    "max_fail_percentage",
-    "order",
-    "ignore_errors",
-    "no_log",
-    "check_mode",
-    "diff",
-    "remote_user",
+    "tasks",
+    "throttle",
+    "timeout",
+    "vars",
+    "vars_files",
+    "vars_prompt",
 ];
 
 fn clone_play(play: &Play) -> Play {
     Play {
         name: play.name.clone(),
         hosts: play.hosts.clone(),
+        order: play.order.clone(),
+        serial: play.serial.clone(),
+        tags: play.tags.clone(),
+        ignore_errors: play.ignore_errors.clone(),
+        run_once: play.run_once.clone(),
+        no_log: play.no_log.clone(),
         check_mode: play.check_mode.clone(),
         environment: play.environment.clone(),
         vars: play.vars.clone(),

@@ -26,7 +26,7 @@ use minijinja::Value;
 pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
 pub use loader::{LoadOptions, Target};
 pub use resolve::{RolePaths, resolve_role};
-pub use task::resolve_task_file;
+pub use task::{VARIABLE_PARAMS, resolve_task_file};
 
 use crate::modules::ModuleRef;
 use crate::template::{Templar, Var};
@@ -77,16 +77,7 @@ impl Project {
     }
 }
 
-/// The inventory as Ansible loaded it, for the plays' `hosts`.
-#[derive(Debug, Clone, Default)]
-pub struct Inventory {
-    /// `groups`: every group and its hosts.
-    pub groups: Value,
-    /// Each host's inventory variables (host vars, group_vars/) and groups.
-    pub hosts: HashMap<String, (VarList, Vec<String>)>,
-    /// The hosts each play's pattern matches.
-    pub patterns: HashMap<String, Vec<String>>,
-}
+pub use crate::inventory::Inventory;
 
 /// A role: its tasks, defaults and vars.
 #[derive(Debug)]
@@ -146,8 +137,21 @@ pub struct Playbook {
 pub struct Play {
     /// Its name, if any.
     pub name: Option<String>,
-    /// `hosts`: the inventory pattern it runs on (`localhost` when absent).
-    pub hosts: String,
+    /// `hosts`: the inventory pattern(s) it runs on, possibly a template
+    /// (`localhost` when absent).
+    pub hosts: Value,
+    /// `order`: the order of the hosts it runs on.
+    pub order: Option<Value>,
+    /// `serial`: batches of hosts, run one after the other.
+    pub serial: Option<Value>,
+    /// `tags` of the whole play.
+    pub tags: Vec<String>,
+    /// `ignore_errors` of the whole play.
+    pub ignore_errors: Option<Value>,
+    /// `run_once` of the whole play.
+    pub run_once: Option<Value>,
+    /// `no_log` of the whole play.
+    pub no_log: Option<Value>,
     /// `check_mode` of the whole play.
     pub check_mode: Option<Value>,
     /// `environment` of the whole play.
@@ -208,6 +212,11 @@ pub struct Task {
     pub failed_when: Option<Arc<[Value]>>,
     /// `ignore_errors`.
     pub ignore_errors: Option<Value>,
+    /// `run_once`: the task runs on the batch's first host, its result
+    /// shared with the others.
+    pub run_once: Option<Value>,
+    /// `throttle`: how many hosts may run it at once.
+    pub throttle: Option<Value>,
     /// `no_log`.
     pub no_log: Option<Value>,
     /// `check_mode`: run in (true) or out of (false) check mode, whatever

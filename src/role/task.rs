@@ -420,6 +420,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         }
     }
     let ignore_errors = scalar(loader, "ignore_errors");
+    let run_once = scalar(loader, "run_once");
+    let throttle = scalar(loader, "throttle");
     let no_log = scalar(loader, "no_log");
     let check_mode = scalar(loader, "check_mode");
     let environment = scalar(loader, "environment");
@@ -462,6 +464,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         changed_when,
         failed_when,
         ignore_errors,
+        run_once,
+        throttle,
         no_log,
         check_mode,
         tags,
@@ -619,7 +623,18 @@ fn parse_action(
     };
     merge_task_args(loader, at, task, &mut entries);
     let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
+    let mut variable_params = false;
     for (name, node) in &entries {
+        if name == "_raw_params" && spec.free_form != FreeForm::Raw && is_template_node(node) {
+            // Templated free-form text must render to the arguments
+            // (`_variable_params`, checked when the task runs).
+            variable_params = true;
+            pairs.push((
+                Value::from(VARIABLE_PARAMS),
+                templated(loader, at, node, &format!("{}.{name}", spec.name)),
+            ));
+            continue;
+        }
         if name == "_raw_params" && spec.free_form != FreeForm::Raw {
             loader.error(
                 at.loc(node.pos),
@@ -657,8 +672,10 @@ fn parse_action(
             templated(loader, at, node, &format!("{}.{name}", spec.name)),
         ));
     }
-    crate::modules::validate_args(spec, &pairs)
-        .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
+    if !variable_params {
+        crate::modules::validate_args(spec, &pairs)
+            .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
+    }
     Some(Action::Module {
         module: ModuleRef::Native(spec),
         args: Value::from_pairs(pairs),
@@ -687,6 +704,29 @@ fn merge_task_args(
         }
         None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
     }
+}
+
+/// The argument holding templated free-form text, which must render to a
+/// mapping of the arguments (Ansible's `_variable_params`).
+pub const VARIABLE_PARAMS: &str = "_variable_params";
+
+/// Actions that take free-form text besides the command family
+/// (ModuleArgsParser's `_BUILTIN_RAW_PARAM_MODULES_SIMPLE`).
+const RAW_PARAM_ACTIONS: &[&str] = &[
+    "include_vars",
+    "include_tasks",
+    "include_role",
+    "import_tasks",
+    "import_role",
+    "add_host",
+    "group_by",
+    "set_fact",
+    "meta",
+];
+
+fn is_template_node(node: &Node) -> bool {
+    node.as_str()
+        .is_some_and(|text| text.contains("{{") || text.contains("{%"))
 }
 
 /// Modules whose free-form text is a command line (`_raw_params`), with the
@@ -744,15 +784,26 @@ fn parse_bridged(
     merge_task_args(loader, at, task, &mut entries);
     // Free-form text is only for the command family; Ansible says so once
     // the name resolves (an unknown name is the first error).
-    let extra_params = (!is_command)
+    // Free-form text is allowed for the few actions that take it; for
+    // others a template must render to the arguments (`_variable_params`),
+    // and plain words are an error (ModuleArgsParser.parse).
+    let short = name.rsplit('.').next().unwrap_or(name);
+    let raw_allowed = is_command || RAW_PARAM_ACTIONS.contains(&short);
+    let extra_params = (!raw_allowed)
         .then(|| entries.iter().find(|(k, _)| k == "_raw_params"))
         .flatten()
+        .filter(|(_, node)| !is_template_node(node))
         .map(|(_, node)| at.loc(node.pos));
     let pairs: Vec<(Value, Value)> = entries
         .iter()
         .map(|(k, node)| {
+            let key = if k == "_raw_params" && !raw_allowed {
+                VARIABLE_PARAMS
+            } else {
+                k.as_str()
+            };
             (
-                Value::from(k.as_str()),
+                Value::from(key),
                 templated(loader, at, node, &format!("{name}.{k}")),
             )
         })

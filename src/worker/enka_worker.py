@@ -676,12 +676,76 @@ def _inventory_answer(request, inventory, variables, play, listed):
                                                "inventory_hostname_short", "group_names")}
         hosts[host.name] = {
             "vars": _jsonable(own),
+            "own": _jsonable(_host_own_vars(inventory, host)),
             "groups": sorted(g.name for g in host.get_groups() if g.name not in ("all", "ungrouped")),
+            "implicit": bool(host.implicit),
         }
-    patterns = {}
-    for pattern in request.get("patterns") or []:
-        patterns[pattern] = [host.name for host in inventory.get_hosts(pattern=pattern)]
-    return {"groups": groups, "hosts": hosts, "patterns": patterns}
+    parents = {name: [parent.name for parent in group.parent_groups] for name, group in inventory.groups.items()}
+    group_vars, orphan_host_vars = _dynamic_host_vars(inventory)
+    # sort_groups' key: depth, priority, name.
+    group_sort = {name: [group.depth, group.priority] for name, group in inventory.groups.items()}
+    return {"groups": groups, "group_parents": parents, "hosts": hosts, "group_sort": group_sort,
+            "group_vars": group_vars, "orphan_host_vars": orphan_host_vars}
+
+
+def _vars_plugins(inventory, entities):
+    from ansible.utils.vars import combine_vars
+    from ansible.vars.plugins import get_vars_from_inventory_sources, get_vars_from_path
+
+    stage = "task" if C.RUN_VARS_PLUGINS == "demand" else "inventory"
+    found = get_vars_from_inventory_sources(_LOADER, inventory._sources, entities, stage)
+    return combine_vars(found, get_vars_from_path(_LOADER, _LOADER.get_basedir(), entities, stage))
+
+
+def _host_own_vars(inventory, host):
+    """A host's own variables (the inventory's, then host_vars/), which
+    rank above every group's."""
+    from ansible.utils.vars import combine_vars
+
+    own = combine_vars(host.get_vars(), _vars_plugins(inventory, [host]))
+    for magic in ("inventory_hostname", "inventory_hostname_short", "group_names"):
+        own.pop(magic, None)
+    return own
+
+
+def _dynamic_host_vars(inventory):
+    """What a host `add_host` makes would get from the inventory: each
+    group's vars (the inventory's, and group_vars/ next to it and to the
+    playbook), and host_vars/ files of hosts the inventory does not list."""
+    from ansible.inventory.group import Group
+    from ansible.inventory.host import Host
+
+    basedir = _LOADER.get_basedir()
+
+    def plugin_vars(entities):
+        return _vars_plugins(inventory, entities)
+
+    # Split as VARIABLE_PRECEDENCE ranks them: every group's inventory vars
+    # below every group's vars plugins (group_vars/).
+    group_vars = {name: {"inventory": _jsonable(group.get_vars()), "plugins": _jsonable(plugin_vars([group]))}
+                  for name, group in inventory.groups.items()}
+    directories = [basedir] + [os.path.dirname(os.path.abspath(s)) if os.path.isfile(s) else s
+                               for s in inventory._sources if isinstance(s, str)]
+    names = set()
+    for directory in directories:
+        folder = os.path.join(directory, "host_vars")
+        if os.path.isdir(folder):
+            names.update(os.path.splitext(entry)[0] for entry in os.listdir(folder))
+    orphans = {}
+    for name in sorted(names):
+        if inventory.get_host(name) is None or inventory.get_host(name).implicit:
+            found = plugin_vars([Host(name)])
+            if found:
+                orphans[name] = _jsonable(found)
+    # A group made while the playbook runs (group_by) gets group_vars/ too.
+    for directory in directories:
+        folder = os.path.join(directory, "group_vars")
+        if os.path.isdir(folder):
+            for entry in sorted(os.listdir(folder)):
+                name = os.path.splitext(entry)[0]
+                if name not in group_vars:
+                    group_vars[name] = {"inventory": {}, "plugins": _jsonable(plugin_vars([Group(name)]))}
+    return group_vars, orphans
 
 
 def _resolve(request):

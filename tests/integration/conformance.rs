@@ -210,17 +210,31 @@ async fn plays_match_ansible_playbook() {
             .clone();
         let dir = root.join(&name);
         let _ = std::fs::remove_dir_all(&dir);
-        for (path, content) in case.get("files").unwrap().as_map().unwrap() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = case
+            .get("files")
+            .and_then(|f| f.as_map())
+            .unwrap_or_default();
+        for (path, content) in files {
             let file = dir.join(path.key_string());
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
             std::fs::write(&file, content.as_str().unwrap()).unwrap();
         }
-        let result = case.get("result").unwrap().as_str().unwrap();
-        let playbook = format!(
-            "- hosts: localhost\n  gather_facts: no\n  roles: [case]\n  post_tasks:\n    - set_fact:\n        conformance_result: {}\n    - debug:\n        var: conformance_result\n",
-            serde_json::to_string(result).unwrap()
-        );
+        // A case may bring its own playbook and inventory (several hosts);
+        // its last play sets conformance_result on localhost.
+        let playbook = match case.get("playbook").and_then(|p| p.as_str()) {
+            Some(playbook) => playbook.to_owned(),
+            None => format!(
+                "- hosts: localhost\n  gather_facts: no\n  roles: [case]\n  post_tasks:\n    - set_fact:\n        conformance_result: {}\n    - debug:\n        var: conformance_result\n",
+                serde_json::to_string(case.get("result").unwrap().as_str().unwrap()).unwrap()
+            ),
+        };
         std::fs::write(dir.join("play.yml"), playbook).unwrap();
+        let mut ansible = enka::worker::Config::from_env();
+        if let Some(inventory) = case.get("inventory").and_then(|i| i.as_str()) {
+            std::fs::write(dir.join("inventory"), inventory).unwrap();
+            ansible.inventory = vec![dir.join("inventory")];
+        }
         let options = LoadOptions {
             role_paths: RolePaths {
                 base_dir: dir.clone(),
@@ -229,7 +243,7 @@ async fn plays_match_ansible_playbook() {
             templates: Options::default(),
             origins: Vec::new(),
             lookups: Vec::new(),
-            ansible: Some(enka::worker::Config::from_env()),
+            ansible: Some(ansible),
         };
         let (project, diagnostics) =
             Project::load(&options, &[Target::Playbook(dir.join("play.yml"))]);
@@ -262,7 +276,14 @@ async fn plays_match_ansible_playbook() {
                     RunOptions::default(),
                 )
                 .await;
-                stats = Some(recap(&run.stats));
+                // Ansible's recap line for localhost.
+                let localhost = run
+                    .hosts
+                    .iter()
+                    .find(|(host, _)| host == "localhost")
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_default();
+                stats = Some(recap(&localhost));
                 match (run.facts.get("conformance_result"), run.failure()) {
                     (Some(var), _) => Ok((
                         pyrepr::type_name(&var.value).to_owned(),

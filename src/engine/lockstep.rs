@@ -1,0 +1,298 @@
+//! Ansible's linear strategy for a play on several hosts: every host runs
+//! task N before any host runs task N+1.
+//!
+//! Each host walks the play in its own runner; before each task it
+//! arrives here with the task's position (its path in the play's tree:
+//! section, block, index, include iteration …, so tree order is
+//! lexicographic order). Once no host is running, the hosts waiting at the
+//! lowest position go, up to `forks` (or the task's `throttle`) at a time
+//! in the play's host order, so hosts that included extra tasks run them
+//! while the others wait at the next common task, as the strategy's no-op
+//! padding does.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+/// Positions of tasks in a play, compared in tree order.
+pub(crate) type Position = Vec<u32>;
+
+/// The turn-taking of one batch of hosts.
+pub(crate) struct Lockstep {
+    inner: Mutex<Inner>,
+    /// What `run_once` tasks left, by position: the first host of the
+    /// batch runs the task, the others wait for what it left.
+    shared: Mutex<std::collections::HashMap<Position, tokio::sync::watch::Sender<Option<Shared>>>>,
+}
+
+/// What a `run_once` task (or an action that bypasses the host loop, like
+/// `add_host`) left: the variables it set, and whether it failed the run.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// Facts and the registered result, as set on the host that ran it.
+    pub(crate) vars: Vec<(Arc<str>, crate::template::Var)>,
+    /// The failure every host of the batch takes, when it failed.
+    pub(crate) failure: Option<super::Failure>,
+}
+
+struct Inner {
+    slots: Vec<Slot>,
+    /// `meta: end_play` ran: every host stops at its next task.
+    ended: bool,
+    /// The task the running hosts run, and the first host (in the play's
+    /// order) to run it.
+    current: Option<Position>,
+    leader: usize,
+    /// How many hosts may run a task at once (`--forks`).
+    forks: usize,
+}
+
+enum Slot {
+    /// Running (or unwinding) until it arrives at its next task.
+    Busy,
+    /// Waiting to run the task at this position, at most `limit` hosts at
+    /// once.
+    Waiting(Position, usize, Option<oneshot::Sender<bool>>),
+    /// Finished the play.
+    Done,
+}
+
+impl Lockstep {
+    /// Turn-taking for `hosts` hosts, all running toward their first
+    /// task, `forks` of them at once.
+    pub(crate) fn new(hosts: usize, forks: usize) -> Arc<Self> {
+        Arc::new(Lockstep {
+            inner: Mutex::new(Inner {
+                slots: (0..hosts).map(|_| Slot::Busy).collect(),
+                ended: false,
+                current: None,
+                leader: 0,
+                forks: forks.max(1),
+            }),
+            shared: Mutex::new(std::collections::HashMap::new()),
+        })
+    }
+
+    /// Whether `host` is the first host of the batch to run the task the
+    /// hosts run now: the one that runs a `run_once` task.
+    pub(crate) fn leads(&self, host: usize) -> bool {
+        self.inner.lock().is_ok_and(|inner| inner.leader == host)
+    }
+
+    /// Records what the `run_once` task at `position` left.
+    pub(crate) fn share(&self, position: &[u32], shared: Shared) {
+        self.channel(position).send_replace(Some(shared));
+    }
+
+    /// What the `run_once` task at `position` left, once its host ran it.
+    pub(crate) async fn shared(&self, position: &[u32]) -> Option<Shared> {
+        let mut receiver = self.channel(position).subscribe();
+        let shared = receiver.wait_for(Option::is_some).await.ok()?;
+        shared.clone()
+    }
+
+    fn channel(&self, position: &[u32]) -> tokio::sync::watch::Sender<Option<Shared>> {
+        match self.shared.lock() {
+            Ok(mut map) => map
+                .entry(position.to_vec())
+                .or_insert_with(|| tokio::sync::watch::channel(None).0)
+                .clone(),
+            Err(_) => tokio::sync::watch::channel(None).0,
+        }
+    }
+
+    /// Waits until host `host` may run the task at `position` (with at
+    /// most `throttle` hosts at once, 0 for no limit of its own); `false`
+    /// when the play ended meanwhile and the host must stop.
+    pub(crate) async fn arrive(&self, host: usize, position: Position, throttle: usize) -> bool {
+        let (sender, receiver) = oneshot::channel();
+        let released_itself;
+        {
+            let Ok(mut inner) = self.inner.lock() else {
+                return false;
+            };
+            if inner.ended {
+                return false;
+            }
+            if let Some(slot) = inner.slots.get_mut(host) {
+                *slot = Slot::Waiting(position, throttle, Some(sender));
+            }
+            inner.schedule();
+            released_itself = matches!(inner.slots.get(host), Some(Slot::Busy));
+        }
+        let go = receiver.await.unwrap_or(false);
+        // The host whose arrival released the others would run before
+        // them: it lets them start first, in the play's order.
+        if released_itself {
+            tokio::task::yield_now().await;
+        }
+        go
+    }
+
+    /// Host `host` finished the play (or failed out of it).
+    pub(crate) fn done(&self, host: usize) {
+        if let Ok(mut inner) = self.inner.lock() {
+            if let Some(slot) = inner.slots.get_mut(host) {
+                *slot = Slot::Done;
+            }
+            inner.schedule();
+        }
+    }
+
+    /// `meta: end_play`: the other hosts stop where they wait.
+    pub(crate) fn end_play(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.ended = true;
+        }
+    }
+}
+
+impl Inner {
+    fn schedule(&mut self) {
+        if self.ended {
+            for slot in &mut self.slots {
+                if let Slot::Waiting(_, _, sender) = slot {
+                    if let Some(sender) = sender.take() {
+                        let _ = sender.send(false);
+                    }
+                    *slot = Slot::Busy;
+                }
+            }
+            return;
+        }
+        let busy = self
+            .slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Busy))
+            .count();
+        if busy == 0 {
+            let next = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match s {
+                    Slot::Waiting(position, _, _) => Some((position, i)),
+                    _ => None,
+                })
+                .min();
+            if let Some((position, leader)) = next {
+                self.current = Some(position.clone());
+                self.leader = leader;
+            }
+        }
+        let Some(current) = self.current.clone() else {
+            return;
+        };
+        let mut running = busy;
+        for slot in &mut self.slots {
+            let Slot::Waiting(position, throttle, sender) = slot else {
+                continue;
+            };
+            let limit = match *throttle {
+                0 => self.forks,
+                n => n.min(self.forks),
+            };
+            if *position != current || running >= limit {
+                continue;
+            }
+            if let Some(sender) = sender.take() {
+                let _ = sender.send(true);
+            }
+            *slot = Slot::Busy;
+            running += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn hosts_take_turns_in_task_order() {
+        let lockstep = Lockstep::new(2, 1);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        // Host 0 runs tasks [0] [1,0] [1,1] [2] (it included two tasks at
+        // [1]); host 1 runs [0] [1] [2].
+        let plans: [Vec<Position>; 2] = [
+            vec![vec![0], vec![1], vec![1, 0], vec![1, 1], vec![2]],
+            vec![vec![0], vec![1], vec![2]],
+        ];
+        let runs = plans.into_iter().enumerate().map(|(host, plan)| {
+            let lockstep = lockstep.clone();
+            let log = log.clone();
+            async move {
+                for position in plan {
+                    assert!(lockstep.arrive(host, position.clone(), 0).await);
+                    log.lock().unwrap().push((host, position));
+                    tokio::task::yield_now().await;
+                }
+                lockstep.done(host);
+            }
+        });
+        futures::future::join_all(runs).await;
+        let log = log.lock().unwrap().clone();
+        let expected: Vec<(usize, Position)> = vec![
+            (0, vec![0]),
+            (1, vec![0]),
+            (0, vec![1]),
+            (1, vec![1]),
+            (0, vec![1, 0]),
+            (0, vec![1, 1]),
+            (0, vec![2]),
+            (1, vec![2]),
+        ];
+        assert_eq!(log, expected);
+    }
+
+    #[tokio::test]
+    async fn forks_and_throttle_bound_the_hosts_running_a_task() {
+        let lockstep = Lockstep::new(4, 3);
+        let running = Arc::new(Mutex::new((0usize, 0usize)));
+        let runs = (0..4).map(|host| {
+            let lockstep = lockstep.clone();
+            let running = running.clone();
+            async move {
+                for (position, throttle) in [(vec![0], 0), (vec![1], 2)] {
+                    assert!(lockstep.arrive(host, position.clone(), throttle).await);
+                    let limit = if throttle == 0 { 3 } else { throttle };
+                    {
+                        let mut r = running.lock().unwrap();
+                        r.0 += 1;
+                        r.1 = r.1.max(r.0);
+                        assert!(r.0 <= limit, "{} hosts ran {position:?}", r.0);
+                    }
+                    tokio::task::yield_now().await;
+                    tokio::task::yield_now().await;
+                    running.lock().unwrap().0 -= 1;
+                }
+                lockstep.done(host);
+            }
+        });
+        futures::future::join_all(runs).await;
+        assert_eq!(running.lock().unwrap().1, 3, "hosts ran in parallel");
+    }
+
+    #[tokio::test]
+    async fn end_play_stops_the_waiting_hosts() {
+        let lockstep = Lockstep::new(2, 1);
+        let first = {
+            let lockstep = lockstep.clone();
+            async move {
+                assert!(lockstep.arrive(0, vec![0], 0).await);
+                lockstep.end_play();
+                lockstep.done(0);
+            }
+        };
+        let second = {
+            let lockstep = lockstep.clone();
+            async move {
+                let ran = lockstep.arrive(1, vec![0], 0).await;
+                lockstep.done(1);
+                ran
+            }
+        };
+        let ((), ran) = futures::join!(first, second);
+        assert!(!ran);
+    }
+}
