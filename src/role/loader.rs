@@ -305,6 +305,16 @@ impl Loader {
     }
 
     /// Parses a task file once; later calls share the result.
+    /// Whether `path` is being loaded now (an include of it from itself).
+    pub(crate) fn is_loading(&self, path: &Path) -> bool {
+        self.files_loading.iter().any(|p| p == path)
+    }
+
+    /// Why a task file did not load, when a tentative parse failed.
+    pub(crate) fn unloadable_reason(&self, path: &Path) -> Option<&str> {
+        self.unloadable.get(path).map(String::as_str)
+    }
+
     pub(crate) fn task_file(
         &mut self,
         path: &Path,
@@ -349,7 +359,11 @@ impl Loader {
     /// what went wrong is kept aside (for a run-time include of it, and for a
     /// static include, which parses it again and reports it) instead of
     /// failing the project, as Ansible never reads such a file.
-    fn tentative_task_file(&mut self, path: &Path, role: Option<&Path>) -> Option<Arc<[Task]>> {
+    pub(crate) fn tentative_task_file(
+        &mut self,
+        path: &Path,
+        role: Option<&Path>,
+    ) -> Option<Arc<[Task]>> {
         if let Some(tasks) = self.task_files.get(path) {
             return Some(tasks.clone());
         }

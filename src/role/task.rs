@@ -973,8 +973,21 @@ fn parse_include_tasks(
             always: Arc::from(Vec::new()),
         });
     }
-    // Parse it now, so its errors are load-time errors too.
-    loader.task_file(&path, at.role, Some(at.loc(file_node.pos)))?;
+    // Parsed now, so a run never reads files; but as Ansible reads a
+    // dynamically included file only when the include runs, one that does
+    // not load fails that include, not the project (`enka check` warns). A
+    // file including itself (a recursion guarded by `when`) is found when
+    // the include runs.
+    if !loader.is_loading(&path) && loader.tentative_task_file(&path, at.role).is_none() {
+        let reason = loader
+            .unloadable_reason(&path)
+            .unwrap_or("it does not load")
+            .to_owned();
+        loader.warning(
+            at.loc(file_node.pos),
+            format!("{module}: {name} does not load, and the include fails if it runs: {reason}"),
+        );
+    }
     Some(Action::IncludeTasks {
         file: file_value,
         role: at.role.map(Path::to_path_buf),
