@@ -2745,6 +2745,10 @@ impl TaskResult {
         let own = self
             .get("msg")
             .or_else(|| {
+                self.get("message")
+                    .filter(|v| v.kind() == ValueKind::String)
+            })
+            .or_else(|| {
                 ["failed_when_result", "changed_when_result"]
                     .iter()
                     .filter_map(|k| self.get(k))

@@ -4,55 +4,244 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use minijinja::Value;
+use minijinja::value::ValueKind;
 
 use super::{Args, ModuleContext, Output};
 use crate::template::convert::from_yaml;
 
 pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+    // The action reports a file it cannot load under `message`, not `msg`.
+    match load(args, ctx).await {
+        Err(message) => Ok(Output::changed(false)
+            .with("failed", true)
+            .with("message", message)),
+        ok => ok,
+    }
+}
+
+async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     let name = args.str("name")?;
-    let file = match args.str("file")?.or(args.str("_raw_params")?) {
-        Some(file) => file,
-        None => return Err("include_vars: only file= is supported in-process (dir= needs a directory walk of the operator's disk)".to_owned()),
+    // Free-form text loses its trailing newlines (a folded `>` scalar).
+    let raw = args
+        .str("_raw_params")?
+        .map(|text| text.trim_end_matches('\n').to_owned());
+    let (data, files) = match args.str("file")?.or(raw) {
+        Some(file) => {
+            let path = find(ctx, &file).ok_or_else(|| not_found(ctx, &file))?;
+            (load_file(&path, ctx).await?, vec![path])
+        }
+        None => match args.str("dir")? {
+            Some(dir) => load_dir(args, ctx, &dir).await?,
+            None => return Err("one of the following is required: file, dir".to_owned()),
+        },
     };
-    let path = find(ctx, &file).ok_or_else(|| {
-        format!("Could not find or access '{file}' (looked in the role's vars/ and the project)")
-    })?;
-    let text = std::fs::read_to_string(&path)
+    let mut output = Output::changed(false).with(
+        "ansible_included_var_files",
+        files
+            .iter()
+            .map(|p| Value::from(p.to_string_lossy().as_ref()))
+            .collect::<Vec<_>>(),
+    );
+    let data = match name {
+        Some(name) => Value::from_pairs(vec![(Value::from(name), data)]),
+        None => data,
+    };
+    // hash_behaviour=merge merges each mapping into the variable's value
+    // now, recursively (combine_vars with merge).
+    let merge = args.str("hash_behaviour")?.as_deref() == Some("merge");
+    for key in data.try_iter().map_err(|e| e.to_string())? {
+        let name = crate::template::pyrepr::to_text(&key);
+        let mut value = data.get_item(&key).unwrap_or_default();
+        if merge && let Some(old) = ctx.ctx.resolve(&name) {
+            value = crate::template::merge_hash(&old, &value);
+        }
+        output.included_vars.push((Arc::from(name.as_str()), value));
+    }
+    Ok(output)
+}
+
+/// One vars file: a mapping (Vault-encrypted whole or in part).
+async fn load_file(path: &std::path::Path, ctx: &ModuleContext<'_>) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path)
         .map_err(|e| format!("could not read {}: {e}", path.display()))?;
     let text = if text.starts_with("$ANSIBLE_VAULT") {
-        decrypt(&text, &path, ctx).await?
+        decrypt(&text, path, ctx).await?
     } else {
         text
     };
     let node = crate::yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
     let node = match node {
-        Some(node) => Some(decrypt_inline(node, &path, ctx).await?),
+        Some(node) => Some(decrypt_inline(node, path, ctx).await?),
         None => None,
     };
     let data = node.map(|n| from_yaml(&n)).unwrap_or(Value::from(()));
-    if data.kind() != minijinja::value::ValueKind::Map {
-        return Err(format!(
-            "{} must contain a mapping of variables",
+    match data.kind() {
+        ValueKind::Map => Ok(data),
+        ValueKind::None | ValueKind::Undefined => {
+            Ok(Value::from_pairs(Vec::<(Value, Value)>::new()))
+        }
+        _ => Err(format!(
+            "{} must be stored as a dictionary/hash",
             path.display()
-        ));
+        )),
     }
-    let mut output = Output::changed(false).with(
-        "ansible_included_var_files",
-        vec![Value::from(path.to_string_lossy().as_ref())],
-    );
-    match name {
-        Some(name) => output.included_vars.push((Arc::from(name.as_str()), data)),
-        None => {
+}
+
+/// `dir=`: every vars file under the directory, each directory's files in
+/// name order, directories in path order, down to `depth` (0: all), those
+/// `files_matching` names and not `ignore_files`, later files' variables
+/// winning (ActionModule._traverse_dir_depth of include_vars).
+async fn load_dir(
+    args: &Args<'_>,
+    ctx: &ModuleContext<'_>,
+    dir: &str,
+) -> Result<(Value, Vec<PathBuf>), String> {
+    let root = find_dir(ctx, dir).ok_or_else(|| format!("{dir} directory does not exist"))?;
+    let depth = args
+        .get("depth")
+        .and_then(|v| i64::try_from(v).ok())
+        .unwrap_or(0);
+    let regex = |pattern: &str| {
+        fancy_regex::Regex::new(pattern)
+            .map_err(|_| format!("Invalid regular expression: {pattern}"))
+    };
+    let matching = args.str("files_matching")?.map(|p| regex(&p)).transpose()?;
+    let ignored: Vec<fancy_regex::Regex> = match args.get("ignore_files") {
+        None => Vec::new(),
+        Some(v) if v.kind() == ValueKind::String => v
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|p| regex(&format!("{p}$")))
+            .collect::<Result<_, _>>()?,
+        Some(v) if v.kind() == ValueKind::Seq => v
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|p| regex(&format!("{}$", crate::template::pyrepr::to_text(&p))))
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(format!(
+                "{} must be a list",
+                crate::template::pyrepr::to_text(&v)
+            ));
+        }
+    };
+    let extensions: Vec<String> = match args.get("extensions") {
+        None => vec!["yaml".into(), "yml".into(), "json".into()],
+        Some(_) => args
+            .list("extensions")?
+            .iter()
+            .map(crate::template::pyrepr::to_text)
+            .collect(),
+    };
+    let ignore_unknown = args
+        .get("ignore_unknown_extensions")
+        .is_some_and(|v| v.is_true());
+    let mut directories: Vec<PathBuf> = walkdir_sorted(&root);
+    directories.sort();
+    let mut merged: Vec<(Value, Value)> = Vec::new();
+    let mut files = Vec::new();
+    for directory in directories {
+        let level = directory
+            .strip_prefix(&root)
+            .map_or(0, |rel| rel.components().count())
+            + 1;
+        if depth != 0 && level as i64 > depth {
+            continue;
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&directory)
+            .map_err(|e| format!("could not read {}: {e}", directory.display()))?
+            .filter_map(Result::ok)
+            .filter(|entry| entry.path().is_file())
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            if matching
+                .as_ref()
+                .is_some_and(|m| !m.is_match(&name).unwrap_or(false))
+                || ignored.iter().any(|r| r.is_match(&name).unwrap_or(false))
+            {
+                continue;
+            }
+            // os.path.splitext: no extension is the empty one.
+            let extension = std::path::Path::new(&name)
+                .extension()
+                .map(|e| e.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let known = extensions.contains(&extension);
+            if !known {
+                if ignore_unknown {
+                    continue;
+                }
+                return Err(format!(
+                    "{} does not have a valid extension: {}",
+                    directory.join(&name).display(),
+                    extensions.join(", ")
+                ));
+            }
+            let path = directory.join(&name);
+            let data = load_file(&path, ctx).await?;
             for key in data.try_iter().map_err(|e| e.to_string())? {
                 let value = data.get_item(&key).unwrap_or_default();
-                output.included_vars.push((
-                    Arc::from(crate::template::pyrepr::to_text(&key).as_str()),
-                    value,
-                ));
+                merged.retain(|(k, _)| *k != key);
+                merged.push((key, value));
+            }
+            files.push(path);
+        }
+    }
+    Ok((Value::from_pairs(merged), files))
+}
+
+/// `root` and every directory under it (links followed).
+fn walkdir_sorted(root: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    let mut index = 0;
+    while index < out.len() {
+        let dir = out[index].clone();
+        index += 1;
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.filter_map(Result::ok) {
+                let path = entry.path();
+                if path.is_dir() && out.len() < 10_000 {
+                    out.push(path);
+                }
             }
         }
     }
-    Ok(output)
+    out
+}
+
+/// AnsibleFileNotFound's message, with where enka looked.
+fn not_found(ctx: &ModuleContext<'_>, file: &str) -> String {
+    let what = if file.is_empty() {
+        "Could not find file".to_owned()
+    } else {
+        format!("Could not find or access '{file}'")
+    };
+    let searched: Vec<String> = ctx
+        .search_path()
+        .iter()
+        .flat_map(|base| [base.join("vars").join(file), base.join(file)])
+        .map(|p| p.display().to_string())
+        .collect();
+    format!(
+        "{what}\nSearched in:\n\t{} on the Ansible Controller.\nIf you are using a module and expect the file to exist on the remote, see the remote_src option",
+        searched.join("\n\t")
+    )
+}
+
+/// A directory as Ansible's `_find_needle('vars', dir)` finds one.
+fn find_dir(ctx: &ModuleContext<'_>, dir: &str) -> Option<PathBuf> {
+    let path = std::path::Path::new(dir);
+    if path.is_absolute() {
+        return path.is_dir().then(|| path.to_path_buf());
+    }
+    ctx.search_path()
+        .iter()
+        .flat_map(|base| [base.join("vars").join(dir), base.join(dir)])
+        .find(|candidate| candidate.is_dir())
 }
 
 /// Looks as Ansible does: an absolute path as it is, else the role's

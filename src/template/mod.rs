@@ -44,7 +44,7 @@ pub use context::{
 };
 pub use error::{Error, ErrorKind, UNDEFINED_NAME_MARK};
 pub use filters::core_to_bool as to_bool;
-pub use filters::python_json;
+pub use filters::{merge_hash, python_json};
 pub use lookups::{
     LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
 };

@@ -127,6 +127,16 @@ fn is_map(value: &Value) -> bool {
     value.kind() == ValueKind::Map
 }
 
+/// Ansible's `combine_vars(a, b, merge=True)`: mappings merged
+/// recursively (lists replaced), anything else replaced by `b`.
+pub fn merge_hash(a: &Value, b: &Value) -> Value {
+    if is_map(a) && is_map(b) {
+        merge(a, b, true, "replace").unwrap_or_else(|_| b.clone())
+    } else {
+        b.clone()
+    }
+}
+
 fn merge(a: &Value, b: &Value, recursive: bool, list_merge: &str) -> Result<Value, Error> {
     let mut out = map_pairs(a);
     for (key, value) in map_pairs(b) {

@@ -10,7 +10,7 @@ pub(crate) mod encoding;
 mod paths;
 mod text;
 
-pub use collections::dict_global;
+pub use collections::{dict_global, merge_hash};
 pub use core::to_bool as core_to_bool;
 pub(crate) use core::{now, py_datetime};
 pub use encoding::python_json;
