@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use super::lockstep::Lockstep;
+use super::lockstep::{Lockstep, Turn};
 use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
 use super::{Entry, LogEvents, RunOptions, base_scope};
@@ -34,6 +34,7 @@ struct Inherited {
     ignore_errors: Vec<Value>,
     run_once: Vec<Value>,
     throttle: Vec<Value>,
+    any_errors_fatal: Vec<Value>,
     no_log: Vec<Value>,
     /// `check_mode` of the blocks and play around the task.
     check_mode: Vec<Value>,
@@ -376,6 +377,7 @@ impl Runner {
                 environment: play.environment.iter().cloned().collect(),
                 ignore_errors: play.ignore_errors.iter().cloned().collect(),
                 run_once: play.run_once.iter().cloned().collect(),
+                any_errors_fatal: play.any_errors_fatal.iter().cloned().collect(),
                 no_log: play.no_log.iter().cloned().collect(),
                 tags: play.tags.clone(),
                 ..Inherited::default()
@@ -893,7 +895,11 @@ impl Runner {
     }
 
     fn failure(&self, task: &Task, message: String, result: Value) -> Failure {
-        Failure::new(task.display_name(), task.location.clone(), message, result)
+        let mut failure = Failure::new(task.display_name(), task.location.clone(), message, result);
+        if let Action::Module { module, .. } = &task.action {
+            failure.action = Arc::from(module.name());
+        }
+        failure
     }
 
     fn template_failure(&self, task: &Task, what: &str, err: &TemplateError) -> Flow {
@@ -983,11 +989,23 @@ impl Runner {
             // Hosts of a batch take turns task by task (the linear strategy).
             if !static_parent && let Some(lockstep) = self.lockstep.clone() {
                 let throttle = self.throttle(frame, task);
-                if !lockstep
+                match lockstep
                     .arrive(self.host_index, position.to_vec(), throttle)
                     .await
                 {
-                    return Flow::EndPlay;
+                    Turn::Go => {}
+                    Turn::EndPlay => return Flow::EndPlay,
+                    // Another host failed under any_errors_fatal: this one
+                    // stops as failed, with nothing of its own to report.
+                    Turn::Fatal => {
+                        let message =
+                            "any_errors_fatal: another host of the play failed".to_owned();
+                        return Flow::Failed(self.failure(
+                            task,
+                            message.clone(),
+                            fail_result(&message),
+                        ));
+                    }
                 }
             }
             let started = Instant::now();
@@ -1018,6 +1036,11 @@ impl Runner {
             }
             if matches!(flow, Flow::Failed(_)) && !matches!(task.action, Action::Block { .. }) {
                 self.stats.failed += 1;
+                if let Some(lockstep) = &self.lockstep
+                    && self.any_errors_fatal(frame, task)
+                {
+                    lockstep.fail_all();
+                }
             }
             if let Some(observer) = observed {
                 self.observe(&*observer, task, &flow, started.elapsed());
@@ -1032,6 +1055,22 @@ impl Runner {
             }
             flow
         })
+    }
+
+    /// Whether a failure of `task` stops every host (`any_errors_fatal`
+    /// of the task, else of its blocks and play).
+    fn any_errors_fatal(&self, frame: &Frame, task: &Task) -> bool {
+        if task.any_errors_fatal.is_none() && frame.inherited.any_errors_fatal.is_empty() {
+            return false;
+        }
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        self.flag(
+            &ctx,
+            task.any_errors_fatal.as_ref(),
+            &frame.inherited.any_errors_fatal,
+        )
+        .unwrap_or(false)
     }
 
     /// How many hosts may run `task` at once (its `throttle`, else its
@@ -1293,6 +1332,9 @@ impl Runner {
         if let Some(v) = &task.throttle {
             inner.inherited.throttle.push(v.clone());
         }
+        if let Some(v) = &task.any_errors_fatal {
+            inner.inherited.any_errors_fatal.push(v.clone());
+        }
         if let Some(v) = &task.no_log {
             inner.inherited.no_log.push(v.clone());
         }
@@ -1313,6 +1355,7 @@ impl Runner {
                 "ansible_failed_task",
                 Value::from_pairs([
                     (Value::from("name"), Value::from(failure.task.as_str())),
+                    (Value::from("action"), Value::from(&*failure.action)),
                     (
                         Value::from("location"),
                         Value::from(failure.location.to_string()),

@@ -17,6 +17,24 @@ use tokio::sync::oneshot;
 /// Positions of tasks in a play, compared in tree order.
 pub(crate) type Position = Vec<u32>;
 
+/// Whether a host may run its next task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// It may.
+    Go,
+    /// The play ended (`meta: end_play`).
+    EndPlay,
+    /// A host failed under `any_errors_fatal`: this one fails too.
+    Fatal,
+}
+
+/// Why every host stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    EndPlay,
+    Fatal,
+}
+
 /// The turn-taking of one batch of hosts.
 pub(crate) struct Lockstep {
     inner: Mutex<Inner>,
@@ -37,8 +55,9 @@ pub(crate) struct Shared {
 
 struct Inner {
     slots: Vec<Slot>,
-    /// `meta: end_play` ran: every host stops at its next task.
-    ended: bool,
+    /// `meta: end_play` ran, or a failure under `any_errors_fatal`: every
+    /// host stops at its next task.
+    ended: Option<Stop>,
     /// The task the running hosts run, and the first host (in the play's
     /// order) to run it.
     current: Option<Position>,
@@ -52,7 +71,7 @@ enum Slot {
     Busy,
     /// Waiting to run the task at this position, at most `limit` hosts at
     /// once.
-    Waiting(Position, usize, Option<oneshot::Sender<bool>>),
+    Waiting(Position, usize, Option<oneshot::Sender<Turn>>),
     /// Finished the play.
     Done,
 }
@@ -64,7 +83,7 @@ impl Lockstep {
         Arc::new(Lockstep {
             inner: Mutex::new(Inner {
                 slots: (0..hosts).map(|_| Slot::Busy).collect(),
-                ended: false,
+                ended: None,
                 current: None,
                 leader: 0,
                 forks: forks.max(1),
@@ -102,17 +121,19 @@ impl Lockstep {
     }
 
     /// Waits until host `host` may run the task at `position` (with at
-    /// most `throttle` hosts at once, 0 for no limit of its own); `false`
-    /// when the play ended meanwhile and the host must stop.
-    pub(crate) async fn arrive(&self, host: usize, position: Position, throttle: usize) -> bool {
+    /// most `throttle` hosts at once, 0 for no limit of its own), or the
+    /// play stops it.
+    pub(crate) async fn arrive(&self, host: usize, position: Position, throttle: usize) -> Turn {
         let (sender, receiver) = oneshot::channel();
         let released_itself;
         {
             let Ok(mut inner) = self.inner.lock() else {
-                return false;
+                return Turn::EndPlay;
             };
-            if inner.ended {
-                return false;
+            match inner.ended {
+                Some(Stop::EndPlay) => return Turn::EndPlay,
+                Some(Stop::Fatal) => return Turn::Fatal,
+                None => {}
             }
             if let Some(slot) = inner.slots.get_mut(host) {
                 *slot = Slot::Waiting(position, throttle, Some(sender));
@@ -120,7 +141,7 @@ impl Lockstep {
             inner.schedule();
             released_itself = matches!(inner.slots.get(host), Some(Slot::Busy));
         }
-        let go = receiver.await.unwrap_or(false);
+        let go = receiver.await.unwrap_or(Turn::EndPlay);
         // The host whose arrival released the others would run before
         // them: it lets them start first, in the play's order.
         if released_itself {
@@ -142,18 +163,30 @@ impl Lockstep {
     /// `meta: end_play`: the other hosts stop where they wait.
     pub(crate) fn end_play(&self) {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.ended = true;
+            inner.ended.get_or_insert(Stop::EndPlay);
+        }
+    }
+
+    /// A failure under `any_errors_fatal`: the other hosts fail where they
+    /// wait.
+    pub(crate) fn fail_all(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.ended = Some(Stop::Fatal);
         }
     }
 }
 
 impl Inner {
     fn schedule(&mut self) {
-        if self.ended {
+        if let Some(stop) = self.ended {
+            let turn = match stop {
+                Stop::EndPlay => Turn::EndPlay,
+                Stop::Fatal => Turn::Fatal,
+            };
             for slot in &mut self.slots {
                 if let Slot::Waiting(_, _, sender) = slot {
                     if let Some(sender) = sender.take() {
-                        let _ = sender.send(false);
+                        let _ = sender.send(turn);
                     }
                     *slot = Slot::Busy;
                 }
@@ -196,7 +229,7 @@ impl Inner {
                 continue;
             }
             if let Some(sender) = sender.take() {
-                let _ = sender.send(true);
+                let _ = sender.send(Turn::Go);
             }
             *slot = Slot::Busy;
             running += 1;
@@ -223,7 +256,7 @@ mod tests {
             let log = log.clone();
             async move {
                 for position in plan {
-                    assert!(lockstep.arrive(host, position.clone(), 0).await);
+                    assert_eq!(lockstep.arrive(host, position.clone(), 0).await, Turn::Go);
                     log.lock().unwrap().push((host, position));
                     tokio::task::yield_now().await;
                 }
@@ -254,7 +287,10 @@ mod tests {
             let running = running.clone();
             async move {
                 for (position, throttle) in [(vec![0], 0), (vec![1], 2)] {
-                    assert!(lockstep.arrive(host, position.clone(), throttle).await);
+                    assert_eq!(
+                        lockstep.arrive(host, position.clone(), throttle).await,
+                        Turn::Go
+                    );
                     let limit = if throttle == 0 { 3 } else { throttle };
                     {
                         let mut r = running.lock().unwrap();
@@ -279,7 +315,7 @@ mod tests {
         let first = {
             let lockstep = lockstep.clone();
             async move {
-                assert!(lockstep.arrive(0, vec![0], 0).await);
+                assert_eq!(lockstep.arrive(0, vec![0], 0).await, Turn::Go);
                 lockstep.end_play();
                 lockstep.done(0);
             }
@@ -293,6 +329,6 @@ mod tests {
             }
         };
         let ((), ran) = futures::join!(first, second);
-        assert!(!ran);
+        assert_eq!(ran, Turn::EndPlay);
     }
 }

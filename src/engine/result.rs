@@ -36,6 +36,9 @@ pub struct Failure {
     pub message: String,
     /// The task's result (censored when `no_log`).
     pub result: Value,
+    /// The task's action as written (`fail`, `ansible.builtin.command`),
+    /// empty for a failure that is not a task's.
+    pub action: std::sync::Arc<str>,
 }
 
 /// The longest failure message kept: it lands in the object's `Failure`
@@ -52,6 +55,7 @@ impl Failure {
             location,
             message: bounded(message),
             result,
+            action: std::sync::Arc::from(""),
         }
     }
 }

@@ -196,6 +196,7 @@ mod tests {
                     location: crate::role::Location::file(std::path::Path::new("x")),
                     message: "boom".into(),
                     result: minijinja::Value::UNDEFINED,
+                    action: std::sync::Arc::from(""),
                 })
             } else {
                 crate::engine::RunStatus::Successful

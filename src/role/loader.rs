@@ -52,6 +52,9 @@ pub(crate) struct Loader {
     role_paths: RolePaths,
     roles: HashMap<PathBuf, Arc<Role>>,
     roles_loading: Vec<PathBuf>,
+    /// Directories whose roles were loaded for an `include_role` named by
+    /// a template.
+    candidate_dirs: HashSet<PathBuf>,
     task_files: HashMap<PathBuf, Arc<[Task]>>,
     files_loading: Vec<PathBuf>,
     playbooks: HashMap<PathBuf, Arc<Playbook>>,
@@ -104,6 +107,7 @@ pub(crate) fn load(
         role_paths: options.role_paths.clone(),
         roles: HashMap::new(),
         roles_loading: Vec::new(),
+        candidate_dirs: HashSet::new(),
         task_files: HashMap::new(),
         files_loading: Vec::new(),
         playbooks: HashMap::new(),
@@ -494,6 +498,69 @@ impl Loader {
             .is_ok_and(|path| self.roles_loading.contains(&path))
     }
 
+    /// The roles an `include_role` named by a template may name, as
+    /// Ansible finds them only when the include runs: the roles under the
+    /// project's `roles/` and the including role's, each loaded
+    /// tentatively, so one that does not load is left out and fails only an
+    /// include that names it. (Roles elsewhere on ANSIBLE_ROLES_PATH are
+    /// not: that can be every role of a machine.)
+    pub(crate) fn candidate_roles(&mut self, including_role: Option<&Path>) {
+        let mut dirs: Vec<PathBuf> = vec![self.role_paths.base_dir.join("roles")];
+        dirs.extend(including_role.map(|role| role.join("roles")));
+        for dir in dirs {
+            if !self.candidate_dirs.insert(dir.clone()) {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut roles: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    ["tasks", "meta", "defaults", "vars"]
+                        .iter()
+                        .any(|d| p.join(d).is_dir())
+                })
+                .collect();
+            roles.sort();
+            for path in roles {
+                self.tentative_role(&path);
+            }
+        }
+    }
+
+    fn tentative_role(&mut self, path: &Path) {
+        let path = crate::template::normalize_path(path);
+        if self.roles.contains_key(&path) || self.roles_loading.contains(&path) {
+            return;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let marks = (
+            self.diagnostics.0.len(),
+            self.bridged.len(),
+            self.foreign_plugins.len(),
+            self.extra_params.len(),
+            self.parsed_order.len(),
+        );
+        let known: HashSet<PathBuf> = self.roles.keys().cloned().collect();
+        self.role(&name, &path, Location::file(&path));
+        if !self.diagnostics.0[marks.0..].iter().any(|d| d.is_error()) {
+            return;
+        }
+        self.diagnostics.0.truncate(marks.0);
+        self.bridged.truncate(marks.1);
+        self.foreign_plugins.truncate(marks.2);
+        self.extra_params.truncate(marks.3);
+        for parsed in self.parsed_order.split_off(marks.4) {
+            self.task_files.remove(&parsed);
+        }
+        self.roles.retain(|role, _| known.contains(role));
+    }
+
     /// Resolves and loads a role; reports where it was looked for when
     /// missing.
     pub(crate) fn role_by_name(&mut self, name: &str, from: Location) -> Option<Arc<Role>> {
@@ -781,6 +848,9 @@ impl Loader {
                     .unwrap_or_default(),
                 ignore_errors: play.get("ignore_errors").map(template::convert::from_yaml),
                 run_once: play.get("run_once").map(template::convert::from_yaml),
+                any_errors_fatal: play
+                    .get("any_errors_fatal")
+                    .map(template::convert::from_yaml),
                 no_log: play.get("no_log").map(template::convert::from_yaml),
                 check_mode: play.get("check_mode").map(template::convert::from_yaml),
                 environment: play.get("environment").map(template::convert::from_yaml),
@@ -1038,6 +1108,7 @@ fn clone_play(play: &Play) -> Play {
         tags: play.tags.clone(),
         ignore_errors: play.ignore_errors.clone(),
         run_once: play.run_once.clone(),
+        any_errors_fatal: play.any_errors_fatal.clone(),
         no_log: play.no_log.clone(),
         check_mode: play.check_mode.clone(),
         environment: play.environment.clone(),

@@ -150,6 +150,8 @@ pub struct Play {
     pub ignore_errors: Option<Value>,
     /// `run_once` of the whole play.
     pub run_once: Option<Value>,
+    /// `any_errors_fatal` of the whole play.
+    pub any_errors_fatal: Option<Value>,
     /// `no_log` of the whole play.
     pub no_log: Option<Value>,
     /// `check_mode` of the whole play.
@@ -217,6 +219,8 @@ pub struct Task {
     pub run_once: Option<Value>,
     /// `throttle`: how many hosts may run it at once.
     pub throttle: Option<Value>,
+    /// `any_errors_fatal`: its failure on one host stops every host.
+    pub any_errors_fatal: Option<Value>,
     /// `no_log`.
     pub no_log: Option<Value>,
     /// `check_mode`: run in (true) or out of (false) check mode, whatever

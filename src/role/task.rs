@@ -422,6 +422,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     let ignore_errors = scalar(loader, "ignore_errors");
     let run_once = scalar(loader, "run_once");
     let throttle = scalar(loader, "throttle");
+    let any_errors_fatal = scalar(loader, "any_errors_fatal");
     let no_log = scalar(loader, "no_log");
     let check_mode = scalar(loader, "check_mode");
     let environment = scalar(loader, "environment");
@@ -466,6 +467,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         ignore_errors,
         run_once,
         throttle,
+        any_errors_fatal,
         no_log,
         check_mode,
         tags,
@@ -1076,7 +1078,13 @@ fn parse_include_role(
             );
             return None;
         }
-        None => None,
+        None => {
+            // Named when it runs: the roles it may name load now.
+            if static_name.is_none() {
+                loader.candidate_roles(at.role);
+            }
+            None
+        }
     };
     Some(match (short(module), role) {
         ("import_role", Some(role)) => Action::ImportRole { role, from },
