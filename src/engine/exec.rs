@@ -1634,8 +1634,13 @@ impl Runner {
             },
             // The list lookup takes its terms as they are: a dict is not a
             // list of terms (LookupModule.run of `list`).
-            LoopKind::Lookup(name) if name == "list" && raw.kind() == ValueKind::Map => {
-                Err("with_list expects a list".to_owned())
+            // Ansible hands these lookups a mapping as it is, and they
+            // refuse it.
+            LoopKind::Lookup(name)
+                if matches!(name.as_str(), "list" | "indexed_items")
+                    && raw.kind() == ValueKind::Map =>
+            {
+                Err(format!("with_{name} expects a list"))
             }
             LoopKind::Lookup(name) => {
                 let mut terms: Vec<Value> = match raw.kind() {
