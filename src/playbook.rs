@@ -115,7 +115,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         .await;
         for (host, counts) in &outcome.hosts {
             match stats.iter_mut().find(|(h, _)| h == host) {
-                Some((_, total)) => add(total, counts),
+                Some((_, total)) => total.add(counts),
                 None => stats.push((host.clone(), counts.clone())),
             }
         }
@@ -192,15 +192,6 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
         eprintln!("{}\n", diagnostic.render());
     }
     project.ok_or_else(|| format!("ERROR! {} did not load", path.display()))
-}
-
-fn add(total: &mut engine::Stats, run: &engine::Stats) {
-    total.ok += run.ok;
-    total.changed += run.changed;
-    total.failed += run.failed;
-    total.skipped += run.skipped;
-    total.rescued += run.rescued;
-    total.ignored += run.ignored;
 }
 
 /// Extra vars as ansible-playbook reads `-e`: `@file` (YAML), YAML or JSON

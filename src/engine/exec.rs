@@ -47,6 +47,30 @@ struct Inherited {
     notify: Vec<String>,
 }
 
+impl Inherited {
+    /// What a block passes down to its tasks: its conditions, tags,
+    /// `notify` and keywords, inside those of the blocks around it.
+    fn enter_block(&mut self, block: &Task) {
+        self.tags.extend(block.tags.iter().cloned());
+        self.notify.extend(block.notify.iter().cloned());
+        if !block.when.is_empty() {
+            self.when.push(block.when.clone());
+        }
+        let keywords = [
+            (&block.ignore_errors, &mut self.ignore_errors),
+            (&block.run_once, &mut self.run_once),
+            (&block.throttle, &mut self.throttle),
+            (&block.any_errors_fatal, &mut self.any_errors_fatal),
+            (&block.no_log, &mut self.no_log),
+            (&block.check_mode, &mut self.check_mode),
+            (&block.environment, &mut self.environment),
+        ];
+        for (own, list) in keywords {
+            list.extend(own.iter().cloned());
+        }
+    }
+}
+
 /// Where a task list runs: variables plus what the block above passes down.
 #[derive(Clone)]
 struct Frame {
@@ -248,13 +272,7 @@ impl Runner {
             },
             Entry::Playbook(path) => match self.project.playbooks.get(path).cloned() {
                 Some(playbook) => {
-                    let inventory = self
-                        .project
-                        .inventory
-                        .as_deref()
-                        .cloned()
-                        .unwrap_or_default();
-                    self.inventory = Some(Arc::new(std::sync::Mutex::new(Arc::new(inventory))));
+                    self.inventory = Some(live_inventory(&self.project));
                     for play in &playbook.plays {
                         if !self.run_play(&playbook, play, &base).await {
                             break;
@@ -503,8 +521,8 @@ impl Runner {
         self.peers.set(&runner.host, runner.host_state());
         self.facts = runner.facts.clone();
         let host_stats = self.host_stats.entry(runner.host.to_string()).or_default();
-        add_stats(host_stats, &runner.stats);
-        add_stats(&mut self.stats, &runner.stats);
+        host_stats.add(&runner.stats);
+        self.stats.add(&runner.stats);
         if runner.waiting_for.is_none() {
             self.waiting_for = None;
         }
@@ -594,18 +612,7 @@ impl Runner {
             }
             let mut role_frame = section(1);
             role_frame.position = Arc::from(vec![1, index as u32]);
-            if !role_ref.when.is_empty() {
-                role_frame.inherited.when.push(role_ref.when.clone());
-            }
-            flow = self
-                .run_role(
-                    role_frame,
-                    role_ref.role.clone(),
-                    RoleFrom::default(),
-                    role_ref.params.clone(),
-                    None,
-                )
-                .await;
+            flow = self.run_role_ref(role_frame, role_ref).await;
         }
         if matches!(flow, Flow::Continue) {
             flow = self.run_tasks(section(2), play.tasks.clone()).await;
@@ -615,6 +622,25 @@ impl Runner {
             flow = self.run_tasks(section(3), play.post_tasks.clone()).await;
         }
         self.flush_handlers_after(flow, after(3)).await
+    }
+
+    /// A role as a play's `roles` or a role's dependencies list it: under
+    /// its conditions, with its parameters.
+    fn run_role_ref<'a>(
+        &'a mut self,
+        mut frame: Frame,
+        role_ref: &'a crate::role::RoleRef,
+    ) -> BoxFlow<'a> {
+        if !role_ref.when.is_empty() {
+            frame.inherited.when.push(role_ref.when.clone());
+        }
+        self.run_role(
+            frame,
+            role_ref.role.clone(),
+            RoleFrom::default(),
+            role_ref.params.clone(),
+            None,
+        )
     }
 
     /// Runs a role's tasks with its defaults and vars in scope.
@@ -649,18 +675,7 @@ impl Runner {
                 if dep_frame.depth > self.options.max_include_depth {
                     break;
                 }
-                if !dependency.when.is_empty() {
-                    dep_frame.inherited.when.push(dependency.when.clone());
-                }
-                let flow = self
-                    .run_role(
-                        dep_frame,
-                        dependency.role.clone(),
-                        RoleFrom::default(),
-                        dependency.params.clone(),
-                        None,
-                    )
-                    .await;
+                let flow = self.run_role_ref(dep_frame, dependency).await;
                 if !matches!(flow, Flow::Continue) {
                     return flow;
                 }
@@ -1318,32 +1333,7 @@ impl Runner {
         };
         let mut inner = frame.clone();
         inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
-        inner.inherited.tags.extend(task.tags.iter().cloned());
-        inner.inherited.notify.extend(task.notify.iter().cloned());
-        if !task.when.is_empty() {
-            inner.inherited.when.push(task.when.clone());
-        }
-        if let Some(v) = &task.ignore_errors {
-            inner.inherited.ignore_errors.push(v.clone());
-        }
-        if let Some(v) = &task.run_once {
-            inner.inherited.run_once.push(v.clone());
-        }
-        if let Some(v) = &task.throttle {
-            inner.inherited.throttle.push(v.clone());
-        }
-        if let Some(v) = &task.any_errors_fatal {
-            inner.inherited.any_errors_fatal.push(v.clone());
-        }
-        if let Some(v) = &task.no_log {
-            inner.inherited.no_log.push(v.clone());
-        }
-        if let Some(v) = &task.check_mode {
-            inner.inherited.check_mode.push(v.clone());
-        }
-        if let Some(v) = &task.environment {
-            inner.inherited.environment.push(v.clone());
-        }
+        inner.inherited.enter_block(task);
         let mut flow = self
             .run_tasks(section(self, &inner, 0), block.clone())
             .await;
@@ -1926,15 +1916,7 @@ impl Runner {
         // project's (or localhost), for this run.
         let shared = self
             .inventory
-            .get_or_insert_with(|| {
-                let inventory = self
-                    .project
-                    .inventory
-                    .as_deref()
-                    .cloned()
-                    .unwrap_or_default();
-                Arc::new(std::sync::Mutex::new(Arc::new(inventory)))
-            })
+            .get_or_insert_with(|| live_inventory(&self.project))
             .clone();
         let strings = |value: Option<Value>| -> Vec<String> {
             value
@@ -2453,6 +2435,13 @@ fn variable_params(args: Value) -> Result<Value, String> {
     Ok(Value::from_pairs(pairs))
 }
 
+/// The inventory a run changes (`add_host`, `group_by`): the project's,
+/// else localhost's.
+fn live_inventory(project: &Project) -> Arc<std::sync::Mutex<Arc<crate::role::Inventory>>> {
+    let inventory = project.inventory.as_deref().cloned().unwrap_or_default();
+    Arc::new(std::sync::Mutex::new(Arc::new(inventory)))
+}
+
 /// A play's `hosts` as its name when it has none (Play.get_name).
 fn hosts_text(hosts: &Value) -> String {
     match hosts.kind() {
@@ -2517,15 +2506,6 @@ fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, String> {
         index = (index + 1).min(entries.len() - 1);
     }
     Ok(sizes)
-}
-
-fn add_stats(total: &mut Stats, run: &Stats) {
-    total.ok += run.ok;
-    total.changed += run.changed;
-    total.failed += run.failed;
-    total.skipped += run.skipped;
-    total.rescued += run.rescued;
-    total.ignored += run.ignored;
 }
 
 /// Whether two parameter lists name the same variables with the same raw

@@ -25,6 +25,18 @@ pub struct Stats {
     pub ignored: u32,
 }
 
+impl Stats {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Stats) {
+        self.ok += other.ok;
+        self.changed += other.changed;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+        self.rescued += other.rescued;
+        self.ignored += other.ignored;
+    }
+}
+
 /// The task that failed a run, and why.
 #[derive(Debug, Clone)]
 pub struct Failure {

@@ -371,32 +371,45 @@ impl Loader {
         if let Some(tasks) = self.task_files.get(path) {
             return Some(tasks.clone());
         }
-        let marks = (
-            self.diagnostics.0.len(),
-            self.bridged.len(),
-            self.foreign_plugins.len(),
-            self.extra_params.len(),
-            self.parsed_order.len(),
-        );
+        let mark = self.mark();
         let tasks = self.task_file(path, role, None);
-        let first_error = self.diagnostics.0[marks.0..]
-            .iter()
-            .find(|d| d.is_error())
-            .map(ToString::to_string);
-        let Some(first_error) = first_error else {
-            return tasks;
-        };
-        self.diagnostics.0.truncate(marks.0);
-        self.bridged.truncate(marks.1);
-        self.foreign_plugins.truncate(marks.2);
-        self.extra_params.truncate(marks.3);
         // It and every file it imported go: a static include parses them
         // again, and reports what is wrong.
-        for parsed in self.parsed_order.split_off(marks.4) {
-            self.task_files.remove(&parsed);
-        }
+        let Some(first_error) = self.roll_back_on_error(mark) else {
+            return tasks;
+        };
         self.unloadable.insert(path.to_path_buf(), first_error);
         None
+    }
+
+    /// Where the loader's records stand, to undo a tentative load.
+    fn mark(&self) -> Mark {
+        Mark {
+            diagnostics: self.diagnostics.0.len(),
+            bridged: self.bridged.len(),
+            foreign_plugins: self.foreign_plugins.len(),
+            extra_params: self.extra_params.len(),
+            parsed: self.parsed_order.len(),
+            roles: self.roles.keys().cloned().collect(),
+        }
+    }
+
+    /// Undoes what was loaded since `mark` when it reported an error, and
+    /// returns that first error; `None` (nothing undone) when it loaded.
+    fn roll_back_on_error(&mut self, mark: Mark) -> Option<String> {
+        let first_error = self.diagnostics.0[mark.diagnostics..]
+            .iter()
+            .find(|d| d.is_error())
+            .map(ToString::to_string)?;
+        self.diagnostics.0.truncate(mark.diagnostics);
+        self.bridged.truncate(mark.bridged);
+        self.foreign_plugins.truncate(mark.foreign_plugins);
+        self.extra_params.truncate(mark.extra_params);
+        for parsed in self.parsed_order.split_off(mark.parsed) {
+            self.task_files.remove(&parsed);
+        }
+        self.roles.retain(|role, _| mark.roles.contains(role));
+        Some(first_error)
     }
 
     /// A play's `vars_files`, merged in order: each entry a file, or a list
@@ -539,26 +552,9 @@ impl Loader {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let marks = (
-            self.diagnostics.0.len(),
-            self.bridged.len(),
-            self.foreign_plugins.len(),
-            self.extra_params.len(),
-            self.parsed_order.len(),
-        );
-        let known: HashSet<PathBuf> = self.roles.keys().cloned().collect();
+        let mark = self.mark();
         self.role(&name, &path, Location::file(&path));
-        if !self.diagnostics.0[marks.0..].iter().any(|d| d.is_error()) {
-            return;
-        }
-        self.diagnostics.0.truncate(marks.0);
-        self.bridged.truncate(marks.1);
-        self.foreign_plugins.truncate(marks.2);
-        self.extra_params.truncate(marks.3);
-        for parsed in self.parsed_order.split_off(marks.4) {
-            self.task_files.remove(&parsed);
-        }
-        self.roles.retain(|role, _| known.contains(role));
+        self.roll_back_on_error(mark);
     }
 
     /// Resolves and loads a role; reports where it was looked for when
@@ -1052,6 +1048,16 @@ impl Loader {
             .filter_map(|entry| self.role_ref(&at, entry))
             .collect()
     }
+}
+
+/// How far the loader's records went before a tentative load.
+struct Mark {
+    diagnostics: usize,
+    bridged: usize,
+    foreign_plugins: usize,
+    extra_params: usize,
+    parsed: usize,
+    roles: HashSet<PathBuf>,
 }
 
 /// Every keyword of a play (ansible-core 2.18's `Play` attributes).
