@@ -122,9 +122,10 @@ pub(crate) struct Runner {
     included_role_names: Vec<Value>,
     /// The host this runner runs tasks on.
     host: Arc<str>,
-    /// Its place in the play's batch, and the batch's turn-taking when the
-    /// batch has several hosts.
+    /// Its place in the play's batch (the batch's hosts), and the batch's
+    /// turn-taking when the batch has several hosts.
     host_index: usize,
+    batch: Arc<[String]>,
     lockstep: Option<Arc<Lockstep>>,
     /// The inventory of a playbook run, changed by `add_host` and
     /// `group_by` for every host.
@@ -164,6 +165,7 @@ impl Runner {
         Runner {
             host: Arc::from("localhost"),
             host_index: 0,
+            batch: Arc::from(Vec::new()),
             lockstep: None,
             inventory: None,
             peers: Arc::default(),
@@ -411,13 +413,14 @@ impl Runner {
             remaining = rest;
             let lockstep =
                 (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks));
+            let batch_names: Arc<[String]> = Arc::from(batch);
             let runs = batch.iter().enumerate().map(|(index, host)| {
-                let mut runner = self.for_host(host, index, lockstep.clone());
+                let mut runner = self.for_host(host, &batch_names, index, lockstep.clone());
                 let frame = runner.host_frame(&frame, host, batch);
                 async move {
                     let flow = runner.run_play_body(play, frame).await;
                     if let Some(lockstep) = &runner.lockstep {
-                        lockstep.done(runner.host_index);
+                        lockstep.done(runner.host_index, matches!(flow, Flow::Failed(_)));
                     }
                     (runner, flow)
                 }
@@ -496,13 +499,20 @@ impl Runner {
 
     /// A runner for one host of a play: the run's settings and shared
     /// state, the host's facts so far, and counters of its own.
-    fn for_host(&self, host: &str, index: usize, lockstep: Option<Arc<Lockstep>>) -> Runner {
+    fn for_host(
+        &self,
+        host: &str,
+        batch: &Arc<[String]>,
+        index: usize,
+        lockstep: Option<Arc<Lockstep>>,
+    ) -> Runner {
         let state = self.peers.get(host);
         let mut runner = Runner::new(
             self.project.clone(),
             self.cluster.clone(),
             self.options.clone(),
         );
+        runner.batch = batch.clone();
         runner.host = Arc::from(host);
         runner.host_index = index;
         runner.lockstep = lockstep;
@@ -888,6 +898,23 @@ impl Runner {
                 scope.inventory_vars = scope::push(&None, vars);
             }
             scope.inventory = inventory;
+        }
+        // Hosts that failed out of the play leave ansible_play_hosts and
+        // ansible_play_batch.
+        if let Some(lockstep) = &self.lockstep {
+            let failed = lockstep.failed();
+            if !failed.is_empty() {
+                let left: Vec<Value> = self
+                    .batch
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !failed.contains(i))
+                    .map(|(_, h)| Value::from(h.as_str()))
+                    .collect();
+                for name in ["ansible_play_hosts", "ansible_play_batch", "play_hosts"] {
+                    scope.set_magic(name, Value::from(left.clone()));
+                }
+            }
         }
         if !self.included_role_names.is_empty() {
             for name in [
@@ -1355,13 +1382,13 @@ impl Runner {
             rescue_frame
                 .scope
                 .set_magic("ansible_failed_result", failure.result.clone());
+            // A failure a rescue takes is counted rescued, not failed,
+            // whatever the rescue then does (StrategyBase's results).
+            self.stats.rescued += 1;
+            self.stats.failed = self.stats.failed.saturating_sub(1);
             flow = self
                 .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
                 .await;
-            if matches!(flow, Flow::Continue) {
-                self.stats.rescued += 1;
-                self.stats.failed = self.stats.failed.saturating_sub(1);
-            }
         }
         if !always.is_empty() {
             self.host_errors_cleared = false;

@@ -64,6 +64,8 @@ struct Inner {
     leader: usize,
     /// How many hosts may run a task at once (`--forks`).
     forks: usize,
+    /// Hosts that failed out of the play.
+    failed: Vec<usize>,
 }
 
 enum Slot {
@@ -87,6 +89,7 @@ impl Lockstep {
                 current: None,
                 leader: 0,
                 forks: forks.max(1),
+                failed: Vec::new(),
             }),
             shared: Mutex::new(std::collections::HashMap::new()),
         })
@@ -150,14 +153,25 @@ impl Lockstep {
         go
     }
 
-    /// Host `host` finished the play (or failed out of it).
-    pub(crate) fn done(&self, host: usize) {
+    /// Host `host` finished the play, or `failed` out of it.
+    pub(crate) fn done(&self, host: usize, failed: bool) {
         if let Ok(mut inner) = self.inner.lock() {
             if let Some(slot) = inner.slots.get_mut(host) {
                 *slot = Slot::Done;
             }
+            if failed {
+                inner.failed.push(host);
+            }
             inner.schedule();
         }
+    }
+
+    /// The hosts (by place in the batch) that failed out of the play so far.
+    pub(crate) fn failed(&self) -> Vec<usize> {
+        self.inner
+            .lock()
+            .map(|inner| inner.failed.clone())
+            .unwrap_or_default()
     }
 
     /// `meta: end_play`: the other hosts stop where they wait.
@@ -260,7 +274,7 @@ mod tests {
                     log.lock().unwrap().push((host, position));
                     tokio::task::yield_now().await;
                 }
-                lockstep.done(host);
+                lockstep.done(host, false);
             }
         });
         futures::future::join_all(runs).await;
@@ -302,7 +316,7 @@ mod tests {
                     tokio::task::yield_now().await;
                     running.lock().unwrap().0 -= 1;
                 }
-                lockstep.done(host);
+                lockstep.done(host, false);
             }
         });
         futures::future::join_all(runs).await;
@@ -317,14 +331,14 @@ mod tests {
             async move {
                 assert_eq!(lockstep.arrive(0, vec![0], 0).await, Turn::Go);
                 lockstep.end_play();
-                lockstep.done(0);
+                lockstep.done(0, false);
             }
         };
         let second = {
             let lockstep = lockstep.clone();
             async move {
                 let ran = lockstep.arrive(1, vec![0], 0).await;
-                lockstep.done(1);
+                lockstep.done(1, false);
                 ran
             }
         };
