@@ -414,9 +414,15 @@ impl Runner {
             let lockstep =
                 (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks));
             let batch_names: Arc<[String]> = Arc::from(batch);
+            // ansible_play_hosts: the play's hosts that have not failed.
+            let active: Vec<String> = hosts
+                .iter()
+                .filter(|h| !self.failed_hosts.contains(h))
+                .cloned()
+                .collect();
             let runs = batch.iter().enumerate().map(|(index, host)| {
                 let mut runner = self.for_host(host, &batch_names, index, lockstep.clone());
-                let frame = runner.host_frame(&frame, host, batch);
+                let frame = runner.host_frame(&frame, host, &active, batch);
                 async move {
                     let flow = runner.run_play_body(play, frame).await;
                     if let Some(lockstep) = &runner.lockstep {
@@ -557,8 +563,16 @@ impl Runner {
     }
 
     /// The play's frame for `host`: its inventory variables (below the
-    /// play's) and the magic variables naming it and its batch.
-    fn host_frame(&self, play_frame: &Frame, host: &str, batch: &[String]) -> Frame {
+    /// play's) and the magic variables naming it, the play's hosts that
+    /// have not failed (`ansible_play_hosts`) and its batch
+    /// (`ansible_play_batch`, `play_hosts`), as VariableManager has them.
+    fn host_frame(
+        &self,
+        play_frame: &Frame,
+        host: &str,
+        active: &[String],
+        batch: &[String],
+    ) -> Frame {
         let mut frame = play_frame.clone();
         let scope = &mut frame.scope;
         let inventory = self.live_inventory();
@@ -591,7 +605,11 @@ impl Runner {
             .collect();
         builtins.extend(scope::host_magic(host));
         builtins.push((Arc::from("ansible_host"), address));
-        for name in ["ansible_play_hosts", "ansible_play_batch", "play_hosts"] {
+        builtins.push((
+            Arc::from("ansible_play_hosts"),
+            Var::plain(names_value(active)),
+        ));
+        for name in ["ansible_play_batch", "play_hosts"] {
             builtins.push((Arc::from(name), Var::plain(names_value(batch))));
         }
         scope.builtins = builtins.into();
@@ -902,17 +920,20 @@ impl Runner {
         // Hosts that failed out of the play leave ansible_play_hosts and
         // ansible_play_batch.
         if let Some(lockstep) = &self.lockstep {
-            let failed = lockstep.failed();
+            let failed: Vec<&str> = lockstep
+                .failed()
+                .into_iter()
+                .filter_map(|i| self.batch.get(i).map(String::as_str))
+                .collect();
             if !failed.is_empty() {
-                let left: Vec<Value> = self
-                    .batch
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| !failed.contains(i))
-                    .map(|(_, h)| Value::from(h.as_str()))
-                    .collect();
                 for name in ["ansible_play_hosts", "ansible_play_batch", "play_hosts"] {
-                    scope.set_magic(name, Value::from(left.clone()));
+                    let left: Vec<Value> = crate::template::VarSource::get(&scope, name)
+                        .and_then(|v| v.value.try_iter().ok().map(Iterator::collect::<Vec<Value>>))
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|h: &Value| !h.as_str().is_some_and(|h| failed.contains(&h)))
+                        .collect();
+                    scope.set_magic(name, Value::from(left));
                 }
             }
         }
