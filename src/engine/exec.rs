@@ -422,7 +422,20 @@ impl Runner {
                 .collect();
             let runs = batch.iter().enumerate().map(|(index, host)| {
                 let mut runner = self.for_host(host, &batch_names, index, lockstep.clone());
-                let frame = runner.host_frame(&frame, host, &active, batch);
+                let mut frame = runner.host_frame(&frame, host, &active, batch);
+                if !play.vars_files.is_empty() {
+                    let mut scope = frame.scope.clone();
+                    scope.facts = runner.facts.clone();
+                    scope.host_facts = runner.host_facts.clone();
+                    scope.included = runner.included.clone();
+                    frame.scope.play_vars = super::vars_files::play_vars(
+                        &self.templar,
+                        &scope,
+                        &play.vars,
+                        &play.vars_files,
+                        &frame.search_path,
+                    );
+                }
                 async move {
                     let flow = runner.run_play_body(play, frame).await;
                     if let Some(lockstep) = &runner.lockstep {

@@ -14,6 +14,7 @@ pub mod scope;
 mod tags;
 #[cfg(test)]
 mod tests;
+mod vars_files;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -67,11 +67,25 @@ pub(super) async fn run(
             action.name
         ));
     };
+    // An action named by a template (`action: "{{ prefix }}file"`) is
+    // known only now, as Task.post_validate templates `action`.
+    let templated_name;
+    let module: &str = if crate::template::is_possibly_template(&action.name) {
+        templated_name = ctx
+            .ctx
+            .templar()
+            .template_str(&action.name, ctx.ctx)
+            .map_err(|err| err.ansible_message())
+            .map(|name| crate::template::pyrepr::to_text(&name))?;
+        &templated_name
+    } else {
+        &action.name
+    };
     let args = crate::template::convert::to_json(args)
-        .map_err(|e| format!("arguments of {}: {e}", action.name))?;
+        .map_err(|e| format!("arguments of {module}: {e}"))?;
     let mut request = json!({
         "op": "run",
-        "module": &*action.name,
+        "module": module,
         "args": args,
         "collections": &*action.collections,
         "check_mode": ctx.check_mode,

@@ -113,7 +113,7 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
     let (project, unloaded, project_diagnostics) = reload::load_each(&load, &watch_targets);
     diagnostics.extend(project_diagnostics);
     for diagnostic in &diagnostics.0 {
-        if diagnostic.is_error() {
+        if diagnostic.is_problem() {
             tracing::error!("{diagnostic}");
         } else {
             tracing::warn!("{diagnostic}");

@@ -86,6 +86,10 @@ impl Loader {
         let worker = AnsibleWorker::new(config);
         let mut groups: Vec<(Arc<[String]>, Vec<String>)> = Vec::new();
         for (_, action) in &bridged {
+            // A name that is a template is resolved when the task runs.
+            if crate::template::is_possibly_template(&action.name) {
+                continue;
+            }
             let name = action.name.to_string();
             match groups.iter_mut().find(|(c, _)| *c == action.collections) {
                 Some((_, names)) if names.contains(&name) => {}
@@ -96,7 +100,9 @@ impl Loader {
         for (collections, names) in groups {
             let request = json!({"op": "resolve", "modules": names, "collections": &*collections});
             let answer = worker.call(request, Some(RESOLVE_TIMEOUT));
-            for (location, action) in bridged.iter().filter(|(_, a)| a.collections == collections) {
+            for (location, action) in bridged.iter().filter(|(_, a)| {
+                a.collections == collections && !crate::template::is_possibly_template(&a.name)
+            }) {
                 let message = match &answer {
                     Ok(answer) => {
                         let found = &answer["modules"][&*action.name];
@@ -169,11 +175,15 @@ impl Loader {
                     self.builder.add_python_plugin(*kind, name, worker);
                     continue;
                 }
-                Ok(_) => format!(
-                    "no {} named '{name}': neither enka nor Ansible (its collections and the project's {}_plugins/) has one",
-                    kind.word(),
-                    kind.word()
-                ),
+                Ok(_) => {
+                    let message = format!(
+                        "no {} named '{name}': neither enka nor Ansible (its collections and the project's {}_plugins/) has one",
+                        kind.word(),
+                        kind.word()
+                    );
+                    self.when_run(location.clone(), message);
+                    continue;
+                }
                 Err(err) => format!(
                     "the {} '{name}' is not in enka and would run through Ansible, but {err}",
                     kind.word()

@@ -71,6 +71,32 @@ fn split_args(args: &str) -> Vec<String> {
     tokens
 }
 
+/// The first word of `action: <name> <args>` and the text after it; a
+/// Jinja block in the name stays whole (`{{ prefix }}file path=x`).
+pub(crate) fn first_word(text: &str) -> (&str, &str) {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' if matches!(bytes.get(i + 1), Some(b'{' | b'%')) => {
+                depth += 1;
+                i += 1;
+            }
+            b'}' | b'%' if depth > 0 && bytes.get(i + 1) == Some(&b'}') => {
+                depth -= 1;
+                i += 1;
+            }
+            c if depth == 0 && c.is_ascii_whitespace() => {
+                return (&text[..i], text[i..].trim());
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    (text, "")
+}
+
 /// Ansible's `join_args`: words joined by a space, but none after a word
 /// that ends its line.
 pub fn join_args(words: &[String]) -> String {
@@ -189,6 +215,16 @@ mod tests {
                 ("_raw_params".into(), "=x a\\=b".into())
             ]
         );
+    }
+
+    #[test]
+    fn an_action_name_keeps_its_template_whole() {
+        assert_eq!(
+            first_word("{{ prefix }}file path=/x state=absent"),
+            ("{{ prefix }}file", "path=/x state=absent")
+        );
+        assert_eq!(first_word("{{ a ~ 'b' }}"), ("{{ a ~ 'b' }}", ""));
+        assert_eq!(first_word("debug  msg=hi"), ("debug", "msg=hi"));
     }
 
     #[test]

@@ -12,6 +12,10 @@ use crate::yaml::Pos;
 pub enum Severity {
     /// Accepted, but probably not what the author meant (or has no effect).
     Warning,
+    /// Wrong, but only where it is used: a template that does not compile,
+    /// a filter nobody has. Ansible meets these when the task runs, so the
+    /// project loads and the task fails then; `enka check` refuses them.
+    WhenRun,
     /// The project cannot run as written.
     Error,
 }
@@ -94,9 +98,24 @@ impl Diagnostic {
         self
     }
 
-    /// Whether this is an error.
+    /// A finding that fails its task when the task runs.
+    pub fn when_run(location: Location, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::WhenRun,
+            location,
+            task: None,
+            message: message.into(),
+        }
+    }
+
+    /// Whether this is an error that stops the project from loading.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
+    }
+
+    /// Whether this is an error, now or when its task runs.
+    pub fn is_problem(&self) -> bool {
+        self.severity >= Severity::WhenRun
     }
 
     /// The finding with the offending source line and a caret under the
@@ -131,7 +150,7 @@ fn source_line(file: &Path, line: u32) -> Option<String> {
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let severity = match self.severity {
-            Severity::Error => "error",
+            Severity::Error | Severity::WhenRun => "error",
             Severity::Warning => "warning",
         };
         write!(f, "{}: {severity}: ", self.location)?;
@@ -155,6 +174,11 @@ impl Diagnostics {
     /// Whether any is an error.
     pub fn has_errors(&self) -> bool {
         self.0.iter().any(Diagnostic::is_error)
+    }
+
+    /// Whether any is an error, now or when its task runs.
+    pub fn has_problems(&self) -> bool {
+        self.0.iter().any(Diagnostic::is_problem)
     }
 
     /// The errors only.

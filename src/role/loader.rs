@@ -4,10 +4,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::task::{TaskFile, parse_tasks, parse_vars};
+use super::task::{TaskFile, compile_in, parse_tasks, parse_vars};
 use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
-    VarList,
+    VarList, VarsFile,
 };
 use crate::modules::AnsibleAction;
 use crate::template::scan::{PluginKind, plugin_uses};
@@ -303,6 +303,14 @@ impl Loader {
         }
     }
 
+    /// An error Ansible meets only when the task runs (a template that does
+    /// not compile): the project loads, the task fails then.
+    pub(crate) fn when_run(&mut self, location: Location, message: String) {
+        let mut diagnostic = Diagnostic::when_run(location.clone(), message);
+        diagnostic.task = self.task_names.get(&location).cloned();
+        self.diagnostics.push(diagnostic);
+    }
+
     pub(crate) fn warning(&mut self, location: Location, message: String) {
         self.diagnostics
             .push(Diagnostic::warning(location, message));
@@ -412,66 +420,64 @@ impl Loader {
         Some(first_error)
     }
 
-    /// A play's `vars_files`, merged in order: each entry a file, or a list
-    /// whose first existing file is used (Ansible's fallback form). Paths
-    /// are relative to the playbook, its `vars/` first; one naming a
-    /// variable is an error, as
-    /// enka loads these files once, not per run.
-    fn play_vars_files(&mut self, at: &TaskFile<'_>, base_dir: &Path, files: &Node) -> VarList {
+    /// A play's `vars_files` in order: each entry a file, or a list whose
+    /// first existing file is used (Ansible's fallback form). Paths are
+    /// relative to the playbook, its `vars/` first. A name with a template
+    /// is left for the play's start, with the host's variables; a file that
+    /// is nowhere is skipped, as VariableManager skips it.
+    fn play_vars_files(
+        &mut self,
+        at: &TaskFile<'_>,
+        base_dir: &Path,
+        files: &Node,
+    ) -> Vec<VarsFile> {
         let entries: Vec<&Node> = match &files.value {
             yaml::Value::Seq(items) => items.iter().collect(),
             _ => vec![files],
         };
-        let mut merged: Vec<(Arc<str>, crate::template::Var)> = Vec::new();
+        let mut out = Vec::with_capacity(entries.len());
         for entry in entries {
             let candidates: Vec<&Node> = match &entry.value {
                 yaml::Value::Seq(items) => items.iter().collect(),
                 _ => vec![entry],
             };
-            let mut found = None;
-            for candidate in &candidates {
+            let mut found = false;
+            for (index, candidate) in candidates.iter().enumerate() {
                 let name = candidate.key_string();
                 if crate::template::is_possibly_template(&name) {
-                    self.error(
-                        at.loc(candidate.pos),
-                        format!("vars_files: {name} names a variable; enka loads vars files when the project loads, so a name must be a plain path"),
-                    );
-                    found = Some(None);
+                    for later in &candidates[index..] {
+                        compile_in(self, at, later, "vars_files");
+                    }
+                    out.push(VarsFile::Templated {
+                        candidates: candidates[index..]
+                            .iter()
+                            .map(|c| template::convert::from_yaml(c))
+                            .collect(),
+                        location: at.loc(candidate.pos),
+                    });
+                    found = true;
                     break;
                 }
-                // path_dwim_relative_stack: `vars/<name>` first, then <name>.
-                let mut tries = Vec::with_capacity(2);
-                if name.split('/').next() != Some("vars") {
-                    tries.push(base_dir.join("vars").join(&name));
-                }
-                tries.push(base_dir.join(&name));
-                if let Some(path) = tries.into_iter().find(|p| p.is_file()) {
-                    found = Some(Some(path));
+                let searched = [base_dir.to_path_buf()];
+                if let Some(path) = crate::template::find_needle(&searched, "vars", &name) {
+                    out.push(VarsFile::Loaded(self.vars_file(&path, "vars_files")));
+                    found = true;
                     break;
                 }
             }
-            match found {
-                Some(Some(path)) => {
-                    for (name, value) in self.vars_file(&path, "vars_files").iter() {
-                        merged.retain(|(k, _)| k != name);
-                        merged.push((name.clone(), value.clone()));
-                    }
-                }
-                Some(None) => {}
-                None => {
-                    let names: Vec<String> = candidates.iter().map(|c| c.key_string()).collect();
-                    self.error(
-                        at.loc(entry.pos),
-                        format!(
-                            "vars_files: could not find {} (relative to {})",
-                            names.join(" or "),
-                            base_dir.display()
-                        ),
-                    );
-                }
+            if !found {
+                let names: Vec<String> = candidates.iter().map(|c| c.key_string()).collect();
+                self.warning(
+                    at.loc(entry.pos),
+                    format!(
+                        "vars_files: could not find {} (relative to {}); the play runs without it, as in Ansible",
+                        names.join(" or "),
+                        base_dir.display()
+                    ),
+                );
             }
         }
-        merged.into()
+        out
     }
 
     fn vars_file(&mut self, path: &Path, what: &str) -> VarList {
@@ -659,7 +665,8 @@ impl Loader {
                     self.note_plugins(&location, &text, false);
                     if let Err(err) = self.builder.add_file(&path.to_string_lossy(), text) {
                         let line = u32::try_from(err.line().unwrap_or(1)).unwrap_or(1);
-                        self.error(
+                        // It fails the task that renders it, as in Ansible.
+                        self.when_run(
                             Location::new(&Arc::from(path.as_path()), Pos { line, col: 1 }),
                             format!("template {}: {err}", path.display()),
                         );
@@ -770,10 +777,21 @@ impl Loader {
                 .unwrap_or_else(|| Arc::from(Vec::new()))
                 .to_vec();
             // `vars_files` rank above the play's `vars`; later files win.
-            if let Some(files) = play.get("vars_files") {
-                for (name, value) in self.play_vars_files(&at, &base_dir, files).iter() {
-                    vars.retain(|(k, _)| k != name);
-                    vars.push((name.clone(), value.clone()));
+            let mut vars_files = play
+                .get("vars_files")
+                .map(|files| self.play_vars_files(&at, &base_dir, files))
+                .unwrap_or_default();
+            if vars_files
+                .iter()
+                .all(|entry| matches!(entry, VarsFile::Loaded(_)))
+            {
+                for entry in std::mem::take(&mut vars_files) {
+                    if let VarsFile::Loaded(list) = entry {
+                        for (name, value) in list.iter() {
+                            vars.retain(|(k, _)| k != name);
+                            vars.push((name.clone(), value.clone()));
+                        }
+                    }
                 }
             }
             let vars: VarList = vars.into();
@@ -851,6 +869,7 @@ impl Loader {
                 check_mode: play.get("check_mode").map(template::convert::from_yaml),
                 environment: play.get("environment").map(template::convert::from_yaml),
                 vars,
+                vars_files: vars_files.into(),
                 pre_tasks,
                 roles,
                 tasks,
@@ -910,7 +929,7 @@ impl Loader {
                             if let Some(expr) = value.as_str()
                                 && let Err(err) = self.builder.add_condition(expr)
                             {
-                                self.error(
+                                self.when_run(
                                     Location::new(at.file, item.pos),
                                     format!("when: {err}"),
                                 );
@@ -1119,6 +1138,7 @@ fn clone_play(play: &Play) -> Play {
         check_mode: play.check_mode.clone(),
         environment: play.environment.clone(),
         vars: play.vars.clone(),
+        vars_files: play.vars_files.clone(),
         pre_tasks: play.pre_tasks.clone(),
         roles: play.roles.clone(),
         tasks: play.tasks.clone(),

@@ -158,8 +158,12 @@ pub struct Play {
     pub check_mode: Option<Value>,
     /// `environment` of the whole play.
     pub environment: Option<Value>,
-    /// Play `vars`.
+    /// Play `vars`, with the `vars_files` merged in when none names a
+    /// variable.
     pub vars: VarList,
+    /// `vars_files` in order, when one names a variable and so is found per
+    /// host as the play starts (empty otherwise: they are in `vars`).
+    pub vars_files: Arc<[VarsFile]>,
     /// `pre_tasks`.
     pub pre_tasks: Arc<[Task]>,
     /// `roles`, in order.
@@ -170,6 +174,21 @@ pub struct Play {
     pub post_tasks: Arc<[Task]>,
     /// `handlers`.
     pub handlers: Arc<[Task]>,
+}
+
+/// One `vars_files` entry of a play.
+#[derive(Debug, Clone)]
+pub enum VarsFile {
+    /// Read when the project loaded.
+    Loaded(VarList),
+    /// Names templated with the host's variables when the play starts: the
+    /// first that exists is read (Ansible's fallback list).
+    Templated {
+        /// The names left to try, in order.
+        candidates: Arc<[Value]>,
+        /// Where the entry is written.
+        location: Location,
+    },
 }
 
 /// A role named in a play's `roles`, with its parameters.

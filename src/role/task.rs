@@ -149,7 +149,7 @@ fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
         let value = from_yaml(item);
         if let Some(expr) = value.as_str() {
             if let Err(err) = loader.builder.add_condition(expr) {
-                loader.error(at.loc(item.pos), format!("{what}: {err}"));
+                loader.when_run(at.loc(item.pos), format!("{what}: {err}"));
             }
             loader.note_plugins(
                 &at.loc(item.pos),
@@ -212,7 +212,7 @@ fn templated(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
     value
 }
 
-fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
+pub(crate) fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
     match &node.value {
         crate::yaml::Value::Str(s) => {
             if let Err(err) = loader.builder.add_template(s) {
@@ -220,7 +220,7 @@ fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
                 if let Some(line) = err.line().filter(|&l| l > 1) {
                     pos.line += u32::try_from(line - 1).unwrap_or(0);
                 }
-                loader.error(at.loc(pos), format!("{what}: {err}"));
+                loader.when_run(at.loc(pos), format!("{what}: {err}"));
             }
             loader.note_plugins(&at.loc(node.pos), s, false);
         }
@@ -283,7 +283,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     if let (Some(n), Some(text)) = (name_node, &name)
         && let Err(err) = loader.builder.add_template(text)
     {
-        loader.error(at.loc(n.pos), format!("name: {err}"));
+        // Ansible shows such a name as it is written; the task still runs.
+        loader.warning(at.loc(n.pos), format!("name: {err}"));
     }
 
     let mut action_keys: Vec<(&Node, &Node)> = Vec::new();
@@ -557,10 +558,7 @@ fn parse_action(
     if module_name == "action" || module_name == "local_action" {
         match &value.value {
             crate::yaml::Value::Str(text) => {
-                let (name, rest) = text
-                    .trim()
-                    .split_once(char::is_whitespace)
-                    .unwrap_or((text.trim(), ""));
+                let (name, rest) = super::args::first_word(text.trim());
                 module_name = name.to_owned();
                 value = Node {
                     value: crate::yaml::Value::Str(rest.trim().to_owned()),
@@ -609,6 +607,20 @@ fn parse_action(
         _ => {}
     }
 
+    if crate::template::is_possibly_template(&module_name) {
+        // Named when it runs; Ansible runs whatever it names.
+        compile_in(
+            loader,
+            at,
+            &Node {
+                value: crate::yaml::Value::Str(module_name.clone()),
+                pos: value.pos,
+                tag: None,
+            },
+            "action",
+        );
+        return parse_bridged(loader, at, task, key, &module_name, &value);
+    }
     let Some(spec) = registry::lookup(&module_name) else {
         return parse_bridged(loader, at, task, key, &module_name, &value);
     };

@@ -88,3 +88,39 @@ fn a_broken_task_file_that_is_imported_is_an_error() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A template that does not compile fails its task when the task runs, as
+/// in Ansible: the role loads, and the finding says it fails then.
+#[test]
+fn a_template_that_does_not_compile_is_an_error_when_its_task_runs() {
+    let dir = project(&[
+        (
+            "roles/r/tasks/main.yml",
+            "- name: fine\n  debug:\n    msg: hi\n- name: broken\n  debug:\n    msg: \"{{ size + }}\"\n  when: \"a ==\"\n",
+        ),
+        ("roles/r/templates/broken.j2", "{% if x %}\n"),
+    ]);
+    let (project, diagnostics) = load(&dir, "r");
+    assert!(!diagnostics.has_errors(), "{diagnostics:?}");
+    assert!(project.is_some(), "the role loads");
+    let deferred: Vec<String> = diagnostics
+        .0
+        .iter()
+        .filter(|d| d.severity == Severity::WhenRun)
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(deferred.len(), 3, "{deferred:?}");
+    assert!(
+        deferred[0].contains(":6:10: error: task \"broken\": debug.msg: template syntax error"),
+        "{deferred:?}"
+    );
+    assert!(
+        deferred[1].contains(":7:9: error: task \"broken\": when: template syntax error"),
+        "{deferred:?}"
+    );
+    assert!(
+        deferred[2].contains("broken.j2:1:1: error: template"),
+        "{deferred:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

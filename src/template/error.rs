@@ -70,12 +70,16 @@ impl Error {
     pub fn ansible_message(&self) -> String {
         match (self.kind, &self.template) {
             (ErrorKind::Invalid, _) => self.message.clone(),
-            (ErrorKind::Syntax, Some(template)) => format!(
-                "template error while templating string: {}. String: {template}",
-                self.message
+            (ErrorKind::Syntax, Some(template)) => {
+                // AnsibleError repeats the cause after the text it wraps.
+                let cause = self
+                    .message
                     .strip_prefix("template syntax error: ")
-                    .unwrap_or(&self.message)
-            ),
+                    .unwrap_or(&self.message);
+                format!(
+                    "template error while templating string: {cause}. String: {template}. {cause}"
+                )
+            }
             _ => self.to_string(),
         }
     }
@@ -139,6 +143,15 @@ impl Error {
                     .map(|expr| format!("'{expr}' "))
                     .unwrap_or_default();
                 d.replace(UNDEFINED_NAME_MARK, &name)
+            }
+            // Ansible's plugin loader words a missing filter or test so.
+            (ErrorKind::Syntax, _) if matches!(err.kind(), K::UnknownFilter | K::UnknownTest) => {
+                let name = err
+                    .range()
+                    .and_then(|r| source.get(r))
+                    .map(|s| s.trim().to_owned())
+                    .unwrap_or_default();
+                format!("template syntax error: Could not load \"{name}\": '{name}'")
             }
             (ErrorKind::Syntax, Some(d)) => format!("template syntax error: {d}"),
             (ErrorKind::Syntax, None) => format!("template syntax error: {}", err.kind()),
