@@ -2407,6 +2407,19 @@ impl Runner {
             },
             None => self.options.deadline,
         };
+        let asynchronous = match self.asynchronous(task, ctx) {
+            Ok(asynchronous) => asynchronous,
+            Err(message) => return TaskResult::failed(message),
+        };
+        // A native action has no background: it runs to completion, within
+        // the time `async` gives it when the task waits for it.
+        let deadline = match asynchronous {
+            Some(a) if a.poll > 0 && !module.is_bridged() => {
+                let own = Instant::now() + Duration::from_secs(a.seconds);
+                Some(deadline.map_or(own, |d| d.min(own)))
+            }
+            _ => deadline,
+        };
         let mut module_ctx = ModuleContext {
             task,
             ctx,
@@ -2423,6 +2436,7 @@ impl Runner {
             ansible: self.project.ansible.as_ref(),
             environment,
             check_mode: self.check_mode,
+            asynchronous,
         };
         let started = Instant::now();
         let outcome = modules::run(module, &templated, &mut module_ctx).await;
@@ -2461,6 +2475,37 @@ impl Runner {
         }
     }
 }
+
+impl Runner {
+    /// The task's `async` and `poll`, templated; `None` without `async`
+    /// (or with `async: 0`).
+    fn asynchronous(
+        &self,
+        task: &Task,
+        ctx: &Context,
+    ) -> Result<Option<modules::Asynchronous>, String> {
+        let whole = |raw: &Option<Value>, what: &str| -> Result<Option<u64>, String> {
+            let Some(raw) = raw else {
+                return Ok(None);
+            };
+            let value = self
+                .templar
+                .template_value(raw, ctx)
+                .map_err(|err| format!("{what}: {}", err.ansible_message()))?;
+            crate::time::seconds(&value)
+                .map(|d| Some(d.as_secs()))
+                .ok_or_else(|| format!("{what} must be a whole number of seconds, got {value}"))
+        };
+        let Some(seconds) = whole(&task.asynchronous, "async")?.filter(|&s| s > 0) else {
+            return Ok(None);
+        };
+        let poll = whole(&task.poll, "poll")?.unwrap_or(DEFAULT_POLL_SECONDS);
+        Ok(Some(modules::Asynchronous { seconds, poll }))
+    }
+}
+
+/// Ansible's DEFAULT_POLL_INTERVAL.
+const DEFAULT_POLL_SECONDS: u64 = 15;
 
 /// Arguments whose templated free-form text rendered to a mapping: that
 /// mapping, the arguments written beside it winning (Task._post_validate_args).

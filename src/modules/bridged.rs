@@ -100,6 +100,10 @@ pub(super) async fn run(
     if let Some(timeout) = timeout {
         request["timeout"] = json!(timeout.as_secs_f64().max(0.001));
     }
+    if let Some(asynchronous) = ctx.asynchronous {
+        request["async"] = json!(asynchronous.seconds);
+        request["poll"] = json!(asynchronous.poll);
+    }
     if action.is_builtin("template") {
         let src = request["args"]["src"].as_str().map(str::to_owned);
         if let Some(src) = src {
@@ -152,8 +156,26 @@ fn task_vars(ctx: &ModuleContext<'_>) -> Json {
         vars.insert("role_path".into(), path_json(role));
     }
     vars.insert("ansible_check_mode".into(), Json::from(ctx.check_mode));
+    // The shell plugin's options the play may set as variables: where
+    // async job files and the action's temporary files go.
+    for name in SHELL_OPTION_VARS {
+        if ctx.ctx.vars().get(name).is_none() {
+            continue;
+        }
+        let value = ctx
+            .templar
+            .template_str(&format!("{{{{ {name} }}}}"), ctx.ctx)
+            .ok()
+            .and_then(|v| crate::template::convert::to_json(&v).ok());
+        if let Some(value) = value {
+            vars.insert((*name).into(), value);
+        }
+    }
     Json::Object(vars)
 }
+
+/// Variables that set options of Ansible's `sh` shell plugin.
+const SHELL_OPTION_VARS: &[&str] = &["ansible_async_dir", "ansible_remote_tmp"];
 
 fn path_json(path: &Path) -> Json {
     Json::from(path.to_string_lossy().as_ref())

@@ -117,6 +117,18 @@ pub struct ModuleContext<'a> {
     /// Whether the run is a dry run (`--check`): bridged actions run in
     /// Ansible's check mode.
     pub check_mode: bool,
+    /// The task's `async` and `poll`, when it has `async`.
+    pub asynchronous: Option<Asynchronous>,
+}
+
+/// A task's `async` (seconds it may run in the background) and `poll`
+/// (seconds between checks; 0: return at once with its job id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asynchronous {
+    /// `async`.
+    pub seconds: u64,
+    /// `poll` (Ansible's default: 15).
+    pub poll: u64,
 }
 
 impl ModuleContext<'_> {

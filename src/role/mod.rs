@@ -256,6 +256,10 @@ pub struct Task {
     pub environment: Option<Value>,
     /// `timeout`: seconds the action may take.
     pub timeout: Option<Value>,
+    /// `async`: seconds an action Ansible runs may run in the background.
+    pub asynchronous: Option<Value>,
+    /// `poll`: seconds between checks of an `async` action (0: do not wait).
+    pub poll: Option<Value>,
 }
 
 impl Task {

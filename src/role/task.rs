@@ -41,6 +41,8 @@ const KEYWORDS: &[&str] = &[
     "local_action",
     "environment",
     "timeout",
+    "async",
+    "poll",
     "notify",
     "listen",
 ];
@@ -67,14 +69,10 @@ const HARMLESS: &[&str] = &[
 ];
 
 /// Keywords accepted with a warning, because the author expects an effect.
-const NO_EFFECT: &[(&str, &str)] = &[
-    ("async", "tasks run to completion in-process"),
-    ("poll", "tasks run to completion in-process"),
-    (
-        "delegate_to",
-        "every task already runs on the operator itself",
-    ),
-];
+const NO_EFFECT: &[(&str, &str)] = &[(
+    "delegate_to",
+    "every task already runs on the operator itself",
+)];
 
 /// Lookups that `with_<lookup>` may name.
 const LOOP_LOOKUPS: &[&str] = &[
@@ -428,6 +426,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     let check_mode = scalar(loader, "check_mode");
     let environment = scalar(loader, "environment");
     let timeout = scalar(loader, "timeout");
+    let asynchronous = scalar(loader, "async");
+    let poll = scalar(loader, "poll");
     let tags = node
         .get("tags")
         .map(|n| match &n.value {
@@ -476,6 +476,8 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         listen,
         environment,
         timeout,
+        asynchronous,
+        poll,
     })
 }
 

@@ -416,6 +416,24 @@ def _local_context(task):
     return _LOCAL
 
 
+_SHELL_OPTION_VARS = ("ansible_async_dir", "ansible_remote_tmp")
+
+
+class _ShellOptions:
+    """Whether the shell's options were last set from a task's variables."""
+    custom = False
+
+
+def _shell_options(task, connection, variables):
+    """The shell plugin's options from the task's variables (`async_dir`,
+    `remote_tmp`), set again only when a task has such variables or the
+    previous one had."""
+    custom = any(name in variables for name in _SHELL_OPTION_VARS)
+    if custom or _ShellOptions.custom:
+        connection._shell.set_options(task_keys=task.dump_attrs(), var_options=variables)
+    _ShellOptions.custom = custom
+
+
 def _task_vars(request):
     variables = dict(request.get("vars") or {})
     variables.setdefault("inventory_hostname", "localhost")
@@ -449,6 +467,12 @@ def _run_task(request):
     task.collections = collections or []
     task._enka_search_path = request.get("search_path") or []
     task._parent = _play_parent()
+    task.async_val = int(request.get("async") or 0)
+    task.poll = int(request.get("poll") or 0)
+    # As after Task.post_validate: fields read as set, not merged again
+    # from parents (the async path appends to `environment` and removes
+    # what it appended).
+    task._finalized = True
     timeout = request.get("timeout")
     _Deadline.value = None if timeout is None else time.monotonic() + float(timeout)
 
@@ -459,6 +483,7 @@ def _run_task(request):
     play_context.no_log = task.no_log
     templar.available_variables = variables
     connection._shell.tmpdir = None
+    _shell_options(task, connection, variables)
 
     handler_name, handler_collections, module = _resolved_handler(task, collections)
     if handler_name == "ansible.legacy.normal" and not module.resolved:
@@ -476,11 +501,61 @@ def _run_task(request):
     if handler is None:
         return {"failed": True, "msg": "the handler '%s' was not found" % handler_name}
     try:
-        return handler.run(task_vars=variables)
+        result = handler.run(task_vars=variables)
     except (AnsibleActionFail, AnsibleActionSkip) as failure:
         return failure.result
     finally:
         handler.cleanup()
+    if task.async_val > 0 and task.poll > 0 and not result.get("skipped") and not result.get("failed"):
+        result = _poll_async(task, result, variables, connection, play_context, templar)
+    return result
+
+
+def _async_status_handler(task, args, connection, play_context, templar):
+    status_task = Task.load(dict(action="async_status", args=args, check_mode=task.check_mode,
+                                 environment=task.environment))
+    status_task._parent = _play_parent()
+    return plugin_loader.action_loader.get(
+        "ansible.legacy.async_status", task=status_task, connection=connection,
+        play_context=play_context, loader=_LOADER, templar=templar, shared_loader_obj=plugin_loader)
+
+
+def _poll_async(task, result, variables, connection, play_context, templar):
+    """Waits for a background job as TaskExecutor._poll_async_result does:
+    async_status every `poll` seconds until it finishes or `async` runs out,
+    then removes its status file."""
+    jid = result.get("ansible_job_id")
+    if jid is None:
+        return {"failed": True, "msg": "No job id was returned by the async task"}
+    handler = _async_status_handler(task, {"jid": jid}, connection, play_context, templar)
+    status = {}
+    time_left = task.async_val
+    while time_left > 0:
+        if _Deadline.value is not None and time.monotonic() + task.poll > _Deadline.value:
+            break
+        time.sleep(task.poll)
+        time_left -= task.poll
+        try:
+            status = handler.run(task_vars=variables)
+        except Exception:
+            if time_left <= 0:
+                raise
+            continue
+        if (int(status.get("finished", 0)) == 1
+                or ("failed" in status and status.get("_ansible_parsed", False))
+                or "skipped" in status):
+            break
+    if int(status.get("finished", 0)) != 1:
+        handler.cleanup(force=True)
+        if status.get("_ansible_parsed"):
+            return {"failed": True, "async_result": status,
+                    "msg": "async task did not complete within the requested time - %ss" % task.async_val}
+        return {"failed": True, "async_result": status, "msg": "async task produced unparseable results"}
+    cleanup = _async_status_handler(task, {"jid": jid, "mode": "cleanup"}, connection, play_context, templar)
+    cleanup.run(task_vars=variables)
+    cleanup.cleanup(force=True)
+    handler.cleanup(force=True)
+    return status
 
 
 def _registered(result):
