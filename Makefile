@@ -10,9 +10,10 @@ KUBE_ENV_DIR ?= $(CURDIR)/.kube-env
 # enka passes more; see docs/compatibility.md).
 ANSIBLE_TESTS_MIN_PASS ?= 88
 KUBE_ENV_BUILD := tools/kube-env/build.sh
-# The control plane's binaries and the Ansible worker's Python, both built or
-# installed on first use and cached by version under ~/.cache/enka.
-TEST_ENV = ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)"
+# The control plane's binaries, the Ansible worker's Python and the sharder
+# (timebertt/kubernetes-controller-sharding), built or installed on first use
+# and cached by version under ~/.cache/enka.
+TEST_ENV = ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" ENKA_SHARDER_DIR="$$(bash scripts/sharder.sh)"
 
 .PHONY: help
 help: ## List the targets.
@@ -142,6 +143,12 @@ compat: kube-bin ansible-venv ## Upstream's test-operator scenarios (tests/compa
 faults: kube-bin ansible-venv ## Fault tests (tests/faults): restarts of kube-apiserver and etcd, 410 Gone, 409s, SIGKILL, leader failover.
 	@echo "==> fault tests (tests/faults, real control plane restarted under load)"
 	$(TEST_ENV) $(CARGO) test --quiet --test faults -- $(SCENARIOS)
+	@bash scripts/check-no-leftovers
+
+.PHONY: sharding
+sharding: kube-bin ## Three enka shards of a ControllerRing with timebertt's sharder (built from its Go module): drain handshake, SIGKILL failover, no reconcile overlap.
+	@echo "==> sharding (tests/sharding: enka replicas as shards of the sharder's ring, real control plane)"
+	$(TEST_ENV) $(CARGO) test --quiet --test sharding
 	@bash scripts/check-no-leftovers
 
 .PHONY: catalogue

@@ -202,6 +202,15 @@ pub struct RunArgs {
     /// How often to try to acquire or renew the Lease (enka).
     #[arg(long, alias = "leader-elect-retry-period", default_value = "2s", value_parser = parse_duration)]
     pub leader_election_retry_period: std::time::Duration,
+    /// Run as a shard of this ControllerRing of timebertt's sharder (enka):
+    /// hold a shard Lease of its own instead of leader election, and
+    /// reconcile only the objects the sharder assigns to this replica.
+    #[arg(long, env = "ENKA_SHARDING_RING")]
+    pub sharding_ring: Option<String>,
+    /// The shard's name with --sharding-ring: its Lease's name and holder
+    /// (default: $POD_NAME, else the host name).
+    #[arg(long, env = "ENKA_SHARD_NAME")]
+    pub shard_name: Option<String>,
     /// How long reconciles in flight may finish after SIGTERM before enka exits.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub graceful_shutdown_timeout: std::time::Duration,
@@ -546,7 +555,39 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .leader_elect
         .or(args.enable_leader_election)
         .unwrap_or(false);
-    let leader_election = if leader_elect {
+    let sharding = match &args.sharding_ring {
+        Some(ring) => {
+            let name = args
+                .shard_name
+                .clone()
+                .unwrap_or_else(crate::operator::shard::default_name);
+            let shard = crate::operator::shard::Shard::new(ring, &name)?;
+            if leader_elect {
+                tracing::info!(
+                    "--leader-elect is not used with --sharding-ring: each shard holds a Lease of its own"
+                );
+            }
+            let lease = crate::operator::leader::ElectionConfig {
+                lease_name: shard.name.clone(),
+                namespace: args
+                    .leader_election_namespace
+                    .clone()
+                    .unwrap_or_else(|| config.default_namespace.clone()),
+                identity: shard.name.clone(),
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_election_retry_period,
+                labels: vec![(
+                    crate::operator::shard::RING_LABEL.to_owned(),
+                    shard.ring.clone(),
+                )],
+            };
+            lease.validate().map_err(anyhow::Error::msg)?;
+            Some(crate::operator::shard::Sharding { shard, lease })
+        }
+        None => None,
+    };
+    let leader_election = if leader_elect && sharding.is_none() {
         let lease_name = leader_election_id(&args).ok_or_else(|| {
             anyhow::anyhow!("LeaderElectionID must be configured: set --leader-election-id")
         })?;
@@ -564,6 +605,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             lease_duration: args.leader_elect_lease_duration,
             renew_deadline: args.leader_elect_renew_deadline,
             retry_period: args.leader_election_retry_period,
+            labels: Vec::new(),
         };
         election.validate().map_err(anyhow::Error::msg)?;
         Some(election)
@@ -616,6 +658,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespaces,
         inject_owner_ref: args.inject_owner_ref,
         leader_election,
+        sharding,
         metrics_address: crate::operator::metrics::parse_bind(&metrics_bind)
             .map_err(anyhow::Error::msg)?,
         metrics_serving: crate::operator::metrics::Serving {

@@ -48,6 +48,9 @@ pub struct Settings {
     pub inject_owner_ref: bool,
     /// `--ansible-log-events`.
     pub log_events: engine::LogEvents,
+    /// This replica's shard (`--sharding-ring`): it watches and reconciles
+    /// only the objects assigned to it.
+    pub shard: Option<Arc<super::shard::Shard>>,
 }
 
 /// Why a reconcile did not finish.
@@ -167,6 +170,16 @@ pub fn env_name(prefix: &str, gvk: &Gvk) -> String {
 }
 
 impl WatchContext {
+    /// The API of the watched kind for an object in `namespace`.
+    fn api_for(&self, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) if self.namespaced => {
+                Api::namespaced_with(self.cluster.client().clone(), ns, &self.resource)
+            }
+            _ => Api::all_with(self.cluster.client().clone(), &self.resource),
+        }
+    }
+
     /// Builds the context of one watch.
     pub fn new(
         watch: Watch,
@@ -350,13 +363,8 @@ async fn set_finalizers(
         "finalizers": finalizers,
         "resourceVersion": object.pointer("/metadata/resourceVersion"),
     }});
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) if ctx.namespaced => {
-            Api::namespaced_with(ctx.cluster.client().clone(), ns, &ctx.resource)
-        }
-        _ => Api::all_with(ctx.cluster.client().clone(), &ctx.resource),
-    };
-    let patched = api
+    let patched = ctx
+        .api_for(namespace)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| ReconcileError::Api {
@@ -446,11 +454,15 @@ pub async fn reconcile(
         .started(&ctx.controller_name, &ctx.gvk_label, &key);
     let mut api_wait = Duration::ZERO;
     let limit = ctx.settings.reconcile_timeout + STATUS_GRACE;
+    // Where each reconcile starts and ends, for whoever must show that two
+    // replicas never reconcile one object at once (sharding).
+    span.in_scope(|| tracing::debug!("reconcile started"));
     let result = guarded(
-        reconcile_object(object.clone(), ctx.clone(), &mut api_wait).instrument(span),
+        reconcile_object(object.clone(), ctx.clone(), &mut api_wait).instrument(span.clone()),
         limit,
     )
     .await;
+    span.in_scope(|| tracing::debug!(ok = result.is_ok(), "reconcile ended"));
     if let Err(ReconcileError::Panicked(message)) = &result {
         ctx.metrics.panicked(&ctx.controller_name);
         tracing::error!(%name, namespace = namespace.unwrap_or(""), "reconcile panicked: {message}");
@@ -486,6 +498,34 @@ async fn reconcile_object(
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.clone();
     let ns = namespace.as_deref();
+    if let Some(shard) = &ctx.settings.shard {
+        let labels = object.metadata.labels.as_ref();
+        // A requeue may bring an object that has moved to another shard.
+        if !shard.holds(labels) {
+            return Ok(Next::AwaitChange);
+        }
+        if shard.is_draining(labels) {
+            // From here this replica does nothing more with the object: the
+            // write below hands it over, and another shard may start on it
+            // as soon as the write is done.
+            tracing::debug!("handing the object over");
+            let started = Instant::now();
+            let acknowledged = shard
+                .acknowledge_drain(
+                    &ctx.api_for(ns),
+                    &name,
+                    object.metadata.resource_version.as_deref(),
+                )
+                .await;
+            *api_wait += started.elapsed();
+            acknowledged.map_err(|e| ReconcileError::Api {
+                action: "hand the object over to another shard",
+                source: api_error(e),
+            })?;
+            tracing::info!(%name, namespace = ns.unwrap_or(""), shard = %shard.name, "drained: the object moves to another shard");
+            return Ok(Next::AwaitChange);
+        }
+    }
     let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
     let deleting = object.metadata.deletion_timestamp.is_some();
     let finalizer_name = ctx.watch.finalizer.as_ref().map(|f| f.name.clone());
@@ -834,8 +874,12 @@ pub async fn run_controller(
         _ => Api::all_with(client, &ctx.resource),
     };
     let mut config = WatcherConfig::default().timeout(super::WATCH_TIMEOUT_SECONDS);
-    if !ctx.watch.selector.is_empty() {
-        config = config.labels(&ctx.watch.selector.to_query());
+    let selector = match &ctx.settings.shard {
+        Some(shard) => shard.selector(&ctx.watch.selector.to_query()),
+        None => ctx.watch.selector.to_query(),
+    };
+    if !selector.is_empty() {
+        config = config.labels(&selector);
     }
     let writer = reflector::store::Writer::new(ctx.resource.clone());
     let resource = ctx.resource.clone();
@@ -846,7 +890,16 @@ pub async fn run_controller(
     // run that adds its finalizer goes on with the object as updated, and
     // that update must not bring a second run (the differential harness saw
     // one).
-    let predicate = predicates::generation.fallback(predicates::resource_version);
+    // A shard reacts to the sharder's drain label whatever else changed.
+    let drain_label = ctx.settings.shard.as_ref().map(|shard| shard.drain_label());
+    let draining = move |object: &WatchedObject| {
+        let label = drain_label.as_ref()?;
+        let labels = object.metadata.labels.as_ref();
+        Some(u64::from(labels.is_some_and(|l| l.contains_key(label))))
+    };
+    let predicate = predicates::generation
+        .fallback(predicates::resource_version)
+        .combine(draining);
     let stream = watcher(api, config)
         .default_backoff()
         // (WatchedObject leaves managedFields out as it decodes.)

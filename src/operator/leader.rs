@@ -23,6 +23,8 @@ pub struct ElectionConfig {
     pub renew_deadline: Duration,
     /// How often to try to acquire or renew.
     pub retry_period: Duration,
+    /// Labels the Lease carries (a shard Lease names its ring).
+    pub labels: Vec<(String, String)>,
 }
 
 /// A unique identity for this replica: host name and a random suffix.
@@ -125,6 +127,43 @@ impl ElectionConfig {
 }
 
 impl Elector {
+    fn label(&self, lease: &mut DynamicObject) {
+        if self.config.labels.is_empty() {
+            return;
+        }
+        let labels = lease.metadata.labels.get_or_insert_with(Default::default);
+        for (key, value) in &self.config.labels {
+            labels.insert(key.clone(), value.clone());
+        }
+    }
+
+    /// Gives the Lease up (an empty holder), so that it is free at once:
+    /// a shard's objects move to other shards without waiting for it to
+    /// expire. Only a Lease this replica still holds is changed.
+    async fn release(&mut self) -> Result<(), KubeError> {
+        let config = &self.config;
+        let Some(mut lease) = self.api.get_opt(&config.lease_name).await? else {
+            return Ok(());
+        };
+        let holder = lease
+            .data
+            .pointer("/spec/holderIdentity")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        if holder != config.identity {
+            return Ok(());
+        }
+        let now = micro_time(SystemTime::now());
+        lease.data["spec"]["holderIdentity"] = Json::String(String::new());
+        lease.data["spec"]["leaseDurationSeconds"] = json!(1);
+        lease.data["spec"]["renewTime"] = Json::String(now.clone());
+        lease.data["spec"]["acquireTime"] = Json::String(now);
+        self.api
+            .replace(&config.lease_name, &PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+    }
+
     fn lease_resource() -> ApiResource {
         ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("coordination.k8s.io", "v1", "Lease"),
@@ -138,6 +177,7 @@ impl Elector {
         let seconds = i64::try_from(config.lease_duration.as_secs().max(1)).unwrap_or(15);
         let Some(mut lease) = self.api.get_opt(&config.lease_name).await? else {
             let mut lease = DynamicObject::new(&config.lease_name, &Self::lease_resource());
+            self.label(&mut lease);
             lease.data = json!({"spec": {
                 "holderIdentity": config.identity,
                 "leaseDurationSeconds": seconds,
@@ -192,6 +232,7 @@ impl Elector {
             new_spec["leaseTransitions"] = json!(transitions + 1);
         }
         lease.data["spec"] = new_spec;
+        self.label(&mut lease);
         // The resourceVersion makes this a compare-and-swap.
         match self
             .api
@@ -237,6 +278,15 @@ pub async fn acquire(client: &Client, config: ElectionConfig) -> Leadership {
 }
 
 impl Leadership {
+    /// A handle that can give the Lease up after [`Leadership::keep`] has
+    /// taken this leadership.
+    pub fn releaser(&self) -> Releaser {
+        Releaser {
+            api: self.elector.api.clone(),
+            config: self.elector.config.clone(),
+        }
+    }
+
     /// Renews the Lease every retry period; returns when leadership is lost:
     /// taken by another replica, or not renewed within the renew deadline.
     /// A renewal counts from when its request was sent (before the API
@@ -264,6 +314,33 @@ impl Leadership {
             if last_renewal.elapsed() >= deadline {
                 tracing::error!("leadership lost: the lease was not renewed within {deadline:?}");
                 return;
+            }
+        }
+    }
+}
+
+/// Gives a held Lease up on a graceful stop.
+pub struct Releaser {
+    api: Api<DynamicObject>,
+    config: ElectionConfig,
+}
+
+impl Releaser {
+    /// Empties the Lease's holder if this replica still holds it, within
+    /// the renew deadline.
+    pub async fn release(self) {
+        let deadline = self.config.renew_deadline;
+        let lease = self.config.lease_name.clone();
+        let mut elector = Elector {
+            api: self.api,
+            config: self.config,
+            observed: None,
+        };
+        match tokio::time::timeout(deadline, elector.release()).await {
+            Ok(Ok(())) => tracing::info!(%lease, "released the lease"),
+            Ok(Err(err)) => tracing::warn!(%lease, "could not release the lease: {err}"),
+            Err(_) => {
+                tracing::warn!(%lease, "could not release the lease: the API server did not answer")
             }
         }
     }
@@ -332,6 +409,7 @@ mod tests {
             lease_duration: Duration::from_secs(lease),
             renew_deadline: Duration::from_secs(renew),
             retry_period: Duration::from_secs(retry),
+            labels: Vec::new(),
         };
         assert!(config(15, 10, 2).validate().is_ok());
         assert!(

@@ -8,6 +8,7 @@ pub mod leader;
 pub mod metrics;
 pub mod paramconv;
 pub mod reload;
+pub mod shard;
 pub mod status;
 pub mod vars;
 
@@ -61,6 +62,9 @@ pub struct OperatorOptions {
     pub health_address: Option<std::net::SocketAddr>,
     /// Leader election, when more than one replica may run.
     pub leader_election: Option<leader::ElectionConfig>,
+    /// This replica as a shard of a ControllerRing (instead of leader
+    /// election).
+    pub sharding: Option<shard::Sharding>,
 }
 
 /// Loads the project and runs every controller until a shutdown signal,
@@ -184,8 +188,16 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         namespaces: options.namespaces.clone(),
         inject_owner_ref: options.inject_owner_ref,
         log_events: options.log_events,
+        shard: options.sharding.as_ref().map(|s| Arc::new(s.shard.clone())),
     };
-    let leadership = match options.leader_election.clone() {
+    // A shard holds a Lease of its own as a leader holds the one Lease:
+    // its controllers run only while it does.
+    let lease = options
+        .sharding
+        .as_ref()
+        .map(|sharding| sharding.lease.clone())
+        .or_else(|| options.leader_election.clone());
+    let leadership = match lease {
         Some(config) => {
             metrics.set_leader(&config.lease_name, false);
             let lease_name = config.lease_name.clone();
@@ -195,6 +207,12 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         }
         None => None,
     };
+    // A shard that stops gracefully gives its Lease up, so the sharder
+    // moves its objects at once instead of after the Lease expires.
+    let releaser = leadership
+        .as_ref()
+        .filter(|_| options.sharding.is_some())
+        .map(|(leadership, _)| leadership.releaser());
     let shutdown = shutdown_signal();
     let events = events::Recorder::start(cluster.clone());
     let mut controllers = Vec::new();
@@ -283,6 +301,9 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
             grace.as_secs_f64()
         ),
         () = lost_leadership => bail!("leadership lost; stopping so that another replica takes over"),
+    }
+    if let Some(releaser) = releaser {
+        releaser.release().await;
     }
     tracing::info!("enka stopped");
     Ok(())

@@ -59,10 +59,14 @@ impl Enka {
             format!("127.0.0.1:{metrics_port}"),
             "--health-probe-bind-address".to_owned(),
             format!("127.0.0.1:{health_port}"),
-            // Tests read the log as text; zap's JSON (the default) has a
-            // test of its own (logging::every_line_is_zap_json).
-            "--zap-encoder=console".to_owned(),
         ];
+        // Tests read the log as text; zap's JSON (the default) has a test
+        // of its own (logging::every_line_is_zap_json), and a test that
+        // parses the log asks for it.
+        let mut args = args;
+        if !extra_args.iter().any(|a| a.starts_with("--zap-encoder")) {
+            args.push("--zap-encoder=console".to_owned());
+        }
         let args: Vec<String> = args
             .into_iter()
             .chain(extra_args.iter().map(|a| (*a).to_owned()))
