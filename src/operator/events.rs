@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use tokio::sync::mpsc;
 
-use crate::kube::{Cluster, event};
+use crate::kube::{Cluster, PatchType, event};
 
 /// Failures waiting to be recorded before new ones are dropped, as client-go's
 /// event broadcaster does when the API server cannot keep up.
@@ -19,7 +19,7 @@ struct Failure {
 }
 
 /// Records failure Events in the background, in order, so a reconcile never
-/// waits for the two API calls an Event costs.
+/// waits for the API call an Event costs.
 #[derive(Clone, Debug)]
 pub struct Recorder {
     queue: mpsc::Sender<Failure>,
@@ -30,8 +30,16 @@ impl Recorder {
     pub fn start(cluster: Arc<dyn Cluster>) -> Recorder {
         let (queue, mut failures) = mpsc::channel::<Failure>(QUEUE);
         tokio::spawn(async move {
+            let mut written = Written::default();
             while let Some(f) = failures.recv().await {
-                record_failure(cluster.as_ref(), &f.object, &f.task, &f.message).await;
+                record_failure(
+                    cluster.as_ref(),
+                    &mut written,
+                    &f.object,
+                    &f.task,
+                    &f.message,
+                )
+                .await;
             }
         });
         Recorder { queue }
@@ -50,8 +58,34 @@ impl Recorder {
     }
 }
 
+/// The `count` of each Event this recorder wrote, by namespace and name, so
+/// that a repeat is one PATCH and a first failure one POST, without reading
+/// the Event first (client-go's EventCorrelator keeps the same). Bounded: a
+/// full table starts again, each Event's next repeat then reading it once.
+#[derive(Default)]
+pub struct Written(std::collections::HashMap<(String, String), i64>);
+
+const WRITTEN_LIMIT: usize = 4096;
+
+impl Written {
+    fn remember(&mut self, namespace: &str, name: &str, event: &Json) {
+        if self.0.len() >= WRITTEN_LIMIT {
+            self.0.clear();
+        }
+        let count = event.get("count").and_then(Json::as_i64).unwrap_or(1);
+        self.0
+            .insert((namespace.to_owned(), name.to_owned()), count);
+    }
+}
+
 /// Records a `Warning` event on `object` saying that `task` failed.
-pub async fn record_failure(cluster: &dyn Cluster, object: &Json, task: &str, message: &str) {
+pub async fn record_failure(
+    cluster: &dyn Cluster,
+    written: &mut Written,
+    object: &Json,
+    task: &str,
+    message: &str,
+) {
     let text = |p: &str| {
         object
             .pointer(p)
@@ -94,18 +128,56 @@ pub async fn record_failure(cluster: &dyn Cluster, object: &Json, task: &str, me
             "lastTimestamp": now,
         })
     };
-    let recorded = event::record(
-        cluster,
-        &events,
-        &namespace,
-        &name,
-        Some(&message),
-        &now,
-        new_event,
-    )
-    .await;
-    if let Err((step, err)) = recorded {
-        tracing::debug!("could not {} for task {task:?}: {err}", step.action());
+    let key = (namespace.clone(), name.clone());
+    let step = if written.0.contains_key(&key) {
+        event::Step::Update
+    } else {
+        event::Step::Create
+    };
+    let quick = match written.0.get(&key) {
+        Some(count) => {
+            let patch = json!({"count": count + 1, "lastTimestamp": now, "message": message});
+            cluster
+                .patch(
+                    &events,
+                    Some(&namespace),
+                    &name,
+                    &patch,
+                    &PatchType::Merge,
+                    None,
+                )
+                .await
+        }
+        None => {
+            cluster
+                .create(&events, Some(&namespace), &new_event())
+                .await
+        }
+    };
+    let recorded = match quick {
+        Ok(event) => Ok(event),
+        // Expired or deleted since (a repeat), or written by another replica
+        // or an earlier run of enka (a first): read it and count on.
+        Err(err) if err.is_not_found() || err.is_conflict() => {
+            event::record(
+                cluster,
+                &events,
+                &namespace,
+                &name,
+                Some(&message),
+                &now,
+                new_event,
+            )
+            .await
+        }
+        Err(err) => Err((step, err)),
+    };
+    match recorded {
+        Ok(event) => written.remember(&namespace, &name, &event),
+        Err((step, err)) => {
+            written.0.remove(&key);
+            tracing::debug!("could not {} for task {task:?}: {err}", step.action());
+        }
     }
 }
 
@@ -162,5 +234,44 @@ mod tests {
         assert_eq!(repeated["message"], "second", "the latest message wins");
         assert_eq!(repeated["reason"], "ReconcileFailed");
         assert_eq!(repeated["involvedObject"]["uid"], "u-1");
+    }
+
+    /// Written events are counted without reading them; one written by
+    /// someone else, or gone since, is read or made again.
+    #[tokio::test]
+    async fn counts_survive_events_written_or_deleted_elsewhere() {
+        let cluster = MemoryCluster::new();
+        let object = failed_object();
+        let count = |cluster: &MemoryCluster| -> Vec<i64> {
+            cluster
+                .objects("Event")
+                .iter()
+                .map(|e| e["count"].as_i64().unwrap_or(0))
+                .collect()
+        };
+        // An earlier enka wrote it twice: this one creates, meets 409, and
+        // counts on from what is stored.
+        let mut earlier = Written::default();
+        record_failure(&cluster, &mut earlier, &object, "t", "a").await;
+        record_failure(&cluster, &mut earlier, &object, "t", "b").await;
+        assert_eq!(count(&cluster), vec![2]);
+        let mut written = Written::default();
+        record_failure(&cluster, &mut written, &object, "t", "c").await;
+        assert_eq!(count(&cluster), vec![3]);
+        // Deleted (expired) since: the repeat's PATCH meets 404, so it is
+        // made again from one.
+        let name = cluster.objects("Event")[0]["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let events = cluster.resource("v1", "Event").await.unwrap();
+        cluster
+            .delete(&events, Some("ns"), &name, None)
+            .await
+            .unwrap();
+        record_failure(&cluster, &mut written, &object, "t", "d").await;
+        assert_eq!(count(&cluster), vec![1]);
+        record_failure(&cluster, &mut written, &object, "t", "e").await;
+        assert_eq!(count(&cluster), vec![2]);
     }
 }
