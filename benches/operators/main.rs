@@ -14,8 +14,9 @@
 //! and times those tasks through the worker alone.
 //!
 //! For enka only, it also measures memory at larger scales, a load of 5000
-//! Memcacheds over 50 namespaces on one cluster-wide enka, the seed's Zundoko
-//! song, and CPU per reconcile against time spent waiting on the API server.
+//! Memcacheds over 50 namespaces on one cluster-wide enka and on one and three
+//! shards of timebertt's sharder, the seed's Zundoko song, and CPU per
+//! reconcile against time spent waiting on the API server.
 //!
 //! Results: target/bench/summary.tsv (metric, enka, upstream, upstream/enka),
 //! target/bench/results.json, and with ENKA_BENCH_DOCS=1 (what `make bench`
@@ -27,6 +28,10 @@
 #[allow(dead_code)]
 #[path = "../../tests/integration/support.rs"]
 mod support;
+
+#[allow(dead_code)]
+#[path = "../../tests/sharding/ring.rs"]
+mod ring;
 
 mod bare;
 mod bridged;
@@ -153,6 +158,10 @@ async fn run(plan: &Plan) -> Report {
     };
     // First, while its cluster-wide enka has no other Memcacheds to see.
     report.load = Some(bench.enka_load().await);
+    // The same load on one and on three shards of the sharder's ring.
+    for shards in [1, 3] {
+        report.sharded.push(bench.enka_sharded_load(shards).await);
+    }
     report.bare_latency = bench.bare_latency().await;
     report.enka = Some(bench.side_by_side(operator::Flavour::Enka).await);
     if plan.upstream {

@@ -23,6 +23,7 @@ pub struct Report {
     pub wide_burst: Option<(u16, Burst)>,
     pub seed: Option<Seed>,
     pub load: Option<Load>,
+    pub sharded: Vec<crate::scenarios::ShardedLoad>,
     /// Bridged tasks through the worker alone.
     pub worker: Option<WorkerCost>,
     /// The benches/bridged roles on each side.
@@ -311,6 +312,55 @@ impl Report {
                 rows.push(enka_only(metric, &format!("{what}: {label}"), Some(value)));
             }
         }
+        for run in &self.sharded {
+            let what = format!(
+                "sharded load, {} Memcacheds on {} shard{}",
+                run.crs,
+                run.shards,
+                if run.shards == 1 { "" } else { "s" }
+            );
+            let peaks: Vec<f64> = run.peak_rss_bytes.iter().map(|b| mib(*b)).collect();
+            let largest = peaks.iter().copied().fold(0.0, f64::max);
+            // What the objects cost a replica: its peak over its RSS before
+            // they were created (a process's own baseline does not shrink
+            // with its share).
+            let growth = run
+                .peak_rss_bytes
+                .iter()
+                .zip(&run.idle_rss_bytes)
+                .map(|(peak, idle)| mib(peak.saturating_sub(*idle)))
+                .fold(0.0, f64::max);
+            for (metric, label, value) in [
+                ("seconds", "all Successful (s)", run.seconds),
+                (
+                    "peak_rss_mib_per_replica",
+                    "largest replica's peak RSS (MiB)",
+                    largest,
+                ),
+                (
+                    "peak_rss_mib_total",
+                    "replicas' peak RSS together (MiB)",
+                    peaks.iter().sum(),
+                ),
+                (
+                    "rss_growth_mib_per_replica",
+                    "largest replica's RSS growth under the load (MiB)",
+                    growth,
+                ),
+                (
+                    "api_requests_per_cr",
+                    "kube-apiserver requests per Memcached",
+                    run.requests_per_cr,
+                ),
+                ("reconciles", "reconciles", run.reconciles),
+            ] {
+                rows.push(enka_only(
+                    &format!("sharded{}_{metric}", run.shards),
+                    &format!("{what}: {label}"),
+                    Some(value),
+                ));
+            }
+        }
         if let Some(seed) = &self.seed {
             rows.push(enka_only(
                 "seed_kiyoshi_seconds",
@@ -434,6 +484,15 @@ impl Report {
                 (2.0..100.0).contains(&load.requests_per_cr),
                 "load: {} requests per Memcached",
                 load.requests_per_cr
+            );
+        }
+        for run in &self.sharded {
+            assert_eq!(run.failed_reconciles, 0.0, "sharded: {run:?}");
+            assert!(run.reconciles >= run.crs as f64, "sharded: {run:?}");
+            assert_eq!(run.peak_rss_bytes.len(), run.shards, "sharded: {run:?}");
+            assert!(
+                run.peak_rss_bytes.iter().all(|b| *b > 0),
+                "sharded: {run:?}"
             );
         }
         if let Some(seed) = &self.seed {
@@ -651,6 +710,20 @@ impl Report {
             );
         }
         md.push_str(&self.goals());
+        if let Some(seed) = self.seed.as_ref().filter(|s| !s.requests.is_empty()) {
+            let listed: Vec<String> = seed
+                .requests
+                .iter()
+                .map(|(kind, n)| format!("{kind} {n:.0}"))
+                .collect();
+            let _ = writeln!(
+                md,
+                "\nThe seed song's kube-apiserver requests by verb and resource ({} reconciles; the harness's \
+                 create of the Hikawa and its watch are among them): {}.",
+                seed.reconciles,
+                listed.join(", ")
+            );
+        }
         let _ = writeln!(md, "\n## How it was measured\n");
         let _ = writeln!(
             md,
@@ -678,6 +751,11 @@ impl Report {
              until every one is `Successful`, peak RSS sampled every 100 ms, and kube-apiserver's \
              `apiserver_request_total` over the run less the harness's own requests (the creates, one \
              list per second, a metrics read), per Memcached. Run first, before any other Memcached exists.\n\
+             - **Sharded load (enka)**: the same load in fresh namespaces on one, then three, enka replicas \
+             started with `--sharding-ring`, each watching the whole cluster but only the Memcacheds \
+             timebertt's sharder (v0.11.0, tools/sharder) assigned to it; each replica's peak RSS sampled \
+             every 100 ms; API requests counted as above, so the shards' Lease renewals and the \
+             sharder's own requests are in them.\n\
              - **Seed**: the seed's Zundoko operator (tests/fixtures/zundoko-seed, unchanged) with \
              `ENKA_RANDOM_SEED=42`, from creating the Hikawa to `status.kiyoshied`.\n",
             n = plan.latency_crs,

@@ -62,6 +62,24 @@ pub struct PerReconcile {
     pub api_wait_seconds: Option<f64>,
 }
 
+/// The load run on shards of a ring of timebertt's sharder.
+#[derive(Debug)]
+pub struct ShardedLoad {
+    pub shards: usize,
+    pub crs: usize,
+    /// From the first create to every Memcached Successful.
+    pub seconds: f64,
+    /// Each replica's RSS before the Memcacheds are created.
+    pub idle_rss_bytes: Vec<u64>,
+    /// Each replica's peak RSS.
+    pub peak_rss_bytes: Vec<u64>,
+    /// kube-apiserver requests in the run, less the harness's own, per
+    /// Memcached.
+    pub requests_per_cr: f64,
+    pub reconciles: f64,
+    pub failed_reconciles: f64,
+}
+
 /// The load run: one cluster-wide enka, Memcacheds over many namespaces.
 #[derive(Debug)]
 pub struct Load {
@@ -98,6 +116,9 @@ pub struct Seed {
     /// Runs that failed on purpose (the seed's `fail` task) and so were
     /// retried after the rate limiter's first step, 5 ms, as upstream does.
     pub failed_runs: f64,
+    /// kube-apiserver requests during the song by verb and resource, most
+    /// first.
+    pub requests: Vec<(String, f64)>,
 }
 
 /// One operator on a benches/bridged role.
@@ -359,46 +380,9 @@ impl Bench<'_> {
         let reconciles_before = operator.reconciles().await;
         let sampler = PeakSampler::start(operator.pid());
         let started = Instant::now();
-        let objects: Vec<(Api<DynamicObject>, String)> = spaces
-            .iter()
-            .flat_map(|namespace| {
-                (0..per_namespace).map(|i| (self.memcacheds(namespace), format!("load-{i:04}")))
-            })
-            .collect();
-        futures::stream::iter(&objects)
-            .for_each_concurrent(PARALLEL_CREATES, |(api, name)| {
-                workload::create_memcached(api, name, 1)
-            })
+        let polls = self
+            .create_and_converge(&spaces, per_namespace, &[&operator])
             .await;
-        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &memcached_resource());
-        let mut polls = 0usize;
-        loop {
-            polls += 1;
-            let list = all
-                .list(&ListParams::default())
-                .await
-                .unwrap_or_else(|e| panic!("listing Memcacheds: {e}"));
-            let done = list
-                .items
-                .iter()
-                .filter(|m| {
-                    m.metadata
-                        .namespace
-                        .as_deref()
-                        .is_some_and(|ns| ns.starts_with("bench-load-"))
-                })
-                .filter(|m| workload::is_successful(m))
-                .count();
-            if done == crs {
-                break;
-            }
-            assert!(
-                started.elapsed() < LIMIT,
-                "load: {done} of {crs} Successful after {LIMIT:?}:\n{}",
-                operator.log_tail()
-            );
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
         let seconds = started.elapsed().as_secs_f64();
         until_nothing_running(&operator).await;
         let peak_rss_bytes = sampler.finish();
@@ -432,6 +416,165 @@ impl Bench<'_> {
         for namespace in &spaces {
             let _ = self.env.delete_namespace(namespace).await;
         }
+        load
+    }
+
+    /// Creates `per_namespace` Memcacheds in each of `spaces`, as fast as
+    /// PARALLEL_CREATES creates in flight allow, and waits until every one
+    /// is Successful; the number of lists that took (the harness's own
+    /// requests).
+    async fn create_and_converge(
+        &self,
+        spaces: &[String],
+        per_namespace: usize,
+        operators: &[&Operator],
+    ) -> usize {
+        let started = Instant::now();
+        let crs = spaces.len() * per_namespace;
+        let objects: Vec<(Api<DynamicObject>, String)> = spaces
+            .iter()
+            .flat_map(|namespace| {
+                (0..per_namespace).map(|i| (self.memcacheds(namespace), format!("load-{i:04}")))
+            })
+            .collect();
+        futures::stream::iter(&objects)
+            .for_each_concurrent(PARALLEL_CREATES, |(api, name)| {
+                workload::create_memcached(api, name, 1)
+            })
+            .await;
+        let all: Api<DynamicObject> = Api::all_with(self.client.clone(), &memcached_resource());
+        let mut polls = 0usize;
+        loop {
+            polls += 1;
+            let list = all
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("listing Memcacheds: {e}"));
+            let done = list
+                .items
+                .iter()
+                .filter(|m| {
+                    m.metadata
+                        .namespace
+                        .as_ref()
+                        .is_some_and(|ns| spaces.contains(ns))
+                })
+                .filter(|m| workload::is_successful(m))
+                .count();
+            if done == crs {
+                return polls;
+            }
+            assert!(
+                started.elapsed() < LIMIT,
+                "load: {done} of {crs} Successful after {LIMIT:?}:\n{}",
+                operators
+                    .iter()
+                    .map(|o| o.log_tail())
+                    .collect::<Vec<_>>()
+                    .join("\n---\n")
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// The load run on `shards` enka replicas as shards of one ring of
+    /// timebertt's sharder, each watching the whole cluster: time until
+    /// every Memcached is Successful, each replica's peak RSS, and API
+    /// requests per Memcached.
+    pub async fn enka_sharded_load(&self, shards: usize) -> ShardedLoad {
+        let (namespaces, per_namespace) = self.plan.load;
+        let spaces: Vec<String> = (0..namespaces)
+            .map(|i| format!("bench-shard{shards}-{i:02}"))
+            .collect();
+        for namespace in &spaces {
+            create_namespace(self.client, namespace).await;
+        }
+        let sharder = crate::ring::Sharder::start(
+            self.env,
+            self.client,
+            json!({"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name",
+                "operator": "In",
+                "values": spaces,
+            }]}),
+        )
+        .await;
+        let mut operators = Vec::with_capacity(shards);
+        for i in 0..shards {
+            let name = format!("bench-{shards}-{i}");
+            let operator = Operator::start_with_args(
+                Flavour::Enka,
+                self.env,
+                &crate::support::repo_path(workload::WATCHES),
+                "",
+                &[],
+                &[
+                    "--sharding-ring",
+                    crate::ring::RING,
+                    "--shard-name",
+                    &name,
+                    "--leader-election-namespace=default",
+                ],
+                self.log_dir,
+            )
+            .await;
+            operators.push(operator);
+        }
+        sharder.await_available(self.client, shards as i64).await;
+        let crs = namespaces * per_namespace;
+        let requests_before = apiserver_requests(self.client).await;
+        let idle_rss_bytes: Vec<u64> = operators.iter().map(|o| o.usage().rss_bytes).collect();
+        let samplers: Vec<PeakSampler> = operators
+            .iter()
+            .map(|o| PeakSampler::start(o.pid()))
+            .collect();
+        let started = Instant::now();
+        let refs: Vec<&Operator> = operators.iter().collect();
+        let polls = self
+            .create_and_converge(&spaces, per_namespace, &refs)
+            .await;
+        let seconds = started.elapsed().as_secs_f64();
+        for operator in &operators {
+            until_nothing_running(operator).await;
+        }
+        let peak_rss_bytes: Vec<u64> = samplers.into_iter().map(PeakSampler::finish).collect();
+        let harness = (crs + polls + 1) as f64;
+        let requests = apiserver_requests(self.client).await - requests_before - harness;
+        let mut reconciles = 0.0;
+        let mut failed_reconciles = 0.0;
+        for operator in &operators {
+            let metrics = operator.metrics().await;
+            reconciles += sum_metric(&metrics, RESULT);
+            failed_reconciles += sum_metric_where(&metrics, RESULT, FAILED);
+        }
+        let load = ShardedLoad {
+            shards,
+            crs,
+            seconds,
+            idle_rss_bytes,
+            peak_rss_bytes,
+            requests_per_cr: requests / crs as f64,
+            reconciles,
+            failed_reconciles,
+        };
+        eprintln!(
+            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, peak RSS per replica {:?} MiB, {:.1} API requests per Memcached, {} reconciles, {} failed",
+            load.peak_rss_bytes
+                .iter()
+                .map(|b| (mib(*b) * 10.0).round() / 10.0)
+                .collect::<Vec<_>>(),
+            load.requests_per_cr,
+            load.reconciles,
+            load.failed_reconciles
+        );
+        for operator in operators {
+            operator.stop();
+        }
+        for namespace in &spaces {
+            let _ = self.env.delete_namespace(namespace).await;
+        }
+        sharder.delete_ring(self.client).await;
+        drop(sharder);
         load
     }
 
@@ -520,6 +663,8 @@ impl Bench<'_> {
             Api::namespaced_with(self.client.clone(), namespace, &hikawa_resource);
         let mut events = watcher::watcher(hikawas.clone(), watcher::Config::default()).boxed();
         let metrics_before = operator.metrics().await;
+        let requests_before =
+            requests_by_kind(&crate::support::apiserver_metrics(self.client).await);
         let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
         // The seed role ignores the interval; the CRD requires one.
         hikawa.data = json!({"spec": {"intervalMillis": 500}});
@@ -541,6 +686,19 @@ impl Bench<'_> {
         .await
         .unwrap_or_else(|_| panic!("no Kiyoshi:\n{}", operator.log_tail()));
         let metrics_after = operator.metrics().await;
+        let requests_after =
+            requests_by_kind(&crate::support::apiserver_metrics(self.client).await);
+        let mut requests: Vec<(String, f64)> = requests_after
+            .iter()
+            .map(|(kind, after)| {
+                (
+                    kind.clone(),
+                    after - requests_before.get(kind).copied().unwrap_or(0.0),
+                )
+            })
+            .filter(|(_, n)| *n > 0.0)
+            .collect();
+        requests.sort_by(|a, b| b.1.total_cmp(&a.1));
         let delta =
             |name: &str| sum_metric(&metrics_after, name) - sum_metric(&metrics_before, name);
         let zundokos: Api<DynamicObject> = Api::namespaced_with(
@@ -563,6 +721,7 @@ impl Bench<'_> {
             api_wait_seconds: delta("enka_api_wait_seconds_sum"),
             failed_runs: sum_metric_where(&metrics_after, RESULT, FAILED)
                 - sum_metric_where(&metrics_before, RESULT, FAILED),
+            requests,
         };
         eprintln!(
             "bench: seed song: Kiyoshi in {:.2} s after {} Zundokos, {} reconciles ({} failed on purpose); {:.2} s in runs, {:.2} s of it waiting on the API server",
@@ -573,8 +732,43 @@ impl Bench<'_> {
             seed.run_seconds,
             seed.api_wait_seconds
         );
+        eprintln!(
+            "bench: seed song: kube-apiserver requests by verb and resource (the harness's create and watch included): {:?}",
+            seed.requests
+        );
         seed
     }
+}
+
+/// kube-apiserver's `apiserver_request_total` summed by verb and resource
+/// (`PATCH hikawas/status`), over codes and scopes.
+fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
+    let label = |sample: &str, name: &str| -> String {
+        let key = format!("{name}=\"");
+        sample
+            .split_once(&key)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(value, _)| value.to_owned())
+            .unwrap_or_default()
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
+            continue;
+        };
+        let resource = label(line, "resource");
+        let subresource = label(line, "subresource");
+        let kind = if subresource.is_empty() {
+            format!("{} {resource}", label(line, "verb"))
+        } else {
+            format!("{} {resource}/{subresource}", label(line, "verb"))
+        };
+        *out.entry(kind).or_insert(0.0) += value;
+    }
+    out
 }
 
 /// Lists a freshly installed kind once, so the API server's one-off cost of

@@ -18,6 +18,8 @@ mod enka;
 #[path = "../integration/runner.rs"]
 mod runner;
 
+// Also the operators bench's (it deletes its ring between runs).
+#[allow(dead_code)]
 mod ring;
 
 use std::collections::HashMap;
@@ -193,6 +195,18 @@ async fn assignments(api: &Api<DynamicObject>) -> HashMap<String, Option<String>
         .collect()
 }
 
+/// Waits until every object is assigned to one of `shards`.
+async fn all_assigned_to(api: &Api<DynamicObject>, shards: &[&str], what: &str, limit: Duration) {
+    support::eventually(what, limit, || async move {
+        assignments(api)
+            .await
+            .values()
+            .all(|s| s.as_deref().is_some_and(|s| shards.contains(&s)))
+            .then_some(())
+    })
+    .await;
+}
+
 /// How many objects show a `Successful` condition that is true.
 async fn successful(api: &Api<DynamicObject>) -> usize {
     api.list(&ListParams::default())
@@ -234,7 +248,12 @@ async fn three_shards(env: std::sync::Arc<KubeEnv>) {
     let client = env.client().expect("a client");
     support::install_crd(&client, CRD).await;
     let namespace = env.namespace("sharding").await.expect("a namespace");
-    let sharder = Sharder::start(&env, &client, &namespace).await;
+    let sharder = Sharder::start(
+        &env,
+        &client,
+        json!({"matchLabels": {"kubernetes.io/metadata.name": namespace}}),
+    )
+    .await;
 
     // Two shards first; the third joins while the objects are being
     // reconciled, and takes its share through the drain handshake.
@@ -321,19 +340,11 @@ async fn three_shards(env: std::sync::Arc<KubeEnv>) {
     let orphans = held_by("shard-b");
     let killed_at = now();
     shards[1].1.kill();
-    support::eventually(
+    all_assigned_to(
+        &api,
+        &["shard-a", "shard-c"],
         "shard-b's objects moved to the other shards",
         Duration::from_secs(120),
-        || {
-            let api = api.clone();
-            async move {
-                let assigned = assignments(&api).await;
-                assigned
-                    .values()
-                    .all(|s| matches!(s.as_deref(), Some("shard-a" | "shard-c")))
-                    .then_some(())
-            }
-        },
     )
     .await;
     // The survivors reconcile each moved object (it appears in their
@@ -432,19 +443,11 @@ async fn three_shards(env: std::sync::Arc<KubeEnv>) {
             .map(String::as_str),
         Some(RING)
     );
-    support::eventually(
+    all_assigned_to(
+        &api,
+        &["shard-a"],
         "shard-c's objects moved to shard-a after its graceful stop",
         Duration::from_secs(30),
-        || {
-            let api = api.clone();
-            async move {
-                let assigned = assignments(&api).await;
-                assigned
-                    .values()
-                    .all(|s| s.as_deref() == Some("shard-a"))
-                    .then_some(())
-            }
-        },
     )
     .await;
     shards[0].1.terminate(Duration::from_secs(20));

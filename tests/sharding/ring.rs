@@ -1,7 +1,7 @@
-//! The sharder as the sharding test runs it: its ControllerRing CRD, a
-//! serving certificate for its webhook made here, its config pointing the
-//! webhook at 127.0.0.1, the process, and one ControllerRing for the test's
-//! namespace.
+//! The sharder as the sharding test and the operators bench run it: its
+//! ControllerRing CRD, a serving certificate for its webhook made here, its
+//! config pointing the webhook at 127.0.0.1, the process, and one
+//! ControllerRing of the Memcached kind.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
@@ -26,9 +26,17 @@ pub const RING_LABEL: &str = "alpha.sharding.timebertt.dev/controllerring";
 /// config cannot change it).
 const WEBHOOK_PORT: u16 = 9443;
 
-/// A running sharder, stopped when dropped.
+/// A running sharder, stopped (and its directory removed) when dropped.
 pub struct Sharder {
     server: Server,
+    work: PathBuf,
+}
+
+impl Drop for Sharder {
+    fn drop(&mut self) {
+        self.server.stop(Duration::from_secs(5));
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
 }
 
 fn controller_rings(client: &Client) -> Api<DynamicObject> {
@@ -92,8 +100,13 @@ pub fn install_crd(env: &KubeEnv) {
 
 impl Sharder {
     /// Installs the ControllerRing CRD, starts the sharder and creates the
-    /// ring of the Memcached kind, limited to `namespace`.
-    pub async fn start(env: &KubeEnv, client: &Client, namespace: &str) -> Sharder {
+    /// ring of the Memcached kind, limited to the namespaces
+    /// `namespace_selector` selects.
+    pub async fn start(
+        env: &KubeEnv,
+        client: &Client,
+        namespace_selector: serde_json::Value,
+    ) -> Sharder {
         let dir = sharder_dir();
         install_crd(env);
         let work = std::env::temp_dir().join(format!("enka-sharder-{}", std::process::id()));
@@ -139,7 +152,7 @@ impl Sharder {
             Lifetime::Tied,
         )
         .expect("starting the sharder");
-        let mut sharder = Sharder { server };
+        let mut sharder = Sharder { server, work };
         support::eventually(
             "the sharder ready",
             Duration::from_secs(60),
@@ -159,7 +172,7 @@ impl Sharder {
             "metadata": {"name": RING},
             "spec": {
                 "resources": [{"group": "cache.bench.enka.dev", "resource": "memcacheds"}],
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "namespaceSelector": namespace_selector,
             },
         }))
         .expect("a ControllerRing");
@@ -182,6 +195,22 @@ impl Sharder {
                     let ring = rings.get(RING).await.ok()?;
                     (ring.data["status"]["availableShards"].as_i64() == Some(count)).then_some(())
                 }
+            },
+        )
+        .await;
+    }
+
+    /// Deletes the ring (and so its webhook) and waits until it is gone,
+    /// for a ring of the same name after it.
+    pub async fn delete_ring(&self, client: &Client) {
+        let rings = controller_rings(client);
+        let _ = rings.delete(RING, &Default::default()).await;
+        support::eventually(
+            "the ControllerRing deleted",
+            Duration::from_secs(60),
+            || {
+                let rings = rings.clone();
+                async move { matches!(rings.get_opt(RING).await, Ok(None)).then_some(()) }
             },
         )
         .await;
