@@ -140,32 +140,87 @@ pub fn parse_kv(args: &str) -> Vec<(String, String)> {
 }
 
 /// Each word of `args`: `(Some(key), unquoted value, word)` for `k=v`, or
-/// `(None, the word as written, the word)`.
+/// `(None, the word as a free-form word, the word)`. As in Ansible's
+/// parse_kv, escapes in a word are decoded before its `=` is looked for; a
+/// free-form word stays as written, unless its only `=` are escaped ones.
 pub fn parse_kv_tokens(args: &str) -> Vec<(Option<String>, String, String)> {
     split_args(args)
         .into_iter()
         .map(|token| {
-            // Ansible's parse_kv: the first `=` after the first character
-            // that is not escaped splits key from value; any key, templates
-            // included (`set_fact: "{{ item }}=x"` names its fact at run time).
-            let eq = token
+            let decoded = decode_escapes(&token);
+            // The first `=` after the first character that is not escaped
+            // splits key from value; any key, templates included
+            // (`set_fact: "{{ item }}=x"` names its fact at run time).
+            let eq = decoded
                 .char_indices()
-                .find(|&(i, c)| c == '=' && i > 0 && token.as_bytes()[i - 1] != b'\\')
+                .find(|&(i, c)| c == '=' && i > 0 && decoded.as_bytes()[i - 1] != b'\\')
                 .map(|(i, _)| i);
             match eq {
-                Some(i) if !token[..i].trim().is_empty() => {
+                Some(i) if !decoded[..i].trim().is_empty() => {
                     // (A value that ended its line loses the newline, as
                     // Ansible strips it.)
                     (
-                        Some(token[..i].trim().to_owned()),
-                        unquote(token[i + 1..].trim_end_matches('\n')),
+                        Some(decoded[..i].trim().to_owned()),
+                        unquote(decoded[i + 1..].trim_end_matches('\n')),
                         token,
                     )
                 }
+                _ if decoded.contains('=') => (None, decoded.replace("\\=", "="), token),
                 _ => (None, token.clone(), token),
             }
         })
         .collect()
+}
+
+/// Ansible's `_decode_escapes`, applied to each word of free-form arguments
+/// before `k=v` is looked for: `\\`, `\'`, `\"`, `\a` `\b` `\f` `\n` `\r`
+/// `\t` `\v`, `\xHH`, `\uHHHH` and `\UHHHHHHHH` become the characters they
+/// name (Python's unicode-escape); anything else, `\N{…}` included, stays.
+fn decode_escapes(word: &str) -> std::borrow::Cow<'_, str> {
+    if !word.contains('\\') {
+        return std::borrow::Cow::Borrowed(word);
+    }
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let hex = |digits: usize| -> Option<char> {
+            let code = after.get(1..=digits)?;
+            if !code.chars().all(|c| c.is_ascii_hexdigit()) {
+                return None;
+            }
+            char::from_u32(u32::from_str_radix(code, 16).ok()?)
+        };
+        let (decoded, used) = match after.chars().next() {
+            Some('\\') => (Some('\\'), 1),
+            Some('\'') => (Some('\''), 1),
+            Some('"') => (Some('"'), 1),
+            Some('a') => (Some('\u{7}'), 1),
+            Some('b') => (Some('\u{8}'), 1),
+            Some('f') => (Some('\u{c}'), 1),
+            Some('n') => (Some('\n'), 1),
+            Some('r') => (Some('\r'), 1),
+            Some('t') => (Some('\t'), 1),
+            Some('v') => (Some('\u{b}'), 1),
+            Some('x') => (hex(2), 3),
+            Some('u') => (hex(4), 5),
+            Some('U') => (hex(8), 9),
+            _ => (None, 0),
+        };
+        match decoded {
+            Some(c) => {
+                out.push(c);
+                rest = &after[used..];
+            }
+            None => {
+                out.push('\\');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
 }
 
 /// The words Ansible still takes as options from a command line.
@@ -187,7 +242,8 @@ pub(crate) fn command_kv(text: &str) -> Vec<(String, String)> {
     for (k, v, word) in parse_kv_tokens(text) {
         match k {
             Some(k) if COMMAND_OPTIONS.contains(&k.as_str()) => options.push((k, v)),
-            _ => raw.push(word),
+            Some(_) => raw.push(word),
+            None => raw.push(v),
         }
     }
     if !raw.is_empty() {
@@ -212,8 +268,32 @@ mod tests {
             kv("{{ item }}=moo =x a\\=b"),
             vec![
                 ("{{ item }}".into(), "moo".into()),
-                ("_raw_params".into(), "=x a\\=b".into())
+                // As ansible-core 2.18's parse_kv gives it: a word whose
+                // only `=` is escaped loses the backslash.
+                ("_raw_params".into(), "=x a=b".into())
             ]
+        );
+    }
+
+    /// parse_kv decodes escapes in each word before splitting it: a
+    /// regexp's `\\b` reaches the module as `\b`, `\t` as a tab.
+    #[test]
+    fn escapes_are_decoded_in_key_value_words() {
+        assert_eq!(
+            kv(r#"regexp='\\b(.+)\\b' line="a\tb" raw=\x41\u00e9 other=\q"#),
+            vec![
+                ("regexp".into(), r"\b(.+)\b".into()),
+                ("line".into(), "a\tb".into()),
+                ("raw".into(), "Aé".into()),
+                ("other".into(), r"\q".into()),
+            ]
+        );
+        assert_eq!(kv(r"regexp='\b'"), vec![("regexp".into(), "\u{8}".into())]);
+        // A free-form word stays as written; one whose only `=` are escaped
+        // loses their backslashes.
+        assert_eq!(
+            kv(r"echo \t a\=b"),
+            vec![("_raw_params".into(), r"echo \t a=b".into())]
         );
     }
 
