@@ -80,6 +80,10 @@ pub struct PlaybookArgs {
     /// (enka's cluster writes then run as kubernetes.core's modules do).
     #[arg(short = 'C', long = "check")]
     pub check: bool,
+    /// Diff mode: actions that change files or objects report before and
+    /// after.
+    #[arg(short = 'D', long = "diff")]
+    pub diff: bool,
     /// Start at the first task whose name matches this (fnmatch) pattern.
     #[arg(long = "start-at-task")]
     pub start_at_task: Option<String>,
@@ -395,6 +399,7 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         vault_ids: args.vault_ids,
         events_file: args.events_file,
         check: args.check,
+        diff: args.diff,
         start_at_task: args.start_at_task,
         forks: args.forks,
     };

@@ -42,6 +42,8 @@ pub struct PlaybookOptions {
     pub events_file: Option<PathBuf>,
     /// `--check`.
     pub check: bool,
+    /// `--diff`.
+    pub diff: bool,
     /// `--start-at-task`.
     pub start_at_task: Option<String>,
     /// `--forks` (Ansible's default: 5).
@@ -101,6 +103,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             observer: Some(printer.clone()),
             tags: engine::TagSelection::new(&options.tags, &options.skip_tags),
             check_mode: options.check,
+            diff: options.diff,
             start_at_task: start_at_task.clone(),
             forks: options.forks.map_or(5, |f| f as usize),
             ..RunOptions::default()

@@ -324,12 +324,14 @@ impl Report {
             // What the objects cost a replica: its peak over its RSS before
             // they were created (a process's own baseline does not shrink
             // with its share).
-            let growth = run
-                .peak_rss_bytes
-                .iter()
-                .zip(&run.idle_rss_bytes)
-                .map(|(peak, idle)| mib(peak.saturating_sub(*idle)))
-                .fold(0.0, f64::max);
+            let growth = |to: &[u64]| {
+                to.iter()
+                    .zip(&run.idle_rss_bytes)
+                    .map(|(rss, idle)| mib(rss.saturating_sub(*idle)))
+                    .fold(0.0, f64::max)
+            };
+            let held = growth(&run.final_rss_bytes);
+            let growth = growth(&run.peak_rss_bytes);
             for (metric, label, value) in [
                 ("seconds", "all Successful (s)", run.seconds),
                 (
@@ -346,6 +348,11 @@ impl Report {
                     "rss_growth_mib_per_replica",
                     "largest replica's RSS growth under the load (MiB)",
                     growth,
+                ),
+                (
+                    "rss_held_mib_per_replica",
+                    "largest replica's RSS growth once settled (MiB)",
+                    held,
                 ),
                 (
                     "api_requests_per_cr",

@@ -73,6 +73,9 @@ pub struct ShardedLoad {
     pub idle_rss_bytes: Vec<u64>,
     /// Each replica's peak RSS.
     pub peak_rss_bytes: Vec<u64>,
+    /// Each replica's RSS once every Memcached is Successful and nothing
+    /// runs: what holding its share costs.
+    pub final_rss_bytes: Vec<u64>,
     /// kube-apiserver requests in the run, less the harness's own, per
     /// Memcached.
     pub requests_per_cr: f64,
@@ -538,6 +541,7 @@ impl Bench<'_> {
             until_nothing_running(operator).await;
         }
         let peak_rss_bytes: Vec<u64> = samplers.into_iter().map(PeakSampler::finish).collect();
+        let final_rss_bytes: Vec<u64> = operators.iter().map(|o| o.usage().rss_bytes).collect();
         let harness = (crs + polls + 1) as f64;
         let requests = apiserver_requests(self.client).await - requests_before - harness;
         let mut reconciles = 0.0;
@@ -553,16 +557,16 @@ impl Bench<'_> {
             seconds,
             idle_rss_bytes,
             peak_rss_bytes,
+            final_rss_bytes,
             requests_per_cr: requests / crs as f64,
             reconciles,
             failed_reconciles,
         };
         eprintln!(
-            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, peak RSS per replica {:?} MiB, {:.1} API requests per Memcached, {} reconciles, {} failed",
-            load.peak_rss_bytes
-                .iter()
-                .map(|b| (mib(*b) * 10.0).round() / 10.0)
-                .collect::<Vec<_>>(),
+            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, RSS per replica before {:?}, peak {:?}, after {:?} MiB, {:.1} API requests per Memcached, {} reconciles, {} failed",
+            tenths(&load.idle_rss_bytes),
+            tenths(&load.peak_rss_bytes),
+            tenths(&load.final_rss_bytes),
             load.requests_per_cr,
             load.reconciles,
             load.failed_reconciles
@@ -738,6 +742,14 @@ impl Bench<'_> {
         );
         seed
     }
+}
+
+/// MiB to a tenth, for a log line.
+fn tenths(bytes: &[u64]) -> Vec<f64> {
+    bytes
+        .iter()
+        .map(|b| (mib(*b) * 10.0).round() / 10.0)
+        .collect()
 }
 
 /// kube-apiserver's `apiserver_request_total` summed by verb and resource

@@ -23,6 +23,9 @@ enum Flow {
     Continue,
     Failed(Failure),
     EndPlay,
+    /// `meta: end_role`: the tasks left in the role are skipped, `always`
+    /// sections included (the strategy skips to the role's end).
+    EndRole,
 }
 
 type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
@@ -38,6 +41,8 @@ struct Inherited {
     no_log: Vec<Value>,
     /// `check_mode` of the blocks and play around the task.
     check_mode: Vec<Value>,
+    /// `diff` of the blocks and play around the task.
+    diff: Vec<Value>,
     /// `environment` of the play and blocks around the task, outermost
     /// first.
     environment: Vec<Value>,
@@ -63,6 +68,7 @@ impl Inherited {
             (&block.any_errors_fatal, &mut self.any_errors_fatal),
             (&block.no_log, &mut self.no_log),
             (&block.check_mode, &mut self.check_mode),
+            (&block.diff, &mut self.diff),
             (&block.environment, &mut self.environment),
         ];
         for (own, list) in keywords {
@@ -113,6 +119,8 @@ pub(crate) struct Runner {
     flush_requested: bool,
     /// Whether the task running now is in check mode.
     check_mode: bool,
+    /// Whether the task running now reports its changes (diff mode).
+    diff: bool,
     /// `--start-at-task` until a task matches it.
     waiting_for: Option<glob::Pattern>,
     /// `meta: clear_host_errors` ran (in the `always` running now).
@@ -177,6 +185,7 @@ impl Runner {
             host_errors_cleared: false,
             included_role_names: Vec::new(),
             check_mode: options.check_mode,
+            diff: options.diff,
             waiting_for: options.start_at_task.as_deref().map(|p| {
                 glob::Pattern::new(p)
                     .unwrap_or_else(|_| glob::Pattern::escape(p).parse().unwrap_or_default())
@@ -223,12 +232,14 @@ impl Runner {
 
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
         let mut base = base_scope(extra);
-        if self.options.check_mode {
+        if self.options.check_mode || self.options.diff {
+            let (check, diff) = (self.options.check_mode, self.options.diff);
             base.builtins = base
                 .builtins
                 .iter()
                 .map(|(k, v)| match &**k {
-                    "ansible_check_mode" => (k.clone(), Var::plain(Value::from(true))),
+                    "ansible_check_mode" if check => (k.clone(), Var::plain(Value::from(true))),
+                    "ansible_diff_mode" if diff => (k.clone(), Var::plain(Value::from(true))),
                     _ => (k.clone(), v.clone()),
                 })
                 .collect::<Vec<_>>()
@@ -291,7 +302,8 @@ impl Runner {
             },
         };
         match flow {
-            Flow::Continue | Flow::EndPlay => RunStatus::Successful,
+            // (A role ends its own `end_role`.)
+            Flow::Continue | Flow::EndPlay | Flow::EndRole => RunStatus::Successful,
             Flow::Failed(failure) => RunStatus::Failed(failure),
         }
     }
@@ -394,6 +406,7 @@ impl Runner {
             scope,
             inherited: Inherited {
                 check_mode: play.check_mode.iter().cloned().collect(),
+                diff: play.diff.iter().cloned().collect(),
                 environment: play.environment.iter().cloned().collect(),
                 ignore_errors: play.ignore_errors.iter().cloned().collect(),
                 run_once: play.run_once.iter().cloned().collect(),
@@ -457,7 +470,7 @@ impl Runner {
                         self.first_failure.get_or_insert(failure);
                     }
                     Flow::EndPlay => ended = true,
-                    Flow::Continue => {}
+                    Flow::Continue | Flow::EndRole => {}
                 }
             }
             // A batch whose every host failed ends the playbook
@@ -798,7 +811,10 @@ impl Runner {
             }
             frame.role = Some(role);
             frame.position = self.at(&role_at, 1);
-            self.run_tasks(frame, tasks).await
+            match self.run_tasks(frame, tasks).await {
+                Flow::EndRole => Flow::Continue,
+                flow => flow,
+            }
         })
     }
 
@@ -1424,7 +1440,7 @@ impl Runner {
                 .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
                 .await;
         }
-        if !always.is_empty() {
+        if !always.is_empty() && !matches!(flow, Flow::EndRole) {
             self.host_errors_cleared = false;
             let always_flow = self
                 .run_tasks(section(self, &inner, 2), always.clone())
@@ -1824,6 +1840,13 @@ impl Runner {
                     Err(err) => return self.template_failure(task, "check_mode", &err),
                 };
         }
+        self.diff = self.options.diff;
+        if task.diff.is_some() || !frame.inherited.diff.is_empty() {
+            self.diff = match self.flag(&ctx, task.diff.as_ref(), &frame.inherited.diff) {
+                Ok(b) => b,
+                Err(err) => return self.template_failure(task, "diff", &err),
+            };
+        }
         // An error templating the loop, a condition or the arguments is a
         // failed result, as TaskExecutor.run returns it: `ignore_errors`
         // forgives it and `register` keeps it.
@@ -2094,6 +2117,7 @@ impl Runner {
                     return Flow::EndPlay;
                 }
                 Control::EndHost => return Flow::EndPlay,
+                Control::EndRole => return Flow::EndRole,
                 Control::Requeue(after) => self.requeue_after = Some(after),
                 Control::ClearFacts => {
                     Arc::make_mut(&mut self.facts).clear();
@@ -2436,6 +2460,7 @@ impl Runner {
             ansible: self.project.ansible.as_ref(),
             environment,
             check_mode: self.check_mode,
+            diff: self.diff,
             asynchronous,
         };
         let started = Instant::now();

@@ -62,6 +62,9 @@ pub struct RunOptions {
     /// `--check`: tasks run in check mode unless their `check_mode` says
     /// otherwise.
     pub check_mode: bool,
+    /// `--diff`: actions report the changes they make unless their `diff`
+    /// says otherwise.
+    pub diff: bool,
     /// `--start-at-task`: tasks before the first whose name (or
     /// `role : name`) matches this pattern do not run.
     pub start_at_task: Option<String>,
@@ -93,6 +96,7 @@ impl Default for RunOptions {
             observer: None,
             tags: TagSelection::default(),
             check_mode: false,
+            diff: false,
             start_at_task: None,
             forks: 5,
         }

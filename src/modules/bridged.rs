@@ -89,6 +89,7 @@ pub(super) async fn run(
         "args": args,
         "collections": &*action.collections,
         "check_mode": ctx.check_mode,
+        "diff": ctx.diff,
         "no_log": ctx.no_log,
         "environment": crate::template::convert::to_json(&ctx.environment).unwrap_or(Json::Null),
         "search_path": search_path(ctx),

@@ -10,7 +10,8 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
         "clear_facts" => Some(Control::ClearFacts),
         "flush_handlers" => Some(Control::FlushHandlers),
         "clear_host_errors" => Some(Control::ClearHostErrors),
-        "noop" | "refresh_inventory" | "reset_connection" | "end_role" => None,
+        "end_role" => Some(Control::EndRole),
+        "noop" | "refresh_inventory" | "reset_connection" => None,
         other => return Err(format!("invalid meta action requested: {other}")),
     };
     let mut output = Output::changed(false);

@@ -117,6 +117,8 @@ pub struct ModuleContext<'a> {
     /// Whether the run is a dry run (`--check`): bridged actions run in
     /// Ansible's check mode.
     pub check_mode: bool,
+    /// Whether the action reports the changes it makes (`diff`, `--diff`).
+    pub diff: bool,
     /// The task's `async` and `poll`, when it has `async`.
     pub asynchronous: Option<Asynchronous>,
 }
@@ -165,6 +167,8 @@ pub enum Control {
     EndPlay,
     /// `meta: end_host`.
     EndHost,
+    /// `meta: end_role`: the rest of the role the task is in is skipped.
+    EndRole,
     /// `requeue_after`: reconcile again after this long.
     Requeue(Duration),
     /// `meta: clear_facts`.

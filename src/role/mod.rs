@@ -156,6 +156,8 @@ pub struct Play {
     pub no_log: Option<Value>,
     /// `check_mode` of the whole play.
     pub check_mode: Option<Value>,
+    /// `diff` of the whole play.
+    pub diff: Option<Value>,
     /// `environment` of the whole play.
     pub environment: Option<Value>,
     /// Play `vars`, with the `vars_files` merged in when none names a
@@ -242,6 +244,9 @@ pub struct Task {
     pub any_errors_fatal: Option<Value>,
     /// `no_log`.
     pub no_log: Option<Value>,
+    /// `diff`: whether the action reports the changes it makes (Ansible's
+    /// diff mode), whatever the run's `--diff`.
+    pub diff: Option<Value>,
     /// `check_mode`: run in (true) or out of (false) check mode, whatever
     /// the run's `--check` says.
     pub check_mode: Option<Value>,

@@ -32,6 +32,7 @@ const KEYWORDS: &[&str] = &[
     "ignore_errors",
     "no_log",
     "check_mode",
+    "diff",
     "tags",
     "args",
     "block",
@@ -56,7 +57,6 @@ const HARMLESS: &[&str] = &[
     "become_exe",
     "connection",
     "run_once",
-    "diff",
     "collections",
     "module_defaults",
     "throttle",
@@ -424,6 +424,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     let any_errors_fatal = scalar(loader, "any_errors_fatal");
     let no_log = scalar(loader, "no_log");
     let check_mode = scalar(loader, "check_mode");
+    let diff = scalar(loader, "diff");
     let environment = scalar(loader, "environment");
     let timeout = scalar(loader, "timeout");
     let asynchronous = scalar(loader, "async");
@@ -471,6 +472,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         any_errors_fatal,
         no_log,
         check_mode,
+        diff,
         tags,
         notify,
         listen,
@@ -691,6 +693,18 @@ fn parse_action(
     if !variable_params {
         crate::modules::validate_args(spec, &pairs)
             .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
+    }
+    // load_list_of_tasks refuses it where there is no role to end.
+    if spec.id == registry::ModuleId::Meta
+        && at.role.is_none()
+        && pairs
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("_raw_params") && v.as_str() == Some("end_role"))
+    {
+        loader.error(
+            at.loc(value.pos),
+            "Cannot execute 'end_role' from outside of a role".to_owned(),
+        );
     }
     Some(Action::Module {
         module: ModuleRef::Native(spec),
