@@ -1,74 +1,107 @@
 //! Ansible's free-form arguments: `debug: msg="hello {{ name }}"`,
 //! `include_tasks: other.yml`, `set_fact: a=1 b="two words"`.
 
-/// Splits on whitespace, keeping quoted strings and Jinja blocks whole
-/// (Ansible's `split_args`). As there, a word that ends a line keeps its
-/// newline (a multi-line `shell: |` script stays one), and a lone `\\`
-/// outside quotes is a line continuation: dropped, with its newline.
+/// Ansible's `split_args`, word for word: lines split on spaces (a tab is
+/// no separator), words put back together inside quotes and Jinja blocks,
+/// runs of spaces kept on the word before them and each line's newline on
+/// its last word, so `join_args` gives the text back (a `shell: |` script
+/// keeps its indentation); a lone `\\` outside quotes continues the line.
+/// Unbalanced quotes or blocks are left as they are (Ansible refuses them).
 fn split_args(args: &str) -> Vec<String> {
-    let mut tokens: Vec<String> = Vec::new();
-    let mut current = String::new();
+    if args.is_empty() {
+        return Vec::new();
+    }
+    let mut params: Vec<String> = Vec::new();
+    let items: Vec<&str> = args.split('\n').collect();
     let mut quote: Option<char> = None;
-    let mut depth = 0usize;
-    // The line so far ended in a lone backslash.
-    let mut continued = false;
-    let mut chars = args.chars().peekable();
-    while let Some(c) = chars.next() {
-        if let Some(q) = quote {
-            current.push(c);
-            if c == '\\' {
-                if let Some(next) = chars.next() {
-                    current.push(next);
+    let mut inside_quotes = false;
+    let (mut print_depth, mut block_depth, mut comment_depth) = (0usize, 0usize, 0usize);
+    for (item_index, item) in items.iter().enumerate() {
+        let mut line_continuation = false;
+        for (index, token) in item.split(' ').enumerate() {
+            if token.is_empty() && index != 0 {
+                match params.last_mut() {
+                    Some(last) => last.push(' '),
+                    None => params.push(" ".to_owned()),
                 }
-            } else if c == q {
-                quote = None;
+                continue;
             }
-            continue;
-        }
-        match c {
-            '{' if matches!(chars.peek(), Some('{' | '%' | '#')) => {
-                depth += 1;
-                current.push(c);
-                if let Some(next) = chars.next() {
-                    current.push(next);
-                }
+            if token == "\\" && !inside_quotes {
+                line_continuation = true;
+                continue;
             }
-            '}' | '%' | '#' if depth > 0 && chars.peek() == Some(&'}') => {
-                depth -= 1;
-                current.push(c);
-                if let Some(next) = chars.next() {
-                    current.push(next);
-                }
-            }
-            '"' | '\'' if depth == 0 => {
-                quote = Some(c);
-                current.push(c);
-            }
-            c if c.is_whitespace() && depth == 0 => {
-                if current == "\\" {
-                    current.clear();
-                    continued = true;
-                } else if !current.is_empty() {
-                    tokens.push(std::mem::take(&mut current));
-                    continued = false;
-                }
-                if c == '\n' {
-                    if !continued
-                        && let Some(last) = tokens.last_mut()
-                        && !last.ends_with('\n')
-                    {
-                        last.push('\n');
+            let was_inside_quotes = inside_quotes;
+            quote = quote_state(token, quote);
+            inside_quotes = quote.is_some();
+            let in_block = print_depth > 0 || block_depth > 0 || comment_depth > 0;
+            let mut appended = false;
+            if inside_quotes && !was_inside_quotes && !in_block {
+                params.push(token.to_owned());
+                appended = true;
+            } else if in_block || inside_quotes || was_inside_quotes {
+                let spacer = if index == 0 { "" } else { " " };
+                match params.last_mut() {
+                    Some(last) => {
+                        last.push_str(spacer);
+                        last.push_str(token);
                     }
-                    continued = false;
+                    None => params.push(token.to_owned()),
+                }
+                appended = true;
+            }
+            for (depth, open, close) in [
+                (&mut print_depth, "{{", "}}"),
+                (&mut block_depth, "{%", "%}"),
+                (&mut comment_depth, "{#", "#}"),
+            ] {
+                let before = *depth;
+                *depth = count_blocks(token, before, open, close);
+                if *depth != before && !appended {
+                    params.push(token.to_owned());
+                    appended = true;
                 }
             }
-            c => current.push(c),
+            let in_block = print_depth > 0 || block_depth > 0 || comment_depth > 0;
+            if !in_block && !inside_quotes && !appended && !token.is_empty() {
+                params.push(token.to_owned());
+            }
+        }
+        if items.len() > 1 && item_index != items.len() - 1 && !line_continuation {
+            match params.last_mut() {
+                Some(last) => last.push('\n'),
+                None => params.push("\n".to_owned()),
+            }
         }
     }
-    if !current.is_empty() && current != "\\" {
-        tokens.push(current);
+    params
+}
+
+/// `_get_quote_state`: the quote a word leaves open, given the one open
+/// before it (a quote after a backslash does not count).
+fn quote_state(token: &str, mut quote: Option<char>) -> Option<char> {
+    let mut previous = None;
+    for c in token.chars() {
+        if matches!(c, '"' | '\'') && previous != Some('\\') {
+            match quote {
+                Some(open) if open == c => quote = None,
+                Some(_) => {}
+                None => quote = Some(c),
+            }
+        }
+        previous = Some(c);
     }
-    tokens
+    quote
+}
+
+/// `_count_jinja2_blocks`: the depth of one kind of Jinja block after a
+/// word.
+fn count_blocks(token: &str, depth: usize, open: &str, close: &str) -> usize {
+    let (opened, closed) = (token.matches(open).count(), token.matches(close).count());
+    if opened == closed {
+        depth
+    } else {
+        (depth + opened).saturating_sub(closed)
+    }
 }
 
 /// The first word of `action: <name> <args>` and the text after it; a
@@ -157,11 +190,11 @@ pub fn parse_kv_tokens(args: &str) -> Vec<(Option<String>, String, String)> {
                 .map(|(i, _)| i);
             match eq {
                 Some(i) if !decoded[..i].trim().is_empty() => {
-                    // (A value that ended its line loses the newline, as
-                    // Ansible strips it.)
+                    // The value is stripped, as Ansible strips it: a word
+                    // keeps the spaces after it and a line's newline.
                     (
                         Some(decoded[..i].trim().to_owned()),
-                        unquote(decoded[i + 1..].trim_end_matches('\n')),
+                        unquote(decoded[i + 1..].trim()),
                         token,
                     )
                 }
@@ -342,8 +375,7 @@ mod tests {
     }
 
     /// What ansible-core 2.18.19's `parse_kv(text, check_raw=True)` gives,
-    /// recorded with its splitter; where Ansible keeps runs of spaces enka
-    /// keeps one (the same command line for shlex and for a shell).
+    /// recorded with its splitter, runs of spaces included.
     #[test]
     fn multi_line_commands_keep_their_lines_and_lose_continuations() {
         let raw = |text: &str| {
@@ -353,23 +385,36 @@ mod tests {
                 .map(|(_, v)| v)
                 .unwrap_or_default()
         };
-        // Ansible: "openssl req -x509 -key /tmp/k  -subj \"/CN=x y\"  -days 3650 -out /tmp/c\n"
         assert_eq!(
             raw(
                 "openssl req -x509 -key /tmp/k \\\n  -subj \"/CN=x y\" \\\n  -days 3650 -out /tmp/c\n"
             ),
-            "openssl req -x509 -key /tmp/k -subj \"/CN=x y\" -days 3650 -out /tmp/c\n"
+            "openssl req -x509 -key /tmp/k  -subj \"/CN=x y\"  -days 3650 -out /tmp/c\n"
         );
+        // A heredoc keeps its indentation (ansible-tests command_shell).
+        assert_eq!(
+            raw("cat <<EOF\nOne\n  Two\n    Three\nEOF\n"),
+            "cat <<EOF\nOne\n  Two\n    Three\nEOF\n"
+        );
+        // A tab separates nothing.
+        assert_eq!(raw("printf 'a'\t'b'"), "printf 'a'\t'b'");
         assert_eq!(raw("echo a\necho b\n"), "echo a\necho b\n");
-        // Ansible: "if true; then\n  echo yes\nfi\n"
         assert_eq!(
             raw("if true; then\n  echo yes\nfi\n"),
-            "if true; then\necho yes\nfi\n"
+            "if true; then\n  echo yes\nfi\n"
         );
         assert_eq!(raw("echo a \\ b"), "echo a b");
         assert_eq!(
             raw("echo {{ x }}\necho '{{ y }}\nz'\n"),
             "echo {{ x }}\necho '{{ y }}\nz'\n"
+        );
+        assert_eq!(
+            kv("a=\"x\"   b='y' c=z  "),
+            vec![
+                ("a".into(), "x".into()),
+                ("b".into(), "y".into()),
+                ("c".into(), "z".into())
+            ]
         );
         assert_eq!(
             kv("msg=a\nverbosity=2"),

@@ -812,6 +812,29 @@ fn parse_bridged(
         _ => arg_entries(loader, at, value, FreeForm::No, name).unwrap_or_default(),
     };
     merge_task_args(loader, at, task, &mut entries);
+    // `cmd` of command, shell and script is their free-form text
+    // (Task.preprocess_data moves it, C._ACTION_HAS_CMD).
+    let builtin = !name.contains('.')
+        || name.starts_with("ansible.builtin.")
+        || name.starts_with("ansible.legacy.");
+    if builtin
+        && matches!(short, "command" | "shell" | "script")
+        && let Some(at_cmd) = entries.iter().position(|(k, _)| k == "cmd")
+    {
+        let raw_given = entries
+            .iter()
+            .any(|(k, v)| k == "_raw_params" && v.as_str() != Some(""));
+        if raw_given {
+            loader.error(
+                at.loc(entries[at_cmd].1.pos),
+                "The 'cmd' argument cannot be used when other raw parameters are specified. Please put everything in one or the other place.".to_owned(),
+            );
+        } else {
+            entries.retain(|(k, _)| k != "_raw_params");
+            let position = entries.iter().position(|(k, _)| k == "cmd").unwrap_or(0);
+            entries[position].0 = "_raw_params".to_owned();
+        }
+    }
     // Free-form text is only for the command family; Ansible says so once
     // the name resolves (an unknown name is the first error).
     // Free-form text is allowed for the few actions that take it; for
