@@ -235,10 +235,9 @@ def _run_in_fork(target, module_args, environment, deadline):
                 runpy.run_path(name, run_name="__main__")
             code = 0
         except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        except BaseException:  # noqa: BLE001 - reported as the module's failure
-            traceback.print_exc()
-            code = 1
+            code = _exit_code(exit_)
+        except BaseException as exc:  # noqa: BLE001 - reported as the module's failure
+            code = _uncaught(exc)
         finally:
             try:
                 sys.stdout.flush()
@@ -264,6 +263,28 @@ def _run_in_fork(target, module_args, environment, deadline):
 
 class _TaskTimeout(Exception):
     pass
+
+
+def _exit_code(exit_):
+    return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+
+
+def _uncaught(exc):
+    """What `python AnsiballZ_x.py` does with an exception the module did not
+    catch: the interpreter calls sys.excepthook, which a module may have set
+    (the file module turns its own errors into fail_json that way); the
+    default prints the traceback."""
+    hook = sys.excepthook
+    try:
+        if hook is sys.__excepthook__:
+            traceback.print_exc()
+        else:
+            hook(type(exc), exc, exc.__traceback__)
+    except SystemExit as exit_:
+        return _exit_code(exit_)
+    except BaseException:  # noqa: BLE001 - the hook itself failed
+        traceback.print_exc()
+    return 1
 
 
 _RUNNING_GROUP_FILE = os.path.join(os.environ.get("ENKA_WORKER_DIR", ""), "module.pgid")
