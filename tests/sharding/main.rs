@@ -335,6 +335,21 @@ async fn three_shards(env: std::sync::Arc<KubeEnv>) {
         );
     }
 
+    // Each replica's metrics count what it holds: one
+    // resource_created_at_seconds series per object assigned to it.
+    for (name, shard) in &shards {
+        let (_, metrics) = support::http_get(shard.metrics_port, "/metrics").await;
+        let series = metrics
+            .lines()
+            .filter(|l| l.starts_with("resource_created_at_seconds{"))
+            .count();
+        assert_eq!(
+            series,
+            held_by(name).len(),
+            "{name}'s resource_created_at_seconds series against the objects assigned to it"
+        );
+    }
+
     // SIGKILL shard-b: no release of its Lease, no last write. The sharder
     // sees the Lease expire, takes it, and moves its objects.
     let orphans = held_by("shard-b");
