@@ -370,12 +370,7 @@ impl Bench<'_> {
     /// Successful, peak memory, and what it cost the API server.
     pub async fn enka_load(&self) -> Load {
         let (namespaces, per_namespace) = self.plan.load;
-        let spaces: Vec<String> = (0..namespaces)
-            .map(|i| format!("bench-load-{i:02}"))
-            .collect();
-        for namespace in &spaces {
-            create_namespace(self.client, namespace).await;
-        }
+        let spaces = self.load_namespaces("bench-load").await;
         let operator = self.start(Flavour::Enka, workload::WATCHES, "", &[]).await;
         settle(&operator).await;
         let crs = namespaces * per_namespace;
@@ -420,6 +415,17 @@ impl Bench<'_> {
             let _ = self.env.delete_namespace(namespace).await;
         }
         load
+    }
+
+    /// The load's namespaces (`<prefix>-00`, `-01`, …), created.
+    async fn load_namespaces(&self, prefix: &str) -> Vec<String> {
+        let spaces: Vec<String> = (0..self.plan.load.0)
+            .map(|i| format!("{prefix}-{i:02}"))
+            .collect();
+        for namespace in &spaces {
+            create_namespace(self.client, namespace).await;
+        }
+        spaces
     }
 
     /// Creates `per_namespace` Memcacheds in each of `spaces`, as fast as
@@ -486,12 +492,7 @@ impl Bench<'_> {
     /// requests per Memcached.
     pub async fn enka_sharded_load(&self, shards: usize) -> ShardedLoad {
         let (namespaces, per_namespace) = self.plan.load;
-        let spaces: Vec<String> = (0..namespaces)
-            .map(|i| format!("bench-shard{shards}-{i:02}"))
-            .collect();
-        for namespace in &spaces {
-            create_namespace(self.client, namespace).await;
-        }
+        let spaces = self.load_namespaces(&format!("bench-shard{shards}")).await;
         let sharder = crate::ring::Sharder::start(
             self.env,
             self.client,

@@ -784,10 +784,7 @@ fn parse_bridged(
 ) -> Option<Action> {
     let short = name.rsplit('.').next().unwrap_or(name);
     let is_command = COMMAND_MODULES.contains(&short)
-        && (!name.contains('.')
-            || name.starts_with("ansible.builtin.")
-            || name.starts_with("ansible.legacy.")
-            || name.starts_with("ansible.windows."));
+        && (is_builtin_name(name) || name.starts_with("ansible.windows."));
     let mut entries: Vec<(String, Node)> = match &value.value {
         crate::yaml::Value::Str(text) => {
             let pairs = if is_command {
@@ -814,10 +811,7 @@ fn parse_bridged(
     merge_task_args(loader, at, task, &mut entries);
     // `cmd` of command, shell and script is their free-form text
     // (Task.preprocess_data moves it, C._ACTION_HAS_CMD).
-    let builtin = !name.contains('.')
-        || name.starts_with("ansible.builtin.")
-        || name.starts_with("ansible.legacy.");
-    if builtin
+    if is_builtin_name(name)
         && matches!(short, "command" | "shell" | "script")
         && let Some(at_cmd) = entries.iter().position(|(k, _)| k == "cmd")
     {
@@ -831,8 +825,9 @@ fn parse_bridged(
             );
         } else {
             entries.retain(|(k, _)| k != "_raw_params");
-            let position = entries.iter().position(|(k, _)| k == "cmd").unwrap_or(0);
-            entries[position].0 = "_raw_params".to_owned();
+            if let Some((key, _)) = entries.iter_mut().find(|(k, _)| k == "cmd") {
+                *key = "_raw_params".to_owned();
+            }
         }
     }
     // Free-form text is only for the command family; Ansible says so once
@@ -875,6 +870,14 @@ fn parse_bridged(
     })
 }
 
+/// Whether an action name is ansible-core's own: short, or
+/// `ansible.builtin.`/`ansible.legacy.` qualified.
+fn is_builtin_name(name: &str) -> bool {
+    !name.contains('.')
+        || name.starts_with("ansible.builtin.")
+        || name.starts_with("ansible.legacy.")
+}
+
 /// A `template` or `copy` whose `src` is written out must name a file that
 /// exists where Ansible looks (`templates/` or `files/` of the role, then
 /// the task's directory): that task would fail on every run.
@@ -884,9 +887,7 @@ fn check_source_file(
     name: &str,
     entries: &[(String, Node)],
 ) {
-    let builtin = !name.contains('.')
-        || name.starts_with("ansible.builtin.")
-        || name.starts_with("ansible.legacy.");
+    let builtin = is_builtin_name(name);
     let subdir = match name.rsplit('.').next() {
         Some("template") if builtin => "templates",
         Some("copy") if builtin => "files",
