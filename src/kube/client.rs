@@ -112,12 +112,10 @@ impl KubeCluster {
     /// namespaced and one is given, across the cluster otherwise.
     pub(crate) fn api<K>(&self, resource: &Resource, namespace: Option<&str>) -> Api<K>
     where
-        K: kube::Resource<
-                DynamicType = kube::api::ApiResource,
-                Scope = kube::core::DynamicResourceScope,
-            >,
+        K: kube::Resource<Scope = kube::core::DynamicResourceScope>,
+        K::DynamicType: From<kube::api::ApiResource>,
     {
-        let ar = resource.api_resource();
+        let ar = K::DynamicType::from(resource.api_resource());
         match (resource.namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &ar),
             _ => Api::all_with(self.client.clone(), &ar),

@@ -19,7 +19,7 @@ use super::status;
 use super::vars::{VarOptions, extra_vars};
 use crate::engine::{self, Entry, RunOptions};
 use crate::kube::client::{KubeCluster, api_error};
-use crate::kube::object::WatchedObject;
+use crate::kube::object::{WatchedKind, WatchedObject};
 use crate::kube::{Cluster, Owner};
 use crate::role::{Project, Target};
 use crate::watches::{Gvk, Watch};
@@ -134,7 +134,7 @@ pub struct WatchContext {
     watch: Watch,
     entry: Entry,
     finalizer_entry: Option<Entry>,
-    resource: ApiResource,
+    resource: WatchedKind,
     namespaced: bool,
     project: ProjectHandle,
     cluster: Arc<KubeCluster>,
@@ -174,9 +174,9 @@ impl WatchContext {
     fn api_for(&self, namespace: Option<&str>) -> Api<DynamicObject> {
         match namespace {
             Some(ns) if self.namespaced => {
-                Api::namespaced_with(self.cluster.client().clone(), ns, &self.resource)
+                Api::namespaced_with(self.cluster.client().clone(), ns, &*self.resource)
             }
-            _ => Api::all_with(self.cluster.client().clone(), &self.resource),
+            _ => Api::all_with(self.cluster.client().clone(), &*self.resource),
         }
     }
 
@@ -214,7 +214,7 @@ impl WatchContext {
             watch,
             entry,
             finalizer_entry,
-            resource,
+            resource: resource.into(),
             namespaced,
             project,
             cluster,

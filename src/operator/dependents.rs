@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::kube::client::KubeCluster;
-use crate::kube::object::WatchedObject;
+use crate::kube::object::{WatchedKind, WatchedObject};
 use crate::kube::{Dependent, Resource};
 use crate::watches::Gvk;
 
@@ -67,7 +67,7 @@ impl Triggers {
 /// The dependent watches of one watch.
 pub struct DependentWatches {
     owner_gvk: Gvk,
-    owner_resource: ApiResource,
+    owner_resource: WatchedKind,
     owner_namespaced: bool,
     blacklist: Vec<Gvk>,
     cluster_scoped: bool,
@@ -87,7 +87,7 @@ impl DependentWatches {
     ) -> Self {
         DependentWatches {
             owner_gvk: watch.gvk.clone(),
-            owner_resource,
+            owner_resource: owner_resource.into(),
             owner_namespaced,
             blacklist: watch.blacklist.clone(),
             cluster_scoped: watch.watch_cluster_scoped_resources,
