@@ -1,5 +1,5 @@
 //! Strings: `escape`, `split`, `regex_replace`, `regex_search`, `regex_findall`,
-//! `regex_escape`, `quote`, `indent`, `truncate`, `capitalize`.
+//! `regex_escape`, `quote`, `indent`, `truncate`, `capitalize`, `format`.
 //!
 //! Regular expressions use Python's syntax (`(?P<name>…)`, lookarounds,
 //! backreferences), so fancy-regex is used rather than `regex`.
@@ -7,8 +7,8 @@
 use std::sync::Mutex;
 
 use fancy_regex::{Captures, Regex, RegexBuilder};
-use minijinja::value::{Kwargs, Rest};
-use minijinja::{Environment, Error, Value};
+use minijinja::value::{Kwargs, Rest, ValueOrKwargs};
+use minijinja::{Environment, Error, State, Value};
 
 use super::{add, defined, invalid};
 use crate::template::pyrepr;
@@ -28,6 +28,172 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_filter("center", center);
     env.add_filter("escape", escape);
     env.add_filter("e", escape);
+    env.add_filter("format", format);
+}
+
+/// Jinja's `format`: Python's printf-style `%` formatting. minijinja's lacks
+/// the `%r` and `%a` conversions; each argument they format is replaced by
+/// its Python `repr` (or `ascii`) and formatted with `%s`, so width and
+/// precision apply to the repr as they do in Python.
+fn format(
+    state: &mut State,
+    format_str: &Value,
+    args: Rest<ValueOrKwargs>,
+) -> Result<Value, Error> {
+    let mut args = args.into_values();
+    let rewritten = format_str
+        .as_str()
+        .and_then(|text| repr_conversions(text, &mut args));
+    let format_str = rewritten.map_or_else(|| format_str.clone(), Value::from);
+    let args = args.into_iter().map(ValueOrKwargs::from).collect();
+    minijinja::filters::format(state, &format_str, Rest(args))
+}
+
+/// Rewrites the `%r`/`%a` conversions of a printf-style format as `%s` and
+/// their arguments as reprs; `None` when there are none.
+fn repr_conversions(text: &str, args: &mut [Value]) -> Option<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut next_arg = 0;
+    let mut rewrote = false;
+    let mut i = 0;
+    while i < chars.len() {
+        out.push(chars[i]);
+        if chars[i] != '%' {
+            i += 1;
+            continue;
+        }
+        i += 1;
+        if chars.get(i) == Some(&'%') {
+            out.push('%');
+            i += 1;
+            continue;
+        }
+        // `%(key)`: a mapping key, parentheses nested as Python counts them.
+        let mut key = None;
+        if chars.get(i) == Some(&'(') {
+            let start = i + 1;
+            let mut depth = 1;
+            i += 1;
+            while i < chars.len() && depth > 0 {
+                match chars[i] {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                i += 1;
+            }
+            key = Some(chars[start..i.saturating_sub(1)].iter().collect::<String>());
+        }
+        // The spec after the key, pushed once the conversion is known.
+        let spec_start = out.len();
+        while let Some(c @ ('-' | '+' | ' ' | '#' | '0')) = chars.get(i) {
+            out.push(*c);
+            i += 1;
+        }
+        for part in 0..2 {
+            if part == 1 {
+                if chars.get(i) != Some(&'.') {
+                    break;
+                }
+                out.push('.');
+                i += 1;
+            }
+            if chars.get(i) == Some(&'*') {
+                out.push('*');
+                next_arg += 1;
+                i += 1;
+            }
+            while let Some(c) = chars.get(i).filter(|c| c.is_ascii_digit()) {
+                out.push(*c);
+                i += 1;
+            }
+        }
+        while let Some(c @ ('h' | 'l' | 'L')) = chars.get(i) {
+            out.push(*c);
+            i += 1;
+        }
+        let Some(&conversion) = chars.get(i) else {
+            break;
+        };
+        i += 1;
+        let key_spec = |name: &str| format!("({name})");
+        if conversion == 'r' || conversion == 'a' {
+            rewrote = true;
+            // A key formatted as a repr gets a key of its own, so that
+            // `%(k)r and %(k)s` still formats `k` itself the second time.
+            if let Some(key) = &key {
+                out.insert_str(spec_start, &key_spec(&format!("{key}\u{1}{conversion}")));
+            }
+            out.push('s');
+            let as_repr = |value: &Value| {
+                let repr = pyrepr::repr(value);
+                Value::from(if conversion == 'a' {
+                    ascii(&repr)
+                } else {
+                    repr
+                })
+            };
+            match &key {
+                Some(key) => {
+                    if let Some(mapping) = args.first_mut()
+                        && let Ok(value) = mapping.get_item(&Value::from(key.as_str()))
+                    {
+                        let mut entries: Vec<(Value, Value)> = mapping
+                            .try_iter()
+                            .into_iter()
+                            .flatten()
+                            .map(|k| {
+                                let v = mapping.get_item(&k).unwrap_or_default();
+                                (k, v)
+                            })
+                            .collect();
+                        entries.push((
+                            Value::from(format!("{key}\u{1}{conversion}")),
+                            as_repr(&value),
+                        ));
+                        *mapping = if mapping.is_kwargs() {
+                            let kwargs: Kwargs = entries
+                                .into_iter()
+                                .map(|(k, v)| (k.to_string(), v))
+                                .collect();
+                            Value::from(kwargs)
+                        } else {
+                            Value::from_iter(entries)
+                        };
+                    }
+                }
+                None => {
+                    if let Some(value) = args.get_mut(next_arg) {
+                        *value = as_repr(value);
+                    }
+                }
+            }
+        } else {
+            if let Some(key) = &key {
+                out.insert_str(spec_start, &key_spec(key));
+            }
+            out.push(conversion);
+        }
+        if key.is_none() {
+            next_arg += 1;
+        }
+    }
+    rewrote.then_some(out)
+}
+
+/// Python's `ascii()` of a repr: non-ASCII characters escaped.
+fn ascii(repr: &str) -> String {
+    let mut out = String::with_capacity(repr.len());
+    for c in repr.chars() {
+        match c as u32 {
+            0..=0x7f => out.push(c),
+            code @ 0x80..=0xff => out.push_str(&format!("\\x{code:02x}")),
+            code @ 0x100..=0xffff => out.push_str(&format!("\\u{code:04x}")),
+            code => out.push_str(&format!("\\U{code:08x}")),
+        }
+    }
+    out
 }
 
 /// Jinja's `escape` (HTML, since Ansible never autoescapes). minijinja
