@@ -8,6 +8,7 @@
 //! Exit codes are ansible-playbook's: 0 when every task ran, 2 when a task
 //! failed, 4 when a playbook did not load, 5 on bad options.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -86,6 +87,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             Ok(project) => project,
             Err(message) => {
                 eprintln!("{message}");
+                printer.refused(&path, &message);
                 return exit::PARSER_ERROR;
             }
         };
@@ -135,7 +137,33 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         }
     }
     printer.recap(&stats);
+    printer.custom_stats();
     code
+}
+
+/// Ansible's `AggregateStats.update_custom_stats`: mappings merge, numbers,
+/// strings and lists add; a value of another type than the kept one is
+/// dropped.
+fn aggregate_stat(kept: &mut serde_json::Value, value: &serde_json::Value) {
+    use serde_json::Value as J;
+    match (&mut *kept, value) {
+        (J::Object(_), J::Object(_)) => {
+            let merged =
+                crate::template::merge_hash(&convert::from_json(kept), &convert::from_json(value));
+            if let Ok(merged) = convert::to_json(&merged) {
+                *kept = merged;
+            }
+        }
+        (J::Number(old), J::Number(new)) => {
+            *kept = match (old.as_i64(), new.as_i64()) {
+                (Some(a), Some(b)) => J::from(a.saturating_add(b)),
+                _ => J::from(old.as_f64().unwrap_or(0.0) + new.as_f64().unwrap_or(0.0)),
+            };
+        }
+        (J::String(old), J::String(new)) => old.push_str(new),
+        (J::Array(old), J::Array(new)) => old.extend(new.iter().cloned()),
+        _ => {}
+    }
 }
 
 fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> {
@@ -259,6 +287,8 @@ struct Printer {
     /// The task whose banner was printed last, and the hosts shown under
     /// it.
     last_banner: Mutex<Option<(String, Vec<String>)>>,
+    /// `set_stats` data: per host, or `_run` for the whole run.
+    custom_stats: Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Printer {
@@ -277,6 +307,23 @@ impl Printer {
             events,
             last_failure: Mutex::new(None),
             last_banner: Mutex::new(None),
+            custom_stats: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Records in the events file that a playbook was refused as it loaded:
+    /// a run that ends there still checked something (a test may expect
+    /// the refusal).
+    fn refused(&self, playbook: &Path, message: &str) {
+        if let Some(events) = &self.events {
+            let line = serde_json::json!({
+                "status": "refused",
+                "playbook": playbook.display().to_string(),
+                "message": message,
+            });
+            if let Ok(mut file) = events.lock() {
+                let _ = writeln!(file, "{line}");
+            }
         }
     }
 
@@ -320,6 +367,68 @@ impl Printer {
             }
             line
         }
+    }
+
+    /// Keeps the `ansible_stats` a `set_stats` result carries, as Ansible's
+    /// strategy does: per host or for the run, each key replaced or (with
+    /// `aggregate`, the default) added to what earlier results set.
+    fn collect_stats(&self, host: &str, result: &serde_json::Value) {
+        let Some(stats) = result.get("ansible_stats") else {
+            return;
+        };
+        let Some(data) = stats.get("data").and_then(|d| d.as_object()) else {
+            return;
+        };
+        let flag =
+            |key: &str, default: bool| stats.get(key).and_then(|v| v.as_bool()).unwrap_or(default);
+        let owner = if flag("per_host", false) {
+            host
+        } else {
+            "_run"
+        };
+        let Ok(mut custom) = self.custom_stats.lock() else {
+            return;
+        };
+        let kept = custom.entry(owner.to_owned()).or_default();
+        for (key, value) in data {
+            match kept.get_mut(key) {
+                Some(old) if flag("aggregate", true) => aggregate_stat(old, value),
+                _ => {
+                    kept.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+
+    /// `CUSTOM STATS` after the recap, when ANSIBLE_SHOW_CUSTOM_STATS asks
+    /// for them (the default callback's `show_custom_stats`).
+    fn custom_stats(&self) {
+        let shown = std::env::var("ANSIBLE_SHOW_CUSTOM_STATS")
+            .is_ok_and(|v| crate::template::to_bool(&Value::from(v)));
+        let Ok(custom) = self.custom_stats.lock() else {
+            return;
+        };
+        if !shown || custom.is_empty() {
+            return;
+        }
+        // json.dumps(indent=1, sort_keys=True) with its newlines removed.
+        let dumped = |data: &serde_json::Map<String, serde_json::Value>| {
+            crate::template::python_json(
+                &convert::from_json(&serde_json::Value::Object(data.clone())),
+                Some(1),
+            )
+            .unwrap_or_default()
+            .replace('\n', "")
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "\n{}", banner("CUSTOM STATS: "));
+        for (host, data) in custom.iter().filter(|(h, _)| *h != "_run") {
+            let _ = writeln!(out, "\t{host}: {}", dumped(data));
+        }
+        if let Some(run) = custom.get("_run") {
+            let _ = writeln!(out, "\n\tRUN: {}", dumped(run));
+        }
+        let _ = writeln!(out);
     }
 
     /// The play recap: a line per host, sorted by name as Ansible's.
@@ -477,6 +586,9 @@ impl Observer for Printer {
             let _ = writeln!(out, "...ignoring");
         }
         let result = convert::to_json(event.result).unwrap_or(serde_json::Value::Null);
+        if !matches!(event.status, TaskStatus::Failed | TaskStatus::Skipped) {
+            self.collect_stats(host, &result);
+        }
         if let Some(events) = &self.events {
             let line = serde_json::json!({
                 "task": name,

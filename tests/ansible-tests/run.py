@@ -39,6 +39,8 @@ ALIAS_REASONS = {
     "which an operator's container never does and a test harness must not",
     "needs/ssh": "needs an SSH connection; enka runs every play on localhost",
     "needs/httptester": "needs ansible-test's HTTP test container (network services)",
+    "non_local": "runs only against a remote host (it overrides the interpreter modules run under); "
+    "enka runs every play on localhost, its modules in one Python",
     "unsupported": "marked unsupported by ansible-core itself",
     "disabled": "disabled by ansible-core itself",
     "hidden": "a support target, run only through the targets that need it",
@@ -290,8 +292,12 @@ def main():
             if key in asserts:
                 (failed_asserts if r["status"] == "failed" else passed_asserts).add(key)
         failure = next((r for r in reversed(results) if r["status"] == "failed"), None)
-        # A run in which no task ran proves nothing: it does not pass.
+        # A run in which no task ran proves nothing: it does not pass. A
+        # playbook enka refused as it loaded counts as a run: the target's
+        # runme.sh may check the refusal (include_when_parent_is_static).
         vacuous = code == 0 and not results
+        refusals = [r for r in results if r["status"] == "refused"]
+        results = [r for r in results if r["status"] != "refused"]
         entry = {
             "target": name,
             "result": "pass" if code == 0 and not vacuous else "fail",
@@ -301,6 +307,8 @@ def main():
             "asserts": len(asserts),
             "asserts_passed": len(passed_asserts - failed_asserts),
         }
+        if refusals:
+            entry["playbooks_refused"] = len(refusals)
         if vacuous:
             entry["message"] = "no task ran"
         elif code != 0:
