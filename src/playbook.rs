@@ -315,15 +315,21 @@ impl Printer {
     /// a run that ends there still checked something (a test may expect
     /// the refusal).
     fn refused(&self, playbook: &Path, message: &str) {
-        if let Some(events) = &self.events {
-            let line = serde_json::json!({
+        self.write_event(|| {
+            serde_json::json!({
                 "status": "refused",
                 "playbook": playbook.display().to_string(),
                 "message": message,
-            });
-            if let Ok(mut file) = events.lock() {
-                let _ = writeln!(file, "{line}");
-            }
+            })
+        });
+    }
+
+    /// Appends one JSON line to the events file, if there is one.
+    fn write_event(&self, line: impl FnOnce() -> serde_json::Value) {
+        if let Some(events) = &self.events
+            && let Ok(mut file) = events.lock()
+        {
+            let _ = writeln!(file, "{}", line());
         }
     }
 
@@ -589,8 +595,8 @@ impl Observer for Printer {
         if !matches!(event.status, TaskStatus::Failed | TaskStatus::Skipped) {
             self.collect_stats(host, &result);
         }
-        if let Some(events) = &self.events {
-            let line = serde_json::json!({
+        self.write_event(|| {
+            serde_json::json!({
                 "task": name,
                 "host": host,
                 "location": event.task.location.to_string(),
@@ -607,11 +613,8 @@ impl Observer for Printer {
                 "message": event.message,
                 "assertion": result.get("assertion"),
                 "duration_ms": event.duration.as_secs_f64() * 1000.0,
-            });
-            if let Ok(mut file) = events.lock() {
-                let _ = writeln!(file, "{line}");
-            }
-        }
+            })
+        });
     }
 }
 
