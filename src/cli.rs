@@ -66,9 +66,11 @@ pub struct PlaybookArgs {
     /// Vault identity (`label@source`).
     #[arg(long = "vault-id")]
     pub vault_ids: Vec<String>,
-    /// Connection type; enka runs every play on localhost, so only `local`.
-    #[arg(short = 'c', long = "connection", default_value = "local", value_parser = ["local"])]
-    pub connection: String,
+    /// The connection of hosts that name none (Ansible's default: `ssh`,
+    /// `local` for localhost). enka reaches hosts over `local` only; others
+    /// are unreachable.
+    #[arg(short = 'c', long = "connection")]
+    pub connection: Option<String>,
     /// How many hosts of a play run a task at once (default 5).
     #[arg(short = 'f', long = "forks")]
     pub forks: Option<u32>,
@@ -402,6 +404,7 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         diff: args.diff,
         start_at_task: args.start_at_task,
         forks: args.forks,
+        connection: args.connection,
     };
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -49,6 +49,8 @@ pub struct PlaybookOptions {
     pub start_at_task: Option<String>,
     /// `--forks` (Ansible's default: 5).
     pub forks: Option<u32>,
+    /// `--connection`: hosts' connection when they name none.
+    pub connection: Option<String>,
 }
 
 /// ansible-playbook's exit codes.
@@ -57,6 +59,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// A task failed on a host.
     pub const HOST_FAILED: u8 = 2;
+    /// A host could not be reached.
+    pub const HOST_UNREACHABLE: u8 = 4;
     /// A playbook did not parse or load.
     pub const PARSER_ERROR: u8 = 4;
     /// Bad or incomplete options.
@@ -108,6 +112,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             diff: options.diff,
             start_at_task: start_at_task.clone(),
             forks: options.forks.map_or(5, |f| f as usize),
+            connection: options.connection.clone(),
             ..RunOptions::default()
         };
         let outcome = engine::run(
@@ -132,7 +137,13 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             if !printer.reported(&failure.location) {
                 eprintln!("ERROR! {failure}");
             }
-            code = exit::HOST_FAILED;
+            // ansible-playbook's codes: 2 for a failed host, 4 for an
+            // unreachable one.
+            code = if failure.is_unreachable() {
+                exit::HOST_UNREACHABLE
+            } else {
+                exit::HOST_FAILED
+            };
             break;
         }
     }
@@ -446,10 +457,11 @@ impl Printer {
         for (host, stats) in hosts {
             let _ = writeln!(
                 out,
-                "{:<27}: ok={:<4} changed={:<4} unreachable=0    failed={:<4} skipped={:<4} rescued={:<4} ignored={:<4}",
+                "{:<27}: ok={:<4} changed={:<4} unreachable={:<4} failed={:<4} skipped={:<4} rescued={:<4} ignored={:<4}",
                 host,
                 stats.ok,
                 stats.changed,
+                stats.unreachable,
                 stats.failed,
                 stats.skipped,
                 stats.rescued,
@@ -572,7 +584,16 @@ impl Observer for Printer {
             match event.status {
                 TaskStatus::Failed | TaskStatus::Ignored => {
                     let text = dumped(event.result, debug, self.verbosity);
-                    let _ = writeln!(out, "{word}: [{host}]: FAILED! => {text}");
+                    let unreachable = event
+                        .result
+                        .get_attr("unreachable")
+                        .is_ok_and(|v| v.is_true());
+                    let what = if unreachable {
+                        "UNREACHABLE!"
+                    } else {
+                        "FAILED!"
+                    };
+                    let _ = writeln!(out, "{word}: [{host}]: {what} => {text}");
                 }
                 _ if verbose => {
                     let text = dumped(event.result, debug, self.verbosity);

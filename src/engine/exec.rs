@@ -35,6 +35,9 @@ type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
 struct Inherited {
     when: Vec<Arc<[Value]>>,
     ignore_errors: Vec<Value>,
+    ignore_unreachable: Vec<Value>,
+    /// `connection` of the blocks and play around the task.
+    connection: Vec<Value>,
     run_once: Vec<Value>,
     throttle: Vec<Value>,
     any_errors_fatal: Vec<Value>,
@@ -63,6 +66,8 @@ impl Inherited {
         }
         let keywords = [
             (&block.ignore_errors, &mut self.ignore_errors),
+            (&block.ignore_unreachable, &mut self.ignore_unreachable),
+            (&block.connection, &mut self.connection),
             (&block.run_once, &mut self.run_once),
             (&block.throttle, &mut self.throttle),
             (&block.any_errors_fatal, &mut self.any_errors_fatal),
@@ -125,6 +130,10 @@ pub(crate) struct Runner {
     waiting_for: Option<glob::Pattern>,
     /// `meta: clear_host_errors` ran (in the `always` running now).
     host_errors_cleared: bool,
+    /// `meta: clear_host_errors` ran on this host during the play: hosts
+    /// that failed or could not be reached take part in the next play
+    /// again (it clears the whole play's errors, as Ansible's).
+    cleared_play_errors: bool,
     /// Roles `include_role` ran in this play: Ansible adds them to the
     /// play's role names (`role_names`, `ansible_role_names`, …).
     included_role_names: Vec<Value>,
@@ -183,6 +192,7 @@ impl Runner {
             play_ended: false,
             silent_task: false,
             host_errors_cleared: false,
+            cleared_play_errors: false,
             included_role_names: Vec::new(),
             check_mode: options.check_mode,
             diff: options.diff,
@@ -409,6 +419,8 @@ impl Runner {
                 diff: play.diff.iter().cloned().collect(),
                 environment: play.environment.iter().cloned().collect(),
                 ignore_errors: play.ignore_errors.iter().cloned().collect(),
+                ignore_unreachable: play.ignore_unreachable.iter().cloned().collect(),
+                connection: play.connection.iter().cloned().collect(),
                 run_once: play.run_once.iter().cloned().collect(),
                 any_errors_fatal: play.any_errors_fatal.iter().cloned().collect(),
                 no_log: play.no_log.iter().cloned().collect(),
@@ -458,6 +470,9 @@ impl Runner {
                 }
             });
             let finished = futures::future::join_all(runs).await;
+            let cleared = finished
+                .iter()
+                .any(|(runner, _)| runner.cleared_play_errors);
             let mut failed = 0;
             let mut ended = false;
             for (runner, flow) in finished {
@@ -472,6 +487,10 @@ impl Runner {
                     Flow::EndPlay => ended = true,
                     Flow::Continue | Flow::EndRole => {}
                 }
+            }
+            if cleared {
+                self.failed_hosts.clear();
+                failed = 0;
             }
             // A batch whose every host failed ends the playbook
             // (PlaybookExecutor's break_play).
@@ -613,6 +632,10 @@ impl Runner {
             .map(|(_, v)| v.clone())
             .unwrap_or_else(|| Var::plain(Value::from(host)));
         scope.inventory_vars = scope::push(&None, &host_vars);
+        // Only localhost is reached through `local` by default; another
+        // host's connection is its inventory's, or the task's or play's
+        // keyword (see `unreachable`).
+        let localhost = is_localhost(host);
         let mut builtins: Vec<(Arc<str>, Var)> = scope
             .builtins
             .iter()
@@ -625,7 +648,7 @@ impl Runner {
                         | "ansible_play_hosts"
                         | "ansible_play_batch"
                         | "play_hosts"
-                )
+                ) && (localhost || &**k != "ansible_connection")
             })
             .cloned()
             .collect();
@@ -1126,7 +1149,9 @@ impl Runner {
             if self.lockstep.is_some() {
                 self.peers.set(&self.host, self.host_state());
             }
-            if matches!(flow, Flow::Failed(_)) && !matches!(task.action, Action::Block { .. }) {
+            if matches!(&flow, Flow::Failed(f) if !f.is_unreachable())
+                && !matches!(task.action, Action::Block { .. })
+            {
                 self.stats.failed += 1;
                 if let Some(lockstep) = &self.lockstep
                     && self.any_errors_fatal(frame, task)
@@ -1414,6 +1439,11 @@ impl Runner {
         let mut flow = self
             .run_tasks(section(self, &inner, 0), block.clone())
             .await;
+        // A host that cannot be reached leaves the play at once: its block
+        // runs no rescue and no always.
+        if matches!(&flow, Flow::Failed(f) if f.is_unreachable()) {
+            return flow;
+        }
         if let Flow::Failed(failure) = &flow
             && !rescue.is_empty()
         {
@@ -1886,6 +1916,7 @@ impl Runner {
                             .map(|v| v.value);
                     let break_scope =
                         (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
+                    let unreachable_scope = item_scope.clone();
                     let label_scope = task.loop_control.label.as_ref().map(|_| item_scope.clone());
                     let mut result = match self
                         .run_once(frame, task, module, args, item_scope, no_log)
@@ -1897,6 +1928,19 @@ impl Runner {
                             Err(flow) => return flow,
                         },
                     };
+                    if result.flag("unreachable") {
+                        // An ignore_unreachable that cannot be templated
+                        // does not forgive: the host leaves the play.
+                        let item_ctx = self.context(frame, &unreachable_scope, task);
+                        result.ignore_unreachable = Some(
+                            self.flag(
+                                &item_ctx,
+                                task.ignore_unreachable.as_ref(),
+                                &frame.inherited.ignore_unreachable,
+                            )
+                            .unwrap_or(false),
+                        );
+                    }
                     // Later items see what earlier ones set (facts, and the
                     // item's result under `register`), as TaskExecutor
                     // updates the task's variables after each item.
@@ -2079,6 +2123,9 @@ impl Runner {
                 .insert(name.clone(), Var::unsafe_data(&result.registered()));
         }
 
+        if result.flag("unreachable") {
+            return self.finish_unreachable(frame, task, &result, shown, no_log);
+        }
         // Meta tasks are not in Ansible's recap (`_execute_meta` counts
         // nothing), whatever they do.
         let is_meta = matches!(
@@ -2108,7 +2155,10 @@ impl Runner {
         if let Some(control) = result.control.clone() {
             match control {
                 Control::FlushHandlers => self.flush_requested = true,
-                Control::ClearHostErrors => self.host_errors_cleared = true,
+                Control::ClearHostErrors => {
+                    self.host_errors_cleared = true;
+                    self.cleared_play_errors = true;
+                }
                 Control::EndPlay => {
                     if let Some(lockstep) = &self.lockstep {
                         lockstep.end_play();
@@ -2169,6 +2219,54 @@ impl Runner {
             }
         }
         Flow::Continue
+    }
+
+    /// A task whose host could not be reached: with `ignore_unreachable`
+    /// the host goes on and the recap counts the task ok and ignored;
+    /// otherwise the host leaves the play, counted unreachable, not failed.
+    fn finish_unreachable(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        result: &TaskResult,
+        shown: Value,
+        no_log: bool,
+    ) -> Flow {
+        let ignore = match result.ignore_unreachable {
+            Some(judged) => judged,
+            None => {
+                let scope = self.task_scope(frame, task);
+                let ctx = self.context(frame, &scope, task);
+                match self.flag(
+                    &ctx,
+                    task.ignore_unreachable.as_ref(),
+                    &frame.inherited.ignore_unreachable,
+                ) {
+                    Ok(b) => b,
+                    Err(err) => return self.template_failure(task, "ignore_unreachable", &err),
+                }
+            }
+        };
+        let message = if no_log {
+            NO_LOG_MESSAGE.to_owned()
+        } else {
+            result.message()
+        };
+        if ignore {
+            if let Some(outcome) = &mut self.last_outcome {
+                *outcome = (
+                    super::TaskStatus::Ignored,
+                    outcome.1.clone(),
+                    Some(message.clone()),
+                );
+            }
+            self.stats.ok += 1;
+            self.stats.ignored += 1;
+            tracing::info!(task = %task.display_name(), location = %task.location, "host unreachable, ignoring: {message}");
+            return Flow::Continue;
+        }
+        self.stats.unreachable += 1;
+        Flow::Failed(self.failure(task, message, shown))
     }
 
     /// The task events `--ansible-log-events` asks for: `debug` output and
@@ -2269,6 +2367,13 @@ impl Runner {
         } else {
             (1, Duration::ZERO)
         };
+        if !module.runs_on_controller() {
+            match self.unreachable_reason(frame, task, &ctx) {
+                Ok(None) => {}
+                Ok(Some(message)) => return Ok(TaskResult::unreachable(message)),
+                Err(flow) => return Err(flow),
+            }
+        }
         let mut attempt = 0u64;
         loop {
             attempt += 1;
@@ -2360,6 +2465,69 @@ impl Runner {
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
             self.sleep(delay).await;
         }
+    }
+
+    /// Why the host `task` acts on cannot be reached, if it cannot: enka
+    /// runs every action on its own machine, so only a `local` connection
+    /// reaches a host. The host is `delegate_to`'s, else the task's own;
+    /// its connection is its `ansible_connection`, else the task's, block's
+    /// or play's `connection`, else `local` for localhost and Ansible's
+    /// default, `ssh`, for any other host.
+    fn unreachable_reason(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+    ) -> Result<Option<String>, Flow> {
+        let delegate = match &task.delegate_to {
+            Some(value) => match self.templar.template_value(value, ctx) {
+                Ok(v) if v.is_none() || v.is_undefined() => None,
+                Ok(v) => Some(crate::template::pyrepr::to_text(&v)),
+                Err(err) => return Err(self.template_failure(task, "delegate_to", &err)),
+            },
+            None => None,
+        };
+        let target = delegate.clone().unwrap_or_else(|| self.host.to_string());
+        let host_connection = match &delegate {
+            Some(name) => ctx
+                .hostvars()
+                .get_item(&Value::from(name.as_str()))
+                .ok()
+                .filter(|vars| !vars.is_undefined())
+                .and_then(|vars| vars.get_attr("ansible_connection").ok()),
+            None => ctx.resolve("ansible_connection"),
+        }
+        .filter(|v| !v.is_undefined() && !v.is_none());
+        let keyword = task
+            .connection
+            .as_ref()
+            .or_else(|| frame.inherited.connection.last());
+        let connection = match (host_connection, keyword) {
+            (Some(v), _) => Some(v),
+            (None, Some(keyword)) => match self.templar.template_value(keyword, ctx) {
+                Ok(v) => Some(v),
+                Err(err) => return Err(self.template_failure(task, "connection", &err)),
+            },
+            (None, None) => self
+                .options
+                .connection
+                .as_ref()
+                .map(|c| Value::from(c.as_str())),
+        };
+        let connection = match connection {
+            Some(v) => crate::template::pyrepr::to_text(&v),
+            None if is_localhost(&target) => return Ok(None),
+            None => "ssh".to_owned(),
+        };
+        let local = matches!(
+            connection.as_str(),
+            "local" | "ansible.builtin.local" | "ansible.legacy.local"
+        );
+        Ok((!local).then(|| {
+            format!(
+                "Failed to connect to the host via {connection}: enka runs every task on its own machine, and host {target} asks for a {connection} connection"
+            )
+        }))
     }
 
     fn past_deadline(&self, upcoming: Duration) -> bool {
@@ -2494,6 +2662,7 @@ impl Runner {
                 TaskResult {
                     fields: output.fields,
                     control: output.control,
+                    ignore_unreachable: None,
                 }
             }
             Err(message) => TaskResult::failed(message),
@@ -2534,6 +2703,11 @@ const DEFAULT_POLL_SECONDS: u64 = 15;
 
 /// Arguments whose templated free-form text rendered to a mapping: that
 /// mapping, the arguments written beside it winning (Task._post_validate_args).
+/// Ansible's names of the implicit localhost (`C.LOCALHOST`).
+fn is_localhost(host: &str) -> bool {
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
 fn variable_params(args: Value) -> Result<Value, String> {
     let key = Value::from(crate::role::VARIABLE_PARAMS);
     let Ok(params) = args.get_item(&key) else {
@@ -2821,11 +2995,16 @@ const NO_LOG_MESSAGE: &str =
     "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
 
 fn censored(result: &TaskResult) -> Value {
-    Value::from_pairs([
+    let mut pairs = vec![
         (Value::from("censored"), Value::from(NO_LOG_MESSAGE)),
         (Value::from("changed"), Value::from(result.is_changed())),
         (Value::from("failed"), Value::from(result.is_failed())),
-    ])
+    ];
+    // Whether the host was reached is no secret, and decides what follows.
+    if result.flag("unreachable") {
+        pairs.push((Value::from("unreachable"), Value::from(true)));
+    }
+    Value::from_pairs(pairs)
 }
 
 /// Why an `until` loop ended without success: an internal key of the
@@ -2838,6 +3017,9 @@ const UNTIL_REASON: &str = "_ansible_enka_until";
 pub(crate) struct TaskResult {
     fields: Vec<(String, Value)>,
     control: Option<Control>,
+    /// `ignore_unreachable` as judged for each item of a loop (with the
+    /// item's variables), when one could not reach its host.
+    ignore_unreachable: Option<bool>,
 }
 
 impl TaskResult {
@@ -2849,6 +3031,19 @@ impl TaskResult {
                 ("msg".into(), Value::from(message)),
             ],
             control: None,
+            ignore_unreachable: None,
+        }
+    }
+
+    fn unreachable(message: String) -> Self {
+        TaskResult {
+            fields: vec![
+                ("changed".into(), Value::from(false)),
+                ("msg".into(), Value::from(message)),
+                ("unreachable".into(), Value::from(true)),
+            ],
+            control: None,
+            ignore_unreachable: None,
         }
     }
 
@@ -2864,6 +3059,7 @@ impl TaskResult {
                 ("false_condition".into(), condition),
             ],
             control: None,
+            ignore_unreachable: None,
         }
     }
 
@@ -2987,6 +3183,7 @@ impl TaskResult {
                     ("results".to_owned(), Value::from(Vec::<Value>::new())),
                 ],
                 control: None,
+                ignore_unreachable: None,
             };
         }
         let changed = results.iter().any(TaskResult::is_changed);
@@ -3014,6 +3211,23 @@ impl TaskResult {
         if failed {
             fields.push(("failed".to_owned(), Value::from(true)));
         }
-        TaskResult { fields, control }
+        // TaskExecutor: the first unreachable item's ignore_unreachable,
+        // and false once any unreachable item's is.
+        let unreachable: Vec<&TaskResult> =
+            results.iter().filter(|r| r.flag("unreachable")).collect();
+        if !unreachable.is_empty() {
+            fields.push(("unreachable".to_owned(), Value::from(true)));
+        }
+        let ignore_unreachable = unreachable
+            .iter()
+            .map(|r| r.ignore_unreachable)
+            .collect::<Option<Vec<bool>>>()
+            .filter(|flags| !flags.is_empty())
+            .map(|flags| flags.iter().all(|&f| f));
+        TaskResult {
+            fields,
+            control,
+            ignore_unreachable,
+        }
     }
 }

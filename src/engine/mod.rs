@@ -70,6 +70,10 @@ pub struct RunOptions {
     pub start_at_task: Option<String>,
     /// `--forks`: how many hosts of a play run a task at once.
     pub forks: usize,
+    /// `--connection`: the connection of hosts that name none, below the
+    /// `connection` keyword (Ansible's default: `ssh`, `local` for
+    /// localhost).
+    pub connection: Option<String>,
 }
 
 /// Which task events a run logs, as upstream's `--ansible-log-events`.
@@ -98,6 +102,7 @@ impl Default for RunOptions {
             check_mode: false,
             diff: false,
             start_at_task: None,
+            connection: None,
             forks: 5,
         }
     }

@@ -21,8 +21,11 @@ pub struct Stats {
     pub skipped: u32,
     /// Blocks whose failure a `rescue` handled.
     pub rescued: u32,
-    /// Failures forgiven by `ignore_errors`.
+    /// Failures forgiven by `ignore_errors`, and unreachable hosts by
+    /// `ignore_unreachable`.
     pub ignored: u32,
+    /// Tasks whose host could not be reached (the recap's `unreachable`).
+    pub unreachable: u32,
 }
 
 impl Stats {
@@ -34,6 +37,7 @@ impl Stats {
         self.skipped += other.skipped;
         self.rescued += other.rescued;
         self.ignored += other.ignored;
+        self.unreachable += other.unreachable;
     }
 }
 
@@ -69,6 +73,15 @@ impl Failure {
             result,
             action: std::sync::Arc::from(""),
         }
+    }
+
+    /// Whether the task's host could not be reached (its result says
+    /// `unreachable`): no `rescue` or `always` runs for it, as Ansible's
+    /// strategy drops the host.
+    pub fn is_unreachable(&self) -> bool {
+        self.result
+            .get_attr("unreachable")
+            .is_ok_and(|v| v.is_true())
     }
 }
 

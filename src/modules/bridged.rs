@@ -45,7 +45,8 @@ impl AnsibleAction {
         self.resolved.get().map_or(&self.name, String::as_str)
     }
 
-    fn is_builtin(&self, short: &str) -> bool {
+    /// Whether this is ansible-core's own `short` action.
+    pub fn is_builtin(&self, short: &str) -> bool {
         match self.resolved.get() {
             Some(fqcn) => {
                 *fqcn == format!("ansible.builtin.{short}")

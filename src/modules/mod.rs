@@ -231,6 +231,39 @@ impl ModuleRef {
         !matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
     }
 
+    /// Whether the action runs on the controller alone, never reaching the
+    /// task's host (Ansible's action plugins that open no connection): it
+    /// runs even for a host that cannot be reached.
+    pub fn runs_on_controller(&self) -> bool {
+        /// Ansible's action plugins that never connect.
+        const CONTROLLER_ACTIONS: &[&str] = &[
+            "add_host",
+            "assert",
+            "debug",
+            "fail",
+            "group_by",
+            "include_vars",
+            "meta",
+            "pause",
+            "set_fact",
+            "set_stats",
+            "validate_argument_spec",
+        ];
+        match self {
+            ModuleRef::Native(spec) => !matches!(
+                spec.id,
+                ModuleId::K8s
+                    | ModuleId::K8sInfo
+                    | ModuleId::K8sStatus
+                    | ModuleId::K8sEvent
+                    | ModuleId::K8sScale
+                    | ModuleId::K8sLog
+                    | ModuleId::K8sExec
+            ),
+            ModuleRef::Ansible(action) => CONTROLLER_ACTIONS.iter().any(|a| action.is_builtin(a)),
+        }
+    }
+
     /// The name to show (the native module's short name, or the name as
     /// the task wrote it).
     pub fn name(&self) -> &str {

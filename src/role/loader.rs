@@ -861,6 +861,10 @@ impl Loader {
                     })
                     .unwrap_or_default(),
                 ignore_errors: play.get("ignore_errors").map(template::convert::from_yaml),
+                ignore_unreachable: play
+                    .get("ignore_unreachable")
+                    .map(template::convert::from_yaml),
+                connection: play.get("connection").map(template::convert::from_yaml),
                 run_once: play.get("run_once").map(template::convert::from_yaml),
                 any_errors_fatal: play
                     .get("any_errors_fatal")
@@ -1133,6 +1137,8 @@ fn clone_play(play: &Play) -> Play {
         serial: play.serial.clone(),
         tags: play.tags.clone(),
         ignore_errors: play.ignore_errors.clone(),
+        ignore_unreachable: play.ignore_unreachable.clone(),
+        connection: play.connection.clone(),
         run_once: play.run_once.clone(),
         any_errors_fatal: play.any_errors_fatal.clone(),
         no_log: play.no_log.clone(),

@@ -148,6 +148,10 @@ pub struct Play {
     pub tags: Vec<String>,
     /// `ignore_errors` of the whole play.
     pub ignore_errors: Option<Value>,
+    /// `ignore_unreachable` of the whole play.
+    pub ignore_unreachable: Option<Value>,
+    /// `connection` of the whole play.
+    pub connection: Option<Value>,
     /// `run_once` of the whole play.
     pub run_once: Option<Value>,
     /// `any_errors_fatal` of the whole play.
@@ -235,6 +239,13 @@ pub struct Task {
     pub failed_when: Option<Arc<[Value]>>,
     /// `ignore_errors`.
     pub ignore_errors: Option<Value>,
+    /// `ignore_unreachable`: a host the task cannot reach stays in the play.
+    pub ignore_unreachable: Option<Value>,
+    /// `delegate_to`: the host the task's action runs on, possibly a
+    /// template.
+    pub delegate_to: Option<Value>,
+    /// `connection`: how the task reaches its host.
+    pub connection: Option<Value>,
     /// `run_once`: the task runs on the batch's first host, its result
     /// shared with the others.
     pub run_once: Option<Value>,

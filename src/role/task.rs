@@ -46,6 +46,9 @@ const KEYWORDS: &[&str] = &[
     "poll",
     "notify",
     "listen",
+    "connection",
+    "ignore_unreachable",
+    "delegate_to",
 ];
 
 /// Keywords Ansible has that mean nothing in-process: accepted silently.
@@ -55,24 +58,16 @@ const HARMLESS: &[&str] = &[
     "become_method",
     "become_flags",
     "become_exe",
-    "connection",
     "run_once",
     "collections",
     "module_defaults",
     "throttle",
     "debugger",
     "any_errors_fatal",
-    "ignore_unreachable",
     "remote_user",
     "port",
     "delegate_facts",
 ];
-
-/// Keywords accepted with a warning, because the author expects an effect.
-const NO_EFFECT: &[(&str, &str)] = &[(
-    "delegate_to",
-    "every task already runs on the operator itself",
-)];
 
 /// Lookups that `with_<lookup>` may name.
 const LOOP_LOOKUPS: &[&str] = &[
@@ -298,14 +293,6 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
             }
             continue;
         }
-        if let Some((_, why)) = NO_EFFECT.iter().find(|(n, _)| *n == key) {
-            let harmless_delegate =
-                key == "delegate_to" && matches!(v.as_str(), Some("localhost" | "127.0.0.1"));
-            if !harmless_delegate {
-                loader.warning(at.loc(k.pos), format!("'{key}' has no effect: {why}"));
-            }
-            continue;
-        }
         if key.starts_with("with_") {
             continue;
         }
@@ -419,6 +406,9 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         }
     }
     let ignore_errors = scalar(loader, "ignore_errors");
+    let ignore_unreachable = scalar(loader, "ignore_unreachable");
+    let delegate_to = scalar(loader, "delegate_to");
+    let connection = scalar(loader, "connection");
     let run_once = scalar(loader, "run_once");
     let throttle = scalar(loader, "throttle");
     let any_errors_fatal = scalar(loader, "any_errors_fatal");
@@ -467,6 +457,9 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         changed_when,
         failed_when,
         ignore_errors,
+        ignore_unreachable,
+        delegate_to,
+        connection,
         run_once,
         throttle,
         any_errors_fatal,

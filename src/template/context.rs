@@ -260,6 +260,11 @@ impl Context {
         &self.search_path
     }
 
+    /// `hostvars`: every inventory host's variables by host name.
+    pub fn hostvars(&self) -> Value {
+        Value::from_object(HostVars(self.clone()))
+    }
+
     /// The value of `name`, templated if needed; `None` when not defined.
     pub fn resolve(&self, name: &str) -> Option<Value> {
         let var = self.vars.get(name)?;
@@ -394,9 +399,7 @@ impl Object for Context {
                         .collect::<Vec<_>>(),
                 ))
             }
-            "hostvars" if self.vars.get("hostvars").is_none() => {
-                Some(Value::from_object(HostVars(Context::clone(self))))
-            }
+            "hostvars" if self.vars.get("hostvars").is_none() => Some(self.hostvars()),
             _ => self.resolve(name),
         }
     }

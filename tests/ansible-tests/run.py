@@ -39,8 +39,6 @@ ALIAS_REASONS = {
     "which an operator's container never does and a test harness must not",
     "needs/ssh": "needs an SSH connection; enka runs every play on localhost",
     "needs/httptester": "needs ansible-test's HTTP test container (network services)",
-    "non_local": "runs only against a remote host (it overrides the interpreter modules run under); "
-    "enka runs every play on localhost, its modules in one Python",
     "unsupported": "marked unsupported by ansible-core itself",
     "disabled": "disabled by ansible-core itself",
     "hidden": "a support target, run only through the targets that need it",

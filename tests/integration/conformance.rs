@@ -273,7 +273,11 @@ async fn plays_match_ansible_playbook() {
                     &Entry::Playbook(dir.join("play.yml")),
                     extra,
                     None,
-                    RunOptions::default(),
+                    // As generate.py runs ansible-playbook: `-c local`.
+                    RunOptions {
+                        connection: Some("local".to_owned()),
+                        ..RunOptions::default()
+                    },
                 )
                 .await;
                 // Ansible's recap line for localhost.
