@@ -2176,38 +2176,19 @@ impl Runner {
             }
         }
         if failed {
-            let scope = self.task_scope(frame, task);
-            let ctx = self.context(frame, &scope, task);
-            let ignore = match self.flag(
-                &ctx,
+            let ignore = match self.task_flag(
+                frame,
+                task,
                 task.ignore_errors.as_ref(),
                 &frame.inherited.ignore_errors,
+                "ignore_errors",
             ) {
                 Ok(b) => b,
-                Err(err) => return self.template_failure(task, "ignore_errors", &err),
+                Err(flow) => return flow,
             };
-            // A no_log task's message may hold what it hides; it reaches
-            // logs, status conditions and Events, so it is censored too.
-            let message = if no_log {
-                NO_LOG_MESSAGE.to_owned()
-            } else {
-                result.message()
-            };
+            let message = shown_message(&result, no_log);
             if ignore {
-                if let Some(outcome) = &mut self.last_outcome {
-                    *outcome = (
-                        super::TaskStatus::Ignored,
-                        outcome.1.clone(),
-                        Some(message.clone()),
-                    );
-                }
-                // The recap counts a forgiven failure as a task that ran.
-                self.stats.ok += 1;
-                self.stats.ignored += 1;
-                if changed {
-                    self.stats.changed += 1;
-                }
-                tracing::info!(task = %task.display_name(), location = %task.location, "task failed, ignoring: {message}");
+                self.forgive(task, &message, changed, "task failed");
                 return Flow::Continue;
             }
             return Flow::Failed(self.failure(task, message, shown));
@@ -2219,6 +2200,41 @@ impl Runner {
             }
         }
         Flow::Continue
+    }
+
+    /// A keyword of the task (else of its blocks and play) that is a flag,
+    /// templated in the task's scope; a template error fails the task.
+    fn task_flag(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        own: Option<&Value>,
+        inherited: &[Value],
+        keyword: &str,
+    ) -> Result<bool, Flow> {
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        self.flag(&ctx, own, inherited)
+            .map_err(|err| self.template_failure(task, keyword, &err))
+    }
+
+    /// A failure or unreachable host `ignore_errors`/`ignore_unreachable`
+    /// forgave: shown as ignored, and the recap counts it as a task that
+    /// ran.
+    fn forgive(&mut self, task: &Task, message: &str, changed: bool, what: &str) {
+        if let Some(outcome) = &mut self.last_outcome {
+            *outcome = (
+                super::TaskStatus::Ignored,
+                outcome.1.clone(),
+                Some(message.to_owned()),
+            );
+        }
+        self.stats.ok += 1;
+        self.stats.ignored += 1;
+        if changed {
+            self.stats.changed += 1;
+        }
+        tracing::info!(task = %task.display_name(), location = %task.location, "{what}, ignoring: {message}");
     }
 
     /// A task whose host could not be reached: with `ignore_unreachable`
@@ -2234,35 +2250,20 @@ impl Runner {
     ) -> Flow {
         let ignore = match result.ignore_unreachable {
             Some(judged) => judged,
-            None => {
-                let scope = self.task_scope(frame, task);
-                let ctx = self.context(frame, &scope, task);
-                match self.flag(
-                    &ctx,
-                    task.ignore_unreachable.as_ref(),
-                    &frame.inherited.ignore_unreachable,
-                ) {
-                    Ok(b) => b,
-                    Err(err) => return self.template_failure(task, "ignore_unreachable", &err),
-                }
-            }
+            None => match self.task_flag(
+                frame,
+                task,
+                task.ignore_unreachable.as_ref(),
+                &frame.inherited.ignore_unreachable,
+                "ignore_unreachable",
+            ) {
+                Ok(b) => b,
+                Err(flow) => return flow,
+            },
         };
-        let message = if no_log {
-            NO_LOG_MESSAGE.to_owned()
-        } else {
-            result.message()
-        };
+        let message = shown_message(result, no_log);
         if ignore {
-            if let Some(outcome) = &mut self.last_outcome {
-                *outcome = (
-                    super::TaskStatus::Ignored,
-                    outcome.1.clone(),
-                    Some(message.clone()),
-                );
-            }
-            self.stats.ok += 1;
-            self.stats.ignored += 1;
-            tracing::info!(task = %task.display_name(), location = %task.location, "host unreachable, ignoring: {message}");
+            self.forgive(task, &message, false, "host unreachable");
             return Flow::Continue;
         }
         self.stats.unreachable += 1;
@@ -2993,6 +2994,16 @@ fn censor(flow: Flow, no_log: bool) -> Flow {
 /// What Ansible says in place of a `no_log` task's output.
 const NO_LOG_MESSAGE: &str =
     "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
+
+/// A result's message for logs, conditions and Events: a no_log task's
+/// may hold what it hides, so it is censored too.
+fn shown_message(result: &TaskResult, no_log: bool) -> String {
+    if no_log {
+        NO_LOG_MESSAGE.to_owned()
+    } else {
+        result.message()
+    }
+}
 
 fn censored(result: &TaskResult) -> Value {
     let mut pairs = vec![
