@@ -3034,44 +3034,41 @@ pub(crate) struct TaskResult {
 }
 
 impl TaskResult {
-    fn failed(message: String) -> Self {
+    /// A result of these fields alone.
+    fn of(fields: Vec<(String, Value)>) -> Self {
         TaskResult {
-            fields: vec![
-                ("changed".into(), Value::from(false)),
-                ("failed".into(), Value::from(true)),
-                ("msg".into(), Value::from(message)),
-            ],
+            fields,
             control: None,
             ignore_unreachable: None,
         }
+    }
+
+    fn failed(message: String) -> Self {
+        TaskResult::of(vec![
+            ("changed".into(), Value::from(false)),
+            ("failed".into(), Value::from(true)),
+            ("msg".into(), Value::from(message)),
+        ])
     }
 
     fn unreachable(message: String) -> Self {
-        TaskResult {
-            fields: vec![
-                ("changed".into(), Value::from(false)),
-                ("msg".into(), Value::from(message)),
-                ("unreachable".into(), Value::from(true)),
-            ],
-            control: None,
-            ignore_unreachable: None,
-        }
+        TaskResult::of(vec![
+            ("changed".into(), Value::from(false)),
+            ("msg".into(), Value::from(message)),
+            ("unreachable".into(), Value::from(true)),
+        ])
     }
 
     fn skipped(condition: Value) -> Self {
-        TaskResult {
-            fields: vec![
-                ("changed".into(), Value::from(false)),
-                ("skipped".into(), Value::from(true)),
-                (
-                    "skip_reason".into(),
-                    Value::from("Conditional result was False"),
-                ),
-                ("false_condition".into(), condition),
-            ],
-            control: None,
-            ignore_unreachable: None,
-        }
+        TaskResult::of(vec![
+            ("changed".into(), Value::from(false)),
+            ("skipped".into(), Value::from(true)),
+            (
+                "skip_reason".into(),
+                Value::from("Conditional result was False"),
+            ),
+            ("false_condition".into(), condition),
+        ])
     }
 
     fn get(&self, key: &str) -> Option<&Value> {
@@ -3183,19 +3180,15 @@ impl TaskResult {
     fn combine(results: Vec<TaskResult>) -> TaskResult {
         if results.is_empty() {
             // TaskExecutor.run on an empty loop.
-            return TaskResult {
-                fields: vec![
-                    ("changed".to_owned(), Value::from(false)),
-                    ("skipped".to_owned(), Value::from(true)),
-                    (
-                        "skipped_reason".to_owned(),
-                        Value::from("No items in the list"),
-                    ),
-                    ("results".to_owned(), Value::from(Vec::<Value>::new())),
-                ],
-                control: None,
-                ignore_unreachable: None,
-            };
+            return TaskResult::of(vec![
+                ("changed".to_owned(), Value::from(false)),
+                ("skipped".to_owned(), Value::from(true)),
+                (
+                    "skipped_reason".to_owned(),
+                    Value::from("No items in the list"),
+                ),
+                ("results".to_owned(), Value::from(Vec::<Value>::new())),
+            ]);
         }
         let changed = results.iter().any(TaskResult::is_changed);
         let failed = results.iter().any(TaskResult::is_failed);
