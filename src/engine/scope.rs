@@ -133,10 +133,88 @@ impl Scope {
     }
 }
 
+/// `hash_behaviour = merge` (`ANSIBLE_HASH_BEHAVIOUR=merge`): a mapping
+/// defined at several precedence levels is their recursive merge, not the
+/// highest one alone. Read once, as Ansible reads its configuration.
+fn hash_merge() -> bool {
+    static MERGE: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        std::env::var("ANSIBLE_HASH_BEHAVIOUR")
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("merge"))
+    });
+    *MERGE
+}
+
+fn frame_get_all(frame: &Option<Arc<Frame>>, name: &str, out: &mut Vec<Var>) {
+    let mut current = frame.as_deref();
+    while let Some(frame) = current {
+        out.extend(
+            frame
+                .vars
+                .iter()
+                .rev()
+                .filter(|(k, _)| &**k == name)
+                .map(|(_, v)| v.clone()),
+        );
+        current = frame.parent.as_deref();
+    }
+}
+
+impl Scope {
+    /// Every definition of `name` below the magic variables, highest
+    /// precedence first.
+    fn definitions(&self, name: &str) -> Vec<Var> {
+        let mut out = Vec::new();
+        let named = |list: &VarList| -> Vec<Var> {
+            list.iter()
+                .rev()
+                .filter(|(k, _)| &**k == name)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        out.extend(named(&self.extra));
+        frame_get_all(&self.params, name, &mut out);
+        out.extend(self.facts.get(name).cloned());
+        out.extend(self.included.get(name).cloned());
+        frame_get_all(&self.locals, name, &mut out);
+        frame_get_all(&self.role_vars, name, &mut out);
+        frame_get_all(&self.play_vars, name, &mut out);
+        out.extend(self.host_facts.get(name).cloned());
+        frame_get_all(&self.inventory_vars, name, &mut out);
+        frame_get_all(&self.defaults, name, &mut out);
+        out
+    }
+
+    /// `name` under `hash_behaviour = merge`: from the lowest definition up,
+    /// a mapping over a mapping merges into it, anything else replaces.
+    fn merged(&self, name: &str) -> Option<Var> {
+        let mut definitions = self.definitions(name).into_iter().rev();
+        let mut merged = definitions.next()?;
+        for higher in definitions {
+            let both_maps = merged.value.kind() == minijinja::value::ValueKind::Map
+                && higher.value.kind() == minijinja::value::ValueKind::Map;
+            merged = if both_maps {
+                Var {
+                    value: crate::template::merge_hash(&merged.value, &higher.value),
+                    lazy: merged.lazy || higher.lazy,
+                    is_unsafe: merged.is_unsafe || higher.is_unsafe,
+                }
+            } else {
+                higher
+            };
+        }
+        Some(merged)
+    }
+}
+
 impl VarSource for Scope {
     fn get(&self, name: &str) -> Option<Var> {
         if let Some((_, var)) = self.magic.iter().rev().find(|(k, _)| &**k == name) {
             return Some(var.clone());
+        }
+        if hash_merge()
+            && let Some(var) = self.merged(name)
+        {
+            return Some(var);
         }
         if let Some((_, var)) = self.extra.iter().rev().find(|(k, _)| &**k == name) {
             return Some(var.clone());
@@ -339,6 +417,39 @@ mod tests {
             [get("a"), get("b"), get("c"), get("d"), get("e")],
             [1, 2, 3, 4, 5]
         );
+    }
+
+    #[test]
+    fn merged_definitions_combine_mappings_from_the_lowest_up() {
+        let map = |pairs: &[(&str, i64)]| {
+            Var::plain(Value::from_pairs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (Value::from(*k), Value::from(*v))),
+            ))
+        };
+        let one = |name: &str, var: Var| -> VarList { vec![(Arc::from(name), var)].into() };
+        let mut scope = Scope {
+            defaults: push(&None, &one("h", map(&[("a", 1), ("b", 1)]))),
+            play_vars: push(
+                &push(&None, &one("h", map(&[("b", 2)]))),
+                &one("h", map(&[("c", 2)])),
+            ),
+            extra: one("h", map(&[("d", 5)])),
+            ..Scope::default()
+        };
+        let merged = scope.merged("h").unwrap().value;
+        for (key, want) in [("a", 1), ("b", 2), ("c", 2), ("d", 5)] {
+            assert_eq!(merged.get_attr(key).unwrap(), Value::from(want), "{key}");
+        }
+        // A value that is not a mapping replaces what is below it.
+        scope.role_vars = push(&None, &one("h", Var::plain(Value::from("flat"))));
+        let merged = scope.merged("h").unwrap().value;
+        assert_eq!(
+            merged.get_attr("a").ok().filter(|v| !v.is_undefined()),
+            None
+        );
+        assert_eq!(merged.get_attr("d").unwrap(), Value::from(5));
     }
 
     #[test]

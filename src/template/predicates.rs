@@ -176,15 +176,30 @@ fn truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
     if value.is_undefined() {
         return Err(super::filters::defined(value, "truthy").unwrap_err());
     }
-    if convert_bool
-        && matches!(
-            value.kind(),
-            ValueKind::String | ValueKind::Number | ValueKind::Bool
-        )
-    {
-        return Ok(core_to_bool(value));
+    // ansible's boolean(strict=True): a value that is not a boolean word
+    // raises, and truthy keeps the value as it was.
+    if convert_bool && let Some(converted) = strict_boolean(value) {
+        return Ok(converted);
     }
     Ok(value.is_true())
+}
+
+/// `ansible.module_utils.parsing.convert_bool.boolean(value, strict=True)`:
+/// `None` where it raises.
+fn strict_boolean(value: &Value) -> Option<bool> {
+    match value.kind() {
+        ValueKind::Bool => Some(value.is_true()),
+        ValueKind::String => match value.as_str()?.trim().to_lowercase().as_str() {
+            "y" | "yes" | "on" | "1" | "true" | "t" => Some(true),
+            "n" | "no" | "off" | "0" | "false" | "f" => Some(false),
+            _ => None,
+        },
+        ValueKind::Number => {
+            let n = f64::try_from(value.clone()).ok()?;
+            (n == 1.0 || n == 0.0).then_some(n == 1.0)
+        }
+        _ => None,
+    }
 }
 
 fn falsy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
@@ -310,6 +325,115 @@ fn compare_loose(a: &str, b: &str) -> Result<std::cmp::Ordering, Error> {
     Ok(pa.len().cmp(&pb.len()))
 }
 
+/// A PEP 440 version as `packaging.version.Version` orders it: epoch,
+/// release (trailing zeros do not count), pre-release, post-release,
+/// development release, local label.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Pep440 {
+    epoch: u64,
+    release: Vec<u64>,
+    /// `(0, _)` a dev release of the final version, `(1, kind, n)` a
+    /// pre-release (a < b < rc), `(2, ..)` none.
+    pre: (u8, u8, u64),
+    /// `None` sorts first.
+    post: Option<u64>,
+    /// `None` (not a dev release) sorts last.
+    dev: (bool, u64),
+    local: Vec<(u64, String)>,
+}
+
+fn parse_pep440(text: &str) -> Option<Pep440> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (public, local) = match lower.split_once('+') {
+        Some((public, local)) => (public, Some(local)),
+        None => (lower.as_str(), None),
+    };
+    let public = public.strip_prefix('v').unwrap_or(public);
+    let (epoch, rest) = match public.split_once('!') {
+        Some((epoch, rest)) => (epoch.parse().ok()?, rest),
+        None => (0, public),
+    };
+    let release_end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let release_text = rest[..release_end].trim_end_matches('.');
+    let mut tail = &rest[release_text.len()..];
+    let mut release: Vec<u64> = release_text
+        .split('.')
+        .map(|n| n.parse().ok())
+        .collect::<Option<_>>()?;
+    while release.len() > 1 && release.last() == Some(&0) {
+        release.pop();
+    }
+    let mut pre = None;
+    for (kind, spellings) in [
+        (0u8, &["alpha", "a"][..]),
+        (1, &["beta", "b"][..]),
+        (2, &["rc", "c", "preview", "pre"][..]),
+    ] {
+        if let Some(n) = pep440_part(&mut tail, spellings) {
+            pre = Some((kind, n));
+            break;
+        }
+    }
+    let post = pep440_part(&mut tail, &["post", "rev", "r"]).or_else(|| {
+        // `1.0-1` is a post-release too.
+        let n = tail.strip_prefix('-')?.parse().ok()?;
+        tail = "";
+        Some(n)
+    });
+    let dev = pep440_part(&mut tail, &["dev"]);
+    if !tail.is_empty() {
+        return None;
+    }
+    let local = local
+        .map(|l| {
+            l.split(['.', '-', '_'])
+                .map(|seg| match seg.parse::<u64>() {
+                    Ok(n) => (n + 1, String::new()),
+                    Err(_) => (0, seg.to_owned()),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let pre = match (pre, post, dev) {
+        (None, None, Some(_)) => (0, 0, 0),
+        (None, _, _) => (2, 0, 0),
+        (Some((kind, n)), _, _) => (1, kind, n),
+    };
+    Some(Pep440 {
+        epoch,
+        release,
+        pre,
+        post,
+        dev: match dev {
+            Some(n) => (false, n),
+            None => (true, 0),
+        },
+        local,
+    })
+}
+
+/// One optional part of a PEP 440 version at the start of `tail`: a
+/// separator, one of its `spellings`, an optional number (0 when absent).
+fn pep440_part(tail: &mut &str, spellings: &[&str]) -> Option<u64> {
+    let trimmed = tail.trim_start_matches(['.', '-', '_']);
+    let spelling = spellings.iter().find(|s| trimmed.starts_with(**s))?;
+    let after = trimmed[spelling.len()..].trim_start_matches(['.', '-', '_']);
+    let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let number = after[..digits].parse().unwrap_or(0);
+    *tail = &after[digits..];
+    Some(number)
+}
+
+fn compare_pep440(a: &str, b: &str) -> Result<std::cmp::Ordering, Error> {
+    let parse = |v: &str| {
+        parse_pep440(v)
+            .ok_or_else(|| invalid(format!("Version comparison failed: Invalid version: '{v}'")))
+    };
+    Ok(parse(a)?.cmp(&parse(b)?))
+}
+
 fn compare_semver(a: &str, b: &str) -> Result<std::cmp::Ordering, Error> {
     let parse = |v: &str| -> Result<(Vec<u64>, Option<String>), Error> {
         let v = v.trim_start_matches('v');
@@ -357,21 +481,45 @@ fn compare_semver(a: &str, b: &str) -> Result<std::cmp::Ordering, Error> {
 }
 
 /// Ansible's `version(version, operator='eq', strict=False, version_type=None)`.
+/// `version(value, version, operator='eq', strict=None, version_type=None)`,
+/// each argument by position or by name.
 fn version(
     value: &Value,
     other: &Value,
-    operator: Option<String>,
+    positional: minijinja::value::Rest<Value>,
     kwargs: Kwargs,
 ) -> Result<bool, Error> {
+    if positional.len() > 3 {
+        return Err(Error::from(minijinja::ErrorKind::TooManyArguments));
+    }
+    let text = |v: &Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| pyrepr::to_text(v))
+    };
+    let operator = positional.first().map(text);
+    let strict = positional.get(1).cloned();
+    let version_type = positional.get(2).map(text);
     let operator = match operator {
         Some(op) => op,
         None => kwargs
             .get::<Option<String>>("operator")?
             .unwrap_or_else(|| "eq".into()),
     };
-    let strict = kwargs.get::<Option<bool>>("strict")?.unwrap_or(false);
-    let version_type = kwargs.get::<Option<String>>("version_type")?;
+    let strict = match strict {
+        Some(strict) => Some(strict),
+        None => kwargs.get::<Option<Value>>("strict")?,
+    }
+    .filter(|v| !v.is_none() && !v.is_undefined());
+    let version_type = match version_type {
+        Some(version_type) => Some(version_type),
+        None => kwargs.get::<Option<String>>("version_type")?,
+    };
     kwargs.assert_all_used()?;
+    if strict.is_some() && version_type.is_some() {
+        return Err(invalid("Cannot specify both 'strict' and 'version_type'"));
+    }
+    let strict = strict.is_some_and(|v| v.is_true());
     let a = pyrepr::to_text(super::filters::defined(value, "version")?);
     let b = pyrepr::to_text(other);
     if a.is_empty() {
@@ -384,6 +532,7 @@ fn version(
     }
     let ord = match (version_type.as_deref(), strict) {
         (Some("semver" | "semantic"), _) => compare_semver(&a, &b)?,
+        (Some("pep440"), _) => compare_pep440(&a, &b)?,
         (Some("strict"), _) | (None, true) => {
             let valid = |v: &str| {
                 let parts: Vec<&str> = v.split('.').collect();
@@ -462,8 +611,33 @@ fn succeeded(value: &Value) -> Result<bool, Error> {
     result_field(value, "succeeded").map(|(f, _, _)| !f)
 }
 
+/// ansible-core's `changed`: the result's `changed`, or, for a result
+/// without one whose `results` is a list of results (a loop's, or a
+/// module's own list), whether any of them changed.
 fn changed(value: &Value) -> Result<bool, Error> {
-    result_field(value, "changed").map(|(_, _, c)| c)
+    let (_, _, changed) = result_field(value, "changed")?;
+    let has_changed = value.get_attr("changed").is_ok_and(|v| !v.is_undefined());
+    if has_changed {
+        return Ok(changed);
+    }
+    let results = match value.get_attr("results") {
+        Ok(results) if results.kind() == ValueKind::Seq => results,
+        _ => return Ok(false),
+    };
+    // Python indexes results[0] before looking at the rest.
+    let first = results
+        .get_item(&Value::from(0))
+        .ok()
+        .filter(|v| !v.is_undefined())
+        .ok_or_else(|| invalid("list index out of range".to_owned()))?;
+    if first.kind() != ValueKind::Map {
+        return Ok(false);
+    }
+    Ok(results.try_iter().into_iter().flatten().any(|item| {
+        item.get_attr("changed")
+            .map(|v| core_to_bool(&v))
+            .unwrap_or(false)
+    }))
 }
 
 fn finished(value: &Value) -> Result<bool, Error> {
@@ -493,6 +667,35 @@ fn all(value: &Value) -> Result<bool, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pep440_versions() {
+        use std::cmp::Ordering::*;
+        // Orders from packaging.version.Version.
+        let order = [
+            "1.0.dev1",
+            "1.0a1",
+            "1.0a2.dev1",
+            "1.0a2",
+            "1.0b1",
+            "1.0rc1",
+            "1.0",
+            "1.0+local",
+            "1.0.post1.dev1",
+            "1.0.post1",
+            "1.1",
+            "2.14.0rc1",
+            "2.14.0",
+            "1!0.1",
+        ];
+        for pair in order.windows(2) {
+            assert_eq!(compare_pep440(pair[0], pair[1]).unwrap(), Less, "{pair:?}");
+        }
+        assert_eq!(compare_pep440("1.0", "1.0.0").unwrap(), Equal);
+        assert_eq!(compare_pep440("1.0-1", "1.0.post1").unwrap(), Equal);
+        assert_eq!(compare_pep440("1.0RC1", "1.0rc1").unwrap(), Equal);
+        assert!(compare_pep440("nope", "1.0").is_err());
+    }
 
     #[test]
     fn loose_versions() {

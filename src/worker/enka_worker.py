@@ -727,6 +727,13 @@ def _vault():
     return _VAULT
 
 
+def _vault_configured():
+    """Whether a run was given Vault secrets: then the loader must know them
+    before a lookup or an action reads a vaulted file (unvault, copy)."""
+    return bool(os.environ.get("ENKA_VAULT_PASSWORD_FILES") or os.environ.get("ENKA_VAULT_IDS")
+                or C.DEFAULT_VAULT_IDENTITY_LIST or C.DEFAULT_VAULT_PASSWORD_FILE)
+
+
 def _vault_decrypt(request):
     return to_text(_vault().decrypt(request["text"].encode("utf-8"), filename=request.get("file")))
 
@@ -882,6 +889,11 @@ def _error(exc):
 
 def _serve(request):
     op = request.get("op")
+    if _VAULT is None and op in ("run", "lookup") and _vault_configured():
+        try:
+            _vault()
+        except Exception:  # noqa: BLE001 - the task that needs it says why
+            pass
     if op == "hello":
         return {"protocol": PROTOCOL, "ansible": release.__version__, "python": sys.version.split()[0],
                 "pid": os.getpid()}

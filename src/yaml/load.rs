@@ -29,7 +29,12 @@ const MAX_FLOW_REINDENTS: usize = 64;
 /// Ansible (ansible-core's own `filter_core` vars do this), while the YAML
 /// spec and saphyr-parser refuse it. A line whose first character is a
 /// closing bracket can never be block content, so such a line is indented
-/// one column and the stream parsed again; other errors stand.
+/// one column and the stream parsed again. Nor does PyYAML check the
+/// indentation of a quoted scalar's continuation lines (upstream's own
+/// molecule tests close a multi-line `'{{ lookup(...` at its key's column):
+/// those lines are indented past the opening quote, which changes nothing
+/// of the value (a continuation line's leading blanks are folded away), and
+/// the stream parsed again. Other errors stand.
 pub fn load_all(text: &str) -> Result<Vec<Node>, Error> {
     let mut error = match parse(text) {
         Ok(documents) => return Ok(documents),
@@ -37,7 +42,9 @@ pub fn load_all(text: &str) -> Result<Vec<Node>, Error> {
     };
     let mut lenient = text.to_owned();
     for _ in 0..MAX_FLOW_REINDENTS {
-        if !reindent_closing_bracket(&mut lenient, &error) {
+        if !reindent_closing_bracket(&mut lenient, &error)
+            && !reindent_quoted_scalar(&mut lenient, &error)
+        {
             break;
         }
         match parse(&lenient) {
@@ -54,12 +61,7 @@ fn reindent_closing_bracket(text: &mut String, error: &Error) -> bool {
     if error.message != "invalid indentation" {
         return false;
     }
-    let Some(line_start) = text
-        .split_inclusive('\n')
-        .take(error.pos.line.saturating_sub(1) as usize)
-        .map(str::len)
-        .try_fold(0usize, |start, len| start.checked_add(len))
-    else {
+    let Some(line_start) = line_offset(text, error.pos.line) else {
         return false;
     };
     let rest = &text[line_start.min(text.len())..];
@@ -68,6 +70,70 @@ fn reindent_closing_bracket(text: &mut String, error: &Error) -> bool {
     }
     text.insert(line_start, ' ');
     true
+}
+
+/// Byte offset of the start of 1-based `line` in `text`.
+fn line_offset(text: &str, line: u32) -> Option<usize> {
+    text.split_inclusive('\n')
+        .take(line.saturating_sub(1) as usize)
+        .map(str::len)
+        .try_fold(0usize, |start, len| start.checked_add(len))
+}
+
+/// When the error is saphyr's indentation check of a quoted scalar (at its
+/// opening quote), indents every continuation line of that scalar that
+/// starts left of the quote to one column past it.
+fn reindent_quoted_scalar(text: &mut String, error: &Error) -> bool {
+    if error.message != "invalid indentation in quoted scalar" {
+        return false;
+    }
+    let Some(line_start) = line_offset(text, error.pos.line) else {
+        return false;
+    };
+    let quote_col = error.pos.col.saturating_sub(1) as usize;
+    let Some((quote_at, quote)) = text[line_start.min(text.len())..]
+        .char_indices()
+        .nth(quote_col)
+        .map(|(i, c)| (line_start + i, c))
+    else {
+        return false;
+    };
+    if quote != '\'' && quote != '"' {
+        return false;
+    }
+    // Where each continuation line starts, up to the closing quote.
+    let mut continuation_starts = Vec::new();
+    let mut chars = text[quote_at + 1..].char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\'' if quote == '\'' => {
+                if chars.peek().is_some_and(|(_, next)| *next == '\'') {
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+            '"' if quote == '"' => break,
+            '\\' if quote == '"' => {
+                chars.next();
+            }
+            '\n' => continuation_starts.push(quote_at + 1 + i + 1),
+            _ => {}
+        }
+    }
+    let wanted = quote_col + 1;
+    let mut changed = false;
+    // From the end, so earlier offsets stay right.
+    for start in continuation_starts.into_iter().rev() {
+        let line = &text[start..];
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let blank = line[indent..].starts_with(['\n', '\r']) || line[indent..].is_empty();
+        if !blank && indent < wanted {
+            text.insert_str(start, &" ".repeat(wanted - indent));
+            changed = true;
+        }
+    }
+    changed
 }
 
 fn parse(text: &str) -> Result<Vec<Node>, Error> {
@@ -425,6 +491,21 @@ mod tests {
             doc.get("list").unwrap().to_json(),
             serde_json::json!([{"x": 1, "y": 2}])
         );
+    }
+
+    #[test]
+    fn a_quoted_scalar_continued_at_its_keys_column_loads_as_in_pyyaml() {
+        // Upstream's memcached-molecule-operator test tasks; PyYAML gives
+        // the values below (its continuation lines are not indentation).
+        let text = "- vars:\n    deploy: '{{ lookup(\"k8s\",\n      kind=\"Deployment\"\n    )}}'\n    other: \"a\n  b \\\"c\\\"\nd\"\n    last: 'it''s\nfine'\n";
+        let docs = load_all(text).unwrap();
+        let json = docs[0].to_json();
+        assert_eq!(
+            json[0]["vars"]["deploy"],
+            "{{ lookup(\"k8s\", kind=\"Deployment\" )}}"
+        );
+        assert_eq!(json[0]["vars"]["other"], "a b \"c\" d");
+        assert_eq!(json[0]["vars"]["last"], "it's fine");
     }
 
     #[test]
