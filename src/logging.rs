@@ -11,13 +11,17 @@
 
 use std::fmt;
 
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde_json::{Map, Value as Json};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// `--zap-encoder`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -138,26 +142,30 @@ impl LogOptions {
         }
     }
 
-    /// Installs the global subscriber, writing to stderr as zap does.
-    pub fn init(&self) {
+    /// Installs the global subscriber, writing to stderr as zap does; with
+    /// `traces`, spans also go to that tracer provider (see
+    /// [`crate::telemetry`]), whatever the log level.
+    pub fn init(&self, traces: Option<&SdkTracerProvider>) {
         let filter = self.env_filter();
         let console =
             self.encoder == Some(Encoder::Console) || (self.devel && self.encoder.is_none());
-        if console {
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
+        let logs = if console {
+            tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
-                .init();
+                .boxed()
         } else {
-            tracing_subscriber::fmt()
-                .with_env_filter(filter)
+            tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .fmt_fields(JsonFields::new())
                 .event_format(ZapJson {
                     time: self.time_encoding.unwrap_or_default(),
                 })
-                .init();
-        }
+                .boxed()
+        };
+        tracing_subscriber::registry()
+            .with(logs.with_filter(filter))
+            .with(traces.map(crate::telemetry::layer))
+            .init();
     }
 }
 

@@ -12,7 +12,5 @@ use enka::cli::Cli;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    cli.log_options().init();
-    cli.run()
+    Cli::parse().run()
 }

@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use minijinja::Value;
 use minijinja::value::ValueKind;
+use tracing::Instrument;
 
 use super::lockstep::{Lockstep, Turn};
 use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
+use super::timing::{self, TaskOutcome, TaskTiming, task_span};
 use super::{Entry, LogEvents, RunOptions, base_scope};
 use crate::kube::Cluster;
 use crate::modules::{self, Control, MetricUpdate, ModuleContext, ModuleRef};
@@ -110,6 +112,7 @@ pub(crate) struct Runner {
     api_time: Duration,
     metrics: Vec<MetricUpdate>,
     module_timings: Vec<(&'static str, Duration)>,
+    task_timings: Vec<TaskTiming>,
     dependents: Vec<crate::kube::Dependent>,
     /// Role dependencies already run, by role and parameters: Ansible runs
     /// each once per play.
@@ -212,6 +215,7 @@ impl Runner {
             api_time: Duration::ZERO,
             metrics: Vec::new(),
             module_timings: Vec::new(),
+            task_timings: Vec::new(),
             dependents: Vec::new(),
             dependencies_run: Vec::new(),
             last_outcome: None,
@@ -236,6 +240,7 @@ impl Runner {
             metrics: self.metrics,
             facts: self.facts,
             module_timings: self.module_timings,
+            task_timings: self.task_timings,
             dependents: self.dependents,
         }
     }
@@ -592,6 +597,7 @@ impl Runner {
         self.api_time += runner.api_time;
         self.metrics.extend(runner.metrics);
         self.module_timings.extend(runner.module_timings);
+        self.task_timings.extend(runner.task_timings);
         for dependent in runner.dependents {
             if !self.dependents.contains(&dependent) {
                 self.dependents.push(dependent);
@@ -742,10 +748,12 @@ impl Runner {
                     .dependencies_run
                     .iter()
                     .any(|(path, params)| *path == key.0 && same_vars(params, &key.1));
-                if seen {
+                if seen && !dependency.role.allow_duplicates {
                     continue;
                 }
-                self.dependencies_run.push(key);
+                if !seen {
+                    self.dependencies_run.push(key);
+                }
                 let mut dep_frame = frame.clone();
                 dep_frame.position = self.at(&self.at(&role_at, 0), index);
                 dep_frame.depth += 1;
@@ -769,6 +777,9 @@ impl Runner {
             };
             frame.scope.defaults =
                 scope::push(&frame.scope.defaults, &role.defaults(&from.defaults));
+            // Role.get_vars: the parents' vars, then every dependency's
+            // (theirs before their own), then the role's.
+            push_dependency_vars(&mut frame.scope.role_vars, &role);
             frame.scope.role_vars = scope::push(&frame.scope.role_vars, &role.vars(&from.vars));
             let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
             // A role included or imported by another role sees the roles
@@ -1124,28 +1135,38 @@ impl Runner {
                 }
             }
             let started = Instant::now();
-            let observed = match task.action {
-                Action::Block { .. } => None,
-                _ => self.options.observer.clone(),
+            let is_block = matches!(task.action, Action::Block { .. });
+            let observed = match is_block {
+                true => None,
+                false => self.options.observer.clone(),
             };
             if let Some(observer) = &observed {
                 observer.task_started(task);
                 self.last_outcome = None;
             }
-            let flow = match &task.action {
-                Action::Block {
-                    block,
-                    rescue,
-                    always,
-                } => {
-                    self.run_block(frame, task, position, [block, rescue, always])
-                        .await
-                }
-                Action::Module { .. } => self.run_module_task_once(frame, task, position).await,
-                Action::IncludeTasks { .. }
-                | Action::IncludeRole(_)
-                | Action::ImportRole { .. } => self.run_include(frame, task, position).await,
+            let span = match is_block {
+                true => tracing::Span::none(),
+                false => task_span(task),
             };
+            let counted_before = self.stats.clone();
+            let flow = async {
+                match &task.action {
+                    Action::Block {
+                        block,
+                        rescue,
+                        always,
+                    } => {
+                        self.run_block(frame, task, position, [block, rescue, always])
+                            .await
+                    }
+                    Action::Module { .. } => self.run_module_task_once(frame, task, position).await,
+                    Action::IncludeTasks { .. }
+                    | Action::IncludeRole(_)
+                    | Action::ImportRole { .. } => self.run_include(frame, task, position).await,
+                }
+            }
+            .instrument(span.clone())
+            .await;
             if self.lockstep.is_some() {
                 self.peers.set(&self.host, self.host_state());
             }
@@ -1159,16 +1180,23 @@ impl Runner {
                     lockstep.fail_all();
                 }
             }
+            let took = started.elapsed();
             if let Some(observer) = observed {
-                self.observe(&*observer, task, &flow, started.elapsed());
+                self.observe(&*observer, task, &flow, took);
             }
-            if matches!(task.action, Action::Module { .. }) {
-                tracing::debug!(
-                    task = %task.display_name(),
-                    location = %task.location,
-                    duration_us = started.elapsed().as_micros() as u64,
-                    "task finished"
-                );
+            if !is_block {
+                let failure = match &flow {
+                    Flow::Failed(failure) => Some(failure),
+                    _ => None,
+                };
+                let outcome = TaskOutcome::judge(task, failure, &counted_before, &self.stats);
+                span.record("outcome", outcome.word());
+                timing::log_task(task, outcome, took, self.options.profile_tasks);
+                self.task_timings.push(TaskTiming {
+                    role: task.role.clone(),
+                    task: timing::timing_name(task),
+                    took,
+                });
             }
             flow
         })
@@ -1551,6 +1579,12 @@ impl Runner {
                     let tasks = path
                         .as_ref()
                         .and_then(|p| self.project.task_files.get(p).cloned());
+                    if let (Some(observer), Some(path), Some(_)) =
+                        (&self.options.observer, &path, &tasks)
+                    {
+                        let item = iteration.and_then(|index| items.get(index));
+                        observer.included(task, &self.host, path, item);
+                    }
                     match tasks {
                         Some(tasks) => match apply {
                             Some(apply) => {
@@ -2628,7 +2662,9 @@ impl Runner {
             dependents: Vec::new(),
             ansible: self.project.ansible.as_ref(),
             environment,
-            check_mode: self.check_mode,
+            // A dry run's cluster writes nothing; Ansible's own modules
+            // are kept from writing by its check mode.
+            check_mode: self.check_mode || (self.options.dry_run && module.is_bridged()),
             diff: self.diff,
             asynchronous,
         };
@@ -2816,6 +2852,16 @@ fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, String> {
 
 /// Whether two parameter lists name the same variables with the same raw
 /// values.
+/// Pushes the `vars/main.yml` of `role`'s dependencies, as
+/// `Role.get_all_dependencies` orders them (each one's own dependencies
+/// first).
+fn push_dependency_vars(role_vars: &mut Option<Arc<scope::Frame>>, role: &Role) {
+    for dependency in &role.dependencies {
+        push_dependency_vars(role_vars, &dependency.role);
+        *role_vars = scope::push(role_vars, &dependency.role.vars("main"));
+    }
+}
+
 fn same_vars(a: &VarList, b: &VarList) -> bool {
     a.len() == b.len()
         && a.iter()

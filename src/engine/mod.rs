@@ -14,6 +14,7 @@ pub mod scope;
 mod tags;
 #[cfg(test)]
 mod tests;
+mod timing;
 mod vars_files;
 
 use std::path::PathBuf;
@@ -26,6 +27,7 @@ pub use observe::{Observer, TaskEvent, TaskStatus};
 pub use result::{Failure, RunOutcome, RunStatus, Stats};
 use scope::{Facts, Scope};
 pub use tags::TagSelection;
+pub use timing::TaskTiming;
 
 use crate::kube::Cluster;
 use crate::role::{Project, VarList};
@@ -57,6 +59,13 @@ pub struct RunOptions {
     pub log_events: LogEvents,
     /// Told each task's result as the run goes.
     pub observer: Option<Arc<dyn Observer>>,
+    /// `enka diff`: the run's cluster only pretends to write (the caller
+    /// gives a dry-run one), and tasks that go through Ansible run in check
+    /// mode.
+    pub dry_run: bool,
+    /// Log each task's outcome and duration at info level, as Ansible's
+    /// `profile_tasks` callback (a custom resource's verbosity ≥ 1).
+    pub profile_tasks: bool,
     /// Which tasks run by their tags.
     pub tags: TagSelection,
     /// `--check`: tasks run in check mode unless their `check_mode` says
@@ -98,6 +107,8 @@ impl Default for RunOptions {
             owner: None,
             log_events: LogEvents::Nothing,
             observer: None,
+            profile_tasks: false,
+            dry_run: false,
             tags: TagSelection::default(),
             check_mode: false,
             diff: false,

@@ -58,6 +58,9 @@ pub trait Observer: Send + Sync {
     fn play_started(&self, _name: &str) {}
     /// `task` is about to run (its `when` not yet evaluated).
     fn task_started(&self, _task: &Task) {}
+    /// The include `task` brings in `file` for `host` (once per loop
+    /// `item`), before the file's tasks run.
+    fn included(&self, _task: &Task, _host: &str, _file: &std::path::Path, _item: Option<&Value>) {}
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
 }

@@ -110,16 +110,17 @@ impl std::fmt::Display for Failure {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub enum RunStatus {
     /// Every task ran (or `meta: end_play` ended it).
+    #[default]
     Successful,
     /// A task failed and nothing rescued it.
     Failed(Failure),
 }
 
 /// Everything the operator needs to know about a finished run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunOutcome {
     /// How it ended.
     pub status: RunStatus,
@@ -140,6 +141,8 @@ pub struct RunOutcome {
     pub facts: super::scope::Facts,
     /// Each module call: the module and how long it took.
     pub module_timings: Vec<(&'static str, Duration)>,
+    /// Each task that ran (blocks aside), in order.
+    pub task_timings: Vec<super::TaskTiming>,
     /// The dependents the run wrote.
     pub dependents: Vec<crate::kube::Dependent>,
 }

@@ -377,7 +377,8 @@ fn parse_set(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn matches_fields(object: &Json, selector: &str) -> bool {
+/// Whether `object` matches a field selector (`a.b=c`, `a.b!=c`).
+pub fn matches_fields(object: &Json, selector: &str) -> bool {
     selector
         .split(',')
         .filter(|s| !s.trim().is_empty())

@@ -646,6 +646,7 @@ impl Loader {
             task_files,
             dependencies,
             handlers,
+            allow_duplicates: meta.allow_duplicates,
         });
         self.roles.insert(path.to_path_buf(), role.clone());
         Some(role)
@@ -787,10 +788,9 @@ impl Loader {
             {
                 for entry in std::mem::take(&mut vars_files) {
                     if let VarsFile::Loaded(list) = entry {
-                        for (name, value) in list.iter() {
-                            vars.retain(|(k, _)| k != name);
-                            vars.push((name.clone(), value.clone()));
-                        }
+                        // Kept beside the play's own definition (the
+                        // later one wins a lookup) for hash_behaviour=merge.
+                        vars.extend(list.iter().cloned());
                     }
                 }
             }
@@ -971,6 +971,7 @@ impl Loader {
 struct RoleMeta {
     collections: Arc<[String]>,
     dependencies: Option<Node>,
+    allow_duplicates: bool,
 }
 
 impl Loader {
@@ -1018,6 +1019,7 @@ impl Loader {
         let mut meta = RoleMeta {
             collections: Arc::from(Vec::new()),
             dependencies: None,
+            allow_duplicates: false,
         };
         let Some(file) = ["main.yml", "main.yaml"]
             .iter()
@@ -1045,6 +1047,9 @@ impl Loader {
                 ),
             }
         }
+        meta.allow_duplicates = node
+            .get("allow_duplicates")
+            .is_some_and(|flag| matches!(flag.value, yaml::Value::Bool(true)));
         meta.dependencies = node
             .get("dependencies")
             .filter(|d| !matches!(d.value, yaml::Value::Null))

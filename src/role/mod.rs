@@ -97,6 +97,9 @@ pub struct Role {
     pub dependencies: Vec<RoleRef>,
     /// `handlers/main.yml`.
     pub handlers: Arc<[Task]>,
+    /// `meta/main.yml` `allow_duplicates`: as a dependency it runs each
+    /// time it is reached, not once per play and parameters.
+    pub allow_duplicates: bool,
 }
 
 impl Role {
@@ -215,6 +218,9 @@ pub struct Task {
     pub name: Option<Arc<str>>,
     /// Where the task starts.
     pub location: Location,
+    /// The role whose tasks file holds it (its directory's name), for
+    /// metrics and traces; `None` for a playbook's own tasks.
+    pub role: Option<Arc<str>>,
     /// What it does.
     pub action: Action,
     /// `when`, as raw conditions (all must hold).

@@ -86,6 +86,12 @@ impl TaskFile<'_> {
         Location::new(self.file, pos)
     }
 
+    /// The role's name: the last component of its directory.
+    fn role_name(&self) -> Option<Arc<str>> {
+        let name = self.role?.file_name()?;
+        Some(Arc::from(name.to_string_lossy().as_ref()))
+    }
+
     fn dir(&self) -> PathBuf {
         self.file
             .parent()
@@ -445,6 +451,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     Some(Task {
         name,
         location: at.loc(node.pos),
+        role: at.role_name(),
         action,
         when,
         register,

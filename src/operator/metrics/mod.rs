@@ -38,6 +38,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::engine::RunOutcome;
 use crate::modules::MetricUpdate;
 use user::UserMetrics;
 
@@ -58,6 +59,13 @@ struct GvkLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModuleLabels {
     module: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    gvk: String,
+    role: String,
+    task: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -206,6 +214,7 @@ pub struct Metrics {
     api_wait: HistogramFamily<GvkLabels>,
     module_calls: Family<ModuleLabels, Counter>,
     module_duration: HistogramFamily<ModuleLabels>,
+    task_duration: HistogramFamily<TaskLabels>,
     queues: Mutex<HashMap<String, QueueState>>,
     next_run: AtomicU64,
     user: Mutex<UserMetrics>,
@@ -258,6 +267,7 @@ impl Default for Metrics {
             api_wait: Family::new_with_constructor(duration_histogram),
             module_calls: Family::default(),
             module_duration: Family::new_with_constructor(duration_histogram),
+            task_duration: Family::new_with_constructor(duration_histogram),
             queues: Mutex::new(HashMap::new()),
             next_run: AtomicU64::new(0),
             user: Mutex::new(UserMetrics::default()),
@@ -373,6 +383,11 @@ impl Default for Metrics {
             "enka_module_duration_seconds",
             "Duration of module calls, in seconds",
             m.module_duration.clone(),
+        );
+        registry.register(
+            "enka_task_duration_seconds",
+            "Duration of each task of a role or playbook, loop items and retries included, in seconds",
+            m.task_duration.clone(),
         );
         *metrics.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
         metrics
@@ -627,9 +642,9 @@ impl Metrics {
             .set(i64::from(leading));
     }
 
-    /// Module timings and user metrics of one run.
-    pub fn record_run(&self, modules: &[(&'static str, Duration)], updates: &[MetricUpdate]) {
-        for (module, took) in modules {
+    /// Module and task timings and user metrics of one run of `gvk`.
+    pub fn record_run(&self, gvk: &str, run: &RunOutcome) {
+        for (module, took) in &run.module_timings {
             let labels = ModuleLabels {
                 module: (*module).to_owned(),
             };
@@ -638,7 +653,17 @@ impl Metrics {
                 .get_or_create(&labels)
                 .observe(took.as_secs_f64());
         }
-        for update in updates {
+        for timing in &run.task_timings {
+            let labels = TaskLabels {
+                gvk: gvk.to_owned(),
+                role: timing.role.as_deref().unwrap_or_default().to_owned(),
+                task: timing.task.to_string(),
+            };
+            self.task_duration
+                .get_or_create(&labels)
+                .observe(timing.took.as_secs_f64());
+        }
+        for update in &run.metrics {
             self.apply_user(update);
         }
     }
@@ -741,6 +766,7 @@ mod tests {
 
     #[test]
     fn reconciles_modules_and_user_metrics_are_encoded() {
+        use crate::engine::TaskTiming;
         use crate::modules::MetricKind;
         let metrics = Metrics::default();
         let controller = controller_name("K", "V1");
@@ -753,9 +779,21 @@ mod tests {
         let run = metrics.started(&controller, "g/v, Kind=K", "ns/b");
         metrics.finished(run, ReconcileResult::Error, Duration::ZERO);
         metrics.requeued(&controller, "ns/b".into(), Duration::from_millis(5), true);
-        metrics.record_run(
-            &[("k8s", Duration::from_millis(1))],
-            &[
+        let run = RunOutcome {
+            module_timings: vec![("k8s", Duration::from_millis(1))],
+            task_timings: vec![
+                TaskTiming {
+                    role: Some("memcached".into()),
+                    task: "start memcached".into(),
+                    took: Duration::from_millis(3),
+                },
+                TaskTiming {
+                    role: None,
+                    task: "k8s".into(),
+                    took: Duration::from_millis(2),
+                },
+            ],
+            metrics: vec![
                 MetricUpdate {
                     name: "my_counter".into(),
                     description: "a user counter".into(),
@@ -767,10 +805,19 @@ mod tests {
                     kind: MetricKind::Counter { add: 1.0 },
                 },
             ],
-        );
+            ..RunOutcome::default()
+        };
+        metrics.record_run("g/v, Kind=K", &run);
         let text = metrics.encode();
         let has = |needle: &str| assert!(text.contains(needle), "{needle} in\n{text}");
         has("# TYPE ansible_operator_reconcile_result gauge");
+        has("# TYPE enka_task_duration_seconds histogram");
+        has(
+            "enka_task_duration_seconds_count{gvk=\"g/v, Kind=K\",role=\"memcached\",task=\"start memcached\"} 1",
+        );
+        has(
+            "enka_task_duration_seconds_bucket{le=\"0.002\",gvk=\"g/v, Kind=K\",role=\"\",task=\"k8s\"} 1",
+        );
         has("ansible_operator_reconcile_result{GVK=\"g/v, Kind=K\",result=\"succeeded\"} 1");
         has("ansible_operator_reconcile_result{GVK=\"g/v, Kind=K\",result=\"failed\"} 1");
         has("ansible_operator_reconciles_count{GVK=\"g/v, Kind=K\"} 2");
