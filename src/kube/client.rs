@@ -23,6 +23,10 @@ pub struct KubeCluster {
     client: Client,
     discovery: Mutex<HashMap<(String, String), Vec<Resource>>>,
     field_manager: String,
+    /// Every write is a server-side dry run (`dryRun=All`): validated,
+    /// defaulted and admitted as a real one, answered with the object as it
+    /// would be, and never stored (`enka diff`).
+    dry_run: bool,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -59,6 +63,15 @@ impl KubeCluster {
             client,
             discovery: Mutex::new(HashMap::new()),
             field_manager: field_manager.to_owned(),
+            dry_run: false,
+        }
+    }
+
+    /// Like [`KubeCluster::new`], every write a server-side dry run.
+    pub fn dry_run(client: Client, field_manager: &str) -> Self {
+        KubeCluster {
+            dry_run: true,
+            ..KubeCluster::new(client, field_manager)
         }
     }
 
@@ -252,9 +265,13 @@ impl Cluster for KubeCluster {
         object: &'a Json,
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
+            let params = PostParams {
+                dry_run: self.dry_run,
+                ..PostParams::default()
+            };
             let request = self
                 .requests(resource, namespace)
-                .create(&PostParams::default(), body(object)?);
+                .create(&params, body(object)?);
             self.send(request).await
         })
     }
@@ -281,6 +298,10 @@ impl Cluster for KubeCluster {
                     field_manager: Some(self.field_manager.clone()),
                     ..PatchParams::default()
                 },
+            };
+            let params = PatchParams {
+                dry_run: self.dry_run,
+                ..params
             };
             let requests = self.requests(resource, namespace);
             let to = |patch| patch_request(&requests, subresource, name, &params, patch);
@@ -319,7 +340,7 @@ impl Cluster for KubeCluster {
         Box::pin(async move {
             let params = PostParams {
                 field_manager: Some(self.field_manager.clone()),
-                ..PostParams::default()
+                dry_run: self.dry_run,
             };
             let requests = self.requests(resource, namespace);
             let body = body(object)?;
@@ -350,6 +371,7 @@ impl Cluster for KubeCluster {
                     params.grace_period_seconds = u32::try_from(grace).ok();
                 }
             }
+            params.dry_run = self.dry_run;
             match self
                 .api::<DynamicObject>(resource, namespace)
                 .delete(name, &params)

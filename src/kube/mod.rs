@@ -9,6 +9,7 @@
 mod canned;
 pub mod client;
 pub mod deadline;
+pub mod dry_run;
 pub mod event;
 mod exec;
 pub mod instrument;

@@ -149,7 +149,7 @@ pub struct WatchContext {
     dependents: Option<Arc<super::dependents::DependentWatches>>,
 }
 
-fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
+pub(crate) fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
     match target {
         // A role that is nowhere yet (it did not load, see reload) is
         // expected where a project keeps its roles: once it is written
@@ -782,8 +782,12 @@ async fn run_once(
         .settings
         .inject_owner_ref
         .then(|| Arc::new(Owner::from_object(object, &ctx.resource)));
+    // Only the object's own annotation asks for a line per task: the
+    // default verbosity (2, as upstream's) would log every task of every run.
+    let annotated = verbosity_for(object);
     let run_options = RunOptions {
-        verbosity: verbosity_for(object).unwrap_or(ctx.verbosity),
+        verbosity: annotated.unwrap_or(ctx.verbosity),
+        profile_tasks: annotated.is_some_and(|v| v >= 1),
         log_events: ctx.settings.log_events,
         deadline: Some(Instant::now() + ctx.settings.reconcile_timeout),
         owner,
@@ -792,8 +796,7 @@ async fn run_once(
     let cluster: Arc<dyn Cluster> = ctx.cluster.clone();
     let run_started = tokio::time::Instant::now();
     let outcome = engine::run(&project, entry, vars, Some(cluster), run_options).await;
-    ctx.metrics
-        .record_run(&outcome.module_timings, &outcome.metrics);
+    ctx.metrics.record_run(&ctx.gvk_label, &outcome);
     if let Some(dependents) = &ctx.dependents {
         dependents
             .ensure(&ctx.cluster, &outcome.dependents, object, run_started)

@@ -3,6 +3,7 @@
 
 pub mod controller;
 pub mod dependents;
+pub mod diff;
 mod events;
 pub mod leader;
 pub mod metrics;

@@ -212,6 +212,7 @@ mod tests {
             metrics: Vec::new(),
             facts: Default::default(),
             module_timings: Vec::new(),
+            task_timings: Vec::new(),
             dependents: Vec::new(),
         }
     }
