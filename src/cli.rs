@@ -37,6 +37,66 @@ pub enum Command {
     /// Run playbooks on localhost with enka's engine, as `ansible-playbook`
     /// does (its output, its exit codes): try a role without a cluster.
     Playbook(PlaybookArgs),
+    /// Show what one reconcile of a custom resource would change, as a
+    /// unified diff per object, without changing anything (every write a
+    /// server-side dry run). Exit 0: no change; 1: changes; 2: error.
+    Diff(DiffArgs),
+    /// Run the project's molecule test tasks (molecule/<scenario>/tasks/
+    /// *_test.yml) against the current kubeconfig's cluster, the operator
+    /// running in this process on a fresh namespace: no molecule, kind or
+    /// image build. Exit 0 when every test file passes, 1 when one fails.
+    Test(TestArgs),
+}
+
+/// `enka test` flags.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Only test files whose name contains one of these (`memcached`).
+    pub filters: Vec<String>,
+    /// The molecule scenario.
+    #[arg(long, default_value = "default")]
+    pub scenario: String,
+    /// Path to the watches file (the project is its directory).
+    #[arg(long, env = "WATCHES_FILE", default_value = "./watches.yaml")]
+    pub watches_file: PathBuf,
+    /// Leave the test namespace for a look afterwards.
+    #[arg(long)]
+    pub keep_namespace: bool,
+    /// More output per task (as ansible-playbook's -v).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// `enka diff` flags.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A custom resource manifest: the live object with its fields over it,
+    /// or it as created when none is live.
+    #[arg(
+        long,
+        short = 'f',
+        required_unless_present = "name",
+        conflicts_with = "name"
+    )]
+    pub file: Option<PathBuf>,
+    /// The name of a live custom resource.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Its namespace (default: the kubeconfig's).
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Its kind, when the watches file watches more than one.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// The project.
+    #[command(flatten)]
+    pub project: ProjectArgs,
+    /// Longest the reconcile may take.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub reconcile_timeout: std::time::Duration,
+    /// `text` (unified diffs) or `json`.
+    #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
 }
 
 /// `enka playbook` flags: the `ansible-playbook` ones enka can honour.
@@ -247,6 +307,10 @@ pub struct RunArgs {
     /// Seed for `random` and `shuffle`, to reproduce a run (enka).
     #[arg(long, env = "ENKA_RANDOM_SEED")]
     pub random_seed: Option<u64>,
+    /// Send each reconcile's trace (its tasks and their API calls) to this
+    /// OTLP/HTTP collector, e.g. `http://localhost:4318` (enka).
+    #[arg(long, env = "ENKA_TRACE_OTLP_ENDPOINT")]
+    pub trace_otlp_endpoint: Option<String>,
     /// Accepted for compatibility with earlier enka releases: `lookup('pipe')`
     /// runs commands as in Ansible, like `command` tasks through the worker.
     #[arg(long, hide = true, default_value = "false", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_go_bool, action = clap::ArgAction::Set)]
@@ -293,6 +357,14 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 /// `enka check` flags.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
+    /// The project.
+    #[command(flatten)]
+    pub project: ProjectArgs,
+}
+
+/// Where a project is and how Ansible reads it: `check`'s and `diff`'s.
+#[derive(Debug, Args)]
+pub struct ProjectArgs {
     /// Path to the watches file.
     #[arg(long, env = "WATCHES_FILE", default_value = "./watches.yaml")]
     pub watches_file: PathBuf,
@@ -303,9 +375,18 @@ pub struct CheckArgs {
     #[arg(long, value_delimiter = ':')]
     pub ansible_collections_path: Vec<PathBuf>,
     /// Upstream's ansible-runner arguments; the Vault ones decrypt Vault
-    /// data while checking, as `enka run` would.
+    /// data, as `enka run` would.
     #[arg(long)]
     pub ansible_args: Option<String>,
+}
+
+impl ProjectArgs {
+    /// The Ansible worker's configuration, with the Vault arguments.
+    fn ansible(&self) -> crate::worker::Config {
+        let mut ansible = crate::worker::Config::from_env();
+        ansible.take_ansible_args(self.ansible_args.as_deref().unwrap_or_default());
+        ansible
+    }
 }
 
 impl Cli {
@@ -316,6 +397,11 @@ impl Cli {
             encoder: Some(crate::logging::Encoder::Console),
             ..Default::default()
         };
+        // `enka test` prints the tests' results; the in-process operator
+        // speaks only of trouble.
+        if let Some(Command::Test(_)) = &self.command {
+            options.level = Some(crate::logging::ZapLevel::Warn);
+        }
         if let Some(Command::Run(args)) = &self.command {
             options.devel = args.zap_devel;
             options.encoder = args.zap_encoder;
@@ -327,15 +413,20 @@ impl Cli {
 
     /// Runs the chosen subcommand.
     pub fn run(self) -> ExitCode {
+        let logs = self.log_options();
+        // `enka run` installs its subscriber once its runtime is up (the
+        // trace exporter needs one).
+        if !matches!(self.command, Some(Command::Run(_))) {
+            logs.init(None);
+        }
         match self.command {
             Some(Command::Check(args)) => {
-                let mut ansible = crate::worker::Config::from_env();
-                ansible.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
+                let project = args.project;
                 let report = crate::check::check(&crate::check::CheckOptions {
-                    watches_file: args.watches_file,
-                    roles_path: args.ansible_roles_path,
-                    collections_path: args.ansible_collections_path,
-                    ansible,
+                    ansible: project.ansible(),
+                    watches_file: project.watches_file,
+                    roles_path: project.ansible_roles_path,
+                    collections_path: project.ansible_collections_path,
                 });
                 for diagnostic in &report.diagnostics.0 {
                     eprintln!("{}\n", diagnostic.render());
@@ -354,24 +445,39 @@ impl Cli {
                 }
             }
             Some(Command::Run(args)) => {
-                let runtime = match tokio::runtime::Builder::new_multi_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime,
-                    Err(err) => {
-                        eprintln!("enka: cannot start the async runtime: {err}");
-                        return ExitCode::FAILURE;
-                    }
+                let Some(runtime) = multi_thread_runtime() else {
+                    return ExitCode::FAILURE;
                 };
-                match runtime.block_on(run(*args)) {
+                // The trace exporter runs on this runtime.
+                let traces = match &args.trace_otlp_endpoint {
+                    Some(endpoint) => {
+                        let _entered = runtime.enter();
+                        match crate::telemetry::otlp_provider(endpoint) {
+                            Ok(provider) => Some(provider),
+                            Err(err) => {
+                                eprintln!("enka: {err}");
+                                return ExitCode::from(2);
+                            }
+                        }
+                    }
+                    None => None,
+                };
+                logs.init(traces.as_ref());
+                let code = match runtime.block_on(run(*args)) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(err) => {
                         tracing::error!("{err:#}");
                         eprintln!("enka: {err:#}");
                         ExitCode::FAILURE
                     }
+                };
+                // Sends what is still queued while the runtime still runs.
+                if let Some(provider) = traces
+                    && let Err(err) = provider.shutdown()
+                {
+                    eprintln!("enka: sending the last traces: {err}");
                 }
+                code
             }
             Some(Command::Version) => {
                 println!("{}", crate::version::line(&invoked_name()));
@@ -379,11 +485,128 @@ impl Cli {
             }
             Some(Command::Template(args)) => template(args),
             Some(Command::Playbook(args)) => playbook(args),
+            Some(Command::Diff(args)) => diff(args),
+            Some(Command::Test(args)) => test(args),
             None => {
                 use clap::CommandFactory;
                 let _ = Cli::command().print_help();
                 ExitCode::from(2)
             }
+        }
+    }
+}
+
+/// Tokio's multi-threaded runtime; `None` (said on stderr) when it cannot
+/// start.
+fn multi_thread_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(err) => {
+            eprintln!("enka: cannot start the async runtime: {err}");
+            None
+        }
+    }
+}
+
+/// `enka test`: see [`crate::molecule`].
+fn test(args: TestArgs) -> ExitCode {
+    let options = crate::molecule::TestOptions {
+        watches_file: args.watches_file,
+        scenario: args.scenario,
+        filters: args.filters,
+        ansible: Some(crate::worker::Config::from_env()),
+        keep_namespace: args.keep_namespace,
+        verbosity: args.verbose,
+    };
+    let Some(runtime) = multi_thread_runtime() else {
+        return ExitCode::from(2);
+    };
+    let summary = runtime.block_on(async {
+        let config = kube::Config::infer().await.map_err(|e| {
+            crate::molecule::TestError::Kube(format!(
+                "cannot connect to Kubernetes (kubeconfig or in-cluster): {e}"
+            ))
+        })?;
+        crate::molecule::run(&options, config).await
+    });
+    match summary {
+        Ok(summary) => {
+            for name in &summary.failed {
+                println!("FAILED: {name}");
+            }
+            println!(
+                "{} passed, {} failed",
+                summary.passed.len(),
+                summary.failed.len()
+            );
+            if summary.failed.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(err) => {
+            eprintln!("enka test: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `enka diff`: see [`crate::operator::diff`].
+fn diff(args: DiffArgs) -> ExitCode {
+    use crate::operator::diff::{DiffOptions, Subject};
+    let subject = match (args.file, args.name) {
+        (Some(file), _) => Subject::File(file),
+        (None, Some(name)) => Subject::Live {
+            kind: args.kind,
+            name,
+            namespace: args.namespace.clone(),
+        },
+        (None, None) => unreachable!("clap requires --file or --name"),
+    };
+    let project = args.project;
+    let options = DiffOptions {
+        ansible: Some(project.ansible()),
+        watches_file: project.watches_file,
+        roles_path: project.ansible_roles_path,
+        collections_path: project.ansible_collections_path,
+        subject,
+        timeout: args.reconcile_timeout,
+    };
+    let Some(runtime) = multi_thread_runtime() else {
+        return ExitCode::from(2);
+    };
+    let namespace = args.namespace;
+    let report = runtime.block_on(async {
+        let mut config = kube::Config::infer().await.map_err(|e| {
+            crate::operator::diff::DiffError::Kube(format!(
+                "cannot connect to Kubernetes (kubeconfig or in-cluster): {e}"
+            ))
+        })?;
+        if let Some(namespace) = namespace {
+            config.default_namespace = namespace;
+        }
+        crate::operator::diff::diff(&options, config).await
+    });
+    match report {
+        Ok(report) => {
+            if args.output == "json" {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.render());
+            }
+            if report.changes.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(err) => {
+            eprintln!("enka diff: {err}");
+            ExitCode::from(2)
         }
     }
 }
@@ -405,6 +628,7 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         start_at_task: args.start_at_task,
         forks: args.forks,
         connection: args.connection,
+        cluster: None,
     };
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()

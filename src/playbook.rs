@@ -51,6 +51,9 @@ pub struct PlaybookOptions {
     pub forks: Option<u32>,
     /// `--connection`: hosts' connection when they name none.
     pub connection: Option<String>,
+    /// The cluster Kubernetes tasks and `lookup('k8s')` talk to (`enka
+    /// test`); `None`: they fail as they would without a kubeconfig.
+    pub cluster: Option<Arc<dyn crate::kube::Cluster>>,
 }
 
 /// ansible-playbook's exit codes.
@@ -119,7 +122,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             &project,
             &Entry::Playbook(path),
             extra.clone(),
-            None,
+            options.cluster.clone(),
             run_options,
         )
         .await;
@@ -211,7 +214,15 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
             ..Options::from_env()
         },
         origins: Vec::new(),
-        lookups: Vec::new(),
+        lookups: options
+            .cluster
+            .iter()
+            .map(|cluster| {
+                let lookup: Arc<dyn crate::template::LookupPlugin> =
+                    Arc::new(crate::kube::lookup::K8sLookup::new(cluster.clone()));
+                ("k8s".to_owned(), lookup)
+            })
+            .collect(),
         ansible: Some(ansible),
     };
     let (project, diagnostics) =
@@ -341,6 +352,30 @@ impl Printer {
             && let Ok(mut file) = events.lock()
         {
             let _ = writeln!(file, "{}", line());
+        }
+    }
+
+    /// `TASK [name] ****` once for the hosts that run a task in turn;
+    /// `same_host_again`: not again for a host already under this banner.
+    fn task_banner(&self, out: &mut impl Write, task: &Task, host: &str, same_host_again: bool) {
+        let name = task.display_name();
+        let shown = format!("{}\u{0}{name}", task.location);
+        let repeated = self
+            .last_banner
+            .lock()
+            .is_ok_and(|mut last| match &mut *last {
+                Some((task, hosts)) if *task == shown && !hosts.iter().any(|h| h == host) => {
+                    hosts.push(host.to_owned());
+                    true
+                }
+                Some((task, _)) if same_host_again && *task == shown => true,
+                _ => {
+                    *last = Some((shown, vec![host.to_owned()]));
+                    false
+                }
+            });
+        if !repeated {
+            let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
         }
     }
 
@@ -539,6 +574,19 @@ impl Observer for Printer {
         println!("\n{}", banner(&format!("PLAY [{name}]")));
     }
 
+    fn included(&self, task: &Task, host: &str, file: &Path, item: Option<&Value>) {
+        let mut out = std::io::stdout().lock();
+        self.task_banner(&mut out, task, host, false);
+        let mut line = format!("included: {} for {host}", file.display());
+        if let Some(item) = item {
+            line.push_str(&format!(
+                " => (item={})",
+                crate::template::pyrepr::to_text(item)
+            ));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+
     fn task_finished(&self, event: &TaskEvent<'_>) {
         let module = module_name(event.task);
         let debug = module == "debug";
@@ -546,61 +594,53 @@ impl Observer for Printer {
         let mut out = std::io::stdout().lock();
         let name = event.task.display_name();
         let host = event.host;
-        // Hosts of a play run each task in turn: one banner for them all.
-        let shown = format!("{}\u{0}{name}", event.task.location);
-        let repeated = self
-            .last_banner
-            .lock()
-            .is_ok_and(|mut last| match &mut *last {
-                Some((task, hosts)) if *task == shown && !hosts.iter().any(|h| h == host) => {
-                    hosts.push(host.to_owned());
-                    true
-                }
-                _ => {
-                    *last = Some((shown, vec![host.to_owned()]));
-                    false
-                }
-            });
-        if !repeated {
-            let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
+        // An include that ran said so before its tasks (`included: …`).
+        let announced = matches!(event.task.action, crate::role::Action::IncludeTasks { .. })
+            && event.status == TaskStatus::Ok;
+        if !announced {
+            // A failed include said `included:` under its banner already.
+            let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
+            self.task_banner(&mut out, event.task, host, is_include);
         }
         let word = event.status.word();
-        let items = event
-            .task
-            .looping
-            .as_ref()
-            .and_then(|_| event.result.get_attr("results").ok())
-            .filter(|r| r.kind() == minijinja::value::ValueKind::Seq);
-        if let Some(items) = items {
-            // A loop shows a line per item (v2_runner_item_on_*); only a
-            // skipped task adds its own line.
-            for item in items.try_iter().into_iter().flatten() {
-                let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
-            }
-            if event.status == TaskStatus::Skipped {
-                let _ = writeln!(out, "skipping: [{host}]");
-            }
-        } else {
-            match event.status {
-                TaskStatus::Failed | TaskStatus::Ignored => {
-                    let text = dumped(event.result, debug, self.verbosity);
-                    let unreachable = event
-                        .result
-                        .get_attr("unreachable")
-                        .is_ok_and(|v| v.is_true());
-                    let what = if unreachable {
-                        "UNREACHABLE!"
-                    } else {
-                        "FAILED!"
-                    };
-                    let _ = writeln!(out, "{word}: [{host}]: {what} => {text}");
+        if !announced {
+            let items = event
+                .task
+                .looping
+                .as_ref()
+                .and_then(|_| event.result.get_attr("results").ok())
+                .filter(|r| r.kind() == minijinja::value::ValueKind::Seq);
+            if let Some(items) = items {
+                // A loop shows a line per item (v2_runner_item_on_*); only a
+                // skipped task adds its own line.
+                for item in items.try_iter().into_iter().flatten() {
+                    let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
                 }
-                _ if verbose => {
-                    let text = dumped(event.result, debug, self.verbosity);
-                    let _ = writeln!(out, "{word}: [{host}] => {text}");
+                if event.status == TaskStatus::Skipped {
+                    let _ = writeln!(out, "skipping: [{host}]");
                 }
-                _ => {
-                    let _ = writeln!(out, "{word}: [{host}]");
+            } else {
+                match event.status {
+                    TaskStatus::Failed | TaskStatus::Ignored => {
+                        let text = dumped(event.result, debug, self.verbosity);
+                        let unreachable = event
+                            .result
+                            .get_attr("unreachable")
+                            .is_ok_and(|v| v.is_true());
+                        let what = if unreachable {
+                            "UNREACHABLE!"
+                        } else {
+                            "FAILED!"
+                        };
+                        let _ = writeln!(out, "{word}: [{host}]: {what} => {text}");
+                    }
+                    _ if verbose => {
+                        let text = dumped(event.result, debug, self.verbosity);
+                        let _ = writeln!(out, "{word}: [{host}] => {text}");
+                    }
+                    _ => {
+                        let _ = writeln!(out, "{word}: [{host}]");
+                    }
                 }
             }
         }
