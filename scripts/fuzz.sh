@@ -43,10 +43,15 @@ seed() {
   esac | while read -r file; do cp "$file" "$dir/seed-$(echo "$file" | tr '/' '_')"; done
 }
 
-echo "fuzz: building ${targets[*]} (${fuzz[*]}, ${sanitizer[*]})"
+free_gib() { df -Pk target | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+
+echo "fuzz: building ${targets[*]} (${fuzz[*]}, ${sanitizer[*]}; $(free_gib) GiB free)"
 mkdir -p target
 if ! "${fuzz[@]}" build -O "${sanitizer[@]}" >target/fuzz-build.log 2>&1; then
   tail -30 target/fuzz-build.log >&2
+  # A linker killed by SIGBUS is how a full disk shows up in the instrumented
+  # build; say so rather than leave a linker crash to be puzzled over.
+  echo "fuzz: the build failed with $(free_gib) GiB free on target/'s disk (full log: target/fuzz-build.log)" >&2
   exit 1
 fi
 for target in "${targets[@]}"; do

@@ -149,6 +149,10 @@ pub struct PlaybookArgs {
     /// Start at the first task whose name matches this (fnmatch) pattern.
     #[arg(long = "start-at-task")]
     pub start_at_task: Option<String>,
+    /// Run the handlers a host notified even when it fails (every play's
+    /// `force_handlers`).
+    #[arg(long = "force-handlers", env = "ANSIBLE_FORCE_HANDLERS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    pub force_handlers: bool,
     /// Append each task's result to this file as a JSON line.
     #[arg(long, env = "ENKA_PLAYBOOK_EVENTS")]
     pub events_file: Option<PathBuf>,
@@ -626,6 +630,7 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         check: args.check,
         diff: args.diff,
         start_at_task: args.start_at_task,
+        force_handlers: args.force_handlers,
         forks: args.forks,
         connection: args.connection,
         cluster: None,

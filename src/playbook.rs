@@ -47,6 +47,8 @@ pub struct PlaybookOptions {
     pub diff: bool,
     /// `--start-at-task`.
     pub start_at_task: Option<String>,
+    /// `--force-handlers`.
+    pub force_handlers: bool,
     /// `--forks` (Ansible's default: 5).
     pub forks: Option<u32>,
     /// `--connection`: hosts' connection when they name none.
@@ -114,6 +116,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             check_mode: options.check,
             diff: options.diff,
             start_at_task: start_at_task.clone(),
+            force_handlers: options.force_handlers,
             forks: options.forks.map_or(5, |f| f as usize),
             connection: options.connection.clone(),
             ..RunOptions::default()
@@ -357,7 +360,14 @@ impl Printer {
 
     /// `TASK [name] ****` once for the hosts that run a task in turn;
     /// `same_host_again`: not again for a host already under this banner.
-    fn task_banner(&self, out: &mut impl Write, task: &Task, host: &str, same_host_again: bool) {
+    fn task_banner(
+        &self,
+        out: &mut impl Write,
+        task: &Task,
+        handler: bool,
+        host: &str,
+        same_host_again: bool,
+    ) {
         let name = task.display_name();
         let shown = format!("{}\u{0}{name}", task.location);
         let repeated = self
@@ -375,7 +385,8 @@ impl Printer {
                 }
             });
         if !repeated {
-            let _ = writeln!(out, "\n{}", banner(&format!("TASK [{name}]")));
+            let kind = if handler { "RUNNING HANDLER" } else { "TASK" };
+            let _ = writeln!(out, "\n{}", banner(&format!("{kind} [{name}]")));
         }
     }
 
@@ -574,9 +585,9 @@ impl Observer for Printer {
         println!("\n{}", banner(&format!("PLAY [{name}]")));
     }
 
-    fn included(&self, task: &Task, host: &str, file: &Path, item: Option<&Value>) {
+    fn included(&self, task: &Task, handler: bool, host: &str, file: &Path, item: Option<&Value>) {
         let mut out = std::io::stdout().lock();
-        self.task_banner(&mut out, task, host, false);
+        self.task_banner(&mut out, task, handler, host, false);
         let mut line = format!("included: {} for {host}", file.display());
         if let Some(item) = item {
             line.push_str(&format!(
@@ -600,7 +611,7 @@ impl Observer for Printer {
         if !announced {
             // A failed include said `included:` under its banner already.
             let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
-            self.task_banner(&mut out, event.task, host, is_include);
+            self.task_banner(&mut out, event.task, event.handler, host, is_include);
         }
         let word = event.status.word();
         if !announced {

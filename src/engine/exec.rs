@@ -137,6 +137,13 @@ pub(crate) struct Runner {
     /// that failed or could not be reached take part in the next play
     /// again (it clears the whole play's errors, as Ansible's).
     cleared_play_errors: bool,
+    /// The host failed and runs the handlers it notified anyway
+    /// (`force_handlers`): outside the batch's turn-taking, whose stop
+    /// under any_errors_fatal would fail them.
+    forcing_handlers: bool,
+    /// Handlers run now (Ansible's output calls their tasks `RUNNING
+    /// HANDLER`).
+    in_handlers: bool,
     /// Roles `include_role` ran in this play: Ansible adds them to the
     /// play's role names (`role_names`, `ansible_role_names`, …).
     included_role_names: Vec<Value>,
@@ -196,6 +203,8 @@ impl Runner {
             silent_task: false,
             host_errors_cleared: false,
             cleared_play_errors: false,
+            forcing_handlers: false,
+            in_handlers: false,
             included_role_names: Vec::new(),
             check_mode: options.check_mode,
             diff: options.diff,
@@ -687,8 +696,9 @@ impl Runner {
             frame
         };
         let after = |index: u32| -> Arc<[u32]> { Arc::from(vec![index, u32::MAX]) };
+        let forced = self.forces_handlers(play, &frame);
         let mut flow = self.run_tasks(section(0), play.pre_tasks.clone()).await;
-        flow = self.flush_handlers_after(flow, after(0)).await;
+        flow = self.end_section(flow, after(0), forced).await;
         for (index, role_ref) in play.roles.iter().enumerate() {
             if !matches!(flow, Flow::Continue) {
                 break;
@@ -700,11 +710,45 @@ impl Runner {
         if matches!(flow, Flow::Continue) {
             flow = self.run_tasks(section(2), play.tasks.clone()).await;
         }
-        flow = self.flush_handlers_after(flow, after(2)).await;
+        flow = self.end_section(flow, after(2), forced).await;
         if matches!(flow, Flow::Continue) {
             flow = self.run_tasks(section(3), play.post_tasks.clone()).await;
         }
-        self.flush_handlers_after(flow, after(3)).await
+        self.end_section(flow, after(3), forced).await
+    }
+
+    /// Whether the play runs a failed host's notified handlers
+    /// (`force_handlers`, or `--force-handlers` for every play).
+    fn forces_handlers(&self, play: &crate::role::Play, frame: &Frame) -> bool {
+        if self.options.force_handlers {
+            return true;
+        }
+        let Some(raw) = &play.force_handlers else {
+            return false;
+        };
+        let ctx = Context::new(
+            self.templar.clone(),
+            Arc::new(frame.scope.clone()),
+            frame.search_path.clone(),
+        );
+        self.templar
+            .template_value(raw, &ctx)
+            .is_ok_and(|v| crate::template::to_bool(&v))
+    }
+
+    /// The handlers a play section notified: flushed when it went on, and
+    /// when it failed too if `forced`; the section's failure stands
+    /// whatever the handlers do.
+    async fn end_section(&mut self, flow: Flow, after: Arc<[u32]>, forced: bool) -> Flow {
+        match flow {
+            Flow::Failed(failure) if forced && !self.notified.is_empty() => {
+                self.forcing_handlers = true;
+                self.flush_handlers_after(Flow::Continue, after).await;
+                self.forcing_handlers = false;
+                Flow::Failed(failure)
+            }
+            flow => self.flush_handlers_after(flow, after).await,
+        }
     }
 
     /// A role as a play's `roles` or a role's dependencies list it: under
@@ -931,7 +975,9 @@ impl Runner {
                     };
                     let frame = self.handlers[set].frame.clone();
                     let position = self.at(&self.at(&round_at, set), index);
+                    let outer = std::mem::replace(&mut self.in_handlers, true);
                     let flow = self.run_task(&frame, &list[at], &position).await;
+                    self.in_handlers = outer;
                     if !matches!(flow, Flow::Continue) {
                         return flow;
                     }
@@ -1113,7 +1159,10 @@ impl Runner {
                 return Flow::Continue;
             }
             // Hosts of a batch take turns task by task (the linear strategy).
-            if !static_parent && let Some(lockstep) = self.lockstep.clone() {
+            if !static_parent
+                && !self.forcing_handlers
+                && let Some(lockstep) = self.lockstep.clone()
+            {
                 let throttle = self.throttle(frame, task);
                 match lockstep
                     .arrive(self.host_index, position.to_vec(), throttle)
@@ -1174,10 +1223,11 @@ impl Runner {
                 && !matches!(task.action, Action::Block { .. })
             {
                 self.stats.failed += 1;
-                if let Some(lockstep) = &self.lockstep
-                    && self.any_errors_fatal(frame, task)
-                {
-                    lockstep.fail_all();
+                if let Some(lockstep) = &self.lockstep {
+                    lockstep.task_failed(self.host_index, position);
+                    if self.any_errors_fatal(frame, task) {
+                        lockstep.fail_all(self.host_index, position);
+                    }
                 }
             }
             let took = started.elapsed();
@@ -1446,6 +1496,7 @@ impl Runner {
             result: &result,
             message: message.as_deref(),
             duration,
+            handler: self.in_handlers,
         });
     }
 
@@ -1583,7 +1634,7 @@ impl Runner {
                         (&self.options.observer, &path, &tasks)
                     {
                         let item = iteration.and_then(|index| items.get(index));
-                        observer.included(task, &self.host, path, item);
+                        observer.included(task, self.in_handlers, &self.host, path, item);
                     }
                     match tasks {
                         Some(tasks) => match apply {

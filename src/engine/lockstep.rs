@@ -24,14 +24,8 @@ pub(crate) enum Turn {
     Go,
     /// The play ended (`meta: end_play`).
     EndPlay,
-    /// A host failed under `any_errors_fatal`: this one fails too.
-    Fatal,
-}
-
-/// Why every host stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    EndPlay,
+    /// A host failed under `any_errors_fatal`: this one fails here too
+    /// (into its block's `rescue` or `always`, as a failure of its own).
     Fatal,
 }
 
@@ -55,9 +49,13 @@ pub(crate) struct Shared {
 
 struct Inner {
     slots: Vec<Slot>,
-    /// `meta: end_play` ran, or a failure under `any_errors_fatal`: every
-    /// host stops at its next task.
-    ended: Option<Stop>,
+    /// `meta: end_play` ran: every host stops at its next task.
+    ended: bool,
+    /// Per host: a failure under `any_errors_fatal` at this position (on
+    /// another host) fails it at its next task, once.
+    marked: Vec<Option<Position>>,
+    /// Per host: the last position where a task of its own failed.
+    failed_at: Vec<Option<Position>>,
     /// The task the running hosts run, and the first host (in the play's
     /// order) to run it.
     current: Option<Position>,
@@ -85,7 +83,9 @@ impl Lockstep {
         Arc::new(Lockstep {
             inner: Mutex::new(Inner {
                 slots: (0..hosts).map(|_| Slot::Busy).collect(),
-                ended: None,
+                ended: false,
+                marked: vec![None; hosts],
+                failed_at: vec![None; hosts],
                 current: None,
                 leader: 0,
                 forks: forks.max(1),
@@ -133,10 +133,11 @@ impl Lockstep {
             let Ok(mut inner) = self.inner.lock() else {
                 return Turn::EndPlay;
             };
-            match inner.ended {
-                Some(Stop::EndPlay) => return Turn::EndPlay,
-                Some(Stop::Fatal) => return Turn::Fatal,
-                None => {}
+            if inner.ended {
+                return Turn::EndPlay;
+            }
+            if inner.marked.get_mut(host).and_then(Option::take).is_some() {
+                return Turn::Fatal;
             }
             if let Some(slot) = inner.slots.get_mut(host) {
                 *slot = Slot::Waiting(position, throttle, Some(sender));
@@ -177,30 +178,61 @@ impl Lockstep {
     /// `meta: end_play`: the other hosts stop where they wait.
     pub(crate) fn end_play(&self) {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.ended.get_or_insert(Stop::EndPlay);
+            inner.ended = true;
         }
     }
 
-    /// A failure under `any_errors_fatal`: the other hosts fail where they
-    /// wait.
-    pub(crate) fn fail_all(&self) {
+    /// A task of `host`'s own failed at `position`: a mark another host's
+    /// fatal failure of the same task left on it is void (Ansible marks
+    /// only the hosts that did not fail the task themselves).
+    pub(crate) fn task_failed(&self, host: usize, position: &[u32]) {
         if let Ok(mut inner) = self.inner.lock() {
-            inner.ended = Some(Stop::Fatal);
+            if let Some(at) = inner.failed_at.get_mut(host) {
+                *at = Some(position.to_vec());
+            }
+            if let Some(mark) = inner.marked.get_mut(host)
+                && mark.as_deref() == Some(position)
+            {
+                *mark = None;
+            }
         }
+    }
+
+    /// `host` failed the task at `position` under `any_errors_fatal`: every
+    /// other host still in the play that did not fail that task itself
+    /// fails at its next task (Ansible's mark_host_failed: a block's
+    /// `rescue` then still runs). A waiting host fails now.
+    pub(crate) fn fail_all(&self, host: usize, position: &[u32]) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        let inner = &mut *inner;
+        for other in 0..inner.slots.len() {
+            if other == host || inner.failed_at[other].as_deref() == Some(position) {
+                continue;
+            }
+            match &mut inner.slots[other] {
+                Slot::Done => {}
+                Slot::Busy => inner.marked[other] = Some(position.to_vec()),
+                Slot::Waiting(_, _, sender) => {
+                    if let Some(sender) = sender.take() {
+                        let _ = sender.send(Turn::Fatal);
+                    }
+                    inner.slots[other] = Slot::Busy;
+                }
+            }
+        }
+        inner.schedule();
     }
 }
 
 impl Inner {
     fn schedule(&mut self) {
-        if let Some(stop) = self.ended {
-            let turn = match stop {
-                Stop::EndPlay => Turn::EndPlay,
-                Stop::Fatal => Turn::Fatal,
-            };
+        if self.ended {
             for slot in &mut self.slots {
                 if let Slot::Waiting(_, _, sender) = slot {
                     if let Some(sender) = sender.take() {
-                        let _ = sender.send(turn);
+                        let _ = sender.send(Turn::EndPlay);
                     }
                     *slot = Slot::Busy;
                 }
@@ -344,5 +376,27 @@ mod tests {
         };
         let ((), ran) = futures::join!(first, second);
         assert_eq!(ran, Turn::EndPlay);
+    }
+
+    #[tokio::test]
+    async fn a_fatal_failure_fails_each_other_host_once_at_its_next_task() {
+        let lockstep = Lockstep::new(3, 5);
+        // All three run task [0]: host 0 fails it under any_errors_fatal,
+        // host 2 fails it too (on its own), host 1 succeeds.
+        let arrive_all = |position: Position| {
+            futures::future::join_all((0..3).map(|host| {
+                let lockstep = lockstep.clone();
+                let position = position.clone();
+                async move { lockstep.arrive(host, position, 0).await }
+            }))
+        };
+        assert_eq!(arrive_all(vec![0]).await, vec![Turn::Go; 3]);
+        lockstep.task_failed(0, &[0]);
+        lockstep.fail_all(0, &[0]);
+        lockstep.task_failed(2, &[0]);
+        // Host 1 fails at its next task, once: then all three go on to
+        // their rescue at [2].
+        assert_eq!(lockstep.arrive(1, vec![1], 0).await, Turn::Fatal);
+        assert_eq!(arrive_all(vec![2]).await, vec![Turn::Go; 3]);
     }
 }

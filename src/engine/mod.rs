@@ -77,6 +77,9 @@ pub struct RunOptions {
     /// `--start-at-task`: tasks before the first whose name (or
     /// `role : name`) matches this pattern do not run.
     pub start_at_task: Option<String>,
+    /// `--force-handlers` (or `ANSIBLE_FORCE_HANDLERS`): every play as if
+    /// it said `force_handlers: true`.
+    pub force_handlers: bool,
     /// `--forks`: how many hosts of a play run a task at once.
     pub forks: usize,
     /// `--connection`: the connection of hosts that name none, below the
@@ -113,6 +116,7 @@ impl Default for RunOptions {
             check_mode: false,
             diff: false,
             start_at_task: None,
+            force_handlers: false,
             connection: None,
             forks: 5,
         }

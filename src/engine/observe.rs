@@ -50,6 +50,8 @@ pub struct TaskEvent<'a> {
     pub message: Option<&'a str>,
     /// Wall time of the task, loop items and retries included.
     pub duration: Duration,
+    /// It ran as a handler (or inside one).
+    pub handler: bool,
 }
 
 /// Receives each task's result while a run goes on.
@@ -58,9 +60,17 @@ pub trait Observer: Send + Sync {
     fn play_started(&self, _name: &str) {}
     /// `task` is about to run (its `when` not yet evaluated).
     fn task_started(&self, _task: &Task) {}
-    /// The include `task` brings in `file` for `host` (once per loop
-    /// `item`), before the file's tasks run.
-    fn included(&self, _task: &Task, _host: &str, _file: &std::path::Path, _item: Option<&Value>) {}
+    /// The include `task` (a handler's when `handler`) brings in `file`
+    /// for `host` (once per loop `item`), before the file's tasks run.
+    fn included(
+        &self,
+        _task: &Task,
+        _handler: bool,
+        _host: &str,
+        _file: &std::path::Path,
+        _item: Option<&Value>,
+    ) {
+    }
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
 }

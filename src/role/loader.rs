@@ -869,6 +869,7 @@ impl Loader {
                 any_errors_fatal: play
                     .get("any_errors_fatal")
                     .map(template::convert::from_yaml),
+                force_handlers: play.get("force_handlers").map(template::convert::from_yaml),
                 no_log: play.get("no_log").map(template::convert::from_yaml),
                 check_mode: play.get("check_mode").map(template::convert::from_yaml),
                 diff: play.get("diff").map(template::convert::from_yaml),
@@ -1146,6 +1147,7 @@ fn clone_play(play: &Play) -> Play {
         connection: play.connection.clone(),
         run_once: play.run_once.clone(),
         any_errors_fatal: play.any_errors_fatal.clone(),
+        force_handlers: play.force_handlers.clone(),
         no_log: play.no_log.clone(),
         check_mode: play.check_mode.clone(),
         diff: play.diff.clone(),

@@ -159,6 +159,9 @@ pub struct Play {
     pub run_once: Option<Value>,
     /// `any_errors_fatal` of the whole play.
     pub any_errors_fatal: Option<Value>,
+    /// `force_handlers`: a host that fails still runs the handlers it
+    /// notified.
+    pub force_handlers: Option<Value>,
     /// `no_log` of the whole play.
     pub no_log: Option<Value>,
     /// `check_mode` of the whole play.
