@@ -27,6 +27,25 @@ pub struct Inventory {
     /// `host_vars/` files naming hosts the inventory lacks: what a host
     /// `add_host` makes gets.
     dynamic_vars: DynamicVars,
+    /// What `add_host` and `group_by` did, in order: `meta:
+    /// refresh_inventory` does it again to the inventory it reloads
+    /// (InventoryManager keeps its dynamic hosts and groupings).
+    changes: Vec<Change>,
+}
+
+/// One change a playbook made to its inventory.
+#[derive(Debug, Clone)]
+enum Change {
+    Host {
+        name: String,
+        groups: Vec<String>,
+        vars: Vec<(Arc<str>, Var)>,
+    },
+    Group {
+        host: String,
+        group: String,
+        parents: Vec<String>,
+    },
 }
 
 /// What a host's variables are made of when its groups change while a
@@ -82,6 +101,7 @@ impl Default for Inventory {
             groups: IndexMap::new(),
             groups_value: Value::UNDEFINED,
             dynamic_vars: DynamicVars::default(),
+            changes: Vec::new(),
         };
         inventory
             .hosts
@@ -128,12 +148,37 @@ impl Inventory {
                 .collect(),
             groups_value: Value::UNDEFINED,
             dynamic_vars,
+            changes: Vec::new(),
         };
         for name in ["all", "ungrouped"] {
             inventory.groups.entry(name.to_owned()).or_default();
         }
         inventory.rebuild();
         inventory
+    }
+
+    /// `fresh`, the inventory reloaded from its sources, with this one's
+    /// `add_host` and `group_by` changes made again
+    /// (InventoryManager.refresh_inventory).
+    pub fn refreshed(&self, mut fresh: Inventory) -> Inventory {
+        for change in &self.changes {
+            match change {
+                Change::Host { name, groups, vars } => {
+                    fresh.add_host(name, groups, vars);
+                }
+                // A host the sources no longer have is not grouped again
+                // (add_dynamic_group on a refresh).
+                Change::Group {
+                    host,
+                    group,
+                    parents,
+                } if fresh.hosts.contains_key(host) || is_localhost(host) => {
+                    fresh.add_group(host, group, parents);
+                }
+                Change::Group { .. } => {}
+            }
+        }
+        fresh
     }
 
     /// The `groups` magic variable: each group's hosts.
@@ -286,6 +331,11 @@ impl Inventory {
     /// Adds a host (`add_host`) with `vars` to `groups`, each made if new;
     /// whether the inventory changed (InventoryManager.add_dynamic_host).
     pub fn add_host(&mut self, name: &str, groups: &[String], vars: &[(Arc<str>, Var)]) -> bool {
+        self.changes.push(Change::Host {
+            name: name.to_owned(),
+            groups: groups.to_vec(),
+            vars: vars.to_vec(),
+        });
         let mut changed = false;
         let is_new = self.hosts.get(name).is_none_or(|h| h.implicit);
         if is_new {
@@ -334,6 +384,11 @@ impl Inventory {
     /// child of `parents`; whether the inventory changed
     /// (StrategyBase._add_group).
     pub fn add_group(&mut self, host: &str, group: &str, parents: &[String]) -> bool {
+        self.changes.push(Change::Group {
+            host: host.to_owned(),
+            group: group.to_owned(),
+            parents: parents.to_vec(),
+        });
         let mut changed = false;
         self.ensure_group(group);
         for parent in parents {
@@ -708,5 +763,30 @@ mod tests {
         assert!(!select(&inv, "ungrouped").contains(&"lone".to_owned()));
         assert!(inv.add_group("db1", "kind", &["servers".into()]));
         assert_eq!(inv.group_names("db1"), ["db", "kind", "servers"]);
+    }
+
+    #[test]
+    fn a_refresh_keeps_added_hosts_and_groupings_of_hosts_still_there() {
+        let mut live = sample();
+        live.add_host("yolo", &[], &[]);
+        live.add_group("web1", "odd", &[]);
+        live.add_group("db1", "even", &[]);
+        // The sources now lack db1.
+        let mut fresh = sample();
+        fresh.hosts.shift_remove("db1");
+        for group in fresh.groups.values_mut() {
+            group.members.retain(|m| m != "db1");
+        }
+        let refreshed = live.refreshed(fresh);
+        let all = refreshed.select(&["all".to_owned()], "inventory").unwrap();
+        assert!(all.contains(&"yolo".to_owned()), "{all:?}");
+        assert!(!all.contains(&"db1".to_owned()), "{all:?}");
+        assert!(refreshed.group_names("web1").contains(&"odd".to_owned()));
+        assert!(
+            refreshed
+                .select(&["even".to_owned()], "inventory")
+                .unwrap_or_default()
+                .is_empty()
+        );
     }
 }

@@ -614,6 +614,25 @@ impl Observer for Printer {
             self.task_banner(&mut out, event.task, event.handler, host, is_include);
         }
         let word = event.status.word();
+        if module == "meta" {
+            // The strategy runs meta tasks itself: a line at -vv, and a
+            // result only when skipped.
+            if self.verbosity >= 2 {
+                let header = ["skip_reason", "msg"].iter().find_map(|key| {
+                    event
+                        .result
+                        .get_attr(key)
+                        .ok()
+                        .filter(|v| !v.is_undefined())
+                });
+                if let Some(header) = header {
+                    let _ = writeln!(out, "META: {header}");
+                }
+            }
+            if event.status == TaskStatus::Ok {
+                return;
+            }
+        }
         if !announced {
             let items = event
                 .task

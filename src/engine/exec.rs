@@ -1879,10 +1879,18 @@ impl Runner {
         let Some(lockstep) = self.lockstep.clone() else {
             return self.run_module_task(frame, task).await;
         };
-        let bypasses = matches!(
-            &task.action,
-            Action::Module { module, .. } if module.name().rsplit('.').next() == Some("add_host")
-        );
+        // add_host bypasses the host loop; the linear strategy runs
+        // `meta: refresh_inventory` once for the batch.
+        let bypasses = match &task.action {
+            Action::Module { module, args } => {
+                module.name().rsplit('.').next() == Some("add_host")
+                    || (module.is_meta()
+                        && args
+                            .get_attr("_raw_params")
+                            .is_ok_and(|a| a.as_str() == Some("refresh_inventory")))
+            }
+            _ => false,
+        };
         let once = bypasses || {
             let scope = self.task_scope(frame, task);
             let ctx = self.context(frame, &scope, task);
@@ -2113,6 +2121,24 @@ impl Runner {
             }
         };
         self.finish_task(frame, task, result, no_log)
+    }
+
+    /// `meta: refresh_inventory`: the inventory read again from its
+    /// sources, with what `add_host` and `group_by` did so far kept. Only a
+    /// playbook run has sources to read.
+    async fn refresh_inventory(&mut self) -> Result<(), String> {
+        let (Some(shared), Some(worker)) = (self.inventory.clone(), self.project.ansible.clone())
+        else {
+            return Ok(());
+        };
+        if worker.config().inventory.is_empty() {
+            return Ok(());
+        }
+        let fresh = crate::role::reload_inventory(&worker, &self.project.base_dir).await?;
+        if let Ok(mut inventory) = shared.lock() {
+            *inventory = Arc::new(inventory.refreshed(fresh));
+        }
+        Ok(())
     }
 
     /// What `add_host` and `group_by` results ask of the inventory (each
@@ -2411,6 +2437,19 @@ impl Runner {
         }
     }
 
+    /// A meta task whose condition was false: skipped, with the reason
+    /// Ansible's strategy gives.
+    fn meta_skipped(&self, task: &Task, action: &str) -> TaskResult {
+        let (msg, skip_reason) =
+            crate::modules::meta::report(action, &self.host, task.role.as_deref(), false);
+        let mut fields = vec![("msg".into(), Value::from(msg))];
+        if let Some(reason) = skip_reason {
+            fields.push(("skipped".into(), Value::from(true)));
+            fields.push(("skip_reason".into(), Value::from(reason)));
+        }
+        TaskResult::of(fields)
+    }
+
     /// One execution of a module task (one loop item), with `when`,
     /// `until`, `changed_when` and `failed_when`.
     async fn run_once(
@@ -2423,10 +2462,27 @@ impl Runner {
         no_log: bool,
     ) -> Result<TaskResult, Flow> {
         let ctx = self.context(frame, &scope, task);
-        match self.check_when(&ctx, &frame.inherited, &task.when) {
-            Ok(Some(condition)) => return Ok(TaskResult::skipped(condition)),
-            Ok(None) => {}
-            Err(err) => return Err(self.conditional_failure(task, &err)),
+        // A meta task's condition decides what it does, and it reports in
+        // its own words (the strategy's _execute_meta).
+        let meta_action = module
+            .is_meta()
+            .then(|| args.get_attr("_raw_params").ok())
+            .flatten()
+            .and_then(|action| action.as_str().map(str::to_owned));
+        let heeds_when = meta_action
+            .as_deref()
+            .is_none_or(crate::modules::meta::heeds_when);
+        if heeds_when {
+            match self.check_when(&ctx, &frame.inherited, &task.when) {
+                Ok(Some(condition)) => {
+                    return Ok(match &meta_action {
+                        Some(action) => self.meta_skipped(task, action),
+                        None => TaskResult::skipped(condition),
+                    });
+                }
+                Ok(None) => {}
+                Err(err) => return Err(self.conditional_failure(task, &err)),
+            }
         }
         // `retries` without `until` retries until the task succeeds
         // (TaskExecutor: `until or [not result['failed']]`).
@@ -2466,6 +2522,19 @@ impl Runner {
             let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
             if !result.is_failed() {
                 self.change_inventory(&mut result);
+                if meta_action.as_deref().map(str::trim) == Some("refresh_inventory")
+                    && let Err(message) = self.refresh_inventory().await
+                {
+                    result = TaskResult::failed(message);
+                } else if let Some(action) = &meta_action {
+                    let (msg, _) = crate::modules::meta::report(
+                        action,
+                        &self.host,
+                        task.role.as_deref(),
+                        true,
+                    );
+                    result.set("msg", Value::from(msg));
+                }
             }
             // TaskExecutor's defaults: every result says whether it failed
             // and whether it changed something.

@@ -66,7 +66,7 @@ mod k8s_info;
 mod k8s_log;
 mod k8s_scale;
 mod k8s_status;
-mod meta;
+pub mod meta;
 mod osdk_metric;
 mod pause;
 mod requeue_after;
@@ -228,7 +228,13 @@ impl ModuleRef {
     /// Whether Ansible's play recap counts the task: not `meta`, which
     /// the strategy runs itself.
     pub fn counts_in_recap(&self) -> bool {
-        !matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
+        !self.is_meta()
+    }
+
+    /// Whether it is `meta`, whose `when` and report the engine handles as
+    /// Ansible's strategy does (see [`meta::report`]).
+    pub fn is_meta(&self) -> bool {
+        matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
     }
 
     /// Whether the action runs on the controller alone, never reaching the

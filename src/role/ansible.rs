@@ -216,18 +216,7 @@ impl Loader {
     ) -> Option<super::Inventory> {
         let worker =
             worker.filter(|w| self.needs_inventory(basedir) || !w.config().inventory.is_empty())?;
-        let sources: Vec<String> = worker
-            .config()
-            .inventory
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        let answer = worker.call(
-            json!({"op": "inventory", "sources": sources,
-                   "basedir": basedir.map(|d| d.display().to_string())}),
-            Some(RESOLVE_TIMEOUT),
-        );
-        let answer = match answer {
+        let answer = match worker.call(inventory_request(worker, basedir), Some(RESOLVE_TIMEOUT)) {
             Ok(answer) => answer,
             Err(err) => {
                 let location = self
@@ -241,82 +230,7 @@ impl Loader {
                 return None;
             }
         };
-        let vars_of = |value: &serde_json::Value| -> crate::inventory::HostVars {
-            value
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| {
-                    (
-                        Arc::from(k.as_str()),
-                        crate::template::Var::templated(crate::template::convert::from_json(v)),
-                    )
-                })
-                .collect::<Vec<_>>()
-                .into()
-        };
-        let mut hosts = Vec::new();
-        for (name, host) in answer["hosts"].as_object().into_iter().flatten() {
-            hosts.push(crate::inventory::LoadedHost {
-                name: name.clone(),
-                vars: vars_of(&host["vars"]),
-                own: host.get("own").map(vars_of),
-                implicit: host["implicit"].as_bool().unwrap_or(false),
-            });
-        }
-        let names = |value: &serde_json::Value| -> Vec<String> {
-            value
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|h| h.as_str().map(str::to_owned))
-                .collect()
-        };
-        let groups = answer["groups"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(name, members)| {
-                (
-                    name.clone(),
-                    names(members),
-                    names(&answer["group_parents"][name]),
-                )
-            })
-            .collect();
-        let by_name = |value: &serde_json::Value| {
-            value
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(name, vars)| (name.clone(), vars_of(vars)))
-                .collect()
-        };
-        let dynamic_vars = crate::inventory::DynamicVars {
-            groups: answer["group_vars"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(name, vars)| {
-                    (
-                        name.clone(),
-                        (vars_of(&vars["inventory"]), vars_of(&vars["plugins"])),
-                    )
-                })
-                .collect(),
-            sort: answer["group_sort"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(name, key)| {
-                    let at = |i: usize| key[i].as_i64().unwrap_or(1);
-                    (name.clone(), (at(0), at(1)))
-                })
-                .collect(),
-            hosts: by_name(&answer["orphan_host_vars"]),
-        };
-        let inventory = super::Inventory::new(hosts, groups, dynamic_vars);
-        Some(inventory)
+        Some(inventory_from_answer(&answer))
     }
 
     /// Decrypts Ansible Vault text with Ansible's own code, as
@@ -366,4 +280,117 @@ impl Loader {
 /// Whether `node` holds a `!vault` string anywhere.
 pub(crate) fn has_vault(node: &Node) -> bool {
     !node.tagged_strings("vault").is_empty()
+}
+
+/// The worker's request for the inventory of its `-i` sources, with
+/// `basedir`'s `host_vars/` and `group_vars/`.
+fn inventory_request(
+    worker: &AnsibleWorker,
+    basedir: Option<&std::path::Path>,
+) -> serde_json::Value {
+    let sources: Vec<String> = worker
+        .config()
+        .inventory
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    json!({"op": "inventory", "sources": sources,
+           "basedir": basedir.map(|d| d.display().to_string())})
+}
+
+/// The inventory loaded again from its sources (`meta:
+/// refresh_inventory`), through the worker as at load.
+pub async fn reload_inventory(
+    worker: &Arc<AnsibleWorker>,
+    basedir: &std::path::Path,
+) -> Result<super::Inventory, String> {
+    let answer = worker
+        .call_async(
+            inventory_request(worker, Some(basedir)),
+            Some(RESOLVE_TIMEOUT),
+        )
+        .await
+        .map_err(|err| format!("the inventory did not load again: {err}"))?;
+    Ok(inventory_from_answer(&answer))
+}
+
+/// The inventory in the worker's answer: hosts in inventory order, groups
+/// with their members and parents, and what `add_host` needs to compute a
+/// new host's variables.
+fn inventory_from_answer(answer: &serde_json::Value) -> super::Inventory {
+    let vars_of = |value: &serde_json::Value| -> crate::inventory::HostVars {
+        value
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                (
+                    Arc::from(k.as_str()),
+                    crate::template::Var::templated(crate::template::convert::from_json(v)),
+                )
+            })
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let mut hosts = Vec::new();
+    for (name, host) in answer["hosts"].as_object().into_iter().flatten() {
+        hosts.push(crate::inventory::LoadedHost {
+            name: name.clone(),
+            vars: vars_of(&host["vars"]),
+            own: host.get("own").map(vars_of),
+            implicit: host["implicit"].as_bool().unwrap_or(false),
+        });
+    }
+    let names = |value: &serde_json::Value| -> Vec<String> {
+        value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|h| h.as_str().map(str::to_owned))
+            .collect()
+    };
+    let groups = answer["groups"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, members)| {
+            (
+                name.clone(),
+                names(members),
+                names(&answer["group_parents"][name]),
+            )
+        })
+        .collect();
+    let by_name = |value: &serde_json::Value| {
+        value
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, vars)| (name.clone(), vars_of(vars)))
+            .collect()
+    };
+    let dynamic_vars = crate::inventory::DynamicVars {
+        groups: answer["group_vars"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, vars)| {
+                (
+                    name.clone(),
+                    (vars_of(&vars["inventory"]), vars_of(&vars["plugins"])),
+                )
+            })
+            .collect(),
+        sort: answer["group_sort"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, key)| {
+                let at = |i: usize| key[i].as_i64().unwrap_or(1);
+                (name.clone(), (at(0), at(1)))
+            })
+            .collect(),
+        hosts: by_name(&answer["orphan_host_vars"]),
+    };
+    super::Inventory::new(hosts, groups, dynamic_vars)
 }

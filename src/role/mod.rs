@@ -13,6 +13,7 @@ mod resolve;
 mod task;
 pub(crate) mod walk;
 
+pub use ansible::reload_inventory;
 pub use walk::files_under;
 #[cfg(test)]
 mod tests;
