@@ -126,6 +126,23 @@ impl LookupPlugin for PythonLookup {
                 vars.insert(name.into(), json_of(&value)?);
             }
         }
+        // `config` of a plugin's option reads the variables the option
+        // names (`ansible_ssh_user`, `ansible_port`, …): Ansible's own
+        // plugins name only `ansible_*` ones, so those go along.
+        let plugin_config = matches!(self.name.as_str(), "config" | "ansible.builtin.config")
+            && options.iter().any(|(key, _)| key == "plugin_type");
+        if plugin_config {
+            for name in ctx.vars().names() {
+                if !name.starts_with("ansible_") || vars.contains_key(&*name) {
+                    continue;
+                }
+                if let Some(value) = ctx.resolve(&name).filter(|v| !v.is_undefined())
+                    && let Ok(json) = json_of(&value)
+                {
+                    vars.insert(name.to_string(), json);
+                }
+            }
+        }
         let mut kwargs = serde_json::Map::new();
         for (key, value) in options {
             kwargs.insert(key.clone(), json_of(value)?);
