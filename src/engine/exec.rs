@@ -32,6 +32,14 @@ enum Flow {
 
 type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
 
+/// Why a boolean keyword has no value.
+enum KeywordError {
+    /// Templating it failed.
+    Template(TemplateError),
+    /// It is not a boolean (Ansible's strict conversion).
+    NotBoolean(String),
+}
+
 /// Conditions and settings a block passes down to its tasks.
 #[derive(Clone, Default)]
 struct Inherited {
@@ -1124,6 +1132,34 @@ impl Runner {
         }
     }
 
+    /// A boolean keyword (the task's, else its blocks' and play's) as
+    /// FieldAttributeBase.post_validate converts it: templated, then
+    /// `boolean(value, strict=True)`.
+    fn keyword_bool(
+        &self,
+        ctx: &Context,
+        own: Option<&Value>,
+        inherited: &[Value],
+        keyword: &str,
+    ) -> Result<bool, KeywordError> {
+        let Some(raw) = own.or_else(|| inherited.last()) else {
+            return Ok(false);
+        };
+        let value = self
+            .templar
+            .template_value(raw, ctx)
+            .map_err(KeywordError::Template)?;
+        if value.is_none() || value.is_undefined() {
+            return Ok(false);
+        }
+        crate::template::strict_boolean(&value).ok_or_else(|| {
+            let text = crate::template::pyrepr::to_text(&value);
+            KeywordError::NotBoolean(format!(
+                "the field '{keyword}' has an invalid value ({text}), and could not be converted to bool. The error was: The value '{text}' is not a valid boolean.  Valid booleans include: 'yes', 'on', 'true', '1', 't', 'y', 1, 1.0, True, 'no', 'off', 'false', '0', 'f', 'n', 0, 0.0, False"
+            ))
+        })
+    }
+
     /// `position + [index]` when hosts run in lockstep (positions order
     /// their turns), else nothing is built.
     fn at(&self, position: &Arc<[u32]>, index: usize) -> Arc<[u32]> {
@@ -1948,27 +1984,48 @@ impl Runner {
         }
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
-        let no_log = match self.flag(&ctx, task.no_log.as_ref(), &frame.inherited.no_log) {
+        // TaskExecutor post-validates these keywords as booleans: a value
+        // that is none is a failed result of the task (ignore_errors and
+        // register apply), as a template error in them is not.
+        let no_log = match self.keyword_bool(
+            &ctx,
+            task.no_log.as_ref(),
+            &frame.inherited.no_log,
+            "no_log",
+        ) {
             Ok(b) => b,
-            Err(err) => return self.template_failure(task, "no_log", &err),
+            Err(KeywordError::Template(err)) => {
+                return self.template_failure(task, "no_log", &err);
+            }
+            Err(KeywordError::NotBoolean(message)) => {
+                return self.finish_task(frame, task, TaskResult::failed(message), false);
+            }
         };
         // `check_mode` of the task, else of its blocks and play, else the
         // run's --check. `ansible_check_mode` stays --check's, as in
         // Ansible (only the module is told).
         self.check_mode = self.options.check_mode;
-        if task.check_mode.is_some() || !frame.inherited.check_mode.is_empty() {
-            self.check_mode =
-                match self.flag(&ctx, task.check_mode.as_ref(), &frame.inherited.check_mode) {
-                    Ok(b) => b,
-                    Err(err) => return self.template_failure(task, "check_mode", &err),
-                };
-        }
         self.diff = self.options.diff;
-        if task.diff.is_some() || !frame.inherited.diff.is_empty() {
-            self.diff = match self.flag(&ctx, task.diff.as_ref(), &frame.inherited.diff) {
+        for (keyword, own, inherited) in [
+            ("check_mode", &task.check_mode, &frame.inherited.check_mode),
+            ("diff", &task.diff, &frame.inherited.diff),
+        ] {
+            if own.is_none() && inherited.is_empty() {
+                continue;
+            }
+            let value = match self.keyword_bool(&ctx, own.as_ref(), inherited, keyword) {
                 Ok(b) => b,
-                Err(err) => return self.template_failure(task, "diff", &err),
+                Err(KeywordError::Template(err)) => {
+                    return self.template_failure(task, keyword, &err);
+                }
+                Err(KeywordError::NotBoolean(message)) => {
+                    return self.finish_task(frame, task, TaskResult::failed(message), no_log);
+                }
             };
+            match keyword {
+                "check_mode" => self.check_mode = value,
+                _ => self.diff = value,
+            }
         }
         // An error templating the loop, a condition or the arguments is a
         // failed result, as TaskExecutor.run returns it: `ignore_errors`
@@ -2741,17 +2798,18 @@ impl Runner {
             Ok(environment) => environment,
             Err(message) => return TaskResult::failed(message),
         };
-        let deadline = match &task.timeout {
+        let task_timeout = match &task.timeout {
             Some(raw) => match self.templar.template_value(raw, ctx) {
-                Ok(v) => match seconds(&v) {
-                    Some(t) if !t.is_zero() => {
-                        let own = Instant::now() + t;
-                        Some(self.options.deadline.map_or(own, |d| d.min(own)))
-                    }
-                    _ => self.options.deadline,
-                },
+                Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
                 Err(err) => return TaskResult::failed(format!("timeout: {err}")),
             },
+            None => None,
+        };
+        let deadline = match task_timeout {
+            Some(t) => {
+                let own = Instant::now() + t;
+                Some(self.options.deadline.map_or(own, |d| d.min(own)))
+            }
             None => self.options.deadline,
         };
         let asynchronous = match self.asynchronous(task, ctx) {
@@ -2774,6 +2832,7 @@ impl Runner {
             cluster: self.cluster.as_ref(),
             verbosity: self.options.verbosity,
             deadline,
+            task_timeout,
             no_log,
             api_time: Duration::ZERO,
             role_path: frame.role.as_ref().map(|r| r.path.as_path()),

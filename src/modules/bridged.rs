@@ -102,6 +102,9 @@ pub(super) async fn run(
     if let Some(timeout) = timeout {
         request["timeout"] = json!(timeout.as_secs_f64().max(0.001));
     }
+    if let Some(own) = ctx.task_timeout {
+        request["task_timeout"] = json!(own.as_secs());
+    }
     if let Some(asynchronous) = ctx.asynchronous {
         request["async"] = json!(asynchronous.seconds);
         request["poll"] = json!(asynchronous.poll);

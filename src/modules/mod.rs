@@ -98,6 +98,8 @@ pub struct ModuleContext<'a> {
     pub verbosity: u8,
     /// When the run must stop.
     pub deadline: Option<Instant>,
+    /// The task's own `timeout`, which a timed-out result names.
+    pub task_timeout: Option<Duration>,
     /// Whether the task's output is hidden.
     pub no_log: bool,
     /// Time the module spent in API calls (added to by modules).

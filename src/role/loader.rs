@@ -681,6 +681,72 @@ impl Loader {
         }
     }
 
+    /// What Play.load refuses in a play's shape, in its words: an empty
+    /// host list, task sections and `roles` that are not lists, old-style
+    /// role strings, `vars_prompt` entries without a name.
+    fn check_play_shape(&mut self, file: &Arc<Path>, play: &Node) {
+        if let Some(hosts) = play.get("hosts") {
+            let empty = match &hosts.value {
+                yaml::Value::Seq(items) => items.is_empty(),
+                yaml::Value::Null => true,
+                yaml::Value::Str(s) => s.trim().is_empty(),
+                _ => false,
+            };
+            if empty {
+                self.error(
+                    Location::new(file, hosts.pos),
+                    "Hosts list cannot be empty. Please check your playbook".to_owned(),
+                );
+            }
+        }
+        for key in ["pre_tasks", "tasks", "post_tasks", "handlers"] {
+            if let Some(section) = play.get(key)
+                && !matches!(section.value, yaml::Value::Seq(_) | yaml::Value::Null)
+            {
+                self.error(
+                    Location::new(file, section.pos),
+                    format!(
+                        "A malformed block was encountered while loading {key}: {} should be a list or None",
+                        section.key_string()
+                    ),
+                );
+            }
+        }
+        if let Some(roles) = play.get("roles") {
+            match &roles.value {
+                yaml::Value::Seq(entries) => {
+                    for entry in entries {
+                        if let yaml::Value::Str(name) = &entry.value
+                            && name.contains(',')
+                        {
+                            self.error(
+                                Location::new(file, entry.pos),
+                                format!("Invalid old style role requirement: {name}"),
+                            );
+                        }
+                    }
+                }
+                yaml::Value::Null => {}
+                _ => self.error(
+                    Location::new(file, roles.pos),
+                    "A malformed role declaration was encountered.".to_owned(),
+                ),
+            }
+        }
+        for prompt in play
+            .get("vars_prompt")
+            .and_then(Node::as_seq)
+            .unwrap_or_default()
+        {
+            if prompt.as_map().is_some() && prompt.get("name").is_none() {
+                self.error(
+                    Location::new(file, prompt.pos),
+                    "Invalid vars_prompt data structure, missing 'name' key".to_owned(),
+                );
+            }
+        }
+    }
+
     /// A playbook's or the project's directory: its plugin directories go to
     /// the Ansible worker (which reads its `ansible.cfg` too).
     fn project_dir(&mut self, dir: &Path) {
@@ -711,6 +777,12 @@ impl Loader {
             return None;
         };
         let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        if plays.is_empty() {
+            self.error(
+                Location::new(&file, node.pos),
+                "A playbook must contain at least one play".to_owned(),
+            );
+        }
         let mut out = Vec::new();
         for play in plays {
             if play.as_map().is_none() {
@@ -759,6 +831,14 @@ impl Loader {
                         format!("'{key}' is not a valid attribute for a Play"),
                     );
                 }
+            }
+            self.check_play_shape(&file, play);
+            // `user` is the older name of `remote_user` (Play.preprocess_data).
+            if let (Some(user), Some(_)) = (play.get("user"), play.get("remote_user")) {
+                self.error(
+                    Location::new(&file, user.pos),
+                    "both 'user' and 'remote_user' are set for this play. The use of 'user' is deprecated, and should be removed".to_owned(),
+                );
             }
             if let Some(hosts) = play.get("hosts") {
                 let patterns = match &hosts.value {
@@ -809,6 +889,7 @@ impl Loader {
             let outer = std::mem::replace(&mut self.collections, play_collections);
             let section = |loader: &mut Loader, key: &str| -> Arc<[Task]> {
                 play.get(key)
+                    .filter(|n| matches!(n.value, yaml::Value::Seq(_) | yaml::Value::Null))
                     .map(|n| parse_tasks(loader, &at, n))
                     .unwrap_or_default()
                     .into()
@@ -1130,6 +1211,7 @@ const PLAY_KEYWORDS: &[&str] = &[
     "tasks",
     "throttle",
     "timeout",
+    "user",
     "vars",
     "vars_files",
     "vars_prompt",

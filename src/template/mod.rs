@@ -48,6 +48,7 @@ pub use filters::{merge_hash, python_json};
 pub use lookups::{
     LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
 };
+pub use predicates::strict_boolean;
 
 /// Filters whose output Ansible keeps as text even when it looks like data
 /// (`C.STRING_TYPE_FILTERS`).

@@ -186,7 +186,7 @@ fn truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
 
 /// `ansible.module_utils.parsing.convert_bool.boolean(value, strict=True)`:
 /// `None` where it raises.
-fn strict_boolean(value: &Value) -> Option<bool> {
+pub fn strict_boolean(value: &Value) -> Option<bool> {
     match value.kind() {
         ValueKind::Bool => Some(value.is_true()),
         ValueKind::String => match value.as_str()?.trim().to_lowercase().as_str() {

@@ -901,8 +901,13 @@ def _serve(request):
         try:
             result = _run_task(request)
         except _TaskTimeout:
-            result = {"failed": True, "msg": "The %s action failed to execute in the expected time frame (%s) and was terminated"
-                      % (request.get("module"), request.get("timeout"))}
+            # TaskExecutor's words, naming the task's own timeout keyword
+            # (else the time the reconcile had left).
+            period = request.get("task_timeout") or int(request.get("timeout") or 0)
+            result = {"failed": True,
+                      "msg": "The %s action failed to execute in the expected time frame (%d) and was terminated"
+                      % (request.get("module"), period),
+                      "timedout": {"frame": repr(sys._getframe()), "period": period}}
         except AnsibleError as exc:
             result = {"failed": True, "msg": _error(exc)}
         except Exception as exc:  # noqa: BLE001 - Ansible reports these as the task's failure
