@@ -153,6 +153,15 @@ pub struct PlaybookArgs {
     /// `force_handlers`).
     #[arg(long = "force-handlers", env = "ANSIBLE_FORCE_HANDLERS", value_parser = clap::builder::BoolishValueParser::new(), default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
     pub force_handlers: bool,
+    /// List the tasks each play would run (with their tags), not run them.
+    #[arg(long = "list-tasks")]
+    pub list_tasks: bool,
+    /// List the tags of each play's tasks, not run them.
+    #[arg(long = "list-tags")]
+    pub list_tags: bool,
+    /// List the hosts each play would run on, not run them.
+    #[arg(long = "list-hosts")]
+    pub list_hosts: bool,
     /// Append each task's result to this file as a JSON line.
     #[arg(long, env = "ENKA_PLAYBOOK_EVENTS")]
     pub events_file: Option<PathBuf>,
@@ -631,6 +640,11 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         diff: args.diff,
         start_at_task: args.start_at_task,
         force_handlers: args.force_handlers,
+        listings: crate::playbook::Listings {
+            tasks: args.list_tasks,
+            tags: args.list_tags,
+            hosts: args.list_hosts,
+        },
         forks: args.forks,
         connection: args.connection,
         cluster: None,

@@ -15,6 +15,10 @@ use std::sync::{Arc, Mutex};
 
 use minijinja::Value;
 
+mod listing;
+
+pub use listing::Listings;
+
 use crate::engine::{self, Entry, Observer, RunOptions, TaskEvent, TaskStatus};
 use crate::role::{LoadOptions, Project, RolePaths, Target, Task};
 use crate::template::{Options, Var, convert};
@@ -49,6 +53,8 @@ pub struct PlaybookOptions {
     pub start_at_task: Option<String>,
     /// `--force-handlers`.
     pub force_handlers: bool,
+    /// `--list-tasks`, `--list-tags`, `--list-hosts`: print, do not run.
+    pub listings: Listings,
     /// `--forks` (Ansible's default: 5).
     pub forks: Option<u32>,
     /// `--connection`: hosts' connection when they name none.
@@ -100,6 +106,29 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 return exit::PARSER_ERROR;
             }
         };
+        if options.listings.any() {
+            if let Some(playbook) = project.playbooks.get(&path) {
+                let shown = options
+                    .playbooks
+                    .iter()
+                    .find(|p| std::path::absolute(p).ok().as_ref() == Some(&path))
+                    .cloned()
+                    .unwrap_or_else(|| path.clone());
+                let selection = engine::TagSelection::new(&options.tags, &options.skip_tags);
+                print!(
+                    "{}",
+                    listing::render(
+                        &project,
+                        playbook,
+                        &shown,
+                        options.listings,
+                        &selection,
+                        &extra
+                    )
+                );
+            }
+            continue;
+        }
         if options.verbosity > 1 {
             let plays = project.playbooks.get(&path).map_or(0, |p| p.plays.len());
             let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
@@ -368,7 +397,7 @@ impl Printer {
         host: &str,
         same_host_again: bool,
     ) {
-        let name = task.display_name();
+        let name = task.title();
         let shown = format!("{}\u{0}{name}", task.location);
         let repeated = self
             .last_banner

@@ -264,19 +264,23 @@ impl Runner {
 
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
         let mut base = base_scope(extra);
-        if self.options.check_mode || self.options.diff {
-            let (check, diff) = (self.options.check_mode, self.options.diff);
-            base.builtins = base
-                .builtins
-                .iter()
-                .map(|(k, v)| match &**k {
-                    "ansible_check_mode" if check => (k.clone(), Var::plain(Value::from(true))),
-                    "ansible_diff_mode" if diff => (k.clone(), Var::plain(Value::from(true))),
-                    _ => (k.clone(), v.clone()),
-                })
-                .collect::<Vec<_>>()
-                .into();
-        }
+        // The run's options as Ansible's magic variables show them.
+        let (check, diff) = (self.options.check_mode, self.options.diff);
+        let tags = &self.options.tags;
+        let names =
+            |names: &[String]| Value::from(names.iter().map(Value::from).collect::<Vec<_>>());
+        base.builtins = base
+            .builtins
+            .iter()
+            .map(|(k, v)| match &**k {
+                "ansible_check_mode" if check => (k.clone(), Var::plain(Value::from(true))),
+                "ansible_diff_mode" if diff => (k.clone(), Var::plain(Value::from(true))),
+                "ansible_run_tags" => (k.clone(), Var::plain(names(tags.run_tags()))),
+                "ansible_skip_tags" => (k.clone(), Var::plain(names(tags.skip_tags()))),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect::<Vec<_>>()
+            .into();
         // `playbook_dir`: the playbook's directory, or the project's for a
         // role (upstream runs a role from a playbook it writes there).
         let playbook_dir = match entry {
@@ -769,6 +773,7 @@ impl Runner {
         if !role_ref.when.is_empty() {
             frame.inherited.when.push(role_ref.when.clone());
         }
+        frame.inherited.tags.extend(role_ref.tags.iter().cloned());
         self.run_role(
             frame,
             role_ref.role.clone(),
@@ -1188,7 +1193,7 @@ impl Runner {
                 task.action,
                 Action::Block { .. } | Action::ImportRole { .. }
             );
-            if !static_parent && !self.selected(&frame.inherited, task) {
+            if !static_parent && !self.selected(frame, task) {
                 return Flow::Continue;
             }
             if !static_parent && !self.reached_start(frame, task) {
@@ -1493,13 +1498,20 @@ impl Runner {
     }
 
     /// Whether `--tags`/`--skip-tags` (and `never`) let `task` run.
-    fn selected(&self, inherited: &Inherited, task: &Task) -> bool {
-        let tags = inherited
-            .tags
-            .iter()
-            .chain(task.tags.iter())
-            .map(String::as_str);
-        self.options.tags.selects(tags)
+    fn selected(&self, frame: &Frame, task: &Task) -> bool {
+        let written = frame.inherited.tags.iter().chain(task.tags.iter());
+        if !written
+            .clone()
+            .any(|t| crate::template::is_possibly_template(t))
+        {
+            return self.options.tags.selects(written.map(String::as_str));
+        }
+        // `tags: "{{ list }}"` takes its value from the task's variables
+        // (Taggable.evaluate_tags).
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        let tags = crate::engine::tags::evaluate(&self.templar, &ctx, written);
+        self.options.tags.selects(tags.iter().map(String::as_str))
     }
 
     /// Tells the observer how `task` ended: a failure from the flow, else

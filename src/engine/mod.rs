@@ -27,6 +27,7 @@ pub use observe::{Observer, TaskEvent, TaskStatus};
 pub use result::{Failure, RunOutcome, RunStatus, Stats};
 use scope::{Facts, Scope};
 pub use tags::TagSelection;
+pub(crate) use tags::evaluate as evaluate_tags;
 pub use timing::TaskTiming;
 
 use crate::kube::Cluster;

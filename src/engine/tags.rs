@@ -2,6 +2,11 @@
 //! (`Taggable.evaluate_tags`). With no selection every task runs but those
 //! tagged `never`, as ansible-runner runs upstream's operators.
 
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use crate::template::{Context, Templar};
+
 /// The tags a run selects and skips.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagSelection {
@@ -16,6 +21,37 @@ impl Default for TagSelection {
             skip: Vec::new(),
         }
     }
+}
+
+/// Tags as Taggable.evaluate_tags has them: each templated with `ctx`
+/// when it is a template, lists flattened, strings split at commas; one
+/// that does not template stays as written.
+pub(crate) fn evaluate<'a>(
+    templar: &Templar,
+    ctx: &Context,
+    written: impl Iterator<Item = &'a String>,
+) -> Vec<String> {
+    let mut tags = Vec::new();
+    for tag in written {
+        if !crate::template::is_possibly_template(tag) {
+            tags.push(tag.clone());
+            continue;
+        }
+        match templar.template_value(&Value::from(tag.as_str()), ctx) {
+            Ok(value) if value.kind() == ValueKind::Seq => {
+                for item in value.try_iter().into_iter().flatten() {
+                    tags.push(crate::template::pyrepr::to_text(&item));
+                }
+            }
+            Ok(value) => tags.extend(
+                crate::template::pyrepr::to_text(&value)
+                    .split(',')
+                    .map(|t| t.trim().to_owned()),
+            ),
+            Err(_) => tags.push(tag.clone()),
+        }
+    }
+    tags
 }
 
 impl TagSelection {
@@ -39,6 +75,16 @@ impl TagSelection {
             only,
             skip: split(skip_tags),
         }
+    }
+
+    /// The tags selected (`ansible_run_tags`): `all` when none were given.
+    pub fn run_tags(&self) -> &[String] {
+        &self.only
+    }
+
+    /// The tags skipped (`ansible_skip_tags`).
+    pub fn skip_tags(&self) -> &[String] {
+        &self.skip
     }
 
     /// Whether a task whose tags (its own and those it inherits) are `tags`

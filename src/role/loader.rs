@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::task::{TaskFile, compile_in, parse_tasks, parse_vars};
+use super::task::{TaskFile, compile_in, parse_tasks, parse_vars, tag_list};
 use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
     VarList, VarsFile,
@@ -1041,10 +1041,15 @@ impl Loader {
                 }
             }
         }
+        let tags = params_node
+            .and_then(|node| node.get("tags"))
+            .map(tag_list)
+            .unwrap_or_default();
         Some(RoleRef {
             role,
             params: Arc::from(params),
             when,
+            tags,
         })
     }
 }

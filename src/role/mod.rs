@@ -213,6 +213,8 @@ pub struct RoleRef {
     pub params: VarList,
     /// Conditions on the role entry.
     pub when: Arc<[Value]>,
+    /// `tags` of the role entry: every task of the role has them.
+    pub tags: Vec<String>,
 }
 
 /// A task, validated, with its templates compiled.
@@ -289,6 +291,15 @@ pub struct Task {
 }
 
 impl Task {
+    /// The task's title in Ansible's output (Task.get_name): `role :
+    /// name` for a task of a role.
+    pub fn title(&self) -> String {
+        match &self.role {
+            Some(role) => format!("{role} : {}", self.display_name()),
+            None => self.display_name(),
+        }
+    }
+
     /// The task's name as written, or the module name, for messages.
     pub fn display_name(&self) -> String {
         match (&self.name, &self.action) {

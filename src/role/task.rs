@@ -425,17 +425,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     let timeout = scalar(loader, "timeout");
     let asynchronous = scalar(loader, "async");
     let poll = scalar(loader, "poll");
-    let tags = node
-        .get("tags")
-        .map(|n| match &n.value {
-            crate::yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
-            _ => n
-                .key_string()
-                .split(',')
-                .map(|s| s.trim().to_owned())
-                .collect(),
-        })
-        .unwrap_or_default();
+    let tags = node.get("tags").map(tag_list).unwrap_or_default();
     let names = |key: &str| -> Vec<String> {
         node.get(key)
             .map(|n| match &n.value {
@@ -481,6 +471,18 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         asynchronous,
         poll,
     })
+}
+
+/// `tags` as Taggable loads them: a list, or one string split at commas.
+pub(crate) fn tag_list(node: &Node) -> Vec<String> {
+    match &node.value {
+        crate::yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+        _ => node
+            .key_string()
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect(),
+    }
 }
 
 fn is_identifier(s: &str) -> bool {
