@@ -412,7 +412,9 @@ impl Cli {
         };
         // `enka test` prints the tests' results; the in-process operator
         // speaks only of trouble.
-        if let Some(Command::Test(_)) = &self.command {
+        // `enka playbook` keeps stderr for Ansible's warnings and errors,
+        // as ansible-playbook does.
+        if let Some(Command::Test(_) | Command::Playbook(_)) = &self.command {
             options.level = Some(crate::logging::ZapLevel::Warn);
         }
         if let Some(Command::Run(args)) = &self.command {

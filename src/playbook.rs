@@ -614,6 +614,10 @@ impl Observer for Printer {
         println!("\n{}", banner(&format!("PLAY [{name}]")));
     }
 
+    fn warning(&self, message: &str) {
+        eprintln!("[WARNING]: {message}");
+    }
+
     fn included(&self, task: &Task, handler: bool, host: &str, file: &Path, item: Option<&Value>) {
         let mut out = std::io::stdout().lock();
         self.task_banner(&mut out, task, handler, host, false);

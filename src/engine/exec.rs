@@ -152,6 +152,9 @@ pub(crate) struct Runner {
     /// Handlers run now (Ansible's output calls their tasks `RUNNING
     /// HANDLER`).
     in_handlers: bool,
+    /// Warnings given so far in this run, each said once (shared by the
+    /// hosts' runners, as Ansible's display says each once).
+    warned: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     /// Roles `include_role` ran in this play: Ansible adds them to the
     /// play's role names (`role_names`, `ansible_role_names`, …).
     included_role_names: Vec<Value>,
@@ -212,6 +215,7 @@ impl Runner {
             host_errors_cleared: false,
             cleared_play_errors: false,
             forcing_handlers: false,
+            warned: Arc::default(),
             in_handlers: false,
             included_role_names: Vec::new(),
             check_mode: options.check_mode,
@@ -263,6 +267,7 @@ impl Runner {
     }
 
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
+        self.warn_if_reserved(extra.iter().map(|(name, _)| &**name));
         let mut base = base_scope(extra);
         // The run's options as Ansible's magic variables show them.
         let (check, diff) = (self.options.check_mode, self.options.diff);
@@ -599,6 +604,7 @@ impl Runner {
         runner.host_facts = state.host_facts;
         runner.included = state.included;
         runner.waiting_for = self.waiting_for.clone();
+        runner.warned = self.warned.clone();
         runner
     }
 
@@ -708,6 +714,7 @@ impl Runner {
             frame
         };
         let after = |index: u32| -> Arc<[u32]> { Arc::from(vec![index, u32::MAX]) };
+        self.warn_if_reserved(play.vars.iter().map(|(name, _)| &**name));
         let forced = self.forces_handlers(play, &frame);
         let mut flow = self.run_tasks(section(0), play.pre_tasks.clone()).await;
         flow = self.end_section(flow, after(0), forced).await;
@@ -832,12 +839,20 @@ impl Runner {
                     None => Flow::Continue,
                 };
             };
-            frame.scope.defaults =
-                scope::push(&frame.scope.defaults, &role.defaults(&from.defaults));
+            let defaults = role.defaults(&from.defaults);
+            let vars = role.vars(&from.vars);
+            self.warn_if_reserved(
+                params
+                    .iter()
+                    .chain(defaults.iter())
+                    .chain(vars.iter())
+                    .map(|(name, _)| &**name),
+            );
+            frame.scope.defaults = scope::push(&frame.scope.defaults, &defaults);
             // Role.get_vars: the parents' vars, then every dependency's
             // (theirs before their own), then the role's.
             push_dependency_vars(&mut frame.scope.role_vars, &role);
-            frame.scope.role_vars = scope::push(&frame.scope.role_vars, &role.vars(&from.vars));
+            frame.scope.role_vars = scope::push(&frame.scope.role_vars, &vars);
             let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
             // A role included or imported by another role sees the roles
             // above it, nearest first (`ansible_parent_role_names`/`_paths`).
@@ -1165,6 +1180,45 @@ impl Runner {
         })
     }
 
+    /// Whether gathering is `smart` and this host's facts were gathered
+    /// already.
+    fn facts_gathered_smartly(&self) -> bool {
+        std::env::var("ANSIBLE_GATHERING").is_ok_and(|g| g.trim() == "smart")
+            && self
+                .host_facts
+                .get("_ansible_facts_gathered")
+                .is_some_and(|var| var.value.is_true())
+    }
+
+    /// Says `message` once per run: to the observer (`enka playbook`
+    /// prints `[WARNING]: …`). A reconcile has no observer and logs it at
+    /// debug level: a custom resource field named like a keyword would
+    /// otherwise repeat it on every reconcile.
+    fn warn(&self, message: String) {
+        let first = self
+            .warned
+            .lock()
+            .map(|mut warned| warned.insert(message.clone()))
+            .unwrap_or(false);
+        if !first {
+            return;
+        }
+        match &self.options.observer {
+            Some(observer) => observer.warning(&message),
+            None => tracing::debug!(host = %self.host, "{message}"),
+        }
+    }
+
+    /// Ansible's warning for each variable `names` defines with a
+    /// reserved name (warn_if_reserved).
+    fn warn_if_reserved<'n>(&self, names: impl IntoIterator<Item = &'n str>) {
+        for name in names {
+            if super::reserved::is_reserved(name) {
+                self.warn(super::reserved::warning(name));
+            }
+        }
+    }
+
     /// `position + [index]` when hosts run in lockstep (positions order
     /// their turns), else nothing is built.
     fn at(&self, position: &Arc<[u32]>, index: usize) -> Arc<[u32]> {
@@ -1183,6 +1237,7 @@ impl Runner {
         position: &'a Arc<[u32]>,
     ) -> BoxFlow<'a> {
         Box::pin(async move {
+            self.warn_if_reserved(task.vars.iter().map(|(name, _)| &**name));
             if let Some(deadline) = self.options.deadline
                 && Instant::now() >= deadline
             {
@@ -1197,6 +1252,11 @@ impl Runner {
                 return Flow::Continue;
             }
             if !static_parent && !self.reached_start(frame, task) {
+                return Flow::Continue;
+            }
+            // ANSIBLE_GATHERING=smart: facts are gathered once per host in a
+            // run (PlayIterator skips its setup task once they are).
+            if task.is_implicit_fact_gathering() && self.facts_gathered_smartly() {
                 return Flow::Continue;
             }
             // Hosts of a batch take turns task by task (the linear strategy).
@@ -2298,6 +2358,7 @@ impl Runner {
             self.last_outcome = Some((status, shown.clone(), None));
         }
         if let Some(name) = &task.register {
+            self.warn_if_reserved([&**name]);
             // A module's result is unsafe data, as Ansible wraps it.
             Arc::make_mut(&mut self.facts)
                 .insert(name.clone(), Var::unsafe_data(&result.registered()));
@@ -2871,6 +2932,13 @@ impl Runner {
         self.api_time += module_ctx.api_time;
         match outcome {
             Ok(output) => {
+                self.warn_if_reserved(
+                    output
+                        .facts
+                        .iter()
+                        .chain(&output.included_vars)
+                        .map(|(name, _)| &**name),
+                );
                 if !output.facts.is_empty() {
                     let facts = Arc::make_mut(&mut self.facts);
                     for (k, v) in &output.facts {
@@ -2879,6 +2947,14 @@ impl Runner {
                 }
                 if !output.plain_facts.is_empty() {
                     self.add_module_facts(&output.plain_facts);
+                    // What gather_facts tells the executor (smart
+                    // gathering then skips the next plays' gathering).
+                    if module.name().rsplit('.').next() == Some("gather_facts") {
+                        Arc::make_mut(&mut self.host_facts).insert(
+                            Arc::from("_ansible_facts_gathered"),
+                            Var::plain(Value::from(true)),
+                        );
+                    }
                 }
                 if !output.included_vars.is_empty() {
                     let included = Arc::make_mut(&mut self.included);

@@ -9,6 +9,7 @@
 mod exec;
 mod lockstep;
 mod observe;
+mod reserved;
 mod result;
 pub mod scope;
 mod tags;

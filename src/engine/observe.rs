@@ -73,4 +73,9 @@ pub trait Observer: Send + Sync {
     }
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
+    /// Something works but is likely a mistake, as Ansible's warnings say
+    /// (each distinct warning once per run).
+    fn warning(&self, message: &str) {
+        tracing::warn!("{message}");
+    }
 }

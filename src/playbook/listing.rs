@@ -146,7 +146,7 @@ impl Walk<'_> {
         let pre_tasks: Vec<&Task> = play
             .pre_tasks
             .iter()
-            .filter(|t| !is_fact_gathering(t))
+            .filter(|t| !t.is_implicit_fact_gathering())
             .collect();
         self.tasks(pre_tasks.into_iter(), &inherited);
         for role_ref in &play.roles {
@@ -199,9 +199,4 @@ impl Walk<'_> {
             ));
         }
     }
-}
-
-fn is_fact_gathering(task: &Task) -> bool {
-    matches!(&task.action, Action::Module { module, .. } if module.name().ends_with("gather_facts"))
-        && task.name.as_deref() == Some("Gathering Facts")
 }

@@ -291,6 +291,13 @@ pub struct Task {
 }
 
 impl Task {
+    /// Whether it is the fact gathering the loader puts before a play's
+    /// tasks (PlayIterator's setup task).
+    pub fn is_implicit_fact_gathering(&self) -> bool {
+        matches!(&self.action, Action::Module { module, .. } if module.name() == "ansible.builtin.gather_facts")
+            && self.name.as_deref() == Some("Gathering Facts")
+    }
+
     /// The task's title in Ansible's output (Task.get_name): `role :
     /// name` for a task of a role.
     pub fn title(&self) -> String {
