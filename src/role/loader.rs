@@ -930,17 +930,7 @@ impl Loader {
                     .unwrap_or_else(|| minijinja::Value::from("localhost")),
                 order: play.get("order").map(template::convert::from_yaml),
                 serial: play.get("serial").map(template::convert::from_yaml),
-                tags: play
-                    .get("tags")
-                    .map(|n| match &n.value {
-                        yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
-                        _ => n
-                            .key_string()
-                            .split(',')
-                            .map(|s| s.trim().to_owned())
-                            .collect(),
-                    })
-                    .unwrap_or_default(),
+                tags: play.get("tags").map(tag_list).unwrap_or_default(),
                 ignore_errors: play.get("ignore_errors").map(template::convert::from_yaml),
                 ignore_unreachable: play
                     .get("ignore_unreachable")
