@@ -23,7 +23,8 @@
 //! sets) docs/benchmarks.md and docs/benchmarks.png.
 //!
 //! ENKA_BENCH_SMOKE=1 runs a small enka-only pass, as `make test` does, so the
-//! harness cannot rot between full runs.
+//! harness cannot rot between full runs. ENKA_BENCH_ONLY=sharded,seed (a
+//! comma list of `SCENARIOS`) runs only those, to profile one of them.
 
 #[allow(dead_code)]
 #[path = "../../tests/integration/support.rs"]
@@ -62,6 +63,9 @@ pub struct Plan {
     pub load: (usize, usize),
     pub upstream: bool,
     pub docs: bool,
+    /// `ENKA_BENCH_ONLY`: the scenarios to run (all when `None`), for
+    /// profiling one of them; such a run never writes the docs.
+    pub only: Option<Vec<String>>,
     pub out_dir: std::path::PathBuf,
 }
 
@@ -78,6 +82,14 @@ impl Plan {
             .ok()
             .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
             .unwrap_or_else(|| if smoke { vec![60] } else { vec![1000, 5000] });
+        let only = std::env::var("ENKA_BENCH_ONLY").ok().map(|v| {
+            let names: Vec<String> = v.split(',').map(|n| n.trim().to_owned()).collect();
+            if let Some(unknown) = names.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
+                eprintln!("ENKA_BENCH_ONLY: no scenario {unknown:?}; the scenarios are {SCENARIOS:?}");
+                std::process::exit(2);
+            }
+            names
+        });
         let target = std::env::var("CARGO_TARGET_DIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|_| support::repo_path("target"));
@@ -91,9 +103,24 @@ impl Plan {
                 number("ENKA_BENCH_LOAD_PER_NAMESPACE", 100, 10),
             ),
             upstream: !smoke && !std::env::var("ENKA_BENCH_UPSTREAM").is_ok_and(|v| v == "0"),
-            docs: !smoke && env_flag("ENKA_BENCH_DOCS"),
+            docs: !smoke && env_flag("ENKA_BENCH_DOCS") && only.is_none(),
+            only,
             out_dir: target.join(if smoke { "bench/smoke" } else { "bench" }),
         }
+    }
+}
+
+/// The scenarios `ENKA_BENCH_ONLY` can name, in the order they run.
+const SCENARIOS: [&str; 7] = [
+    "load", "sharded", "latency", "wide", "bridged", "scale", "seed",
+];
+
+impl Plan {
+    /// Whether the scenario named `name` runs.
+    pub fn runs(&self, name: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|n| n == name))
     }
 }
 
@@ -157,40 +184,54 @@ async fn run(plan: &Plan) -> Report {
         log_dir: &log_dir,
     };
     // First, while its cluster-wide enka has no other Memcacheds to see.
-    report.load = Some(bench.enka_load().await);
+    if plan.runs("load") {
+        report.load = Some(bench.enka_load().await);
+    }
     // The same load on one and on three shards of the sharder's ring.
-    for shards in [1, 3] {
-        report.sharded.push(bench.enka_sharded_load(shards).await);
+    if plan.runs("sharded") {
+        for shards in [1, 3] {
+            report.sharded.push(bench.enka_sharded_load(shards).await);
+        }
     }
-    report.bare_latency = bench.bare_latency().await;
-    report.enka = Some(bench.side_by_side(operator::Flavour::Enka).await);
-    if plan.upstream {
-        report.upstream = Some(bench.side_by_side(operator::Flavour::Upstream).await);
+    if plan.runs("latency") {
+        report.bare_latency = bench.bare_latency().await;
+        report.enka = Some(bench.side_by_side(operator::Flavour::Enka).await);
+        if plan.upstream {
+            report.upstream = Some(bench.side_by_side(operator::Flavour::Upstream).await);
+        }
     }
-    report.wide_burst = Some((WIDE, bench.enka_wide_burst(WIDE).await));
+    if plan.runs("wide") {
+        report.wide_burst = Some((WIDE, bench.enka_wide_burst(WIDE).await));
+    }
     // Tasks that go through the Ansible worker: alone, then in a reconcile
     // of the same role on each side.
-    report.worker = Some(bridged::task_costs(plan.bridged_task_runs));
-    for variant in bridged::VARIANTS {
-        let enka = bench
-            .bridged_latency(operator::Flavour::Enka, variant)
-            .await;
-        let upstream = if plan.upstream {
-            Some(
-                bench
-                    .bridged_latency(operator::Flavour::Upstream, variant)
-                    .await,
-            )
-        } else {
-            None
-        };
-        report.bridged.push(report::BridgedRun {
-            variant,
-            enka,
-            upstream,
-        });
+    if plan.runs("bridged") {
+        report.worker = Some(bridged::task_costs(plan.bridged_task_runs));
+        for variant in bridged::VARIANTS {
+            let enka = bench
+                .bridged_latency(operator::Flavour::Enka, variant)
+                .await;
+            let upstream = if plan.upstream {
+                Some(
+                    bench
+                        .bridged_latency(operator::Flavour::Upstream, variant)
+                        .await,
+                )
+            } else {
+                None
+            };
+            report.bridged.push(report::BridgedRun {
+                variant,
+                enka,
+                upstream,
+            });
+        }
     }
-    report.scale = bench.enka_scale().await;
-    report.seed = Some(bench.seed_song().await);
+    if plan.runs("scale") {
+        report.scale = bench.enka_scale().await;
+    }
+    if plan.runs("seed") {
+        report.seed = Some(bench.seed_song().await);
+    }
     report
 }

@@ -80,7 +80,20 @@ pub struct ShardedLoad {
     /// Memcached.
     pub requests_per_cr: f64,
     pub reconciles: f64,
+    /// Each replica's reconciles: one per Memcached it was assigned.
+    pub reconciles_per_replica: Vec<f64>,
     pub failed_reconciles: f64,
+}
+
+impl ShardedLoad {
+    /// The replica with the most reconciles, and how many it ran.
+    pub fn busiest_replica(&self) -> (usize, f64) {
+        self.reconciles_per_replica
+            .iter()
+            .copied()
+            .enumerate()
+            .fold((0, 0.0), |best, (i, n)| if n > best.1 { (i, n) } else { best })
+    }
 }
 
 /// The load run: one cluster-wide enka, Memcacheds over many namespaces.
@@ -545,13 +558,14 @@ impl Bench<'_> {
         let final_rss_bytes: Vec<u64> = operators.iter().map(|o| o.usage().rss_bytes).collect();
         let harness = (crs + polls + 1) as f64;
         let requests = apiserver_requests(self.client).await - requests_before - harness;
-        let mut reconciles = 0.0;
+        let mut reconciles_per_replica = Vec::with_capacity(shards);
         let mut failed_reconciles = 0.0;
         for operator in &operators {
             let metrics = operator.metrics().await;
-            reconciles += sum_metric(&metrics, RESULT);
+            reconciles_per_replica.push(sum_metric(&metrics, RESULT));
             failed_reconciles += sum_metric_where(&metrics, RESULT, FAILED);
         }
+        let reconciles = reconciles_per_replica.iter().sum();
         let load = ShardedLoad {
             shards,
             crs,
@@ -561,15 +575,17 @@ impl Bench<'_> {
             final_rss_bytes,
             requests_per_cr: requests / crs as f64,
             reconciles,
+            reconciles_per_replica,
             failed_reconciles,
         };
         eprintln!(
-            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, RSS per replica before {:?}, peak {:?}, after {:?} MiB, {:.1} API requests per Memcached, {} reconciles, {} failed",
+            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, RSS per replica before {:?}, peak {:?}, after {:?} MiB, {:.1} API requests per Memcached, {} reconciles ({:?} per replica), {} failed",
             tenths(&load.idle_rss_bytes),
             tenths(&load.peak_rss_bytes),
             tenths(&load.final_rss_bytes),
             load.requests_per_cr,
             load.reconciles,
+            load.reconciles_per_replica,
             load.failed_reconciles
         );
         for operator in operators {
