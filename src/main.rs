@@ -29,10 +29,7 @@ fn main() -> ExitCode {
     // SAFETY: sets one of mimalloc's options, which it reads atomically; a
     // MIMALLOC_PURGE_DELAY in the environment still wins (set_default).
     unsafe {
-        libmimalloc_sys::mi_option_set_default(
-            MI_OPTION_PURGE_DELAY,
-            PURGE_DELAY_MS,
-        );
+        libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
     }
     Cli::parse().run()
 }

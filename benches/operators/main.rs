@@ -85,7 +85,9 @@ impl Plan {
         let only = std::env::var("ENKA_BENCH_ONLY").ok().map(|v| {
             let names: Vec<String> = v.split(',').map(|n| n.trim().to_owned()).collect();
             if let Some(unknown) = names.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
-                eprintln!("ENKA_BENCH_ONLY: no scenario {unknown:?}; the scenarios are {SCENARIOS:?}");
+                eprintln!(
+                    "ENKA_BENCH_ONLY: no scenario {unknown:?}; the scenarios are {SCENARIOS:?}"
+                );
                 std::process::exit(2);
             }
             names

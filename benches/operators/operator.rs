@@ -60,12 +60,22 @@ impl Operator {
         log_dir: &Path,
     ) -> Operator {
         let (metrics_port, health_port) = (free_port(), free_port());
+        let mut profiling_args = Vec::new();
         let mut vars: Vec<(String, String)> = vec![
             ("KUBECONFIG".into(), env.kubeconfig().display().to_string()),
             ("WATCH_NAMESPACE".into(), namespace.into()),
         ];
         if flavour == Flavour::Enka {
-            vars.push(("ENKA_LOG".into(), "warn".into()));
+            // ENKA_BENCH_ENKA_LOG: enka's log filter, to profile a scenario
+            // (its log, with nanosecond times, is in target/bench/logs).
+            let filter = std::env::var("ENKA_BENCH_ENKA_LOG").ok();
+            vars.push((
+                "ENKA_LOG".into(),
+                filter.clone().unwrap_or_else(|| "warn".into()),
+            ));
+            if filter.is_some() {
+                profiling_args.push("--zap-time-encoding=rfc3339nano".to_owned());
+            }
         }
         vars.extend(
             extra_env
@@ -80,6 +90,7 @@ impl Operator {
             format!("--health-probe-bind-address=127.0.0.1:{health_port}"),
         ];
         args.extend(extra_args.iter().map(|a| (*a).to_owned()));
+        args.extend(profiling_args);
         let binary = match flavour {
             Flavour::Enka => PathBuf::from(env!("CARGO_BIN_EXE_enka")),
             Flavour::Upstream => {

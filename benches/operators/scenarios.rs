@@ -60,6 +60,9 @@ pub struct PerReconcile {
     pub cpu_seconds: f64,
     /// enka only: time inside API calls (`enka_api_wait_seconds`).
     pub api_wait_seconds: Option<f64>,
+    /// From a trigger (a watch event) to its reconcile's start, on average
+    /// (`workqueue_queue_duration_seconds`, which both operators export).
+    pub queue_wait_seconds: Option<f64>,
 }
 
 /// The load run on shards of a ring of timebertt's sharder.
@@ -92,7 +95,10 @@ impl ShardedLoad {
             .iter()
             .copied()
             .enumerate()
-            .fold((0, 0.0), |best, (i, n)| if n > best.1 { (i, n) } else { best })
+            .fold(
+                (0, 0.0),
+                |best, (i, n)| if n > best.1 { (i, n) } else { best },
+            )
     }
 }
 
@@ -132,6 +138,9 @@ pub struct Seed {
     /// Runs that failed on purpose (the seed's `fail` task) and so were
     /// retried after the rate limiter's first step, 5 ms, as upstream does.
     pub failed_runs: f64,
+    /// Time runs waited in the work queue past their due time (a watch
+    /// event's arrival, or the end of a failed run's backoff).
+    pub queue_wait_seconds: f64,
     /// kube-apiserver requests during the song by verb and resource, most
     /// first.
     pub requests: Vec<(String, f64)>,
@@ -742,6 +751,7 @@ impl Bench<'_> {
             api_wait_seconds: delta("enka_api_wait_seconds_sum"),
             failed_runs: sum_metric_where(&metrics_after, RESULT, FAILED)
                 - sum_metric_where(&metrics_before, RESULT, FAILED),
+            queue_wait_seconds: delta("workqueue_queue_duration_seconds_sum"),
             requests,
         };
         eprintln!(
@@ -880,10 +890,13 @@ fn per_reconcile(before: &str, after: &str, cpu_seconds: f64) -> PerReconcile {
         return PerReconcile::default();
     }
     let api_wait = delta("enka_api_wait_seconds_sum");
+    let queued = delta("workqueue_queue_duration_seconds_count");
     PerReconcile {
         wall_seconds: delta(&format!("{histogram}_sum")) / runs,
         cpu_seconds: cpu_seconds / runs,
         api_wait_seconds: (api_wait > 0.0).then(|| api_wait / runs),
+        queue_wait_seconds: (queued > 0.0)
+            .then(|| delta("workqueue_queue_duration_seconds_sum") / queued),
     }
 }
 
