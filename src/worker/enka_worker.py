@@ -79,6 +79,9 @@ import ansible.module_utils  # noqa: E402
 import ansible.module_utils.basic  # noqa: E402  (imported once, shared by every fork)
 
 Display().verbosity = int(os.environ.get("ENKA_ANSIBLE_VERBOSITY", "0") or 0)
+# A warning on one line: enka logs each stderr line on its own, at warning
+# level when it is one (Display wraps at 79 columns off a terminal).
+Display().columns = 1 << 20
 plugin_loader.init_plugin_loader()
 for _dir in _PLUGIN_DIRS:
     plugin_loader.add_all_plugin_dirs(_dir)

@@ -214,7 +214,11 @@ fn read_responses(stdout: std::process::ChildStdout, sender: &Sender<Frame>) {
 fn log_stderr(pid: u32, stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
     for line in BufReader::new(stderr).lines() {
         let Ok(line) = line else { return };
-        tracing::info!(target: "enka::worker", pid, "{line}");
+        if is_ansible_warning(&line) {
+            tracing::warn!(target: "enka::worker", pid, "{line}");
+        } else {
+            tracing::info!(target: "enka::worker", pid, "{line}");
+        }
         if let Ok(mut tail) = tail.lock() {
             if tail.len() >= 20 {
                 tail.remove(0);
@@ -222,6 +226,13 @@ fn log_stderr(pid: u32, stderr: std::process::ChildStderr, tail: &Mutex<Vec<Stri
             tail.push(line);
         }
     }
+}
+
+/// A line of Ansible's Display that warns (`display.warning`,
+/// `display.deprecated`): logged as a warning, as ansible-playbook shows
+/// it on stderr; the worker prints each on one line.
+fn is_ansible_warning(line: &str) -> bool {
+    line.starts_with("[WARNING]:") || line.starts_with("[DEPRECATION WARNING]:")
 }
 
 /// Writes the embedded script once per content, so tracebacks name a file.
@@ -309,4 +320,23 @@ fn spawn(config: &Config, script: &Path, temp: &Path) -> Result<Child, WorkerErr
         .recv()
         .map_err(|_| spawn_error(std::io::Error::other("the spawner thread is gone")))?
         .map_err(spawn_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_ansible_warning;
+
+    #[test]
+    fn ansible_warnings_are_told_from_other_output() {
+        assert!(is_ansible_warning(
+            "[WARNING]: Invalid characters were found in group names but not replaced, use -vvvv to see details"
+        ));
+        assert!(is_ansible_warning(
+            "[DEPRECATION WARNING]: x is deprecated. This feature will be removed in version 2.19."
+        ));
+        assert!(!is_ansible_warning("Traceback (most recent call last):"));
+        assert!(!is_ansible_warning(
+            "  [WARNING]: indented is a module's own output"
+        ));
+    }
 }
