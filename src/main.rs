@@ -15,9 +15,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// system. mimalloc 3 waits a second, and only purges when the thread that
 /// freed them allocates again: a tokio worker that parks after a burst of
 /// reconciles never does, so an idle operator kept its burst's peak (the
-/// sharded load bench: 30 MiB instead of 17 for a replica holding a third
-/// of the objects). mimalloc 2's 10 ms cost nothing measurable in
-/// benches/engine.rs.
+/// sharded load bench: replicas holding about a third of the objects each
+/// peaked at 40-42 MiB, as one holding all did; 27-29 MiB with 10 ms).
+/// mimalloc 2's 10 ms cost nothing measurable in benches/engine.rs.
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
 /// `mi_option_purge_delay` in mimalloc.h's `mi_option_e` (the same in

@@ -669,7 +669,9 @@ impl Report {
                  of three replicas (holding {:.0} of {} Memcacheds, {:.0}%) grew {:.1} MiB, one replica holding \
                  all of them {:.1} MiB: {:.2} of it, {:.1} against {:.1} KiB per Memcached held. What does not \
                  divide is each process's own baseline, {:.1} MiB of RSS before any Memcached (binary, runtime, \
-                 clients), and the allocator's per-thread pages; together the three replicas hold {:.1} MiB \
+                 clients); what else a replica holds beyond its share is not yet traced (one known part: every \
+                 replica still watches all the Deployments, whose owner references are not the controller \
+                 references the sharder follows). Together the three replicas hold {:.1} MiB \
                  against one's {:.1}, and finish in {:.1} s against {:.1} s.",
                 held,
                 three.crs,
