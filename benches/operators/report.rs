@@ -729,13 +729,17 @@ impl Report {
             );
         }
         if let Some(seed) = &self.seed {
+            // Each deliberate failure waits enka's first retry delay, which is
+            // controller-runtime's rate limiter's first step too.
+            let first_retry = enka::operator::controller::backoff(1);
+            let backoff_seconds = seed.failed_runs * first_retry.as_secs_f64();
             let _ = writeln!(
                 md,
                 "- **The seed to Kiyoshi under 1 s**: {:.2} s for {} Zundokos in {} runs: {:.2} s inside runs, \
                  {:.2} s of that waiting on the API server for the requests the role's modules make upstream too \
                  (below: `k8s_status` and `k8s` read before they write, `k8s_info` lists; about ten calls per \
                  Zundoko, four of them writes); {:.2} s of backoff, since {} runs failed on purpose, as the seed's \
-                 role does to loop, and each was retried after 5 ms, the first step of upstream's rate limiter; \
+                 role does to loop, and each was retried after {} ms, the first step of upstream's rate limiter; \
                  {:.2} s in the work queue past due (kube-runtime's scheduler wakes on tokio's 1 ms timer ticks); \
                  the other {:.2} s is watch events coming back after each run's writes.",
                 seed.seconds,
@@ -743,13 +747,11 @@ impl Report {
                 seed.reconciles,
                 seed.run_seconds,
                 seed.api_wait_seconds,
-                seed.failed_runs * 0.005,
+                backoff_seconds,
                 seed.failed_runs,
+                first_retry.as_millis(),
                 seed.queue_wait_seconds,
-                seed.seconds
-                    - seed.run_seconds
-                    - seed.failed_runs * 0.005
-                    - seed.queue_wait_seconds,
+                seed.seconds - seed.run_seconds - backoff_seconds - seed.queue_wait_seconds,
             );
         }
         md
