@@ -226,10 +226,11 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
             tag: None,
         }),
         Err(err) => {
-            loader.error(
-                Location::new(&Arc::from(path), err.pos),
-                format!("YAML syntax error: {}", err.message),
-            );
+            let message = match yaml::json_error(&text) {
+                Some(json) => format!("YAML syntax error: {}; read as JSON: {json}", err.message),
+                None => format!("YAML syntax error: {}", err.message),
+            };
+            loader.error(Location::new(&Arc::from(path), err.pos), message);
             None
         }
     }

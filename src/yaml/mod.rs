@@ -262,3 +262,76 @@ pub struct Error {
     /// What it found wrong.
     pub message: String,
 }
+
+/// What Python's `json.loads` says about `text`, in its words, when `text`
+/// looks like JSON (starts with `{` or `[`) and is not valid JSON. Ansible
+/// reads every data file as JSON first, and its error for a file neither
+/// parser accepts gives both reasons; for a JSON file the JSON one is the
+/// useful one.
+pub fn json_error(text: &str) -> Option<String> {
+    let first = text.trim_start().chars().next()?;
+    if first != '{' && first != '[' {
+        return None;
+    }
+    let err = serde_json::from_str::<serde::de::IgnoredAny>(text).err()?;
+    let (line, column) = (err.line(), err.column());
+    let full = err.to_string();
+    let what = full
+        .rsplit_once(" at line ")
+        .map_or(full.as_str(), |(what, _)| what);
+    let what = match what {
+        "expected value" | "EOF while parsing a value" => "Expecting value".to_owned(),
+        "trailing characters" => "Extra data".to_owned(),
+        "key must be a string" | "EOF while parsing an object" => {
+            "Expecting property name enclosed in double quotes".to_owned()
+        }
+        "expected `:`" => "Expecting ':' delimiter".to_owned(),
+        "expected `,` or `}`" | "expected `,` or `]`" | "EOF while parsing a list" => {
+            "Expecting ',' delimiter".to_owned()
+        }
+        other => other.to_owned(),
+    };
+    // Python counts the offset in characters from 0; serde_json's column
+    // is 1-based and counts bytes, close enough for the ASCII of JSON's
+    // syntax.
+    let offset: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(|l| l.chars().count())
+        .sum::<usize>()
+        + column.saturating_sub(1);
+    Some(format!(
+        "{what}: line {line} column {column} (char {offset})"
+    ))
+}
+
+#[cfg(test)]
+mod json_error_tests {
+    use super::json_error;
+
+    /// Expected texts are Python 3.11's `json.loads` errors for the same input.
+    #[test]
+    fn json_errors_read_as_pythons() {
+        let cases = [
+            ("{ }}", "Extra data: line 1 column 4 (char 3)"),
+            ("{\"a\": }", "Expecting value: line 1 column 7 (char 6)"),
+            (
+                "{\"a\" 1}",
+                "Expecting ':' delimiter: line 1 column 6 (char 5)",
+            ),
+            (
+                "{1: 2}",
+                "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+            ),
+            (
+                "[1,\n 2 x]",
+                "Expecting ',' delimiter: line 2 column 4 (char 7)",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(json_error(text).as_deref(), Some(expected), "{text:?}");
+        }
+        assert_eq!(json_error("a: [1"), None, "not JSON-looking");
+        assert_eq!(json_error("{\"a\": 1}"), None, "valid");
+    }
+}
