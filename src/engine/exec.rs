@@ -2850,6 +2850,9 @@ impl Runner {
                 Err(message) => return TaskResult::failed(message),
             },
             Err(err) => {
+                if let Some((class, text)) = err.python_exception() {
+                    return exception_result(class, &text, err.line());
+                }
                 let message = if err.is_undefined() {
                     format!(
                         "The task includes an option with an undefined variable. The error was: {err}"
@@ -3253,6 +3256,21 @@ fn remove_omit(value: &Value, omit: &str) -> Value {
         ),
         _ => value.clone(),
     }
+}
+
+/// The result of a task whose templating raised a Python exception that
+/// Ansible's templar lets through: TaskExecutor.run's, with the traceback
+/// as `exception`. Its `msg` is the line ansible-playbook prints for it.
+fn exception_result(class: &str, text: &str, line: Option<usize>) -> TaskResult {
+    let mut result = TaskResult::failed(format!("{class}: {text}"));
+    result.set(
+        "exception",
+        Value::from(format!(
+            "Traceback (most recent call last):\n  File \"<template>\", line {}, in root\n{class}: {text}\n",
+            line.unwrap_or(1)
+        )),
+    );
+    result
 }
 
 /// Ansible's message for a condition that could not be evaluated.

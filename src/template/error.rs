@@ -84,6 +84,34 @@ impl Error {
         }
     }
 
+    /// The Python exception Jinja would have raised, class and text, for
+    /// an error Ansible's templar does not catch (it fails the task with
+    /// the traceback as `exception`): a division by zero.
+    pub fn python_exception(&self) -> Option<(&'static str, String)> {
+        if self.kind != ErrorKind::Invalid {
+            return None;
+        }
+        let operation = self.message.strip_prefix("unable to calculate ")?;
+        let (rest, rhs) = operation.rsplit_once(' ')?;
+        let (lhs, op) = rest.rsplit_once(' ')?;
+        let is_zero = |text: &str| text.parse::<f64>().is_ok_and(|n| n == 0.0);
+        let float = lhs.contains('.') || rhs.contains('.');
+        let text = match op {
+            "**" if is_zero(lhs) && rhs.starts_with('-') => {
+                "0.0 cannot be raised to a negative power"
+            }
+            _ if !is_zero(rhs) => return None,
+            "/" if float => "float division by zero",
+            "/" => "division by zero",
+            "//" if float => "float floor division by zero",
+            "//" => "integer division or modulo by zero",
+            "%" if float => "float modulo",
+            "%" => "integer modulo by zero",
+            _ => return None,
+        };
+        Some(("ZeroDivisionError", text.to_owned()))
+    }
+
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {
         self.kind
