@@ -120,6 +120,10 @@ pub struct PlaybookArgs {
     /// Not tasks with these tags.
     #[arg(long = "skip-tags")]
     pub skip_tags: Vec<String>,
+    /// Only these hosts: a host pattern (`web:&prod`, `@file` of host
+    /// names), applied to every play's `hosts`.
+    #[arg(short = 'l', long = "limit", env = "ANSIBLE_LIMIT")]
+    pub limit: Option<String>,
     /// Vault password file.
     #[arg(long = "vault-password-file", alias = "vault-pass-file")]
     pub vault_password_files: Vec<PathBuf>,
@@ -635,6 +639,7 @@ fn playbook(args: PlaybookArgs) -> ExitCode {
         verbosity: args.verbose,
         tags: args.tags,
         skip_tags: args.skip_tags,
+        limit: args.limit,
         vault_password_files: args.vault_password_files,
         vault_ids: args.vault_ids,
         events_file: args.events_file,

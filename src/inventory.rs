@@ -260,6 +260,23 @@ impl Inventory {
         Ok(hosts)
     }
 
+    /// [`Inventory::select`] narrowed to the hosts `limit` selects, as
+    /// InventoryManager.get_hosts applies `--limit` before the order.
+    pub fn select_limited(
+        &self,
+        patterns: &[String],
+        order: &str,
+        limit: Option<&HostLimit>,
+    ) -> Result<Vec<String>, String> {
+        let Some(limit) = limit else {
+            return self.select(patterns, order);
+        };
+        let allowed = self.select(&limit.patterns, "inventory")?;
+        let mut hosts = self.select(patterns, order)?;
+        hosts.retain(|h| allowed.contains(h));
+        Ok(hosts)
+    }
+
     /// One term without its `!`/`&`: its matches with the subscript applied.
     fn match_one(&self, term: &str) -> Result<Vec<String>, String> {
         let pattern = term.trim_start_matches(['!', '&']);
@@ -590,6 +607,46 @@ impl Matcher {
 /// Splits a pattern into terms at commas, or else at colons outside
 /// brackets (split_host_pattern); a lone address with a colon (IPv6)
 /// stays whole.
+/// ansible-playbook's `--limit`: host patterns, `@file` entries read as one
+/// host (or pattern) per line (InventoryManager.subset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLimit {
+    /// The option as given, for `ansible_limit`.
+    pub text: String,
+    /// The patterns it selects with.
+    pub patterns: Vec<String>,
+}
+
+impl HostLimit {
+    /// Reads `--limit`'s value; an `@file` that is missing or a directory
+    /// is an error, as in Ansible.
+    pub fn parse(text: &str) -> Result<HostLimit, String> {
+        let mut patterns = Vec::new();
+        for term in split_pattern(text) {
+            match term.strip_prefix('@') {
+                Some(file) => {
+                    let path = std::path::Path::new(file);
+                    if path.is_dir() {
+                        return Err(format!(
+                            "Limit starting with \"@\" must be a file, not a directory: {file}"
+                        ));
+                    }
+                    let content = std::fs::read_to_string(path)
+                        .map_err(|_| format!("Unable to find limit file {file}"))?;
+                    patterns.extend(content.split('\n').map(|l| l.trim().to_owned()));
+                }
+                None if term.is_empty() => {}
+                None => patterns.push(term),
+            }
+        }
+        patterns.retain(|p| !p.is_empty());
+        Ok(HostLimit {
+            text: text.to_owned(),
+            patterns,
+        })
+    }
+}
+
 pub fn split_pattern(pattern: &str) -> Vec<String> {
     let terms: Vec<String> = if pattern.contains(',') {
         pattern.split(',').map(str::to_owned).collect()
@@ -719,6 +776,28 @@ mod tests {
         inventory
             .select(&[pattern.to_owned()], "inventory")
             .unwrap()
+    }
+
+    #[test]
+    fn limit_narrows_every_selection() {
+        let inv = sample();
+        let limit = HostLimit::parse("servers:!db").unwrap();
+        let limited = |pattern: &str| {
+            inv.select_limited(&[pattern.to_owned()], "reverse_inventory", Some(&limit))
+                .unwrap()
+        };
+        assert_eq!(limited("all"), ["web2", "web1"]);
+        assert!(limited("db").is_empty());
+        let dir = std::env::temp_dir().join(format!("enka-limit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("hosts");
+        std::fs::write(&file, "lone\n\n web1 \n").unwrap();
+        let from_file = HostLimit::parse(&format!("@{}", file.display())).unwrap();
+        assert_eq!(from_file.patterns, ["lone", "web1"]);
+        let missing = HostLimit::parse("@/nonexistent/limit").unwrap_err();
+        assert_eq!(missing, "Unable to find limit file /nonexistent/limit");
+        assert!(HostLimit::parse(&format!("@{}", dir.display())).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

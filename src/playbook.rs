@@ -39,6 +39,8 @@ pub struct PlaybookOptions {
     pub tags: Vec<String>,
     /// `--skip-tags`.
     pub skip_tags: Vec<String>,
+    /// `--limit`: the host pattern every play's hosts are narrowed to.
+    pub limit: Option<String>,
     /// `--vault-password-file`s.
     pub vault_password_files: Vec<PathBuf>,
     /// `--vault-id`s.
@@ -70,6 +72,8 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// A task failed on a host.
     pub const HOST_FAILED: u8 = 2;
+    /// An error of the command itself (an AnsibleError before any play).
+    pub const ERROR: u8 = 1;
     /// A host could not be reached.
     pub const HOST_UNREACHABLE: u8 = 4;
     /// A playbook did not parse or load.
@@ -82,6 +86,18 @@ pub mod exit {
 pub async fn run(options: PlaybookOptions) -> u8 {
     let extra = match extra_vars(&options.extra_vars) {
         Ok(extra) => extra,
+        Err(message) => {
+            eprintln!("ERROR! {message}");
+            return exit::BAD_OPTIONS;
+        }
+    };
+    let limit = match options
+        .limit
+        .as_deref()
+        .map(crate::inventory::HostLimit::parse)
+        .transpose()
+    {
+        Ok(limit) => limit,
         Err(message) => {
             eprintln!("ERROR! {message}");
             return exit::BAD_OPTIONS;
@@ -106,6 +122,19 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 return exit::PARSER_ERROR;
             }
         };
+        // CLI.get_host_list: a --limit that leaves no host of a non-empty
+        // inventory is an error before any play.
+        if let (Some(limit), Some(inventory)) = (&limit, &project.inventory)
+            && inventory.host_names().next().is_some()
+            && inventory
+                .select_limited(&["all".to_owned()], "inventory", Some(limit))
+                .is_ok_and(|hosts| hosts.is_empty())
+        {
+            eprintln!(
+                "ERROR! Specified inventory, host pattern and/or --limit leaves us with no hosts to target."
+            );
+            return exit::ERROR;
+        }
         if options.listings.any() {
             if let Some(playbook) = project.playbooks.get(&path) {
                 let shown = options
@@ -123,7 +152,8 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                         &shown,
                         options.listings,
                         &selection,
-                        &extra
+                        &extra,
+                        limit.as_ref(),
                     )
                 );
             }
@@ -148,6 +178,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             force_handlers: options.force_handlers,
             forks: options.forks.map_or(5, |f| f as usize),
             connection: options.connection.clone(),
+            limit: limit.clone(),
             ..RunOptions::default()
         };
         let outcome = engine::run(
@@ -239,7 +270,7 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
     ansible.vault_ids = options.vault_ids.clone();
     ansible.verbosity = options.verbosity;
     let load_options = LoadOptions {
-        role_paths: RolePaths::from_env(&base_dir),
+        role_paths: RolePaths::from_env(&base_dir).with_playbook_dir(&base_dir),
         // lookup('pipe') runs commands, as under ansible-playbook.
         templates: Options {
             allow_pipe: true,
@@ -607,11 +638,14 @@ fn module_name(task: &Task) -> &str {
 }
 
 impl Observer for Printer {
-    fn play_started(&self, name: &str) {
+    fn play_started(&self, name: &str, hosts: usize) {
         if let Ok(mut last) = self.last_banner.lock() {
             *last = None;
         }
         println!("\n{}", banner(&format!("PLAY [{name}]")));
+        // A play of no tasks still ran on its hosts (a harness tells it
+        // from a run that did nothing).
+        self.write_event(|| serde_json::json!({"status": "play", "play": name, "hosts": hosts}));
     }
 
     fn warning(&self, message: &str) {

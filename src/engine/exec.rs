@@ -294,6 +294,12 @@ impl Runner {
         }
         .unwrap_or_else(|| self.project.base_dir.clone());
         let mut builtins: Vec<(Arc<str>, Var)> = base.builtins.iter().cloned().collect();
+        if let Some(limit) = &self.options.limit {
+            builtins.push((
+                Arc::from("ansible_limit"),
+                Var::plain(Value::from(limit.text.as_str())),
+            ));
+        }
         builtins.push((
             Arc::from("playbook_dir"),
             Var::plain(Value::from(playbook_dir.to_string_lossy().as_ref())),
@@ -379,7 +385,8 @@ impl Runner {
             None => hosts_text(&play.hosts),
         };
         if let Some(observer) = &self.options.observer {
-            observer.play_started(&name);
+            let count = selected.as_ref().map_or(0, |(hosts, _)| hosts.len());
+            observer.play_started(&name, count);
         }
         let (hosts, batch_sizes) = match selected {
             Ok(selected) => selected,
@@ -563,7 +570,7 @@ impl Runner {
             None => "inventory".to_owned(),
         };
         let inventory = self.live_inventory().unwrap_or_default();
-        let mut hosts = inventory.select(&patterns, &order)?;
+        let mut hosts = inventory.select_limited(&patterns, &order, self.options.limit.as_ref())?;
         hosts.retain(|h| !self.failed_hosts.contains(h));
         let serial = match &play.serial {
             Some(serial) => template(serial, "serial")?,

@@ -84,6 +84,8 @@ pub struct RunOptions {
     pub force_handlers: bool,
     /// `--forks`: how many hosts of a play run a task at once.
     pub forks: usize,
+    /// `--limit`: the hosts every play is narrowed to.
+    pub limit: Option<crate::inventory::HostLimit>,
     /// `--connection`: the connection of hosts that name none, below the
     /// `connection` keyword (Ansible's default: `ssh`, `local` for
     /// localhost).
@@ -120,6 +122,7 @@ impl Default for RunOptions {
             start_at_task: None,
             force_handlers: false,
             connection: None,
+            limit: None,
             forks: 5,
         }
     }

@@ -56,8 +56,9 @@ pub struct TaskEvent<'a> {
 
 /// Receives each task's result while a run goes on.
 pub trait Observer: Send + Sync {
-    /// A play starts: its `name`, else its `hosts` pattern.
-    fn play_started(&self, _name: &str) {}
+    /// A play starts: its `name`, else its `hosts` pattern, and how many
+    /// hosts it runs on.
+    fn play_started(&self, _name: &str, _hosts: usize) {}
     /// `task` is about to run (its `when` not yet evaluated).
     fn task_started(&self, _task: &Task) {}
     /// The include `task` (a handler's when `handler`) brings in `file`

@@ -40,6 +40,7 @@ pub fn render(
     listings: Listings,
     selection: &TagSelection,
     extra_vars: &[(Arc<str>, crate::template::Var)],
+    limit: Option<&crate::inventory::HostLimit>,
 ) -> String {
     let mut out = format!("\nplaybook: {}\n", shown.display());
     for (index, play) in playbook.plays.iter().enumerate() {
@@ -52,7 +53,7 @@ pub fn render(
             play.tags.join(",")
         ));
         if listings.hosts {
-            out.push_str(&hosts_section(project, &hosts));
+            out.push_str(&hosts_section(project, &hosts, limit));
         }
         if listings.tasks || listings.tags {
             // The last definition of a name wins: extra vars over play vars.
@@ -115,9 +116,15 @@ fn host_list(hosts: &Value) -> Vec<String> {
     }
 }
 
-fn hosts_section(project: &Project, patterns: &[String]) -> String {
+fn hosts_section(
+    project: &Project,
+    patterns: &[String],
+    limit: Option<&crate::inventory::HostLimit>,
+) -> String {
     let inventory = project.inventory.as_deref().cloned().unwrap_or_default();
-    let hosts = inventory.select(patterns, "inventory").unwrap_or_default();
+    let hosts = inventory
+        .select_limited(patterns, "inventory", limit)
+        .unwrap_or_default();
     let quoted: Vec<String> = patterns.iter().map(|p| format!("'{p}'")).collect();
     let mut out = format!(
         "    pattern: [{}]\n    hosts ({}):\n",

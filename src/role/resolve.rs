@@ -42,6 +42,17 @@ impl RolePaths {
         }
     }
 
+    /// Adds a playbook's adjacent `collections/` in front of the configured
+    /// collection paths, as ansible-playbook searches it first.
+    pub fn with_playbook_dir(mut self, playbook_dir: &Path) -> Self {
+        let adjacent = playbook_dir.join("collections");
+        let adjacent = std::path::absolute(&adjacent).unwrap_or(adjacent);
+        if adjacent.is_dir() && !self.collections_path.contains(&adjacent) {
+            self.collections_path.insert(0, adjacent);
+        }
+        self
+    }
+
     /// Every place `name` may live, in the order they are tried: an
     /// absolute path; `<dir>/<name>` and `<dir>/roles/<name>` for each roles
     /// path; `<base>/roles/<name>`; then, for `namespace.collection.role`,

@@ -286,6 +286,31 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
         loader.warning(at.loc(n.pos), format!("name: {err}"));
     }
 
+    // A task's or block's own `collections` replaces the list it would
+    // inherit, for itself and the tasks inside it (Task.preprocess_data).
+    let own_collections = node.get("collections").and_then(Node::as_seq).map(|items| {
+        items
+            .iter()
+            .map(Node::key_string)
+            .collect::<Vec<_>>()
+            .into()
+    });
+    let inherited_collections =
+        own_collections.map(|own| std::mem::replace(&mut loader.collections, own));
+    let task = parse_task_body(loader, at, node, entries, name);
+    if let Some(inherited) = inherited_collections {
+        loader.collections = inherited;
+    }
+    task
+}
+
+fn parse_task_body(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    node: &Node,
+    entries: &[(Node, Node)],
+    name: Option<Arc<str>>,
+) -> Option<Task> {
     let mut action_keys: Vec<(&Node, &Node)> = Vec::new();
     let mut is_block = false;
     for (k, v) in entries {
