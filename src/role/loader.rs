@@ -236,6 +236,44 @@ fn read_yaml(loader: &mut Loader, path: &Path) -> Option<Node> {
     }
 }
 
+/// A role's collection search list as Role._load_role_data makes it: the
+/// collection the role lives in (`…/ansible_collections/<ns>/<coll>/roles/
+/// <role>`) first, then its meta/main.yml's, then `ansible.builtin` (for a
+/// role of a collection) or `ansible.legacy` when the list names neither.
+pub(super) fn role_collections(path: &Path, listed: &[String]) -> Arc<[String]> {
+    let parts: Vec<&str> = path
+        .components()
+        .map(|c| c.as_os_str().to_str().unwrap_or_default())
+        .collect();
+    let own = match parts.as_slice() {
+        [.., "ansible_collections", ns, coll, "roles", _] => Some(format!("{ns}.{coll}")),
+        _ => None,
+    };
+    let mut list: Vec<String> = own.iter().cloned().collect();
+    list.extend(
+        listed
+            .iter()
+            .filter(|c| !list.contains(c))
+            .cloned()
+            .collect::<Vec<_>>(),
+    );
+    if !list.is_empty()
+        && !list
+            .iter()
+            .any(|c| c == "ansible.builtin" || c == "ansible.legacy")
+    {
+        list.push(
+            if own.is_some() {
+                "ansible.builtin"
+            } else {
+                "ansible.legacy"
+            }
+            .to_owned(),
+        );
+    }
+    list.into()
+}
+
 /// Keys a mapping repeats, as Ansible's YAML loader treats them
 /// (`ANSIBLE_DUPLICATE_YAML_DICT_KEY`: `warn` by default, `error`,
 /// `ignore`); false when they are errors.
@@ -598,7 +636,10 @@ impl Loader {
         let meta = self.role_meta(path);
         // Roles do not inherit a play's `collections`; their own list is in
         // meta/main.yml (Ansible's Role._load_role_data).
-        let outer = std::mem::replace(&mut self.collections, meta.collections.clone());
+        let outer = std::mem::replace(
+            &mut self.collections,
+            role_collections(path, &meta.collections),
+        );
         let tasks_dir = path.join("tasks");
         let mut task_files = HashMap::new();
         // main.yml is what Ansible runs; every other file under tasks/ only

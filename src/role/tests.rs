@@ -124,3 +124,26 @@ fn a_template_that_does_not_compile_is_an_error_when_its_task_runs() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Role._load_role_data's list: the role's own collection first, its
+/// meta/main.yml's after, and the synthetic collection when none is named.
+#[test]
+fn role_collections_as_ansible_orders_them() {
+    use super::loader::role_collections;
+    let listed = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    let in_collection = Path::new("/c/ansible_collections/my_ns/my_col/roles/test");
+    assert_eq!(
+        &*role_collections(in_collection, &[]),
+        ["my_ns.my_col", "ansible.builtin"]
+    );
+    assert_eq!(
+        &*role_collections(in_collection, &listed(&["other.coll", "my_ns.my_col"])),
+        ["my_ns.my_col", "other.coll", "ansible.builtin"]
+    );
+    let legacy = Path::new("/project/roles/hikawa");
+    assert!(role_collections(legacy, &[]).is_empty());
+    assert_eq!(
+        &*role_collections(legacy, &listed(&["kubernetes.core"])),
+        ["kubernetes.core", "ansible.legacy"]
+    );
+}
