@@ -218,6 +218,58 @@ pub async fn run(options: PlaybookOptions) -> u8 {
     code
 }
 
+/// Display.deprecated's line, or `None` when deprecation warnings are off
+/// (`ANSIBLE_DEPRECATION_WARNINGS=false`).
+fn deprecation_text(message: &str, version: Option<&str>) -> Option<String> {
+    let enabled = std::env::var("ANSIBLE_DEPRECATION_WARNINGS")
+        .ok()
+        .and_then(|v| crate::template::strict_boolean(&Value::from(v)))
+        .unwrap_or(true);
+    if !enabled {
+        return None;
+    }
+    let mut message = message.trim().to_owned();
+    if !message.ends_with(['!', '?', '.']) {
+        message.push('.');
+    }
+    let removal = match version {
+        Some(version) => format!("This feature will be removed in version {version}."),
+        None => "This feature will be removed in a future release.".to_owned(),
+    };
+    Some(format!(
+        "[DEPRECATION WARNING]: {message} {removal} Deprecation warnings can be disabled by setting deprecation_warnings=False in ansible.cfg."
+    ))
+}
+
+/// The `warnings` and `deprecations` a result carries, printed as the
+/// default callback's `_handle_warnings` prints them.
+fn result_warnings(result: &Value) {
+    let list = |key: &str| -> Vec<Value> {
+        result
+            .get_attr(key)
+            .ok()
+            .filter(|v| v.kind() == minijinja::value::ValueKind::Seq)
+            .map(|v| v.try_iter().into_iter().flatten().collect())
+            .unwrap_or_default()
+    };
+    for warning in list("warnings") {
+        eprintln!("[WARNING]: {}", crate::template::pyrepr::to_text(&warning));
+    }
+    for deprecation in list("deprecations") {
+        let field = |key: &str| {
+            deprecation
+                .get_attr(key)
+                .ok()
+                .filter(|v| !v.is_undefined() && !v.is_none())
+                .map(|v| crate::template::pyrepr::to_text(&v))
+        };
+        let message = field("msg").unwrap_or_default();
+        if let Some(text) = deprecation_text(&message, field("version").as_deref()) {
+            eprintln!("{text}");
+        }
+    }
+}
+
 /// Ansible's `AggregateStats.update_custom_stats`: mappings merge, numbers,
 /// strings and lists add; a value of another type than the kept one is
 /// dropped.
@@ -652,6 +704,12 @@ impl Observer for Printer {
         eprintln!("[WARNING]: {message}");
     }
 
+    fn deprecation(&self, message: &str, version: &str) {
+        if let Some(text) = deprecation_text(message, Some(version)) {
+            eprintln!("{text}");
+        }
+    }
+
     fn included(&self, task: &Task, handler: bool, host: &str, file: &Path, item: Option<&Value>) {
         let mut out = std::io::stdout().lock();
         self.task_banner(&mut out, task, handler, host, false);
@@ -681,6 +739,7 @@ impl Observer for Printer {
             self.task_banner(&mut out, event.task, event.handler, host, is_include);
         }
         let word = event.status.word();
+        result_warnings(event.result);
         if module == "meta" {
             // The strategy runs meta tasks itself: a line at -vv, and a
             // result only when skipped.

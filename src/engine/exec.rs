@@ -1126,21 +1126,52 @@ impl Runner {
         &self,
         ctx: &Context,
         inherited: &Inherited,
-        own: &[Value],
+        task: &Task,
     ) -> Result<Option<Value>, TemplateError> {
-        for conditions in inherited
-            .when
-            .iter()
-            .map(|c| &c[..])
-            .chain(std::iter::once(own))
-        {
-            for condition in conditions {
-                if !self.templar.evaluate(condition, ctx)? {
+        let own = std::iter::once(&task.when[..]);
+        for (level, conditions) in inherited.when.iter().map(|c| &c[..]).chain(own).enumerate() {
+            let is_own = level == inherited.when.len();
+            for (index, condition) in conditions.iter().enumerate() {
+                let judgement = self.templar.judge(condition, ctx)?;
+                if let Some(type_name) = &judgement.not_boolean {
+                    // Only the task's own conditions have their position;
+                    // an inherited one is placed at the task, as Ansible
+                    // does for a condition without one.
+                    let at = task
+                        .when_positions
+                        .get(index)
+                        .copied()
+                        .flatten()
+                        .filter(|_| is_own);
+                    self.deprecate_broken_conditional(task, at, type_name, judgement.holds);
+                }
+                if !judgement.holds {
                     return Ok(Some(condition.clone()));
                 }
             }
         }
         Ok(None)
+    }
+
+    /// 2.18's deprecation of a condition whose result is not a boolean,
+    /// with where it is written (Conditional._get_conditional_source_context).
+    fn deprecate_broken_conditional(
+        &self,
+        task: &Task,
+        at: Option<crate::yaml::Pos>,
+        type_name: &str,
+        holds: bool,
+    ) {
+        let file = task.location.file.display();
+        let place = match (at, task.location.pos) {
+            (Some(pos), _) => format!("location {file} {}:{}", pos.line, pos.col),
+            (None, Some(pos)) => format!("approximate location {file} {}:{}", pos.line, pos.col),
+            (None, None) => format!("approximate location {file}"),
+        };
+        let result = if holds { "True" } else { "False" };
+        self.deprecate(format!(
+            "Conditional result at {place} was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {result}."
+        ), "2.19");
     }
 
     fn flag(
@@ -1201,13 +1232,27 @@ impl Runner {
     /// prints `[WARNING]: …`). A reconcile has no observer and logs it at
     /// debug level: a custom resource field named like a keyword would
     /// otherwise repeat it on every reconcile.
-    fn warn(&self, message: String) {
-        let first = self
-            .warned
+    /// Whether `message` was not said yet in this run.
+    fn first_time(&self, message: &str) -> bool {
+        self.warned
             .lock()
-            .map(|mut warned| warned.insert(message.clone()))
-            .unwrap_or(false);
-        if !first {
+            .map(|mut warned| warned.insert(message.to_owned()))
+            .unwrap_or(false)
+    }
+
+    /// Says a deprecation once per run, as [`Runner::warn`] says a warning.
+    fn deprecate(&self, message: String, version: &str) {
+        if !self.first_time(&message) {
+            return;
+        }
+        match &self.options.observer {
+            Some(observer) => observer.deprecation(&message, version),
+            None => tracing::debug!(host = %self.host, "{message}"),
+        }
+    }
+
+    fn warn(&self, message: String) {
+        if !self.first_time(&message) {
             return;
         }
         match &self.options.observer {
@@ -1686,7 +1731,7 @@ impl Runner {
         let ctx = self.context(frame, &scope, task);
         // An include's own `when` decides whether it runs; it is not passed
         // down (unlike a block's or an import's).
-        match self.check_when(&ctx, &frame.inherited, &task.when) {
+        match self.check_when(&ctx, &frame.inherited, task) {
             Ok(Some(_)) => {
                 self.stats.skipped += 1;
                 return Flow::Continue;
@@ -1879,7 +1924,7 @@ impl Runner {
             // tempfiles" loops over files of a block that did not run).
             Err(err) if err.is_undefined() => {
                 // `None`: run once without a loop, where `when` skips it.
-                return match self.check_when(ctx, inherited, &task.when) {
+                return match self.check_when(ctx, inherited, task) {
                     Ok(Some(_)) => Ok(None),
                     _ => Err(self.template_failure(task, "loop", &err)),
                 };
@@ -2610,7 +2655,7 @@ impl Runner {
             .as_deref()
             .is_none_or(crate::modules::meta::heeds_when);
         if heeds_when {
-            match self.check_when(&ctx, &frame.inherited, &task.when) {
+            match self.check_when(&ctx, &frame.inherited, task) {
                 Ok(Some(condition)) => {
                     return Ok(match &meta_action {
                         Some(action) => self.meta_skipped(task, action),

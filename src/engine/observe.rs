@@ -79,4 +79,9 @@ pub trait Observer: Send + Sync {
     fn warning(&self, message: &str) {
         tracing::warn!("{message}");
     }
+    /// Something works today and will not in Ansible `version`, as
+    /// Ansible's deprecation warnings say (each distinct one once per run).
+    fn deprecation(&self, message: &str, version: &str) {
+        tracing::warn!("{message} This feature will be removed in version {version}.");
+    }
 }

@@ -16,12 +16,25 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     let success_msg = args
         .get("success_msg")
         .unwrap_or(Value::from("All assertions passed"));
+    let mut deprecations = Vec::new();
     for condition in &that {
-        let holds = ctx
+        let judgement = ctx
             .templar
-            .evaluate(condition, ctx.ctx)
+            .judge(condition, ctx.ctx)
             .map_err(|e| e.to_string())?;
-        if !holds {
+        if let Some(type_name) = &judgement.not_boolean {
+            // The assert action's conditions have no position in 2.18.
+            let message = format!(
+                "Conditional result at unknown location (conditional: {}) was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {}.",
+                crate::template::pyrepr::repr(condition),
+                if judgement.holds { "True" } else { "False" },
+            );
+            deprecations.push(Value::from_pairs([
+                ("msg", Value::from(message)),
+                ("version", Value::from("2.19")),
+            ]));
+        }
+        if !judgement.holds {
             let msg = fail_msg.clone().unwrap_or(Value::from("Assertion failed"));
             let output = Output::changed(false)
                 .with("failed", true)
@@ -32,6 +45,9 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
         }
     }
     let mut output = Output::changed(false);
+    if !deprecations.is_empty() {
+        output = output.with("deprecations", deprecations);
+    }
     if !quiet {
         output = output.with("msg", success_msg);
     }

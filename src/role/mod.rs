@@ -231,6 +231,9 @@ pub struct Task {
     pub action: Action,
     /// `when`, as raw conditions (all must hold).
     pub when: Arc<[Value]>,
+    /// Where each of `when`'s conditions is written, for a string one
+    /// (Ansible's strings carry their position; a `when: 1` does not).
+    pub when_positions: Arc<[Option<crate::yaml::Pos>]>,
     /// `register`.
     pub register: Option<Arc<str>>,
     /// Task (or block) `vars`.

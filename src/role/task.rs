@@ -379,6 +379,19 @@ fn parse_task_body(
         .get("when")
         .map(|n| as_values(loader, at, n, "when"))
         .unwrap_or_else(|| Arc::from(Vec::new()));
+    let when_positions = node
+        .get("when")
+        .map(|n| {
+            let items: Vec<&Node> = match &n.value {
+                crate::yaml::Value::Seq(items) => items.iter().collect(),
+                _ => vec![n],
+            };
+            items
+                .iter()
+                .map(|item| matches!(item.value, crate::yaml::Value::Str(_)).then_some(item.pos))
+                .collect()
+        })
+        .unwrap_or_else(|| Arc::from(Vec::new()));
     let register = node.get("register").and_then(|n| match n.as_str() {
         Some(s) if is_identifier(s) => Some(Arc::from(s)),
         _ => {
@@ -469,6 +482,7 @@ fn parse_task_body(
         role: at.role_name(),
         action,
         when,
+        when_positions,
         register,
         vars,
         looping,

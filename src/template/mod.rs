@@ -183,11 +183,17 @@ impl TemplarBuilder {
                 Ok::<_, minijinja::Error>(Value::UNDEFINED)
             },
         );
+        // A condition's truth, and the type of a result that is not a
+        // boolean (`True int`), which 2.18 deprecates.
         env.add_function("__enka_truth", |value: &Value| {
             if value.is_undefined() {
                 return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
             }
-            Ok(Value::from(if value.is_true() { "True" } else { "False" }))
+            let truth = if value.is_true() { "True" } else { "False" };
+            if value.kind() == minijinja::value::ValueKind::Bool {
+                return Ok(Value::from(truth));
+            }
+            Ok(Value::from(format!("{truth} {}", pyrepr::type_name(value))))
         });
         filters::register(&mut env);
         predicates::register(&mut env);
@@ -693,22 +699,46 @@ impl Templar {
     /// a string is a bare Jinja expression judged by truthiness, and using
     /// an undefined value is an error.
     pub fn evaluate(&self, condition: &Value, ctx: &Context) -> Result<bool, Error> {
+        self.judge(condition, ctx).map(|judgement| judgement.holds)
+    }
+
+    /// [`Templar::evaluate`], saying also when the result was not a
+    /// boolean: 2.18's backported inspection deprecates that, and with
+    /// `ALLOW_BROKEN_CONDITIONALS` off it is an error.
+    pub fn judge(&self, condition: &Value, ctx: &Context) -> Result<Judgement, Error> {
         use minijinja::value::ValueKind;
-        match condition.kind() {
-            ValueKind::None | ValueKind::Undefined => Ok(true),
-            ValueKind::Bool => Ok(condition.is_true()),
+        let judgement = match condition.kind() {
+            ValueKind::None | ValueKind::Undefined => Judgement::boolean(true),
+            ValueKind::Bool => Judgement::boolean(condition.is_true()),
             ValueKind::String => {
                 let expr = condition.as_str().unwrap_or_default();
                 if expr.is_empty() {
-                    return Ok(true);
+                    return Ok(Judgement::boolean(true));
                 }
-                self.evaluate_str(expr, ctx)
+                self.evaluate_str(expr, ctx)?
             }
-            _ => Ok(condition.is_true()),
+            _ => Judgement {
+                holds: condition.is_true(),
+                not_boolean: Some(pyrepr::type_name(condition).to_owned()),
+            },
+        };
+        let inspections = ConditionalInspections::get();
+        match &judgement.not_boolean {
+            Some(_) if !inspections.enabled => Ok(Judgement {
+                not_boolean: None,
+                ..judgement
+            }),
+            Some(type_name) if !inspections.allow_broken => Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "Conditional result was of type '{type_name}'. Conditional results must be True or False when `ALLOW_BROKEN_CONDITIONALS` is disabled, which is the default in Ansible Core >= 2.19."
+                ),
+            )),
+            _ => Ok(judgement),
         }
     }
 
-    fn evaluate_str(&self, expr: &str, ctx: &Context) -> Result<bool, Error> {
+    fn evaluate_str(&self, expr: &str, ctx: &Context) -> Result<Judgement, Error> {
         if ctx.depth == 0 {
             ctx.reset();
         }
@@ -716,7 +746,7 @@ impl Templar {
         if is_possibly_template(&expr) {
             let templated = self.template_str(&expr, ctx)?;
             if matches!(templated.kind(), minijinja::value::ValueKind::Bool) {
-                return Ok(templated.is_true());
+                return Ok(Judgement::boolean(templated.is_true()));
             }
             // An inline template that read unsafe data (a module's output, a
             // custom resource's field) must not become an expression that is
@@ -730,7 +760,7 @@ impl Templar {
             }
             let text = pyrepr::to_text(&templated);
             if text.is_empty() {
-                return Ok(false);
+                return Ok(Judgement::boolean(false));
             }
             expr = std::borrow::Cow::Owned(text);
         }
@@ -760,7 +790,61 @@ impl Templar {
             }
             err.in_template(&expr)
         })?;
-        Ok(rendered == "True")
+        let (truth, type_name) = rendered.split_once(' ').unwrap_or((&rendered, ""));
+        Ok(Judgement {
+            holds: truth == "True",
+            not_boolean: (!type_name.is_empty()).then(|| type_name.to_owned()),
+        })
+    }
+}
+
+/// How a conditional came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    /// Whether it holds.
+    pub holds: bool,
+    /// The Python type name of a result that was not a boolean.
+    pub not_boolean: Option<String>,
+}
+
+impl Judgement {
+    fn boolean(holds: bool) -> Self {
+        Judgement {
+            holds,
+            not_boolean: None,
+        }
+    }
+}
+
+/// ansible-core 2.18's settings for conditionals whose result is not a
+/// boolean, read from the environment as its config reads them.
+struct ConditionalInspections {
+    /// `_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS` is not set: results are
+    /// inspected at all.
+    enabled: bool,
+    /// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` (default true): such a result is
+    /// deprecated, not an error.
+    allow_broken: bool,
+}
+
+impl ConditionalInspections {
+    /// Read once per process: conditions are evaluated on every reconcile.
+    fn get() -> &'static Self {
+        static INSPECTIONS: std::sync::OnceLock<ConditionalInspections> =
+            std::sync::OnceLock::new();
+        INSPECTIONS.get_or_init(Self::from_env)
+    }
+
+    fn from_env() -> Self {
+        let flag = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| predicates::strict_boolean(&Value::from(v)))
+        };
+        ConditionalInspections {
+            enabled: !flag("_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS").unwrap_or(false),
+            allow_broken: flag("ANSIBLE_ALLOW_BROKEN_CONDITIONALS").unwrap_or(true),
+        }
     }
 }
 

@@ -371,3 +371,27 @@ fn lookup_terms_are_templated_unless_unsafe() {
         .unwrap_err();
     assert!(err.is_undefined(), "{err}");
 }
+
+/// 2.18's inspection of conditionals: the type name of a result that is
+/// not a boolean (the names Python's `__class__.__name__` gives).
+#[test]
+fn judged_conditions_name_a_result_that_is_not_boolean() {
+    let judge = |condition: Value| {
+        let mut builder = TemplarBuilder::new(Options::default());
+        if let Some(expr) = condition.as_str() {
+            builder.add_condition(expr).unwrap();
+        }
+        let templar = builder.build();
+        let ctx = ctx_with(&templar, json!({"l": [1], "s": "x"}));
+        let judgement = templar.judge(&condition, &ctx).unwrap();
+        (judgement.holds, judgement.not_boolean)
+    };
+    assert_eq!(judge(Value::from("1 + 1")), (true, Some("int".to_owned())));
+    assert_eq!(judge(Value::from("l")), (true, Some("list".to_owned())));
+    assert_eq!(judge(Value::from("s")), (true, Some("str".to_owned())));
+    assert_eq!(judge(Value::from("0")), (false, Some("int".to_owned())));
+    assert_eq!(judge(Value::from(1)), (true, Some("int".to_owned())));
+    assert_eq!(judge(Value::from("l | length > 0")), (true, None));
+    assert_eq!(judge(Value::from(true)), (true, None));
+    assert_eq!(judge(Value::from(())), (true, None));
+}
