@@ -3312,17 +3312,20 @@ fn remove_omit(value: &Value, omit: &str) -> Value {
 
 /// The result of a task whose templating raised a Python exception that
 /// Ansible's templar lets through: TaskExecutor.run's, with the traceback
-/// as `exception`. Its `msg` is the line ansible-playbook prints for it.
+/// as `exception` and no `msg` (its message is the traceback's last line,
+/// as ansible-playbook's "The error was: …").
 fn exception_result(class: &str, text: &str, line: Option<usize>) -> TaskResult {
-    let mut result = TaskResult::failed(format!("{class}: {text}"));
-    result.set(
-        "exception",
-        Value::from(format!(
-            "Traceback (most recent call last):\n  File \"<template>\", line {}, in root\n{class}: {text}\n",
-            line.unwrap_or(1)
-        )),
-    );
-    result
+    TaskResult::of(vec![
+        ("changed".into(), Value::from(false)),
+        (
+            "exception".into(),
+            Value::from(format!(
+                "Traceback (most recent call last):\n  File \"<template>\", line {}, in root\n{class}: {text}\n",
+                line.unwrap_or(1)
+            )),
+        ),
+        ("failed".into(), Value::from(true)),
+    ])
 }
 
 /// Ansible's message for a condition that could not be evaluated.
@@ -3500,7 +3503,13 @@ impl TaskResult {
                     .filter_map(|k| self.get(k))
                     .find(|v| v.kind() == ValueKind::String)
             })
-            .map(crate::template::pyrepr::to_text);
+            .map(crate::template::pyrepr::to_text)
+            .or_else(|| {
+                // An exception's result: its traceback's last line.
+                let exception = self.get("exception")?;
+                let text = exception.as_str()?.trim_end().lines().last()?.to_owned();
+                Some(text)
+            });
         match (own, self.get(UNTIL_REASON).and_then(Value::as_str)) {
             (Some(own), Some(why)) => format!("{own} ({why})"),
             (None, Some(why)) => format!("Retried: {why}"),

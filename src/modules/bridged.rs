@@ -112,8 +112,14 @@ pub(super) async fn run(
     if action.is_builtin("template") {
         let src = request["args"]["src"].as_str().map(str::to_owned);
         if let Some(src) = src {
-            let (path, text) = crate::template::render_template_file(ctx.ctx, &src)
-                .map_err(|err| format!("template {src}: {err}"))?;
+            let (path, text) =
+                crate::template::render_template_file(ctx.ctx, &src).map_err(|err| {
+                    match err.python_exception() {
+                        // The template action's words for what Jinja raised.
+                        Some((class, text)) => format!("{class}: {text}"),
+                        None => format!("template {src}: {err}"),
+                    }
+                })?;
             request["rendered"] = Json::from(text);
             request["source_path"] = Json::from(path.to_string_lossy().as_ref());
         }

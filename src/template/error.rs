@@ -8,6 +8,11 @@ use std::sync::Arc;
 /// variable it was given, which only the template's source knows.
 pub const UNDEFINED_NAME_MARK: &str = "\u{1}undefined-name\u{1}";
 
+/// Starts a filter's error message for what Jinja raises as a
+/// TemplateSyntaxError while rendering (a test name Ansible's plugin loader
+/// refuses), which Ansible's templar does not catch.
+pub const RUNTIME_SYNTAX_MARK: &str = "\u{1}TemplateSyntaxError\u{1}";
+
 /// What went wrong while compiling or rendering a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -30,6 +35,8 @@ pub struct Error {
     template: Option<Arc<str>>,
     /// 1-based line within the template, when known.
     line: Option<usize>,
+    /// Raised as a Jinja TemplateSyntaxError while rendering.
+    runtime_syntax: bool,
 }
 
 impl fmt::Display for Error {
@@ -60,6 +67,7 @@ impl Error {
             message: message.into(),
             template: None,
             line: None,
+            runtime_syntax: false,
         }
     }
 
@@ -88,6 +96,10 @@ impl Error {
     /// an error Ansible's templar does not catch (it fails the task with
     /// the traceback as `exception`): a division by zero.
     pub fn python_exception(&self) -> Option<(&'static str, String)> {
+        if self.runtime_syntax {
+            // Jinja's TemplateSyntaxError names line 0 when raised so.
+            return Some(("TemplateSyntaxError", format!("{}\n  line 0", self.message)));
+        }
         if self.kind != ErrorKind::Invalid {
             return None;
         }
@@ -181,6 +193,8 @@ impl Error {
                     .unwrap_or_default();
                 format!("template syntax error: Could not load \"{name}\": '{name}'")
             }
+            // An error of ours converted back and forth says so once.
+            (ErrorKind::Syntax, Some(d)) if d.starts_with("template syntax error: ") => d,
             (ErrorKind::Syntax, Some(d)) => format!("template syntax error: {d}"),
             (ErrorKind::Syntax, None) => format!("template syntax error: {}", err.kind()),
             (ErrorKind::Limit, _) => {
@@ -189,11 +203,15 @@ impl Error {
             (_, Some(d)) => d,
             (_, None) => err.kind().to_string(),
         };
+        // Found wherever a wrapping error put the filter's message.
+        let runtime_syntax = message.contains(RUNTIME_SYNTAX_MARK);
+        let message = message.replace(RUNTIME_SYNTAX_MARK, "");
         Error {
             kind,
             message,
             template: Some(Arc::from(source)),
             line: err.line(),
+            runtime_syntax,
         }
     }
 
@@ -205,6 +223,7 @@ impl Error {
                 .to_owned(),
             template: Some(Arc::from(source)),
             line: None,
+            runtime_syntax: false,
         }
     }
 
@@ -240,7 +259,12 @@ impl Error {
             ErrorKind::Syntax => minijinja::ErrorKind::SyntaxError,
             ErrorKind::Limit | ErrorKind::Invalid => minijinja::ErrorKind::InvalidOperation,
         };
-        minijinja::Error::new(kind, self.message.clone())
+        let mark = if self.runtime_syntax {
+            RUNTIME_SYNTAX_MARK
+        } else {
+            ""
+        };
+        minijinja::Error::new(kind, format!("{mark}{}", self.message))
     }
 }
 

@@ -42,7 +42,7 @@ pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
     is_possibly_template, mark_unsafe,
 };
-pub use error::{Error, ErrorKind, UNDEFINED_NAME_MARK};
+pub use error::{Error, ErrorKind, RUNTIME_SYNTAX_MARK, UNDEFINED_NAME_MARK};
 pub use filters::core_to_bool as to_bool;
 pub use filters::{merge_hash, python_json};
 pub use lookups::{
@@ -349,13 +349,17 @@ impl TemplarBuilder {
 /// thread stack; no real role comes near this.
 const MAX_FILTER_CHAIN: usize = 500;
 
-/// Refuses a template with an expression chaining more than
-/// [`MAX_FILTER_CHAIN`] filters, before minijinja compiles it (a stack
-/// overflow aborts the process; an error fails one task).
+/// Refuses, before minijinja compiles it, a template with an expression
+/// chaining more than [`MAX_FILTER_CHAIN`] filters (a stack overflow aborts
+/// the process; an error fails one task), or a call that repeats a keyword
+/// argument, which Python refuses when Jinja compiles the template and
+/// minijinja would let the last one win.
 fn check_filter_chains(source: &str) -> Result<(), Error> {
     let bytes = source.as_bytes();
     let mut i = 0;
     let (mut inside, mut quote, mut pipes) = (false, None::<u8>, 0usize);
+    // Per open bracket: the keyword arguments seen, for a call's `(`.
+    let mut frames: Vec<Option<Vec<&str>>> = Vec::new();
     while i < bytes.len() {
         let pair = bytes.get(i..i + 2);
         match (inside, quote) {
@@ -363,6 +367,7 @@ fn check_filter_chains(source: &str) -> Result<(), Error> {
                 if matches!(pair, Some(b"{{" | b"{%")) {
                     inside = true;
                     pipes = 0;
+                    frames.clear();
                     i += 1;
                 }
             }
@@ -385,6 +390,28 @@ fn check_filter_chains(source: &str) -> Result<(), Error> {
                         .in_template(source));
                     }
                 }
+                b'(' => frames.push(Some(Vec::new())),
+                b'[' | b'{' if !matches!(pair, Some(b"{{" | b"{%")) => frames.push(None),
+                b')' | b']' | b'}' if !matches!(pair, Some(b"}}")) => {
+                    frames.pop();
+                }
+                b'=' if !matches!(pair, Some(b"=="))
+                    && i > 0
+                    && !b"=!<>".contains(&bytes[i - 1]) =>
+                {
+                    if let Some(Some(seen)) = frames.last_mut()
+                        && let Some(name) = keyword_before(source, i)
+                    {
+                        if seen.contains(&name) {
+                            return Err(Error::new(
+                                ErrorKind::Syntax,
+                                format!("template syntax error: keyword argument repeated: {name}"),
+                            )
+                            .in_template(source));
+                        }
+                        seen.push(name);
+                    }
+                }
                 _ if matches!(pair, Some(b"}}" | b"%}")) => {
                     inside = false;
                     i += 1;
@@ -395,6 +422,18 @@ fn check_filter_chains(source: &str) -> Result<(), Error> {
         i += 1;
     }
     Ok(())
+}
+
+/// The argument name before the `=` at `at` when it follows `(` or `,`:
+/// `default` of `f(1, default=2)`.
+fn keyword_before(source: &str, at: usize) -> Option<&str> {
+    let head = source[..at].trim_end();
+    let start = head
+        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map_or(0, |i| i + 1);
+    let name = &head[start..];
+    let before = head[..start].trim_end();
+    (!name.is_empty() && (before.ends_with('(') || before.ends_with(','))).then_some(name)
 }
 
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {

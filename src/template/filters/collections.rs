@@ -86,6 +86,7 @@ fn select_by_attr(
                 let name = test
                     .as_str()
                     .ok_or_else(|| invalid("the test name must be a string"))?;
+                check_plugin_name(name)?;
                 let mut call = vec![field];
                 call.extend(test_args.iter().cloned());
                 state.perform_test(name, &call)?
@@ -96,6 +97,42 @@ fn select_by_attr(
         }
     }
     Ok(Value::from(out))
+}
+
+/// Refuses a test named at run time that Ansible's plugin loader would not
+/// load: a name that is neither an identifier nor `ns.coll.name`, and not
+/// one of Jinja's operator tests (`==`, `<`, …), found before the loader.
+fn check_plugin_name(name: &str) -> Result<(), Error> {
+    if matches!(name, "==" | "!=" | ">" | ">=" | "<" | "<=") {
+        return Ok(());
+    }
+    let identifier = |part: &str| {
+        part.chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_alphanumeric() || c == '_')
+    };
+    let parts: Vec<&str> = name.split('.').collect();
+    let valid = match parts.as_slice() {
+        [one] => identifier(one),
+        [_, _, _, ..] => parts.iter().all(|p| identifier(p)),
+        _ => false,
+    };
+    if valid {
+        return Ok(());
+    }
+    let qualified = if parts.len() == 1 {
+        format!("ansible.builtin.{name}")
+    } else {
+        name.to_owned()
+    };
+    Err(Error::new(
+        minijinja::ErrorKind::InvalidOperation,
+        format!(
+            "{}Could not load \"{name}\": 'invalid plugin name: {qualified}'",
+            crate::template::RUNTIME_SYNTAX_MARK
+        ),
+    ))
 }
 
 pub(crate) fn items(value: &Value, what: &str) -> Result<Vec<Value>, Error> {
