@@ -59,6 +59,9 @@ struct Inherited {
     /// `environment` of the play and blocks around the task, outermost
     /// first.
     environment: Vec<Value>,
+    /// `module_defaults` of the play and blocks around the task, outermost
+    /// first.
+    module_defaults: Vec<Value>,
     /// Tags of the blocks, imports and plays around the task.
     tags: Vec<String>,
     /// `notify` of the blocks around the task.
@@ -85,6 +88,7 @@ impl Inherited {
             (&block.check_mode, &mut self.check_mode),
             (&block.diff, &mut self.diff),
             (&block.environment, &mut self.environment),
+            (&block.module_defaults, &mut self.module_defaults),
         ];
         for (own, list) in keywords {
             list.extend(own.iter().cloned());
@@ -456,6 +460,7 @@ impl Runner {
                 check_mode: play.check_mode.iter().cloned().collect(),
                 diff: play.diff.iter().cloned().collect(),
                 environment: play.environment.iter().cloned().collect(),
+                module_defaults: play.module_defaults.iter().cloned().collect(),
                 ignore_errors: play.ignore_errors.iter().cloned().collect(),
                 ignore_unreachable: play.ignore_unreachable.iter().cloned().collect(),
                 connection: play.connection.iter().cloned().collect(),
@@ -2886,6 +2891,74 @@ impl Runner {
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }
 
+    /// The task's arguments over the `module_defaults` in force for its
+    /// action (get_action_args_with_defaults); `None` when there are none.
+    fn with_module_defaults(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        module: &ModuleRef,
+        args: &Value,
+        ctx: &Context,
+    ) -> Result<Option<Value>, String> {
+        if frame.inherited.module_defaults.is_empty() && task.module_defaults.is_none() {
+            return Ok(None);
+        }
+        let action = match module {
+            ModuleRef::Native(spec) => spec.fqcn(),
+            ModuleRef::Ansible(action) => action
+                .resolved
+                .get()
+                .cloned()
+                .unwrap_or_else(|| action.name.to_string()),
+        };
+        let entries: Vec<Value> = frame
+            .inherited
+            .module_defaults
+            .iter()
+            .chain(task.module_defaults.as_ref())
+            .cloned()
+            .collect();
+        let applied = self.project.module_defaults.for_action(&action, &entries);
+        if applied.is_empty() {
+            return Ok(None);
+        }
+        let mut pairs: Vec<(Value, Value)> = Vec::new();
+        let mut set = |key: Value, value: Value| match pairs.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, kept)) => *kept = value,
+            None => pairs.push((key, value)),
+        };
+        for defaults in applied {
+            let defaults = self
+                .templar
+                .template_value(&defaults, ctx)
+                .map_err(|err| format!("module_defaults: {}", err.ansible_message()))?;
+            if defaults.kind() != ValueKind::Map {
+                return Err(format!(
+                    "module_defaults: the defaults of {action} must be a mapping, got {}",
+                    crate::template::pyrepr::type_name(&defaults)
+                ));
+            }
+            for key in defaults.try_iter().into_iter().flatten() {
+                let value = defaults.get_item(&key).unwrap_or_default();
+                set(key, value);
+            }
+        }
+        // Arguments written as one template become their mapping first.
+        let own = if args.kind() == ValueKind::Map {
+            args.clone()
+        } else {
+            self.templar
+                .template_value(args, ctx)
+                .map_err(|err| err.ansible_message())?
+        };
+        for key in own.try_iter().into_iter().flatten() {
+            let value = own.get_item(&key).unwrap_or_default();
+            set(key, value);
+        }
+        Ok(Some(Value::from_pairs(pairs)))
+    }
+
     /// Templates the arguments and calls the module.
     async fn execute(
         &mut self,
@@ -2896,6 +2969,15 @@ impl Runner {
         ctx: &Context,
         no_log: bool,
     ) -> TaskResult {
+        let with_defaults;
+        let args = match self.with_module_defaults(frame, task, module, args, ctx) {
+            Ok(Some(merged)) => {
+                with_defaults = merged;
+                &with_defaults
+            }
+            Ok(None) => args,
+            Err(message) => return TaskResult::failed(message),
+        };
         let templated = match self.templar.template_value(args, ctx) {
             Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
                 Ok(v) => v,

@@ -426,6 +426,17 @@ pub fn unsupported(name: &str) -> Option<&'static str> {
 }
 
 impl ModuleSpec {
+    /// The fully qualified name Ansible resolves the module to
+    /// (`kubernetes.core.k8s`, `ansible.builtin.set_fact`).
+    pub fn fqcn(&self) -> String {
+        let collection = self
+            .collections
+            .first()
+            .copied()
+            .unwrap_or("ansible.builtin");
+        format!("{collection}.{}", self.name)
+    }
+
     /// Whether `arg` is an accepted argument name.
     pub fn accepts(&self, arg: &str) -> bool {
         self.any_args

@@ -33,6 +33,7 @@ impl Loader {
         let named_inventory = config.is_some_and(|c| !c.inventory.is_empty());
         if self.bridged.is_empty()
             && self.foreign_plugins.is_empty()
+            && self.module_defaults_foreign.is_empty()
             && !self.needs_inventory(playbook_dir)
             && !named_inventory
         {
@@ -54,6 +55,14 @@ impl Loader {
                     location,
                     format!(
                         "hosts: {pattern} needs the inventory, which Ansible loads, and --native-only forbids it"
+                    ),
+                );
+            }
+            for (location, key) in std::mem::take(&mut self.module_defaults_foreign) {
+                self.error(
+                    location,
+                    format!(
+                        "module_defaults: '{key}' names no module enka runs, and --native-only forbids asking Ansible what it resolves to"
                     ),
                 );
             }
@@ -140,7 +149,64 @@ impl Loader {
             }
         }
         self.resolve_plugins(&worker);
+        self.resolve_module_defaults(&worker);
         Some(worker)
+    }
+
+    /// `module_defaults` keys enka could not resolve itself, resolved by
+    /// Ansible's own code (Base._load_module_defaults), with the groups
+    /// each action belongs to; a key Ansible cannot resolve is its error.
+    fn resolve_module_defaults(&mut self, worker: &Arc<AnsibleWorker>) {
+        let foreign = std::mem::take(&mut self.module_defaults_foreign);
+        if foreign.is_empty() {
+            return;
+        }
+        let keys: Vec<&str> = foreign.iter().map(|(_, k)| k.as_str()).collect();
+        let request = json!({"op": "module_defaults", "keys": keys});
+        let answer = match worker.call(request, Some(RESOLVE_TIMEOUT)) {
+            Ok(answer) => answer,
+            Err(err) => {
+                for (location, key) in foreign {
+                    self.error(location, format!("module_defaults: {key}: {err}"));
+                }
+                return;
+            }
+        };
+        for (location, key) in foreign {
+            if let Some(message) = answer["errors"][&key].as_str() {
+                self.error(location, message.to_owned());
+                continue;
+            }
+            let resolved: Vec<String> = answer["keys"][&key]
+                .as_array()
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            self.module_defaults.keys.insert(key, resolved);
+        }
+        if let Some(groups) = answer["action_groups"].as_object() {
+            for (action, names) in groups {
+                let kept = self
+                    .module_defaults
+                    .action_groups
+                    .entry(action.clone())
+                    .or_default();
+                for name in names
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|n| n.as_str())
+                {
+                    if !kept.iter().any(|k| k == name) {
+                        kept.push(name.to_owned());
+                    }
+                }
+            }
+        }
     }
 
     /// Filters, tests and lookups enka lacks: those Ansible has are

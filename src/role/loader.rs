@@ -66,6 +66,11 @@ pub(crate) struct Loader {
     pub(crate) collections: Arc<[String]>,
     /// Every task that Ansible runs, with where it is, for resolution.
     pub(crate) bridged: Vec<(Location, Arc<AnsibleAction>)>,
+    /// What the `module_defaults` keys resolved to so far.
+    pub(crate) module_defaults: super::ModuleDefaults,
+    /// `module_defaults` keys only Ansible can resolve, with where each is
+    /// first written.
+    pub(crate) module_defaults_foreign: Vec<(Location, String)>,
     /// Directories whose plugin subdirectories Ansible adds (project,
     /// playbooks, roles), in load order.
     plugin_dirs: Vec<PathBuf>,
@@ -115,6 +120,8 @@ pub(crate) fn load(
         project_dirs: HashSet::new(),
         collections: Arc::from(Vec::new()),
         bridged: Vec::new(),
+        module_defaults: super::ModuleDefaults::default(),
+        module_defaults_foreign: Vec::new(),
         plugin_dirs: Vec::new(),
         foreign_plugins: Vec::new(),
         current_task: None,
@@ -165,6 +172,7 @@ pub(crate) fn load(
         task_files,
         foreign_plugins,
         mut unloadable,
+        module_defaults,
         ..
     } = loader;
     if diagnostics.has_errors() {
@@ -183,6 +191,7 @@ pub(crate) fn load(
         python_plugins: foreign_plugins,
         unloadable_task_files: unloadable,
         inventory: inventory.map(Arc::new),
+        module_defaults: Arc::new(module_defaults),
     };
     (Some(Arc::new(project)), diagnostics)
 }
@@ -917,6 +926,11 @@ impl Loader {
                 }
             }
             let vars: VarList = vars.into();
+            let module_defaults = play.get("module_defaults").map(|n| {
+                let value = template::convert::from_yaml(n);
+                self.note_module_defaults(at.loc(n.pos), &value);
+                value
+            });
             let play_collections: Arc<[String]> = play
                 .get("collections")
                 .and_then(Node::as_seq)
@@ -987,6 +1001,7 @@ impl Loader {
                 check_mode: play.get("check_mode").map(template::convert::from_yaml),
                 diff: play.get("diff").map(template::convert::from_yaml),
                 environment: play.get("environment").map(template::convert::from_yaml),
+                module_defaults,
                 vars,
                 vars_files: vars_files.into(),
                 pre_tasks,
@@ -1133,6 +1148,43 @@ impl Loader {
         &self.plugin_dirs
     }
 
+    /// Whether a project's, playbook's or role's own `action_plugins/` or
+    /// `library/` has an action named `name` (short, or `ansible.legacy.`),
+    /// which Ansible's plugin loader finds before the built-in one.
+    pub(crate) fn shadows_builtin(&self, name: &str) -> bool {
+        let short = match name.strip_prefix("ansible.legacy.") {
+            Some(short) => short,
+            None if !name.contains('.') => name,
+            None => return false,
+        };
+        let file = format!("{short}.py");
+        self.plugin_dirs.iter().any(|dir| {
+            dir.join("action_plugins").join(&file).is_file()
+                || dir.join("library").join(&file).is_file()
+        })
+    }
+
+    /// Checks a `module_defaults` value and resolves its keys, natively
+    /// where enka can; the others wait for Ansible.
+    pub(crate) fn note_module_defaults(&mut self, at: Location, value: &minijinja::Value) {
+        let keys = match super::module_defaults::written_keys(value) {
+            Ok(keys) => keys,
+            Err(message) => {
+                self.error(at, message);
+                return;
+            }
+        };
+        for key in keys {
+            if self.module_defaults.keys.contains_key(&key)
+                || self.module_defaults_foreign.iter().any(|(_, k)| *k == key)
+                || (!self.shadows_builtin(&key) && self.module_defaults.resolve_natively(&key))
+            {
+                continue;
+            }
+            self.module_defaults_foreign.push((at.clone(), key));
+        }
+    }
+
     /// Reads `meta/main.yml`: its `collections` and `dependencies`.
     fn role_meta(&mut self, role: &Path) -> RoleMeta {
         let mut meta = RoleMeta {
@@ -1271,6 +1323,7 @@ fn clone_play(play: &Play) -> Play {
         check_mode: play.check_mode.clone(),
         diff: play.diff.clone(),
         environment: play.environment.clone(),
+        module_defaults: play.module_defaults.clone(),
         vars: play.vars.clone(),
         vars_files: play.vars_files.clone(),
         pre_tasks: play.pre_tasks.clone(),

@@ -9,6 +9,7 @@ mod ansible;
 mod args;
 mod diagnostic;
 mod loader;
+mod module_defaults;
 mod resolve;
 mod task;
 pub(crate) mod walk;
@@ -26,6 +27,7 @@ use minijinja::Value;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
 pub use loader::{LoadOptions, Target};
+pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};
 pub use task::{VARIABLE_PARAMS, resolve_task_file};
 
@@ -64,6 +66,9 @@ pub struct Project {
     /// Task files that nothing includes by name and that do not load, with
     /// their first problem: reported if a run-time include names one.
     pub unloadable_task_files: HashMap<PathBuf, String>,
+    /// What the `module_defaults` keys of every play, block and task
+    /// resolved to.
+    pub module_defaults: Arc<ModuleDefaults>,
 }
 
 impl Project {
@@ -171,6 +176,8 @@ pub struct Play {
     pub diff: Option<Value>,
     /// `environment` of the whole play.
     pub environment: Option<Value>,
+    /// `module_defaults` of the whole play.
+    pub module_defaults: Option<Value>,
     /// Play `vars`, with the `vars_files` merged in when none names a
     /// variable.
     pub vars: VarList,
@@ -285,6 +292,9 @@ pub struct Task {
     pub listen: Vec<String>,
     /// `environment`, possibly a template (a mapping once templated).
     pub environment: Option<Value>,
+    /// `module_defaults`: a mapping (or list of mappings) of action or
+    /// `group/…` names to arguments, whose values may be templates.
+    pub module_defaults: Option<Value>,
     /// `timeout`: seconds the action may take.
     pub timeout: Option<Value>,
     /// `async`: seconds an action Ansible runs may run in the background.

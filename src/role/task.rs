@@ -460,6 +460,10 @@ fn parse_task_body(
     let check_mode = scalar(loader, "check_mode");
     let diff = scalar(loader, "diff");
     let environment = scalar(loader, "environment");
+    let module_defaults = scalar(loader, "module_defaults");
+    if let (Some(value), Some(n)) = (&module_defaults, node.get("module_defaults")) {
+        loader.note_module_defaults(at.loc(n.pos), value);
+    }
     let timeout = scalar(loader, "timeout");
     let asynchronous = scalar(loader, "async");
     let poll = scalar(loader, "poll");
@@ -506,6 +510,7 @@ fn parse_task_body(
         notify,
         listen,
         environment,
+        module_defaults,
         timeout,
         asynchronous,
         poll,
@@ -669,6 +674,11 @@ fn parse_action(
     let Some(spec) = registry::lookup(&module_name) else {
         return parse_bridged(loader, at, task, key, &module_name, &value);
     };
+    if loader.shadows_builtin(&module_name) {
+        // A project's own action plugin or module of that name is what
+        // ansible.legacy resolves it to: Ansible runs that one.
+        return parse_bridged(loader, at, task, key, &module_name, &value);
+    }
     let mut entries = match arg_entries(loader, at, &value, spec.free_form, spec.name) {
         Some(entries) => entries,
         None => {

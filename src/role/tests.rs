@@ -147,3 +147,30 @@ fn role_collections_as_ansible_orders_them() {
         ["kubernetes.core", "ansible.legacy"]
     );
 }
+
+/// module_defaults naming only enka's native modules (and the Kubernetes
+/// group) resolve without Ansible: such a role never starts a worker.
+#[test]
+fn module_defaults_of_native_modules_need_no_worker() {
+    let dir = project(&[(
+        "roles/r/tasks/main.yml",
+        "- module_defaults:\n    group/k8s: {wait: true}\n    kubernetes.core.k8s_info: {namespace: x}\n  block:\n    - k8s_info: {kind: Pod}\n",
+    )]);
+    let (loaded, diagnostics) = load(&dir, "r");
+    assert!(!diagnostics.has_errors(), "{diagnostics:?}");
+    let loaded = loaded.expect("the project loads");
+    assert!(loaded.ansible.is_none());
+    assert_eq!(
+        loaded.module_defaults.keys["group/k8s"],
+        ["group/ansible.builtin.k8s"]
+    );
+    let other = project(&[(
+        "roles/r/tasks/main.yml",
+        "- debug: {msg: hi}\n  module_defaults:\n    ping: {data: x}\n",
+    )]);
+    let (_, diagnostics) = load(&other, "r");
+    assert!(
+        format!("{diagnostics:?}").contains("module_defaults: 'ping'"),
+        "{diagnostics:?}"
+    );
+}

@@ -854,17 +854,42 @@ def _dynamic_host_vars(inventory):
     return group_vars, orphans
 
 
+def _module_defaults(request):
+    """What module_defaults keys resolve to, by Ansible's own
+    Base._load_module_defaults, and the groups each action belongs to."""
+    from ansible.playbook.play import Play
+
+    play = Play()
+    keys, errors = {}, {}
+    for key in request.get("keys") or []:
+        try:
+            loaded = play._load_module_defaults("module_defaults", {key: {}}) or [{}]
+            keys[key] = list(loaded[0])
+        except AnsibleError as exc:
+            errors[key] = to_text(exc)
+    return {"keys": keys, "errors": errors, "action_groups": play._action_groups}
+
+
 def _resolve(request):
     """Which names Ansible can load, for enka check and the loader."""
     collections = _collections(request)
     modules = {}
     for name in request.get("modules") or []:
         context = plugin_loader.module_loader.find_plugin_with_context(name, collection_list=collections)
-        action = plugin_loader.action_loader.has_plugin(name, collection_list=collections)
+        action_context = plugin_loader.action_loader.find_plugin_with_context(name, collection_list=collections)
+        action = action_context.resolved
         found = bool(context.resolved) or bool(action)
+        # The task's resolved_action, as ModuleArgsParser picks it: the
+        # action plugin's name first, else the module's.
+        if action:
+            fqcn = action_context.resolved_fqcn
+        elif context.resolved:
+            fqcn = context.resolved_fqcn
+        else:
+            fqcn = None
         modules[name] = {
             "found": found,
-            "fqcn": context.resolved_fqcn if context.resolved else None,
+            "fqcn": fqcn,
             "path": context.plugin_resolved_path if context.resolved else None,
             "action_only": bool(action) and not context.resolved,
         }
@@ -926,6 +951,8 @@ def _serve(request):
             return {"value": _jsonable(_lookup(request))}
         if op == "resolve":
             return _resolve(request)
+        if op == "module_defaults":
+            return _module_defaults(request)
         if op == "inventory":
             return _inventory(request)
         if op == "vault_decrypt":
