@@ -525,7 +525,9 @@ impl Printer {
             crate::template::pyrepr::to_text(&label)
         };
         let verbose = self.verbosity > 0 || verbose_always(item);
-        if flag("failed") {
+        // An item whose host could not be reached is a failed item to the
+        // callback (v2_runner_item_on_failed).
+        if flag("failed") || flag("unreachable") {
             let text = dumped(item, debug, self.verbosity);
             format!("failed: [{host}] (item={label}) => {text}")
         } else if flag("skipped") {

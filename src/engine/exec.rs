@@ -1406,6 +1406,17 @@ impl Runner {
                     took,
                 });
             }
+            // A host that could not be reached leaves the play where it is:
+            // a later `meta: clear_host_errors` on any host takes it back
+            // from its next task (the linear strategy keeps its place).
+            if !is_block
+                && !static_parent
+                && matches!(&flow, Flow::Failed(f) if f.is_unreachable())
+                && let Some(lockstep) = self.lockstep.clone()
+                && lockstep.park(self.host_index).await == Turn::Go
+            {
+                return Flow::Continue;
+            }
             flow
         })
     }
@@ -2456,6 +2467,9 @@ impl Runner {
                 Control::ClearHostErrors => {
                     self.host_errors_cleared = true;
                     self.cleared_play_errors = true;
+                    if let Some(lockstep) = &self.lockstep {
+                        lockstep.clear_host_errors();
+                    }
                 }
                 Control::EndPlay => {
                     if let Some(lockstep) = &self.lockstep {

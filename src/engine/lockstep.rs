@@ -64,6 +64,9 @@ struct Inner {
     forks: usize,
     /// Hosts that failed out of the play.
     failed: Vec<usize>,
+    /// Per host: parked after it could not be reached, and taken back by a
+    /// `meta: clear_host_errors` since.
+    readmitted: Vec<bool>,
 }
 
 enum Slot {
@@ -72,6 +75,9 @@ enum Slot {
     /// Waiting to run the task at this position, at most `limit` hosts at
     /// once.
     Waiting(Position, usize, Option<oneshot::Sender<Turn>>),
+    /// Could not be reached: out of the play unless a `meta:
+    /// clear_host_errors` takes it back before the play ends.
+    Parked(Option<oneshot::Sender<Turn>>),
     /// Finished the play.
     Done,
 }
@@ -90,6 +96,7 @@ impl Lockstep {
                 leader: 0,
                 forks: forks.max(1),
                 failed: Vec::new(),
+                readmitted: vec![false; hosts],
             }),
             shared: Mutex::new(std::collections::HashMap::new()),
         })
@@ -175,6 +182,36 @@ impl Lockstep {
             .unwrap_or_default()
     }
 
+    /// Host `host` could not be reached: it waits, out of the play, where
+    /// it is. `Go` when a `meta: clear_host_errors` took it back (once the
+    /// hosts still in the play finished, as the linear strategy's task
+    /// cursor picks up the hosts behind it last), else `EndPlay`.
+    pub(crate) async fn park(&self, host: usize) -> Turn {
+        let (sender, receiver) = oneshot::channel();
+        {
+            let Ok(mut inner) = self.inner.lock() else {
+                return Turn::EndPlay;
+            };
+            if let Some(slot) = inner.slots.get_mut(host) {
+                *slot = Slot::Parked(Some(sender));
+            }
+            inner.schedule();
+        }
+        receiver.await.unwrap_or(Turn::EndPlay)
+    }
+
+    /// `meta: clear_host_errors`: the hosts parked so far come back.
+    pub(crate) fn clear_host_errors(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            let inner = &mut *inner;
+            for (slot, readmitted) in inner.slots.iter().zip(inner.readmitted.iter_mut()) {
+                if matches!(slot, Slot::Parked(_)) {
+                    *readmitted = true;
+                }
+            }
+        }
+    }
+
     /// `meta: end_play`: the other hosts stop where they wait.
     pub(crate) fn end_play(&self) {
         if let Ok(mut inner) = self.inner.lock() {
@@ -212,7 +249,7 @@ impl Lockstep {
                 continue;
             }
             match &mut inner.slots[other] {
-                Slot::Done => {}
+                Slot::Done | Slot::Parked(_) => {}
                 Slot::Busy => inner.marked[other] = Some(position.to_vec()),
                 Slot::Waiting(_, _, sender) => {
                     if let Some(sender) = sender.take() {
@@ -230,7 +267,7 @@ impl Inner {
     fn schedule(&mut self) {
         if self.ended {
             for slot in &mut self.slots {
-                if let Slot::Waiting(_, _, sender) = slot {
+                if let Slot::Waiting(_, _, sender) | Slot::Parked(sender) = slot {
                     if let Some(sender) = sender.take() {
                         let _ = sender.send(Turn::EndPlay);
                     }
@@ -238,6 +275,24 @@ impl Inner {
                 }
             }
             return;
+        }
+        // Once no host is running or waiting, parked ones come back if a
+        // clear_host_errors took them back, else leave the play.
+        if self
+            .slots
+            .iter()
+            .all(|s| matches!(s, Slot::Done | Slot::Parked(_)))
+        {
+            for (slot, readmitted) in self.slots.iter_mut().zip(self.readmitted.iter_mut()) {
+                if let Slot::Parked(sender) = slot {
+                    let turn = if *readmitted { Turn::Go } else { Turn::EndPlay };
+                    if let Some(sender) = sender.take() {
+                        let _ = sender.send(turn);
+                    }
+                    *readmitted = false;
+                    *slot = Slot::Busy;
+                }
+            }
         }
         let busy = self
             .slots
@@ -398,5 +453,32 @@ mod tests {
         // their rescue at [2].
         assert_eq!(lockstep.arrive(1, vec![1], 0).await, Turn::Fatal);
         assert_eq!(arrive_all(vec![2]).await, vec![Turn::Go; 3]);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_host_comes_back_only_after_clear_host_errors() {
+        let lockstep = Lockstep::new(2, 5);
+        let arrive = |host: usize, position: Position| {
+            let lockstep = lockstep.clone();
+            async move { lockstep.arrive(host, position, 0).await }
+        };
+        // Both run [0]; host 1 is unreachable there and parks.
+        let (a, b) = futures::join!(arrive(0, vec![0]), arrive(1, vec![0]));
+        assert_eq!((a, b), (Turn::Go, Turn::Go));
+        let parked = {
+            let lockstep = lockstep.clone();
+            tokio::spawn(async move { lockstep.park(1).await })
+        };
+        tokio::task::yield_now().await;
+        // Host 0 goes on alone, clears host errors at [1], finishes [2].
+        assert_eq!(arrive(0, vec![1]).await, Turn::Go);
+        lockstep.clear_host_errors();
+        assert_eq!(arrive(0, vec![2]).await, Turn::Go);
+        assert!(!parked.is_finished(), "back only once host 0 is done");
+        lockstep.done(0, false);
+        assert_eq!(parked.await.unwrap(), Turn::Go);
+        // Parked again without a clear: it leaves when the play ends.
+        assert_eq!(arrive(1, vec![1]).await, Turn::Go);
+        assert_eq!(lockstep.park(1).await, Turn::EndPlay);
     }
 }
