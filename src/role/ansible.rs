@@ -149,6 +149,7 @@ impl Loader {
             }
         }
         self.resolve_plugins(&worker);
+        self.resolve_shadowing(&worker);
         self.resolve_module_defaults(&worker);
         Some(worker)
     }
@@ -204,6 +205,53 @@ impl Loader {
                     if !kept.iter().any(|k| k == name) {
                         kept.push(name.to_owned());
                     }
+                }
+            }
+        }
+    }
+
+    /// Filters and tests enka has natively that a project's own
+    /// `filter_plugins/` or `test_plugins/` replace, as Ansible's plugin
+    /// loader finds those first: they run through the worker instead.
+    fn resolve_shadowing(&mut self, worker: &Arc<AnsibleWorker>) {
+        let has_python = |dir: &std::path::Path| {
+            std::fs::read_dir(dir).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "py"))
+            })
+        };
+        let dirs: Vec<String> = self
+            .plugin_dirs()
+            .iter()
+            .flat_map(|d| [d.join("filter_plugins"), d.join("test_plugins")])
+            .filter(|d| has_python(d))
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect();
+        if dirs.is_empty() || self.native_plugins.is_empty() {
+            return;
+        }
+        let names = |kind: PluginKind| -> Vec<&str> {
+            self.native_plugins
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, n)| n.as_str())
+                .collect()
+        };
+        let request = json!({
+            "op": "shadowed",
+            "dirs": dirs,
+            "filters": names(PluginKind::Filter),
+            "tests": names(PluginKind::Test),
+        });
+        // Without an answer enka's own implementations stay.
+        let Ok(answer) = worker.call(request, Some(RESOLVE_TIMEOUT)) else {
+            return;
+        };
+        for (kind, table) in [(PluginKind::Filter, "filters"), (PluginKind::Test, "tests")] {
+            for name in answer[table].as_array().into_iter().flatten() {
+                if let Some(name) = name.as_str() {
+                    self.builder.add_python_plugin(kind, name, worker);
                 }
             }
         }

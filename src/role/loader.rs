@@ -66,6 +66,8 @@ pub(crate) struct Loader {
     pub(crate) collections: Arc<[String]>,
     /// Every task that Ansible runs, with where it is, for resolution.
     pub(crate) bridged: Vec<(Location, Arc<AnsibleAction>)>,
+    /// Filters and tests the templates use that enka has natively.
+    pub(crate) native_plugins: Vec<(PluginKind, String)>,
     /// What the `module_defaults` keys resolved to so far.
     pub(crate) module_defaults: super::ModuleDefaults,
     /// `module_defaults` keys only Ansible can resolve, with where each is
@@ -122,6 +124,7 @@ pub(crate) fn load(
         bridged: Vec::new(),
         module_defaults: super::ModuleDefaults::default(),
         module_defaults_foreign: Vec::new(),
+        native_plugins: Vec::new(),
         plugin_dirs: Vec::new(),
         foreign_plugins: Vec::new(),
         current_task: None,
@@ -1128,8 +1131,18 @@ impl Loader {
             .foreign_plugins
             .iter()
             .any(|(_, k, n)| *k == kind && n == name)
-            || self.builder.has_plugin(kind, name)
+            || self
+                .native_plugins
+                .iter()
+                .any(|(k, n)| *k == kind && n == name)
         {
+            return;
+        }
+        if self.builder.has_plugin(kind, name) {
+            // A project's own plugin may replace it (see resolve_shadowing).
+            if kind != PluginKind::Lookup {
+                self.native_plugins.push((kind, name.to_owned()));
+            }
             return;
         }
         self.remember_task(location);

@@ -900,6 +900,29 @@ def _resolve(request):
     return {"modules": modules, "filters": filters, "tests": tests, "lookups": lookups}
 
 
+def _shadowed(request):
+    """Which of enka's native filters and tests a project's own plugins
+    replace: those whose callable, as Ansible would call it, is defined in
+    a file under the project's plugin directories."""
+    import inspect
+
+    dirs = tuple(os.path.join(os.path.realpath(d), "") for d in request.get("dirs") or [])
+    environment = _templar().environment
+    out = {}
+    for kind, table in (("filters", environment.filters), ("tests", environment.tests)):
+        names = []
+        for name in request.get(kind) or []:
+            try:
+                func = inspect.unwrap(table[name])
+            except Exception:  # noqa: BLE001 - not loadable: enka's own stays
+                continue
+            code = getattr(func, "__code__", None)
+            if code is not None and os.path.realpath(code.co_filename).startswith(dirs):
+                names.append(name)
+        out[kind] = names
+    return out
+
+
 def _has(table, name):
     try:
         return table[name] is not None
@@ -953,6 +976,8 @@ def _serve(request):
             return _resolve(request)
         if op == "module_defaults":
             return _module_defaults(request)
+        if op == "shadowed":
+            return _shadowed(request)
         if op == "inventory":
             return _inventory(request)
         if op == "vault_decrypt":
