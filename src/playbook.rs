@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use minijinja::Value;
 
 mod listing;
+mod wrap;
 
 pub use listing::Listings;
 
@@ -241,9 +242,30 @@ fn deprecation_text(message: &str, version: Option<&str>) -> Option<String> {
     ))
 }
 
-/// The `warnings` and `deprecations` a result carries, printed as the
-/// default callback's `_handle_warnings` prints them.
-fn result_warnings(result: &Value) {
+impl Printer {
+    /// A warning or deprecation on stderr, wrapped as Display wraps it,
+    /// once per run.
+    fn say(&self, text: String) {
+        let first = self
+            .said
+            .lock()
+            .map(|mut said| said.insert(text.clone()))
+            .unwrap_or(true);
+        if first {
+            eprintln!("{}", wrap::wrap(&text, wrap::display_columns()).join("\n"));
+        }
+    }
+
+    /// The `warnings` and `deprecations` a result carries, printed as the
+    /// default callback's `_handle_warnings` prints them.
+    fn result_warnings(&self, result: &Value) {
+        result_warnings(result, |text| self.say(text));
+    }
+}
+
+/// Each of the `warnings` and `deprecations` a result carries, as the line
+/// Display prints for it.
+fn result_warnings(result: &Value, mut say: impl FnMut(String)) {
     let list = |key: &str| -> Vec<Value> {
         result
             .get_attr(key)
@@ -253,7 +275,10 @@ fn result_warnings(result: &Value) {
             .unwrap_or_default()
     };
     for warning in list("warnings") {
-        eprintln!("[WARNING]: {}", crate::template::pyrepr::to_text(&warning));
+        say(format!(
+            "[WARNING]: {}",
+            crate::template::pyrepr::to_text(&warning)
+        ));
     }
     for deprecation in list("deprecations") {
         let field = |key: &str| {
@@ -265,7 +290,7 @@ fn result_warnings(result: &Value) {
         };
         let message = field("msg").unwrap_or_default();
         if let Some(text) = deprecation_text(&message, field("version").as_deref()) {
-            eprintln!("{text}");
+            say(text);
         }
     }
 }
@@ -426,6 +451,8 @@ struct Printer {
     last_banner: Mutex<Option<(String, Vec<String>)>>,
     /// `set_stats` data: per host, or `_run` for the whole run.
     custom_stats: Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>,
+    /// Warnings and deprecations printed so far: Display says each once.
+    said: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Printer {
@@ -445,6 +472,7 @@ impl Printer {
             last_failure: Mutex::new(None),
             last_banner: Mutex::new(None),
             custom_stats: Mutex::new(BTreeMap::new()),
+            said: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -652,7 +680,9 @@ fn cleaned(result: &Value, debug: bool, verbosity: u8) -> Value {
                 || (debug && has_msg && !DEBUG_KEEPS.contains(&name.as_str()))
                 || (debug && !has_msg && DEBUG_HIDES.contains(&name.as_str()));
             let value = result.get_item(&key).ok()?;
-            (!drop).then_some((key, value))
+            // _handle_warnings printed them and took them out.
+            let printed = matches!(name.as_str(), "warnings" | "deprecations") && value.is_true();
+            (!drop && !printed).then_some((key, value))
         })
         .collect();
     Value::from_pairs(pairs)
@@ -703,12 +733,12 @@ impl Observer for Printer {
     }
 
     fn warning(&self, message: &str) {
-        eprintln!("[WARNING]: {message}");
+        self.say(format!("[WARNING]: {message}"));
     }
 
     fn deprecation(&self, message: &str, version: &str) {
         if let Some(text) = deprecation_text(message, Some(version)) {
-            eprintln!("{text}");
+            self.say(text);
         }
     }
 
@@ -741,7 +771,7 @@ impl Observer for Printer {
             self.task_banner(&mut out, event.task, event.handler, host, is_include);
         }
         let word = event.status.word();
-        result_warnings(event.result);
+        self.result_warnings(event.result);
         if module == "meta" {
             // The strategy runs meta tasks itself: a line at -vv, and a
             // result only when skipped.

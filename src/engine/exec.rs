@@ -1138,6 +1138,9 @@ impl Runner {
             let is_own = level == inherited.when.len();
             for (index, condition) in conditions.iter().enumerate() {
                 let judgement = self.templar.judge(condition, ctx)?;
+                if let Some(warning) = judgement.delimiters_warning(condition) {
+                    self.warn(warning);
+                }
                 if let Some(type_name) = &judgement.not_boolean {
                     // Only the task's own conditions have their position;
                     // an inherited one is placed at the task, as Ansible

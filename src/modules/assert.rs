@@ -5,11 +5,23 @@ use minijinja::Value;
 use super::{Args, ModuleContext, Output};
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+    // The action reads `that` as the task wrote it (untemplated_args): a
+    // list's conditions keep their `{{ }}` (evaluated, and warned about,
+    // as conditions) and show as written in `assertion`; a single string
+    // is templated first, as it may name a list.
+    let written = match &ctx.task.action {
+        crate::role::Action::Module { args, .. } => args
+            .get_attr("that")
+            .ok()
+            .filter(|v| v.kind() == minijinja::value::ValueKind::Seq),
+        _ => None,
+    };
     // A single condition is one condition, commas and all (the assert
     // action wraps a non-list in a list; it does not split it).
-    let that = match args.get("that") {
-        Some(one) if one.kind() == minijinja::value::ValueKind::String => vec![one],
-        _ => args.list("that")?,
+    let that = match (written, args.get("that")) {
+        (Some(list), _) => list.try_iter().into_iter().flatten().collect(),
+        (None, Some(one)) if one.kind() == minijinja::value::ValueKind::String => vec![one],
+        (None, _) => args.list("that")?,
     };
     let quiet = args.bool("quiet", false)?;
     let fail_msg = args.get("fail_msg").or_else(|| args.get("msg"));
@@ -17,11 +29,13 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
         .get("success_msg")
         .unwrap_or(Value::from("All assertions passed"));
     let mut deprecations = Vec::new();
+    let mut warnings = Vec::new();
     for condition in &that {
         let judgement = ctx
             .templar
             .judge(condition, ctx.ctx)
             .map_err(|e| e.to_string())?;
+        warnings.extend(judgement.delimiters_warning(condition).map(Value::from));
         if let Some(type_name) = &judgement.not_boolean {
             // The assert action's conditions have no position in 2.18.
             let message = format!(
@@ -41,17 +55,27 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
                 .with("assertion", condition.clone())
                 .with("evaluated_to", false)
                 .with("msg", msg);
+            let output = with_notices(output, warnings, deprecations);
             return Ok(shown_in_full(output, quiet));
         }
     }
-    let mut output = Output::changed(false);
-    if !deprecations.is_empty() {
-        output = output.with("deprecations", deprecations);
-    }
+    let mut output = with_notices(Output::changed(false), warnings, deprecations);
     if !quiet {
         output = output.with("msg", success_msg);
     }
     Ok(shown_in_full(output, quiet))
+}
+
+/// What the action said while judging, as a module's result carries it
+/// (enka playbook prints them as Ansible's Display does).
+fn with_notices(mut output: Output, warnings: Vec<Value>, deprecations: Vec<Value>) -> Output {
+    if !warnings.is_empty() {
+        output = output.with("warnings", warnings);
+    }
+    if !deprecations.is_empty() {
+        output = output.with("deprecations", deprecations);
+    }
+    output
 }
 
 /// The assert action marks its result for display in full unless `quiet`

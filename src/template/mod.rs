@@ -759,6 +759,7 @@ impl Templar {
             _ => Judgement {
                 holds: condition.is_true(),
                 not_boolean: Some(pyrepr::type_name(condition).to_owned()),
+                delimiters: false,
             },
         };
         let inspections = ConditionalInspections::get();
@@ -782,10 +783,14 @@ impl Templar {
             ctx.reset();
         }
         let mut expr = std::borrow::Cow::Borrowed(expr);
-        if is_possibly_template(&expr) {
+        let delimiters = is_possibly_template(&expr);
+        if delimiters {
             let templated = self.template_str(&expr, ctx)?;
             if matches!(templated.kind(), minijinja::value::ValueKind::Bool) {
-                return Ok(Judgement::boolean(templated.is_true()));
+                return Ok(Judgement {
+                    delimiters,
+                    ..Judgement::boolean(templated.is_true())
+                });
             }
             // An inline template that read unsafe data (a module's output, a
             // custom resource's field) must not become an expression that is
@@ -799,7 +804,10 @@ impl Templar {
             }
             let text = pyrepr::to_text(&templated);
             if text.is_empty() {
-                return Ok(Judgement::boolean(false));
+                return Ok(Judgement {
+                    delimiters,
+                    ..Judgement::boolean(false)
+                });
             }
             expr = std::borrow::Cow::Owned(text);
         }
@@ -833,6 +841,7 @@ impl Templar {
         Ok(Judgement {
             holds: truth == "True",
             not_boolean: (!type_name.is_empty()).then(|| type_name.to_owned()),
+            delimiters,
         })
     }
 }
@@ -844,13 +853,27 @@ pub struct Judgement {
     pub holds: bool,
     /// The Python type name of a result that was not a boolean.
     pub not_boolean: Option<String>,
+    /// The condition held `{{ }}` or `{% %}`, which Ansible warns about.
+    pub delimiters: bool,
 }
 
 impl Judgement {
+    /// Ansible's warning for a condition written with `{{ }}` or `{% %}`
+    /// (Conditional._check_conditional), or `None`.
+    pub fn delimiters_warning(&self, condition: &Value) -> Option<String> {
+        self.delimiters.then(|| {
+            format!(
+                "conditional statements should not include jinja2 templating delimiters such as {{{{ }}}} or {{% %}}. Found: {}",
+                pyrepr::to_text(condition)
+            )
+        })
+    }
+
     fn boolean(holds: bool) -> Self {
         Judgement {
             holds,
             not_boolean: None,
+            delimiters: false,
         }
     }
 }
