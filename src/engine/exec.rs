@@ -2923,11 +2923,7 @@ impl Runner {
         }
         let action = match module {
             ModuleRef::Native(spec) => spec.fqcn(),
-            ModuleRef::Ansible(action) => action
-                .resolved
-                .get()
-                .cloned()
-                .unwrap_or_else(|| action.name.to_string()),
+            ModuleRef::Ansible(action) => action.qualified_name().to_owned(),
         };
         let entries: Vec<Value> = frame
             .inherited
