@@ -138,7 +138,7 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "division_by_zero",
         r#"{"size": 2}"#,
         "Divide by zero",
-        "unable to calculate 1 / 0",
+        "ZeroDivisionError: division by zero",
     ),
     (
         "bad_from_yaml",
