@@ -427,10 +427,12 @@ fn check_filter_chains(source: &str) -> Result<(), Error> {
 /// The argument name before the `=` at `at` when it follows `(` or `,`:
 /// `default` of `f(1, default=2)`.
 fn keyword_before(source: &str, at: usize) -> Option<&str> {
-    let head = source[..at].trim_end();
+    let head = source.get(..at)?.trim_end();
     let start = head
-        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let name = &head[start..];
     let before = head[..start].trim_end();
     (!name.is_empty() && (before.ends_with('(') || before.ends_with(','))).then_some(name)

@@ -395,3 +395,28 @@ fn judged_conditions_name_a_result_that_is_not_boolean() {
     assert_eq!(judge(Value::from(true)), (true, None));
     assert_eq!(judge(Value::from(())), (true, None));
 }
+
+/// Python refuses a call that repeats a keyword argument when Jinja
+/// compiles it; keyword-looking text elsewhere is left alone.
+#[test]
+fn a_repeated_keyword_argument_does_not_compile() {
+    let repeated = render(
+        "{{ lookup('vars', 'v', default='', default='x') }}",
+        json!({}),
+    );
+    let err = repeated.expect_err("a repeated keyword argument");
+    assert!(
+        err.message().contains("keyword argument repeated: default"),
+        "{err}"
+    );
+    assert_eq!(ok("{{ dict(a=1, b=2) | length }}", json!({})), "str:'2'");
+    assert_eq!(
+        ok("{{ [1] | map('int', base=10) | list }}", json!({})),
+        "list:[1]"
+    );
+    assert_eq!(ok("{{ 'x=1' if 1 == 1 else 'y' }}", json!({})), "str:'x=1'");
+    assert_eq!(ok("{% set v = 1 %}{{ v >= 1 }}", json!({})), "bool:True");
+    assert_eq!(ok("{{ dict(é=1, a=2) | length }}", json!({})), "str:'2'");
+    // A multi-byte character before a name is not cut in half.
+    assert!(render("{{ d(→a=1) }}", json!({})).is_err());
+}
