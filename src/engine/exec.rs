@@ -1141,7 +1141,7 @@ impl Runner {
                 if let Some(warning) = judgement.delimiters_warning(condition) {
                     self.warn(warning);
                 }
-                if let Some(type_name) = &judgement.not_boolean {
+                if judgement.not_boolean.is_some() {
                     // Only the task's own conditions have their position;
                     // an inherited one is placed at the task, as Ansible
                     // does for a condition without one.
@@ -1151,7 +1151,7 @@ impl Runner {
                         .copied()
                         .flatten()
                         .filter(|_| is_own);
-                    self.deprecate_broken_conditional(task, at, type_name, judgement.holds);
+                    self.deprecate_broken_conditional(task, at, &judgement);
                 }
                 if !judgement.holds {
                     return Ok(Some(condition.clone()));
@@ -1167,8 +1167,7 @@ impl Runner {
         &self,
         task: &Task,
         at: Option<crate::yaml::Pos>,
-        type_name: &str,
-        holds: bool,
+        judgement: &crate::template::Judgement,
     ) {
         let file = task.location.file.display();
         let place = match (at, task.location.pos) {
@@ -1176,10 +1175,9 @@ impl Runner {
             (None, Some(pos)) => format!("approximate location {file} {}:{}", pos.line, pos.col),
             (None, None) => format!("approximate location {file}"),
         };
-        let result = if holds { "True" } else { "False" };
-        self.deprecate(format!(
-            "Conditional result at {place} was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {result}."
-        ), "2.19");
+        if let Some(message) = judgement.not_boolean_deprecation(&place) {
+            self.deprecate(message, "2.19");
+        }
     }
 
     fn flag(

@@ -36,13 +36,16 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
             .judge(condition, ctx.ctx)
             .map_err(|e| e.to_string())?;
         warnings.extend(judgement.delimiters_warning(condition).map(Value::from));
-        if let Some(type_name) = &judgement.not_boolean {
-            // The assert action's conditions have no position in 2.18.
-            let message = format!(
-                "Conditional result at unknown location (conditional: {}) was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {}.",
-                crate::template::pyrepr::repr(condition),
-                if judgement.holds { "True" } else { "False" },
-            );
+        // The assert action's conditions have no position in 2.18.
+        let place = || {
+            format!(
+                "unknown location (conditional: {})",
+                crate::template::pyrepr::repr(condition)
+            )
+        };
+        if judgement.not_boolean.is_some()
+            && let Some(message) = judgement.not_boolean_deprecation(&place())
+        {
             deprecations.push(Value::from_pairs([
                 ("msg", Value::from(message)),
                 ("version", Value::from("2.19")),

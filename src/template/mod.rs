@@ -871,6 +871,17 @@ impl Judgement {
         })
     }
 
+    /// 2.18's deprecation of a result that was not a boolean, `place`
+    /// saying where the condition is written (`location file 6:13`,
+    /// `unknown location (conditional: 1)`), or `None`.
+    pub fn not_boolean_deprecation(&self, place: &str) -> Option<String> {
+        let type_name = self.not_boolean.as_deref()?;
+        let result = if self.holds { "True" } else { "False" };
+        Some(format!(
+            "Conditional result at {place} was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {result}."
+        ))
+    }
+
     fn boolean(holds: bool) -> Self {
         Judgement {
             holds,
