@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, TypeMeta};
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher::{self, Config as WatcherConfig};
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
@@ -17,6 +16,7 @@ use super::events;
 use super::metrics::ReconcileResult;
 use super::status;
 use super::vars::{VarOptions, extra_vars};
+use super::workqueue;
 use crate::engine::{self, Entry, RunOptions};
 use crate::kube::client::{KubeCluster, api_error};
 use crate::kube::object::{WatchedKind, WatchedObject};
@@ -416,7 +416,7 @@ async fn report_undecodable(
 }
 
 /// When a reconcile that succeeded wants to run again.
-enum Next {
+pub enum Next {
     /// After this long, even if nothing changes.
     After(Duration),
     /// Only when the object changes.
@@ -436,7 +436,7 @@ fn object_key(namespace: Option<&str>, name: &str) -> String {
 pub async fn reconcile(
     object: Arc<WatchedObject>,
     ctx: Arc<WatchContext>,
-) -> Result<Action, ReconcileError> {
+) -> Result<Next, ReconcileError> {
     use tracing::Instrument;
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref();
@@ -473,15 +473,11 @@ pub async fn reconcile(
         Err(_) => ReconcileResult::Error,
     };
     ctx.metrics.finished(running, outcome, api_wait);
-    match result {
-        Ok(Next::After(after)) => {
-            ctx.metrics
-                .requeued(&ctx.controller_name, key, after, false);
-            Ok(Action::requeue(after))
-        }
-        Ok(Next::AwaitChange) => Ok(Action::await_change()),
-        Err(err) => Err(err),
+    if let Ok(Next::After(after)) = &result {
+        ctx.metrics
+            .requeued(&ctx.controller_name, key, *after, false);
     }
+    result
 }
 
 /// `api_wait` adds up the time spent waiting on the API server.
@@ -821,12 +817,13 @@ fn verbosity_for(object: &Json) -> Option<u8> {
     }
 }
 
-/// Exponential backoff per object, from 5 ms to 1000 s, reset on success.
+/// Exponential backoff per object, from 5 ms to 1000 s, reset on success:
+/// the delay before the failed object runs again.
 pub fn error_policy(
     object: Arc<WatchedObject>,
     error: &ReconcileError,
     ctx: Arc<WatchContext>,
-) -> Action {
+) -> Duration {
     let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
     let attempts = {
         let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
@@ -851,7 +848,7 @@ pub fn error_policy(
         retry_in_ms = delay.as_millis() as u64,
         "reconcile failed: {error}"
     );
-    Action::requeue(delay)
+    delay
 }
 
 /// The delay before retry number `attempts`.
@@ -946,7 +943,19 @@ pub async fn run_controller(
             }
         }
     };
-    let triggers = triggers.inspect(queued);
+    let triggers = triggers.inspect(queued).filter_map({
+        let resource = ctx.resource.clone();
+        move |object| {
+            let key = match object {
+                Ok(object) => Some(ObjectRef::from_obj_with(&object, resource.clone())),
+                Err(err) => {
+                    tracing::warn!("watch: {err}");
+                    None
+                }
+            };
+            futures::future::ready(key)
+        }
+    });
     let owners = {
         let ctx = ctx.clone();
         owners.inspect(move |owner| {
@@ -957,25 +966,43 @@ pub async fn run_controller(
     ctx.metrics
         .controller_started(&ctx.controller_name, concurrency);
     tracing::info!(gvk = %ctx.watch.gvk, namespace = namespace.as_deref().unwrap_or("(all)"), "starting controller");
-    Controller::for_stream_with(triggers, reader, ctx.resource.clone())
-        .with_config(ControllerConfig::default().concurrency(concurrency))
-        .reconcile_all_on(reloads)
-        .reconcile_on(owners)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|result| {
+    let sources = workqueue::Sources {
+        triggers: futures::stream::select(triggers, owners),
+        reloads,
+        shutdown,
+    };
+    let all_keys = {
+        let (reader, resource) = (reader.clone(), ctx.resource.clone());
+        move || {
+            let objects = reader.state();
+            let keys = objects.iter();
+            keys.map(|object| ObjectRef::from_obj_with(&**object, resource.clone()))
+                .collect()
+        }
+    };
+    workqueue::run(sources, all_keys, usize::from(concurrency), move |key| {
+        let (ctx, reader) = (ctx.clone(), reader.clone());
+        async move {
+            // The first list's objects enter the cache together when it
+            // ends: until then no run starts (as kube-runtime's applier).
+            if reader.wait_until_ready().await.is_err() {
+                return None;
+            }
             // A trigger for an object gone before its turn never starts a
             // reconcile; it leaves the queue here.
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(gone)) = &result {
-                let key = object_key(gone.namespace.as_deref(), &gone.name);
+            let Some(object) = reader.get(&key) else {
+                let key = object_key(key.namespace.as_deref(), &key.name);
                 ctx.metrics.forget(&ctx.controller_name, &key);
+                return None;
+            };
+            match reconcile(object.clone(), ctx.clone()).await {
+                Ok(Next::After(after)) => Some(after),
+                Ok(Next::AwaitChange) => None,
+                Err(err) => Some(error_policy(object, &err, ctx)),
             }
-            if let Err(err) = result {
-                tracing::debug!("controller: {err}");
-            }
-            futures::future::ready(())
-        })
-        .await;
+        }
+    })
+    .await;
 }
 
 /// `resource_created_at_seconds` follows the watch: set for each object

@@ -12,6 +12,7 @@ pub mod reload;
 pub mod shard;
 pub mod status;
 pub mod vars;
+mod workqueue;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
