@@ -402,6 +402,7 @@ async fn k8s_adopts_nothing_it_did_not_create() {
         name: "a".into(),
         uid: "uid-of-a".into(),
         namespace: Some("ns".into()),
+        controller: false,
     };
     let outcome = run(
         &project,

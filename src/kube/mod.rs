@@ -156,6 +156,10 @@ pub struct Owner {
     pub uid: String,
     /// Its namespace; `None` when cluster-scoped.
     pub namespace: Option<String>,
+    /// Whether the references injected name it the dependents' controller.
+    /// Upstream's do not; a shard's do, since timebertt's sharder assigns a
+    /// dependent to the shard of its controller.
+    pub controller: bool,
 }
 
 impl Owner {
@@ -178,7 +182,14 @@ impl Owner {
             name: text("/metadata/name"),
             uid: text("/metadata/uid"),
             namespace: (!namespace.is_empty()).then_some(namespace),
+            controller: false,
         }
+    }
+
+    /// The same owner, named the controller of its dependents when
+    /// `controller` is true.
+    pub fn controlling(self, controller: bool) -> Self {
+        Owner { controller, ..self }
     }
 }
 

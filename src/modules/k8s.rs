@@ -380,7 +380,7 @@ async fn apply_one(
                 definition = client_apply::annotated(&definition);
             }
             if let (Some(owner), false) = (ctx.owner, is_owner) {
-                common::inject_owner(&mut definition, owner, &resource, ns);
+                common::inject_owner(&mut definition, owner, ns);
             }
             if name.is_none() && meta_str(&definition, "generateName").is_none() {
                 return Err("definition has no metadata.name".to_owned());
@@ -401,7 +401,7 @@ async fn apply_one(
                 .filter(|owner| !is_owner && common::owned_by(&existing, owner));
             if options.force {
                 if let Some(owner) = keeps_owner {
-                    common::inject_owner(&mut definition, owner, &resource, ns);
+                    common::inject_owner(&mut definition, owner, ns);
                 }
                 if let Some(rv) = meta_str(&existing, "resourceVersion") {
                     definition["metadata"]["resourceVersion"] = Json::String(rv.to_owned());
@@ -434,7 +434,7 @@ async fn apply_one(
                 }
             } else if options.apply {
                 if let Some(owner) = keeps_owner {
-                    common::inject_owner(&mut definition, owner, &resource, ns);
+                    common::inject_owner(&mut definition, owner, ns);
                 }
                 let kind = PatchType::Apply {
                     field_manager: options.field_manager.clone(),

@@ -83,12 +83,9 @@ pub fn is_owner(owner: &Owner, resource: &Resource, namespace: Option<&str>, nam
 /// Marks `object` as a dependent of `owner`, as upstream's proxy does: an
 /// ownerReference when the owner is cluster-scoped or in the same
 /// namespace, otherwise the `operator-sdk/primary-resource` annotations.
-pub fn inject_owner(
-    object: &mut Json,
-    owner: &Owner,
-    resource: &Resource,
-    namespace: Option<&str>,
-) {
+/// The reference names the owner as controller when the owner asks for it
+/// and the object has no controller yet (an object has at most one).
+pub fn inject_owner(object: &mut Json, owner: &Owner, namespace: Option<&str>) {
     let Some(meta) = object.get_mut("metadata").and_then(Json::as_object_mut) else {
         return;
     };
@@ -97,7 +94,6 @@ pub fn inject_owner(
         (Some(owner_ns), Some(ns)) => owner_ns == ns,
         (Some(_), None) => false,
     };
-    let _ = resource;
     if same_scope {
         let refs = meta
             .entry("ownerReferences")
@@ -107,12 +103,19 @@ pub fn inject_owner(
                 .iter()
                 .any(|r| r.get("uid").and_then(Json::as_str) == Some(owner.uid.as_str()))
         {
-            list.push(json!({
+            let controlled = list
+                .iter()
+                .any(|r| r.get("controller").and_then(Json::as_bool) == Some(true));
+            let mut reference = json!({
                 "apiVersion": owner.api_version,
                 "kind": owner.kind,
                 "name": owner.name,
                 "uid": owner.uid,
-            }));
+            });
+            if owner.controller && !controlled {
+                reference["controller"] = Json::Bool(true);
+            }
+            list.push(reference);
         }
     } else {
         let annotations = meta
@@ -325,5 +328,65 @@ where
             return Ok(None);
         }
         tokio::time::sleep(sleep.min(deadline - now)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(controller: bool) -> Owner {
+        Owner {
+            api_version: "cache.example.com/v1".into(),
+            group: "cache.example.com".into(),
+            kind: "Memcached".into(),
+            name: "m".into(),
+            uid: "u-1".into(),
+            namespace: Some("ns".into()),
+            controller,
+        }
+    }
+
+    fn references(object: &Json) -> &Json {
+        &object["metadata"]["ownerReferences"]
+    }
+
+    #[test]
+    fn an_owner_reference_names_the_controller_only_when_asked_and_free() {
+        let mut plain = json!({"metadata": {"name": "d"}});
+        inject_owner(&mut plain, &owner(false), Some("ns"));
+        assert_eq!(
+            references(&plain),
+            &json!([{"apiVersion": "cache.example.com/v1", "kind": "Memcached", "name": "m", "uid": "u-1"}])
+        );
+
+        let mut controlled = json!({"metadata": {"name": "d"}});
+        inject_owner(&mut controlled, &owner(true), Some("ns"));
+        assert_eq!(references(&controlled)[0]["controller"], json!(true));
+
+        // Another controller already: ours is a plain reference beside it.
+        let other = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u-2", "controller": true});
+        let mut taken = json!({"metadata": {"name": "d", "ownerReferences": [other]}});
+        inject_owner(&mut taken, &owner(true), Some("ns"));
+        assert_eq!(references(&taken)[1].get("controller"), None);
+        assert_eq!(references(&taken).as_array().map(Vec::len), Some(2));
+
+        // Already ours: unchanged.
+        inject_owner(&mut controlled, &owner(true), Some("ns"));
+        assert_eq!(references(&controlled).as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn an_owner_elsewhere_is_named_in_annotations() {
+        let mut object = json!({"metadata": {"name": "d"}});
+        inject_owner(&mut object, &owner(true), Some("other"));
+        assert_eq!(object["metadata"].get("ownerReferences"), None);
+        assert_eq!(
+            object["metadata"]["annotations"],
+            json!({
+                "operator-sdk/primary-resource": "ns/m",
+                "operator-sdk/primary-resource-type": "Memcached.cache.example.com",
+            })
+        );
     }
 }

@@ -774,10 +774,10 @@ async fn run_once(
         finalizer_vars,
     };
     let vars = extra_vars(object, &ctx.watch.gvk.group, &ctx.watch.gvk.kind, &options);
-    let owner = ctx
-        .settings
-        .inject_owner_ref
-        .then(|| Arc::new(Owner::from_object(object, &ctx.resource)));
+    let owner = ctx.settings.inject_owner_ref.then(|| {
+        let owner = Owner::from_object(object, &ctx.resource);
+        Arc::new(owner.controlling(ctx.settings.shard.is_some()))
+    });
     // Only the object's own annotation asks for a line per task: the
     // default verbosity (2, as upstream's) would log every task of every run.
     let annotated = verbosity_for(object);

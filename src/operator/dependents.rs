@@ -74,6 +74,17 @@ pub struct DependentWatches {
     namespaces: Vec<String>,
     watched: Mutex<HashMap<Resource, Vec<Scope>>>,
     triggers: Triggers,
+    assigned: Option<AssignedKinds>,
+}
+
+/// A shard's dependents of the kinds its ring lists as controlled: the
+/// sharder labels them with their owner's shard, so the shard watches only
+/// its own (`selector`).
+pub struct AssignedKinds {
+    /// The shard's label selector.
+    pub selector: String,
+    /// The kinds (group, plural) the ring assigns by controller.
+    pub kinds: std::collections::HashSet<super::shard::GroupResource>,
 }
 
 impl DependentWatches {
@@ -94,7 +105,27 @@ impl DependentWatches {
             namespaces,
             watched: Mutex::new(HashMap::new()),
             triggers,
+            assigned: None,
         }
+    }
+
+    /// Watches only this shard's dependents of the kinds `assigned` names.
+    pub fn assigned(self, assigned: AssignedKinds) -> Self {
+        DependentWatches {
+            assigned: Some(assigned),
+            ..self
+        }
+    }
+
+    /// The label selector of `kind`'s watch: the shard's, when the ring
+    /// assigns that kind's objects.
+    fn selector_for(&self, kind: &Resource) -> Option<String> {
+        let assigned = self.assigned.as_ref()?;
+        let key = (kind.group.clone(), kind.plural.clone());
+        assigned
+            .kinds
+            .contains(&key)
+            .then(|| assigned.selector.clone())
     }
 
     /// Starts watching each kind of `dependents` not watched yet, and returns
@@ -177,9 +208,10 @@ impl DependentWatches {
             .into_iter()
             .map(|scope| {
                 let api = cluster.api(kind, scope.as_deref());
-                tracing::info!(owner = %self.owner_gvk, dependent = %kind.api_version(), kind = %kind.kind, "watching dependents");
+                let selector = self.selector_for(kind);
+                tracing::info!(owner = %self.owner_gvk, dependent = %kind.api_version(), kind = %kind.kind, selector = selector.as_deref().unwrap_or(""), "watching dependents");
                 let (on_listed, listed) = watch::channel(None);
-                tokio::spawn(self.clone().watch(api, on_listed));
+                tokio::spawn(self.clone().watch(api, selector, on_listed));
                 (scope, listed)
             })
             .collect()
@@ -235,6 +267,7 @@ impl DependentWatches {
     async fn watch(
         self: Arc<Self>,
         api: Api<WatchedObject>,
+        selector: Option<String>,
         on_listed: watch::Sender<Option<Arc<Listing>>>,
     ) {
         // Upstream's DependentPredicate: creates are ignored, deletes pass,
@@ -245,12 +278,11 @@ impl DependentWatches {
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
         let mut first_list = Some(HashSet::new());
-        let mut events = watcher::watcher(
-            api,
-            watcher::Config::default().timeout(super::WATCH_TIMEOUT_SECONDS),
-        )
-        .default_backoff()
-        .boxed();
+        let mut config = watcher::Config::default().timeout(super::WATCH_TIMEOUT_SECONDS);
+        if let Some(selector) = &selector {
+            config = config.labels(selector);
+        }
+        let mut events = watcher::watcher(api, config).default_backoff().boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Init) => before_relist = std::mem::take(&mut seen),

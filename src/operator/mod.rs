@@ -215,6 +215,18 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         .as_ref()
         .filter(|_| options.sharding.is_some())
         .map(|(leadership, _)| leadership.releaser());
+    // The dependents the ring assigns with their owner: only this shard's
+    // are watched. Without the ring's list, all are (correct, if larger).
+    let controlled = match &options.sharding {
+        Some(sharding) => match shard::controlled_resources(&client, &sharding.shard.ring).await {
+            Ok(kinds) => Some(kinds),
+            Err(err) => {
+                tracing::warn!(ring = %sharding.shard.ring, "cannot read the ControllerRing, so dependents are watched whole: {err}");
+                None
+            }
+        },
+        None => None,
+    };
     let shutdown = shutdown_signal();
     let events = events::Recorder::start(cluster.clone());
     let mut controllers = Vec::new();
@@ -254,13 +266,20 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         };
         let triggers = dependents::Triggers::default();
         let dependent_watches = watch.watch_dependent_resources.then(|| {
-            Arc::new(dependents::DependentWatches::new(
+            let watches = dependents::DependentWatches::new(
                 &watch,
                 resource.clone(),
                 namespaced,
                 options.namespaces.clone(),
                 triggers.clone(),
-            ))
+            );
+            Arc::new(match (&options.sharding, &controlled) {
+                (Some(sharding), Some(kinds)) => watches.assigned(dependents::AssignedKinds {
+                    selector: sharding.shard.selector(""),
+                    kinds: kinds.clone(),
+                }),
+                _ => watches,
+            })
         });
         let ctx = WatchContext::new(watch, resource, namespaced, shared, dependent_watches)
             .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;

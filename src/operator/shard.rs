@@ -6,13 +6,18 @@
 //! what is assigned to it, and acknowledges a drain by removing both labels
 //! without reconciling, so no object is reconciled by two shards at once.
 //!
-//! Watches of dependents are not narrowed: enka's owner references (as
-//! upstream's) are not controller references, which is what the sharder
-//! follows to assign a dependent. A dependent's event still reaches only the
-//! shard of its owner: no other shard has the owner to reconcile.
+//! Dependents follow their owner when the ring lists their kind among its
+//! `controlledResources`: a shard's owner references are controller
+//! references (upstream's are not), which the sharder follows to label a
+//! dependent with its owner's shard, and a shard watches those kinds with its
+//! own selector. Kinds the ring does not list are watched whole; a
+//! dependent's event still reaches only the shard of its owner, as no other
+//! shard has the owner to reconcile.
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use serde_json::json;
+use std::collections::HashSet;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value as Json, json};
 
 /// The label a shard Lease carries, naming its ring.
 pub const RING_LABEL: &str = "alpha.sharding.timebertt.dev/controllerring";
@@ -125,6 +130,37 @@ impl Shard {
     }
 }
 
+/// A kind by API group and plural resource name, as a ControllerRing names
+/// it.
+pub type GroupResource = (String, String);
+
+/// What the ring `ring` lists as controlled by its resources: the kinds whose
+/// objects the sharder assigns to the shard of their controller.
+pub async fn controlled_resources(
+    client: &kube::Client,
+    ring: &str,
+) -> Result<HashSet<GroupResource>, kube::Error> {
+    let gvk = GroupVersionKind::gvk("sharding.timebertt.dev", "v1alpha1", "ControllerRing");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "controllerrings");
+    let rings: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let ring = rings.get(ring).await?;
+    Ok(controlled_in(&ring.data))
+}
+
+/// The controlled resources of a ControllerRing's `spec.resources`.
+fn controlled_in(ring: &Json) -> HashSet<GroupResource> {
+    let text = |value: &Json, key: &str| value[key].as_str().unwrap_or_default().to_owned();
+    ring["spec"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|resource| resource["controlledResources"].as_array())
+        .flatten()
+        .map(|controlled| (text(controlled, "group"), text(controlled, "resource")))
+        .filter(|(_, resource)| !resource.is_empty())
+        .collect()
+}
+
 /// `--sharding-ring`: this replica's shard, and the Lease that announces it
 /// (named as the shard, held by it, labelled with the ring).
 #[derive(Debug, Clone)]
@@ -198,6 +234,25 @@ mod tests {
         assert!(shard.holds(Some(&moving)) && shard.is_draining(Some(&moving)));
         assert!(!shard.holds(Some(&other)) && !shard.holds(None));
         assert!(!shard.is_draining(Some(&other_ring)) && !shard.is_draining(None));
+    }
+
+    #[test]
+    fn controlled_resources_are_read_from_every_resource_of_the_ring() {
+        let ring = json!({"spec": {"resources": [
+            {"group": "cache.example.com", "resource": "memcacheds",
+             "controlledResources": [{"group": "apps", "resource": "deployments"},
+                                     {"group": "", "resource": "configmaps"}]},
+            {"group": "x.example.com", "resource": "others"},
+            {"group": "y.example.com", "resource": "more",
+             "controlledResources": [{"group": "apps", "resource": "deployments"},
+                                     {"group": "batch"}]},
+        ]}});
+        let expected: HashSet<GroupResource> = [("apps", "deployments"), ("", "configmaps")]
+            .into_iter()
+            .map(|(g, r)| (g.to_owned(), r.to_owned()))
+            .collect();
+        assert_eq!(controlled_in(&ring), expected);
+        assert!(controlled_in(&json!({"spec": {}})).is_empty());
     }
 
     #[test]

@@ -117,6 +117,27 @@ async fn the_component_applies(env: std::sync::Arc<KubeEnv>) {
         .expect("the ControllerRing");
     assert_eq!(ring["metadata"]["name"], "zundoko-ansible-operator");
     assert_eq!(ring["spec"]["resources"][0]["resource"], "hikawas");
+    let controlled = &ring["spec"]["resources"][0]["controlledResources"];
+    assert_eq!(controlled[0]["resource"], "zundokos", "{ring}");
+    assert_eq!(controlled[1]["resource"], "kiyoshis", "{ring}");
+    // The shards read the ring: the binding names the Deployment's own
+    // service account (a component's names are not prefixed).
+    let pod = &deployment["spec"]["template"]["spec"];
+    let reader = documents
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRoleBinding"
+                && d["roleRef"]["name"] == "zundoko-ansible-operator-ring-reader"
+        })
+        .expect("the ring reader's binding");
+    assert_eq!(
+        reader["subjects"][0]["name"], pod["serviceAccountName"],
+        "{reader}"
+    );
+    assert_eq!(
+        reader["subjects"][0]["namespace"], deployment["metadata"]["namespace"],
+        "{reader}"
+    );
     // The CRDs and the namespace first: a server dry run creates neither
     // for the objects that need them.
     support::kubectl(&env, &["apply", "-k", "config/crd"]);
@@ -181,7 +202,7 @@ async fn assignments(api: &Api<DynamicObject>) -> HashMap<String, Option<String>
     let label = format!("shard.alpha.sharding.timebertt.dev/{RING}");
     api.list(&ListParams::default())
         .await
-        .expect("listing the Memcacheds")
+        .expect("listing the ring's objects")
         .items
         .into_iter()
         .map(|object| {
@@ -386,6 +407,51 @@ async fn three_shards(env: std::sync::Arc<KubeEnv>) {
         successful(&api).await,
         OBJECTS,
         "every object ends Successful"
+    );
+    // Dependents follow their owner: the ring lists Deployments as
+    // controlled, enka's owner references are controller references, so
+    // each Deployment carries its Memcached's shard (moved with it after the
+    // kill), and each shard watches only its own Deployments.
+    let deployments: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &namespace,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            "deployments",
+        ),
+    );
+    support::eventually(
+        "every Deployment on its Memcached's shard",
+        Duration::from_secs(60),
+        || {
+            let (api, deployments) = (api.clone(), deployments.clone());
+            async move {
+                let owners = assignments(&api).await;
+                let placed = assignments(&deployments).await;
+                let listed = deployments.list(&ListParams::default()).await.ok()?;
+                let follow = listed.items.len() == OBJECTS
+                    && listed.items.iter().all(|deployment| {
+                        let name = deployment.metadata.name.clone().unwrap_or_default();
+                        let owner = deployment
+                            .metadata
+                            .owner_references
+                            .iter()
+                            .flatten()
+                            .find(|r| r.controller == Some(true));
+                        owner.is_some_and(|owner| {
+                            placed.get(&name).cloned().flatten().is_some()
+                                && placed.get(&name) == owners.get(&owner.name)
+                        })
+                    });
+                follow.then_some(())
+            }
+        },
+    )
+    .await;
+    let selector = format!("\"selector\":\"shard.alpha.sharding.timebertt.dev/{RING}=shard-a\"");
+    assert!(
+        shards[0].1.full_log().contains(&selector),
+        "shard-a does not watch its Deployments with its own selector"
     );
 
     // No object was ever reconciled by two replicas at once.

@@ -171,7 +171,11 @@ impl Sharder {
             "kind": "ControllerRing",
             "metadata": {"name": RING},
             "spec": {
-                "resources": [{"group": "cache.bench.enka.dev", "resource": "memcacheds"}],
+                "resources": [{
+                    "group": "cache.bench.enka.dev",
+                    "resource": "memcacheds",
+                    "controlledResources": [{"group": "apps", "resource": "deployments"}],
+                }],
                 "namespaceSelector": namespace_selector,
             },
         }))
