@@ -16,7 +16,7 @@ use kube::discovery::{self, Scope};
 use kube::{Client, Error as KubeError};
 use serde_json::Value as Json;
 
-use super::{BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource};
+use super::{BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource, api_error};
 
 /// The Kubernetes API through `kube`.
 pub struct KubeCluster {
@@ -34,18 +34,6 @@ impl std::fmt::Debug for KubeCluster {
         f.debug_struct("KubeCluster")
             .field("field_manager", &self.field_manager)
             .finish_non_exhaustive()
-    }
-}
-
-/// Converts a `kube` error into the modules' error.
-pub fn api_error(err: KubeError) -> Error {
-    match err {
-        KubeError::Api(status) => Error::Api {
-            code: status.code,
-            reason: status.reason.clone(),
-            message: status.message.clone(),
-        },
-        other => Error::Transport(other.to_string()),
     }
 }
 

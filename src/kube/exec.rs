@@ -5,7 +5,7 @@ use kube::Client;
 use kube::api::{Api, AttachParams};
 use tokio::io::AsyncReadExt;
 
-use super::client::api_error;
+use super::api_error;
 use super::{Error, ExecOutput};
 
 /// Runs `command` in a container and collects its output and exit code.

@@ -140,6 +140,18 @@ impl Error {
     }
 }
 
+/// Converts a `kube` error into the modules' error.
+pub fn api_error(err: kube::Error) -> Error {
+    match err {
+        kube::Error::Api(status) => Error::Api {
+            code: status.code,
+            reason: status.reason.clone(),
+            message: status.message.clone(),
+        },
+        other => Error::Transport(other.to_string()),
+    }
+}
+
 /// The custom resource a run is for: objects the run creates are owned by
 /// it (or annotated with it, across namespaces).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! finalizers, status conditions, the run itself, and when to come back.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -14,11 +14,13 @@ use serde_json::{Value as Json, json};
 
 use super::events;
 use super::metrics::ReconcileResult;
+use super::reload::{ProjectHandle, ReloadState};
 use super::status;
 use super::vars::{VarOptions, extra_vars};
 use super::workqueue;
 use crate::engine::{self, Entry, RunOptions};
-use crate::kube::client::{KubeCluster, api_error};
+use crate::kube::api_error;
+use crate::kube::client::KubeCluster;
 use crate::kube::object::{WatchedKind, WatchedObject};
 use crate::kube::{Cluster, Owner};
 use crate::role::{Project, Target};
@@ -29,9 +31,6 @@ pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/
 
 /// The annotation that sets the Ansible verbosity of one object's runs.
 pub const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosity";
-
-/// The loaded project, replaced as a whole when its files change.
-pub type ProjectHandle = Arc<RwLock<Arc<Project>>>;
 
 /// Settings shared by every controller.
 #[derive(Debug, Clone)]
@@ -122,7 +121,7 @@ pub struct Shared {
     /// Runtime settings.
     pub settings: Settings,
     /// The state of live reload.
-    pub reload: Arc<super::reload::ReloadState>,
+    pub reload: Arc<ReloadState>,
     /// The metrics.
     pub metrics: Arc<super::metrics::Metrics>,
     /// Writes failure Events.
@@ -141,7 +140,7 @@ pub struct WatchContext {
     settings: Settings,
     verbosity: u8,
     failures: Mutex<HashMap<ObjectRef<WatchedObject>, u32>>,
-    reload: Arc<super::reload::ReloadState>,
+    reload: Arc<ReloadState>,
     metrics: Arc<super::metrics::Metrics>,
     events: events::Recorder,
     gvk_label: String,

@@ -11,8 +11,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::controller::ProjectHandle;
 use crate::role::{Diagnostics, LoadOptions, Project, Target};
+
+/// The loaded project, replaced as a whole when its files change.
+pub type ProjectHandle = Arc<RwLock<Arc<Project>>>;
 
 /// How often files are checked for changes.
 const POLL: Duration = Duration::from_millis(500);
