@@ -669,9 +669,9 @@ impl Report {
                  of three replicas (holding {:.0} of {} Memcacheds, {:.0}%) grew {:.1} MiB, one replica holding \
                  all of them {:.1} MiB: {:.2} of it, {:.1} against {:.1} KiB per Memcached held. What does not \
                  divide is each process's own baseline, {:.1} MiB of RSS before any Memcached (binary, runtime, \
-                 clients); what else a replica holds beyond its share is not yet traced (one known part: every \
-                 replica still watches all the Deployments, whose owner references are not the controller \
-                 references the sharder follows). Together the three replicas hold {:.1} MiB \
+                 clients). Dependents follow their owner: the ring lists Deployments as controlled resources, \
+                 a shard's owner references are controller references, so each replica watches only the \
+                 Deployments of its own Memcacheds. Together the three replicas hold {:.1} MiB \
                  against one's {:.1}, and finish in {:.1} s against {:.1} s.",
                 held,
                 three.crs,
@@ -740,7 +740,8 @@ impl Report {
                  (below: `k8s_status` and `k8s` read before they write, `k8s_info` lists; about ten calls per \
                  Zundoko, four of them writes); {:.2} s of backoff, since {} runs failed on purpose, as the seed's \
                  role does to loop, and each was retried after {} ms, the first step of upstream's rate limiter; \
-                 {:.2} s in the work queue past due (kube-runtime's scheduler wakes on tokio's 1 ms timer ticks); \
+                 {:.2} s in the work queue past due (a retry's delay ends on tokio's 1 ms timer; a trigger \
+                 due now starts at once); \
                  the other {:.2} s is watch events coming back after each run's writes.",
                 seed.seconds,
                 seed.zundokos,
