@@ -63,15 +63,13 @@ impl<K: Hash + Eq + Clone> Queue<K> {
         }
     }
 
-    /// Runs `key` at `at`, or earlier if it is already due earlier.
-    fn schedule(&mut self, key: K, at: Instant, now: Instant) {
+    /// Runs `key` now: at once if it is idle or waiting out a delay, after
+    /// its run if it is running.
+    fn trigger(&mut self, key: K, now: Instant) {
         match self.states.get_mut(&key) {
             Some(State::Ready) => {}
-            Some(State::Running { again }) => {
-                *again = Some(again.map_or(at, |again| again.min(at)));
-            }
-            Some(State::Delayed(due)) if *due <= at => {}
-            _ => self.place(key, at, now),
+            Some(State::Running { again }) => *again = Some(now),
+            _ => self.place(key, now, now),
         }
     }
 
@@ -179,17 +177,14 @@ pub async fn run<K, T, R, S, W, F>(
             () = &mut shutdown => break,
             Some((key, requeue)) = running.next() => queue.finish(key, requeue, Instant::now()),
             trigger = triggers.next(), if triggers_open => match trigger {
-                Some(key) => {
-                    let now = Instant::now();
-                    queue.schedule(key, now, now);
-                }
+                Some(key) => queue.trigger(key, Instant::now()),
                 None => triggers_open = false,
             },
             reload = reloads.next(), if reloads_open => match reload {
                 Some(()) => {
                     let now = Instant::now();
                     for key in all_keys() {
-                        queue.schedule(key, now, now);
+                        queue.trigger(key, now);
                     }
                 }
                 None => reloads_open = false,
