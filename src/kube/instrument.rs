@@ -1,16 +1,20 @@
-//! Counts every request of a `kube::Client` by method and response code,
-//! as client-go does for `rest_client_requests_total`: a layer in the
-//! client's service stack, so watches, leases and module calls all count.
+//! Counts and times every request of a `kube::Client` by method and
+//! response code, as client-go does for `rest_client_requests_total` and
+//! `rest_client_request_duration_seconds`: a layer in the client's service
+//! stack, so watches, leases and module calls all count.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use http::{Request, Response};
 
-/// Called once per finished request with its method and status code
-/// (`<error>` when no response came, as client-go labels it).
-pub type RecordRequest = Arc<dyn Fn(&str, &str) + Send + Sync>;
+/// Called once per finished request with its method, status code
+/// (`<error>` when no response came, as client-go labels it) and the time
+/// from sending it to the response's headers (a connection's set-up
+/// included; a watch's or log stream's body is not).
+pub type RecordRequest = Arc<dyn Fn(&str, &str, Duration) + Send + Sync>;
 
 /// The layer; see the module docs.
 #[derive(Clone)]
@@ -59,12 +63,14 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let method = request.method().as_str().to_owned();
         let record = self.record.clone();
+        let sent = Instant::now();
         let response = self.inner.call(request);
         Box::pin(async move {
             let result = response.await;
+            let elapsed = sent.elapsed();
             match &result {
-                Ok(response) => record(&method, response.status().as_str()),
-                Err(_) => record(&method, "<error>"),
+                Ok(response) => record(&method, response.status().as_str(), elapsed),
+                Err(_) => record(&method, "<error>", elapsed),
             }
             result
         })
@@ -95,9 +101,11 @@ mod tests {
     async fn each_request_is_recorded_with_method_and_code() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
-        let layer = CountRequestsLayer::new(Arc::new(move |method: &str, code: &str| {
-            sink.lock().unwrap().push(format!("{method} {code}"));
-        }));
+        let layer = CountRequestsLayer::new(Arc::new(
+            move |method: &str, code: &str, _elapsed: Duration| {
+                sink.lock().unwrap().push(format!("{method} {code}"));
+            },
+        ));
         let request = || Request::builder().method("PATCH").body(()).unwrap();
         let _ = layer.layer(Canned::answering(409)).call(request()).await;
         let _ = layer.layer(Canned::answering(0)).call(request()).await;

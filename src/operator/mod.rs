@@ -81,7 +81,11 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
     let counted = metrics.clone();
     let client = crate::kube::instrument::client(
         config,
-        Arc::new(move |method: &str, code: &str| counted.api_request(method, code, &host)),
+        Arc::new(
+            move |method: &str, code: &str, elapsed: std::time::Duration| {
+                counted.api_request(method, code, &host, elapsed)
+            },
+        ),
     )
     .context("cannot build a Kubernetes client")?;
     let (watches, mut diagnostics) = crate::watches::load(&options.watches_file);

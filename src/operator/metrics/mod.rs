@@ -8,7 +8,9 @@
 //!   `resource_created_at_seconds`; user metrics from `osdk_metric`.
 //! - controller-runtime's: `controller_runtime_*` and `workqueue_*` per
 //!   controller (named `<kind>-<version>-controller` as upstream names them),
-//!   `rest_client_requests_total`, `leader_election_master_status`.
+//!   `rest_client_requests_total`, `leader_election_master_status`; and
+//!   client-go's `rest_client_request_duration_seconds`, which
+//!   controller-runtime leaves out.
 //! - the process collector's `process_*`.
 //!
 //! enka's own extras carry an `enka_` prefix. kube-runtime's scheduler is
@@ -115,6 +117,12 @@ struct RestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: String,
+    host: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameLabels {
     name: String,
 }
@@ -144,6 +152,13 @@ fn reconcile_time_buckets() -> Histogram {
 }
 
 /// client-go's work queue buckets: 10 ns to about 3 hours.
+/// client-go's `rest_client_request_duration_seconds` buckets.
+fn request_buckets() -> Histogram {
+    Histogram::new([
+        0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+    ])
+}
+
 fn queue_buckets() -> Histogram {
     Histogram::new(exponential_buckets(10e-9, 10.0, 12))
 }
@@ -210,6 +225,7 @@ pub struct Metrics {
     longest_running: Family<QueueLabels, FloatGauge>,
     queue_retries: Family<QueueLabels, Counter>,
     rest_requests: Family<RestLabels, Counter>,
+    rest_duration: HistogramFamily<VerbLabels>,
     leader_status: Family<NameLabels, Gauge>,
     api_wait: HistogramFamily<GvkLabels>,
     module_calls: Family<ModuleLabels, Counter>,
@@ -263,6 +279,7 @@ impl Default for Metrics {
             longest_running: Family::default(),
             queue_retries: Family::default(),
             rest_requests: Family::default(),
+            rest_duration: Family::new_with_constructor(request_buckets),
             leader_status: Family::default(),
             api_wait: Family::new_with_constructor(duration_histogram),
             module_calls: Family::default(),
@@ -363,6 +380,11 @@ impl Default for Metrics {
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host.",
             m.rest_requests.clone(),
+        );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            m.rest_duration.clone(),
         );
         registry.register(
             "leader_election_master_status",
@@ -623,7 +645,9 @@ impl Metrics {
 
     /// One API request finished with `code` (`<error>` when no response
     /// came, as client-go labels it).
-    pub fn api_request(&self, method: &str, code: &str, host: &str) {
+    /// One request to the API server finished; `elapsed` until its
+    /// response's headers.
+    pub fn api_request(&self, method: &str, code: &str, host: &str, elapsed: Duration) {
         self.rest_requests
             .get_or_create(&RestLabels {
                 code: code.to_owned(),
@@ -631,6 +655,12 @@ impl Metrics {
                 host: host.to_owned(),
             })
             .inc();
+        self.rest_duration
+            .get_or_create(&VerbLabels {
+                verb: method.to_owned(),
+                host: host.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Whether this replica holds the Lease `name`.
@@ -881,7 +911,7 @@ mod tests {
         };
         metrics.resource_seen(&gvk, "default", "memcached-sample", 1_700_000_000.0);
         metrics.set_leader("my-lease", true);
-        metrics.api_request("GET", "200", "127.0.0.1:6443");
+        metrics.api_request("GET", "200", "127.0.0.1:6443", Duration::from_millis(3));
         let text = metrics.encode();
         assert!(text.contains("resource_created_at_seconds{name=\"memcached-sample\",namespace=\"default\",group=\"cache.example.com\",version=\"v1alpha1\",kind=\"Memcached\"} 1700000000.0"), "{text}");
         assert!(
@@ -891,6 +921,18 @@ mod tests {
         assert!(
             text.contains(
                 "rest_client_requests_total{code=\"200\",method=\"GET\",host=\"127.0.0.1:6443\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "rest_client_request_duration_seconds_sum{verb=\"GET\",host=\"127.0.0.1:6443\"} 0.003"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "rest_client_request_duration_seconds_bucket{le=\"0.005\",verb=\"GET\",host=\"127.0.0.1:6443\"} 1"
             ),
             "{text}"
         );
