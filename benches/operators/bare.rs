@@ -4,6 +4,9 @@
 //! Deployment (absent), creates it, then writes `Successful`, which is what an
 //! operator with `manageStatus: true` must do.
 
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Client;
@@ -11,12 +14,18 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 
+use crate::scenarios::RequestTimes;
 use crate::workload::memcached_resource;
 
+type Times = Arc<Mutex<RequestTimes>>;
+
 /// Runs the bare controller on `namespace` until the task is aborted;
-/// returns once its watch has listed, so no sample pays for its start.
-pub async fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle<()> {
+/// returns once its watch has listed, so no sample pays for its start,
+/// with the times of the requests its reconciles make.
+pub async fn spawn(client: Client, namespace: String) -> (tokio::task::JoinHandle<()>, Times) {
     let (listed_tx, listed_rx) = tokio::sync::oneshot::channel::<()>();
+    let times = Times::default();
+    let recorded = times.clone();
     let task = tokio::spawn(async move {
         let mut listed = Some(listed_tx);
         let memcacheds: Api<DynamicObject> =
@@ -35,7 +44,7 @@ pub async fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle
             if object.data.get("status").is_some() {
                 continue;
             }
-            if let Err(e) = reconcile(&memcacheds, &deployments, object).await {
+            if let Err(e) = reconcile(&memcacheds, &deployments, object, &recorded).await {
                 eprintln!("bench: bare controller: {e}");
             }
         }
@@ -44,7 +53,18 @@ pub async fn spawn(client: Client, namespace: String) -> tokio::task::JoinHandle
         .await
         .expect("the bare controller lists within 30 s")
         .expect("the bare controller is running");
-    task
+    (task, times)
+}
+
+/// Awaits `request`, adding its time to `times` under `verb`.
+async fn timed<T>(times: &Times, verb: &str, request: impl Future<Output = T>) -> T {
+    let sent = Instant::now();
+    let answer = request.await;
+    times
+        .lock()
+        .expect("bare request times")
+        .add(verb, sent.elapsed());
+    answer
 }
 
 fn condition(kind: &str, reason: &str) -> serde_json::Value {
@@ -56,14 +76,21 @@ async fn reconcile(
     memcacheds: &Api<DynamicObject>,
     deployments: &Api<Deployment>,
     mut object: DynamicObject,
+    times: &Times,
 ) -> kube::Result<()> {
     let name = object.metadata.name.clone().unwrap_or_default();
     object.data["status"] = json!({"conditions": [condition("Running", "Running")]});
-    let mut object = memcacheds
-        .replace_status(&name, &PostParams::default(), &object)
-        .await?;
+    let mut object = timed(
+        times,
+        "PUT",
+        memcacheds.replace_status(&name, &PostParams::default(), &object),
+    )
+    .await?;
     let deployment_name = format!("{name}-memcached");
-    if deployments.get_opt(&deployment_name).await?.is_none() {
+    if timed(times, "GET", deployments.get_opt(&deployment_name))
+        .await?
+        .is_none()
+    {
         let labels = json!({"app.kubernetes.io/name": "memcached",
                             "app.kubernetes.io/instance": name});
         let deployment: Deployment = serde_json::from_value(json!({
@@ -83,13 +110,19 @@ async fn reconcile(
             }
         }))
         .map_err(kube::Error::SerdeError)?;
-        deployments
-            .create(&PostParams::default(), &deployment)
-            .await?;
+        timed(
+            times,
+            "POST",
+            deployments.create(&PostParams::default(), &deployment),
+        )
+        .await?;
     }
     object.data["status"] = json!({"conditions": [condition("Successful", "Successful")]});
-    memcacheds
-        .replace_status(&name, &PostParams::default(), &object)
-        .await?;
+    timed(
+        times,
+        "PUT",
+        memcacheds.replace_status(&name, &PostParams::default(), &object),
+    )
+    .await?;
     Ok(())
 }

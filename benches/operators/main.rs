@@ -196,7 +196,7 @@ async fn run(plan: &Plan) -> Report {
         }
     }
     if plan.runs("latency") {
-        report.bare_latency = bench.bare_latency().await;
+        report.bare = bench.bare_latency().await;
         report.enka = Some(bench.side_by_side(operator::Flavour::Enka).await);
         if plan.upstream {
             report.upstream = Some(bench.side_by_side(operator::Flavour::Upstream).await);

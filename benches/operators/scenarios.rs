@@ -21,6 +21,8 @@ use crate::workload::{self, Observer, create_many, create_namespace, memcached_r
 
 /// How long any one wait may take before the bench gives up loudly.
 const LIMIT: Duration = Duration::from_secs(1800);
+/// How long the machine idles before each latency sample.
+pub const IDLE_BEFORE_SAMPLE: Duration = Duration::from_millis(500);
 /// Creates in flight during bursts, like a `kubectl apply` of many files.
 pub const PARALLEL_CREATES: usize = 32;
 
@@ -42,6 +44,17 @@ pub struct Side {
     pub after_burst: Usage,
     /// Whole-run averages over the latency phase, where runs do not overlap.
     pub per_reconcile: PerReconcile,
+    /// The API server's time on the latency phase's requests.
+    pub server: RequestTimes,
+}
+
+/// The bare controller's latency samples, its requests as it timed them,
+/// and the API server's time on the phase's requests.
+#[derive(Debug, Default)]
+pub struct BareSide {
+    pub latency: Vec<Duration>,
+    pub requests: RequestTimes,
+    pub server: RequestTimes,
 }
 
 #[derive(Debug)]
@@ -63,6 +76,65 @@ pub struct PerReconcile {
     /// From a trigger (a watch event) to its reconcile's start, on average
     /// (`workqueue_queue_duration_seconds`, which both operators export).
     pub queue_wait_seconds: Option<f64>,
+    /// enka only: the API requests of the phase, and the runs they are over.
+    pub requests: RequestTimes,
+    pub runs: f64,
+}
+
+/// Requests to the API server by verb: how many and how long each took
+/// until its response's headers, summed. enka's come from its
+/// `rest_client_request_duration_seconds`, the bare controller's from its
+/// own clock around each call.
+#[derive(Debug, Default, Clone)]
+pub struct RequestTimes(std::collections::BTreeMap<String, (f64, f64)>);
+
+impl RequestTimes {
+    pub fn add(&mut self, verb: &str, took: Duration) {
+        let entry = self.0.entry(verb.to_owned()).or_default();
+        entry.0 += 1.0;
+        entry.1 += took.as_secs_f64();
+    }
+
+    /// The requests between two scrapes of enka's metrics.
+    pub fn between(before: &str, after: &str) -> RequestTimes {
+        const NAME: &str = "rest_client_request_duration_seconds";
+        let mut times = RequestTimes::default();
+        for verb in ["GET", "LIST", "POST", "PUT", "PATCH", "DELETE"] {
+            let label = format!("verb=\"{verb}\"");
+            let delta = |name: &str| {
+                sum_metric_where(after, name, &label) - sum_metric_where(before, name, &label)
+            };
+            let count = delta(&format!("{NAME}_count"));
+            if count > 0.0 {
+                times
+                    .0
+                    .insert(verb.to_owned(), (count, delta(&format!("{NAME}_sum"))));
+            }
+        }
+        times
+    }
+
+    /// `PUT 2.0 × 1.31 ms, …` with counts per `runs`.
+    pub fn per_run(&self, runs: f64) -> String {
+        self.0
+            .iter()
+            .map(|(verb, (count, seconds))| {
+                format!(
+                    "{verb} {:.1} × {:.2} ms",
+                    count / runs,
+                    seconds / count * 1e3
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Mean milliseconds of one request of `verb`.
+    pub fn mean_ms(&self, verb: &str) -> Option<f64> {
+        self.0
+            .get(verb)
+            .map(|(count, seconds)| seconds / count * 1e3)
+    }
 }
 
 /// The load run on shards of a ring of timebertt's sharder.
@@ -144,6 +216,10 @@ pub struct Seed {
     /// kube-apiserver requests during the song by verb and resource, most
     /// first.
     pub requests: Vec<(String, f64)>,
+    /// enka's requests by verb, timed on its side, and the API server's
+    /// time on every request of the song.
+    pub client_times: RequestTimes,
+    pub server_times: RequestTimes,
 }
 
 /// One operator on a benches/bridged role.
@@ -177,20 +253,35 @@ impl Bench<'_> {
         .await
     }
 
-    /// Create-to-Deployment latency of the bare controller.
-    pub async fn bare_latency(&self) -> Vec<Duration> {
+    /// Create-to-Deployment latency of the bare controller, and its
+    /// requests' times.
+    pub async fn bare_latency(&self) -> BareSide {
         let namespace = "bench-bare";
         create_namespace(self.client, namespace).await;
         let observer = Observer::start(self.client, namespace).await;
-        let controller = crate::bare::spawn(self.client.clone(), namespace.to_owned()).await;
+        let (controller, requests) =
+            crate::bare::spawn(self.client.clone(), namespace.to_owned()).await;
+        let server_before = crate::support::apiserver_metrics(self.client).await;
         let latency = self.latency_run(namespace, &observer, None).await;
-        controller.abort();
-        eprintln!(
-            "bench: bare      p50 {:?} p99 {:?}",
-            workload::percentile(&latency, 50.0),
-            workload::percentile(&latency, 99.0)
+        let server = server_times(
+            &server_before,
+            &crate::support::apiserver_metrics(self.client).await,
         );
-        latency
+        controller.abort();
+        let requests = requests.lock().expect("bare request times").clone();
+        let runs = latency.len() as f64;
+        eprintln!(
+            "bench: bare      p50 {:?} p99 {:?}; per run {}; the API server's time: {}",
+            workload::percentile(&latency, 50.0),
+            workload::percentile(&latency, 99.0),
+            requests.per_run(runs),
+            server.per_run(runs),
+        );
+        BareSide {
+            latency,
+            requests,
+            server,
+        }
     }
 
     /// Create → Deployment latency of the memcached role with one task that
@@ -250,20 +341,31 @@ impl Bench<'_> {
 
         let metrics_before = operator.metrics().await;
         let cpu_before = operator.usage().cpu_seconds;
+        let server_before = crate::support::apiserver_metrics(self.client).await;
         let latency = self
             .latency_run(&namespace, &observer, Some(&operator))
             .await;
+        let server = server_times(
+            &server_before,
+            &crate::support::apiserver_metrics(self.client).await,
+        );
         let metrics_after = operator.metrics().await;
         let cpu_after = operator.usage().cpu_seconds;
         let per_reconcile = per_reconcile(&metrics_before, &metrics_after, cpu_after - cpu_before);
         eprintln!(
-            "bench: {:9} latency p50 {:?} p99 {:?}; per run {:.2} ms wall ({:.2} ms waiting on the API server), {:.2} ms CPU",
+            "bench: {:9} latency p50 {:?} p99 {:?}; per run {:.2} ms wall ({:.2} ms waiting on the API server), {:.2} ms CPU; {}",
             flavour.name(),
             workload::percentile(&latency, 50.0),
             workload::percentile(&latency, 99.0),
             per_reconcile.wall_seconds * 1e3,
             per_reconcile.api_wait_seconds.unwrap_or(f64::NAN) * 1e3,
             per_reconcile.cpu_seconds * 1e3,
+            per_reconcile.requests.per_run(per_reconcile.runs),
+        );
+        eprintln!(
+            "bench: {:9} the API server's time per memcached: {}",
+            flavour.name(),
+            server.per_run(latency.len() as f64)
         );
 
         let burst = self.burst(&namespace, &observer, &operator).await;
@@ -288,6 +390,7 @@ impl Bench<'_> {
             burst,
             after_burst,
             per_reconcile,
+            server,
         }
     }
 
@@ -313,6 +416,12 @@ impl Bench<'_> {
             if let Some(operator) = operator {
                 settle(operator).await;
             }
+            // Every sample starts from a machine idle for the same time, the
+            // bare controller's too: one created straight after the last
+            // finished finds the API server's threads awake and its caches
+            // warm, and its create alone took half the time (1.2 ms against
+            // 3.0 ms) of one created after an operator settled.
+            tokio::time::sleep(IDLE_BEFORE_SAMPLE).await;
         }
         samples
     }
@@ -693,8 +802,8 @@ impl Bench<'_> {
             Api::namespaced_with(self.client.clone(), namespace, &hikawa_resource);
         let mut events = watcher::watcher(hikawas.clone(), watcher::Config::default()).boxed();
         let metrics_before = operator.metrics().await;
-        let requests_before =
-            requests_by_kind(&crate::support::apiserver_metrics(self.client).await);
+        let server_before = crate::support::apiserver_metrics(self.client).await;
+        let requests_before = requests_by_kind(&server_before);
         let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
         // The seed role ignores the interval; the CRD requires one.
         hikawa.data = json!({"spec": {"intervalMillis": 500}});
@@ -716,8 +825,8 @@ impl Bench<'_> {
         .await
         .unwrap_or_else(|_| panic!("no Kiyoshi:\n{}", operator.log_tail()));
         let metrics_after = operator.metrics().await;
-        let requests_after =
-            requests_by_kind(&crate::support::apiserver_metrics(self.client).await);
+        let server_after = crate::support::apiserver_metrics(self.client).await;
+        let requests_after = requests_by_kind(&server_after);
         let mut requests: Vec<(String, f64)> = requests_after
             .iter()
             .map(|(kind, after)| {
@@ -753,6 +862,8 @@ impl Bench<'_> {
                 - sum_metric_where(&metrics_before, RESULT, FAILED),
             queue_wait_seconds: delta("workqueue_queue_duration_seconds_sum"),
             requests,
+            client_times: RequestTimes::between(&metrics_before, &metrics_after),
+            server_times: server_times(&server_before, &server_after),
         };
         eprintln!(
             "bench: seed song: Kiyoshi in {:.2} s after {} Zundokos, {} reconciles ({} failed on purpose); {:.2} s in runs, {:.2} s of it waiting on the API server",
@@ -766,6 +877,11 @@ impl Bench<'_> {
         eprintln!(
             "bench: seed song: kube-apiserver requests by verb and resource (the harness's create and watch included): {:?}",
             seed.requests
+        );
+        eprintln!(
+            "bench: seed song: enka's requests, per reconcile: {}; the API server's time on all requests, per reconcile: {}",
+            seed.client_times.per_run(seed.reconciles),
+            seed.server_times.per_run(seed.reconciles)
         );
         seed
     }
@@ -782,6 +898,32 @@ fn tenths(bytes: &[u64]) -> Vec<f64> {
 /// kube-apiserver's `apiserver_request_total` summed by verb and resource
 /// (`PATCH hikawas/status`), over codes and scopes.
 fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
+    samples_by_kind(text, "apiserver_request_total")
+}
+
+/// The API server's own time on each request, from a request's arrival to
+/// its response (`apiserver_request_duration_seconds`), between two scrapes
+/// of its metrics: by verb and resource, count and seconds summed; long
+/// requests (watches) left out.
+fn server_times(before: &str, after: &str) -> RequestTimes {
+    const NAME: &str = "apiserver_request_duration_seconds";
+    let count = |text| samples_by_kind(text, &format!("{NAME}_count"));
+    let seconds = |text| samples_by_kind(text, &format!("{NAME}_sum"));
+    let (count_before, seconds_before) = (count(before), seconds(before));
+    let mut times = RequestTimes::default();
+    for (kind, total) in count(after) {
+        let requests = total - count_before.get(&kind).copied().unwrap_or(0.0);
+        if requests > 0.0 && !kind.starts_with("WATCH") {
+            let spent = seconds(after).get(&kind).copied().unwrap_or(0.0)
+                - seconds_before.get(&kind).copied().unwrap_or(0.0);
+            times.0.insert(kind, (requests, spent));
+        }
+    }
+    times
+}
+
+/// The samples of the metric `name` summed by verb and resource.
+fn samples_by_kind(text: &str, name: &str) -> std::collections::BTreeMap<String, f64> {
     let label = |sample: &str, name: &str| -> String {
         let key = format!("{name}=\"");
         sample
@@ -791,10 +933,10 @@ fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
             .unwrap_or_default()
     };
     let mut out = std::collections::BTreeMap::new();
-    for line in text
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-    {
+    for line in text.lines().filter(|l| {
+        l.strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with('{'))
+    }) {
         let Some(value) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
             continue;
         };
@@ -897,6 +1039,8 @@ fn per_reconcile(before: &str, after: &str, cpu_seconds: f64) -> PerReconcile {
         api_wait_seconds: (api_wait > 0.0).then(|| api_wait / runs),
         queue_wait_seconds: (queued > 0.0)
             .then(|| delta("workqueue_queue_duration_seconds_sum") / queued),
+        requests: RequestTimes::between(before, after),
+        runs,
     }
 }
 
