@@ -675,32 +675,47 @@ impl Report {
             self.sharded.iter().find(|r| r.shards == 1),
             self.sharded.iter().find(|r| r.shards == 3),
         ) {
-            let (i, held) = three.busiest_replica();
             let growth = |run: &crate::scenarios::ShardedLoad, i: usize| {
                 mib(run.final_rss_bytes[i].saturating_sub(run.idle_rss_bytes[i]))
             };
-            let per_object = |run: &crate::scenarios::ShardedLoad, i: usize, held: f64| {
-                growth(run, i) * 1024.0 / held
+            let one_growth = growth(one, 0);
+            let replicas: Vec<usize> = (0..three.final_rss_bytes.len()).collect();
+            let list = |value: &dyn Fn(usize) -> String| {
+                replicas
+                    .iter()
+                    .map(|&i| value(i))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
+            let mean_share = replicas.iter().map(|&i| growth(three, i)).sum::<f64>()
+                / replicas.len() as f64
+                / one_growth;
+            let (busiest, held) = three.busiest_replica();
             let _ = writeln!(
                 md,
-                "- **Per-replica memory about a third of one replica's at 3 shards**: once settled, the busiest \
-                 of three replicas (holding {:.0} of {} Memcacheds, {:.0}%) grew {:.1} MiB, one replica holding \
-                 all of them {:.1} MiB: {:.2} of it, {:.1} against {:.1} KiB per Memcached held. What does not \
-                 divide is each process's own baseline, {:.1} MiB of RSS before any Memcached (binary, runtime, \
-                 clients). Dependents follow their owner: the ring lists Deployments as controlled resources, \
-                 a shard's owner references are controller references, so each replica watches only the \
-                 Deployments of its own Memcacheds. Together the three replicas hold {:.1} MiB \
-                 against one's {:.1}, and finish in {:.1} s against {:.1} s.",
-                held,
+                "- **Per-replica memory about a third of one replica's at 3 shards**: once settled, the three \
+                 replicas, holding {} of {} Memcacheds as the sharder's ring assigned them, grew {} MiB, \
+                 against {:.1} MiB for one replica holding all of them: {} of it, **{:.2} on average**; the \
+                 busiest (holding {:.0}%) {:.2}. Per Memcached held: {} KiB against {:.1}. What does not \
+                 divide is each process's own baseline, {:.1} MiB of RSS before any Memcached (binary, \
+                 runtime, clients). Dependents follow their owner: the ring lists Deployments as controlled \
+                 resources, a shard's owner references are controller references, so each replica watches only \
+                 the Deployments of its own Memcacheds. Together the three replicas hold {:.1} MiB against \
+                 one's {:.1}, and finish in {:.1} s against {:.1} s.",
+                list(&|i| format!("{:.0}", three.reconciles_per_replica[i])),
                 three.crs,
+                list(&|i| format!("{:.1}", growth(three, i))),
+                one_growth,
+                list(&|i| format!("{:.2}", growth(three, i) / one_growth)),
+                mean_share,
                 100.0 * held / three.crs as f64,
-                growth(three, i),
-                growth(one, 0),
-                growth(three, i) / growth(one, 0),
-                per_object(three, i, held),
-                per_object(one, 0, one.reconciles),
-                mib(three.idle_rss_bytes[i]),
+                growth(three, busiest) / one_growth,
+                list(&|i| format!(
+                    "{:.1}",
+                    growth(three, i) * 1024.0 / three.reconciles_per_replica[i]
+                )),
+                one_growth * 1024.0 / one.reconciles,
+                mib(three.idle_rss_bytes[busiest]),
                 three.final_rss_bytes.iter().map(|b| mib(*b)).sum::<f64>(),
                 mib(one.final_rss_bytes[0]),
                 three.seconds,
@@ -755,9 +770,11 @@ impl Report {
             let _ = writeln!(
                 md,
                 "- **The seed to Kiyoshi under 1 s**: {:.2} s for {} Zundokos in {} runs: {:.2} s inside runs, \
-                 {:.2} s of that waiting on the API server for the requests the role's modules make upstream too \
-                 (below: `k8s_status` and `k8s` read before they write, `k8s_info` lists; about ten calls per \
-                 Zundoko, four of them writes); {:.2} s of backoff, since {} runs failed on purpose, as the seed's \
+                 {:.2} s of that waiting on the API server for the requests the role's modules make (below: \
+                 `k8s_status` and `k8s` read before they write, `k8s_info` lists; about ten calls per Zundoko, \
+                 four of them writes; upstream's proxy answers the reads of the watched Hikawa and the lists \
+                 from its informer cache, where enka sends the reads to the API server and the lists to its \
+                 watch cache); {:.2} s of backoff, since {} runs failed on purpose, as the seed's \
                  role does to loop, and each was retried after {} ms, the first step of upstream's rate limiter; \
                  {:.2} s in the work queue past due (a retry's delay ends on tokio's 1 ms timer; a trigger \
                  due now starts at once); \
@@ -772,7 +789,8 @@ impl Report {
                 seed.failed_runs,
                 first_retry.as_millis(),
                 seed.queue_wait_seconds,
-                seed.seconds - seed.run_seconds - backoff_seconds - seed.queue_wait_seconds,
+                (seed.seconds - seed.run_seconds - backoff_seconds - seed.queue_wait_seconds)
+                    .max(0.0),
                 seed.server_times.per_run(seed.reconciles),
             );
         }
@@ -842,8 +860,8 @@ impl Report {
              harness's own watch seeing the Deployment. The next one is created when the operator is idle \
              (enka's in-flight gauge, controller-runtime's active workers and queue depth) and the machine \
              has then idled {pause} ms, the bare controller's samples too: a create straight after the last \
-             sample finds the API server's threads awake and its caches warm, and the create alone took \
-             1.2 ms there against 3.0 ms after an idle machine. The bare row is a hand-written controller \
+             sample finds the API server's threads awake and its caches warm, and answers every request \
+             faster than the idle machine an operator's sample starts from. The bare row is a hand-written controller \
              in the harness making the same API calls with no engine: status `Running`, GET the \
              Deployment, create it; it times each request around the call, as enka's \
              `rest_client_request_duration_seconds` does.\n\
