@@ -151,7 +151,6 @@ fn reconcile_time_buckets() -> Histogram {
     ])
 }
 
-/// client-go's work queue buckets: 10 ns to about 3 hours.
 /// client-go's `rest_client_request_duration_seconds` buckets.
 fn request_buckets() -> Histogram {
     Histogram::new([
@@ -159,6 +158,7 @@ fn request_buckets() -> Histogram {
     ])
 }
 
+/// client-go's work queue buckets: 10 ns to about 3 hours.
 fn queue_buckets() -> Histogram {
     Histogram::new(exponential_buckets(10e-9, 10.0, 12))
 }
@@ -644,9 +644,8 @@ impl Metrics {
     }
 
     /// One API request finished with `code` (`<error>` when no response
-    /// came, as client-go labels it).
-    /// One request to the API server finished; `elapsed` until its
-    /// response's headers.
+    /// came, as client-go labels it), `elapsed` after it was sent, until
+    /// its response's headers.
     pub fn api_request(&self, method: &str, code: &str, host: &str, elapsed: Duration) {
         self.rest_requests
             .get_or_create(&RestLabels {
