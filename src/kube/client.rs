@@ -3,6 +3,8 @@
 //! Discovery is per group-version: the first use of a kind fetches its
 //! group-version's resource list once; a kind the cache does not know
 //! refreshes that group-version once (a CRD may have been installed since).
+//! Reads by name of a kind a controller watches come from its cache
+//! ([`WatchCaches`]); every write of such an object is noted there.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,6 +18,7 @@ use kube::discovery::{self, Scope};
 use kube::{Client, Error as KubeError};
 use serde_json::Value as Json;
 
+use super::cache::WatchCaches;
 use super::{BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource, api_error};
 
 /// The Kubernetes API through `kube`.
@@ -27,6 +30,7 @@ pub struct KubeCluster {
     /// defaulted and admitted as a real one, answered with the object as it
     /// would be, and never stored (`enka diff`).
     dry_run: bool,
+    caches: std::sync::Arc<WatchCaches>,
 }
 
 impl std::fmt::Debug for KubeCluster {
@@ -52,6 +56,7 @@ impl KubeCluster {
             discovery: Mutex::new(HashMap::new()),
             field_manager: field_manager.to_owned(),
             dry_run: false,
+            caches: std::sync::Arc::default(),
         }
     }
 
@@ -66,6 +71,55 @@ impl KubeCluster {
     /// The underlying client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The watch caches reads by name are served from.
+    pub fn watch_caches(&self) -> &std::sync::Arc<WatchCaches> {
+        &self.caches
+    }
+
+    /// Reads one object from the API server itself, never a cache: after a
+    /// conflict, which says the cache and the server disagree.
+    pub async fn get_from_server(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Json>, Error> {
+        let request = self
+            .requests(resource, namespace)
+            .get(name, &GetParams::default());
+        match self.send(request).await {
+            Ok(object) => Ok(Some(object)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Notes a write's outcome in the watch caches, so that a read of the
+    /// object right after it sees it (a dry run stores nothing). A refusal
+    /// (4xx) changed nothing; a write without an answer may have been made.
+    fn note_write(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        outcome: &Result<Json, Error>,
+    ) {
+        if self.dry_run {
+            return;
+        }
+        match outcome {
+            Ok(object) => {
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(Json::as_str)
+                    .unwrap_or(name);
+                self.caches.wrote(resource, namespace, name, object);
+            }
+            Err(err) if err.code().is_some_and(|code| code < 500) => {}
+            Err(_) => self.caches.unsure(resource, namespace, name),
+        }
     }
 
     fn cached(&self, group: &str, version: &str, kind: &str) -> Option<Resource> {
@@ -203,14 +257,10 @@ impl Cluster for KubeCluster {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Json>, Error>> {
         Box::pin(async move {
-            let request = self
-                .requests(resource, namespace)
-                .get(name, &GetParams::default());
-            match self.send(request).await {
-                Ok(object) => Ok(Some(object)),
-                Err(err) if err.is_not_found() => Ok(None),
-                Err(err) => Err(err),
+            if let Some(object) = self.caches.get(resource, namespace, name) {
+                return Ok(Some(object));
             }
+            self.get_from_server(resource, namespace, name).await
         })
     }
 
@@ -260,7 +310,10 @@ impl Cluster for KubeCluster {
             let request = self
                 .requests(resource, namespace)
                 .create(&params, body(object)?);
-            self.send(request).await
+            let created = self.send(request).await;
+            let name = object.pointer("/metadata/name").and_then(Json::as_str);
+            self.note_write(resource, namespace, name.unwrap_or_default(), &created);
+            created
         })
     }
 
@@ -313,7 +366,9 @@ impl Cluster for KubeCluster {
                     )
                 }
             };
-            self.send(request).await
+            let patched = self.send(request).await;
+            self.note_write(resource, namespace, name, &patched);
+            patched
         })
     }
 
@@ -336,7 +391,9 @@ impl Cluster for KubeCluster {
                 Some(subresource) => requests.replace_subresource(subresource, name, &params, body),
                 None => requests.replace(name, &params, body),
             };
-            self.send(request).await
+            let replaced = self.send(request).await;
+            self.note_write(resource, namespace, name, &replaced);
+            replaced
         })
     }
 
@@ -360,7 +417,7 @@ impl Cluster for KubeCluster {
                 }
             }
             params.dry_run = self.dry_run;
-            match self
+            let deleted = match self
                 .api::<DynamicObject>(resource, namespace)
                 .delete(name, &params)
                 .await
@@ -368,7 +425,14 @@ impl Cluster for KubeCluster {
                 Ok(_) => Ok(true),
                 Err(KubeError::Api(status)) if status.code == 404 => Ok(false),
                 Err(err) => Err(api_error(err)),
+            };
+            match &deleted {
+                _ if self.dry_run => {}
+                Ok(_) => self.caches.deleted(resource, namespace, name),
+                Err(err) if err.code().is_some_and(|code| code < 500) => {}
+                Err(_) => self.caches.unsure(resource, namespace, name),
             }
+            deleted
         })
     }
 

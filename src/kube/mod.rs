@@ -5,6 +5,7 @@
 //! or an in-memory one ([`memory::MemoryCluster`]) for the engine's
 //! benchmark. Objects travel as JSON, the way roles see them.
 
+pub mod cache;
 #[cfg(test)]
 mod canned;
 pub mod client;

@@ -1,0 +1,530 @@
+//! Reads by name answered from the operator's own watch caches.
+//!
+//! Upstream's proxy answers a role's GET of a kind it watches from its
+//! informer cache, and passes a miss on to the API server
+//! (ansible-operator-plugins, `internal/ansible/proxy/cache_response.go`).
+//! enka does the same with the reflector stores its controllers keep: a
+//! role that reads its own custom resource (`k8s_status`, `k8s`, a `k8s`
+//! lookup) sends no request.
+//!
+//! A cache is a moment behind the API server. Upstream's roles live with
+//! that for every write, their own included; enka's do not for their own:
+//! each write to a cached object is remembered with the object the API
+//! server answered, and served in place of the cache until the watch
+//! delivers that version. Other writers' changes arrive with the watch, as
+//! they do upstream.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
+use serde_json::Value as Json;
+
+use super::Resource;
+use super::object::{WatchedKind, WatchedObject};
+
+/// How long a remembered write outlives a watch that never delivers its
+/// version: a write that changed nothing sends no event, and a relist can
+/// pass over a version.
+const REMEMBERED_FOR: Duration = Duration::from_secs(30);
+
+/// Past this many remembered writes, the stale ones are dropped as the next
+/// is remembered (writes whose object is never read again).
+const PRUNE_ABOVE: usize = 256;
+
+/// The watch caches reads are served from, and the writes they have not
+/// caught up with.
+#[derive(Default)]
+pub struct WatchCaches {
+    stores: RwLock<Vec<Cached>>,
+    next_id: AtomicU64,
+    written: Mutex<HashMap<ObjectKey, Written>>,
+}
+
+impl std::fmt::Debug for WatchCaches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stores = self.stores.read().map(|s| s.len()).unwrap_or_default();
+        f.debug_struct("WatchCaches")
+            .field("stores", &stores)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One watch's store: its kind, and its namespace (`None`: all).
+struct Cached {
+    id: u64,
+    kind: WatchedKind,
+    namespace: Option<String>,
+    store: Store<WatchedObject>,
+}
+
+impl Cached {
+    fn covers(&self, namespace: Option<&str>) -> bool {
+        self.namespace.is_none() || self.namespace.as_deref() == namespace
+    }
+
+    fn is_ready(&self) -> bool {
+        matches!(self.store.wait_until_ready().now_or_never(), Some(Ok(())))
+    }
+}
+
+/// An object, whichever version it is read in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ObjectKey {
+    group: String,
+    plural: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+/// A write the watch may not have delivered yet.
+struct Written {
+    at: Instant,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    /// The object as the API server stored it, in the version written.
+    Stored { version: String, object: Json },
+    /// Deleted (or found absent) by this process.
+    Deleted,
+    /// The write got no answer: it may or may not have been made.
+    Unknown,
+}
+
+/// Keeps a store serving reads; dropping it stops them (a store whose
+/// watch has ended is no longer kept current).
+#[must_use = "the store serves reads only while this is kept"]
+pub struct Serving {
+    caches: Arc<WatchCaches>,
+    id: u64,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let mut stores = self
+            .caches
+            .stores
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        stores.retain(|cached| cached.id != self.id);
+    }
+}
+
+fn resource_version(object: &Json) -> Option<&str> {
+    object.pointer("/metadata/resourceVersion")?.as_str()
+}
+
+/// Whether version `seen` of an object is `written` or a later one.
+/// Resource versions of one kind compare as increasing integers (Kubernetes
+/// 1.35, KEP-5504: a conformance requirement); a version that is not such
+/// an integer (an older or aggregated API server) is compared for equality
+/// alone. The watch delivers a write's version either before the write's
+/// answer is read or after it, so equality alone would keep a write that
+/// the cache has passed, and serve it over newer changes.
+fn at_least(seen: Option<&str>, written: Option<&str>) -> bool {
+    let (Some(seen), Some(written)) = (seen, written) else {
+        return false;
+    };
+    let integer = |v: &str| {
+        !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && (v == "0" || !v.starts_with('0'))
+    };
+    if integer(seen) && integer(written) {
+        (seen.len(), seen) >= (written.len(), written)
+    } else {
+        seen == written
+    }
+}
+
+impl WatchCaches {
+    /// Serves reads of `kind` in `namespace` (`None`: all namespaces, or a
+    /// cluster-scoped kind) from `store`, once its first list is in, for as
+    /// long as the returned guard is kept. The watch filling the store must
+    /// pass each event to [`WatchCaches::observe`] after the store took it.
+    pub fn serve(
+        self: &Arc<Self>,
+        kind: WatchedKind,
+        namespace: Option<String>,
+        store: Store<WatchedObject>,
+    ) -> Serving {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut stores = self.stores.write().unwrap_or_else(|e| e.into_inner());
+        stores.push(Cached {
+            id,
+            kind,
+            namespace,
+            store,
+        });
+        Serving {
+            caches: self.clone(),
+            id,
+        }
+    }
+
+    /// The store serving `resource` in `namespace`, with its kind: the same
+    /// version only (another version is another conversion of the object).
+    fn store_for(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Option<(WatchedKind, Store<WatchedObject>)> {
+        let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
+        stores
+            .iter()
+            .find(|cached| {
+                cached.kind.group == resource.group
+                    && cached.kind.version == resource.version
+                    && cached.kind.plural == resource.plural
+                    && cached.covers(namespace)
+            })
+            .filter(|cached| cached.is_ready())
+            .map(|cached| (cached.kind.clone(), cached.store.clone()))
+    }
+
+    /// Whether some store holds objects of `resource`'s kind in `namespace`,
+    /// in any version.
+    fn caches_kind(&self, resource: &Resource, namespace: Option<&str>) -> bool {
+        let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
+        stores.iter().any(|cached| {
+            cached.kind.group == resource.group
+                && cached.kind.plural == resource.plural
+                && cached.covers(namespace)
+        })
+    }
+
+    /// `name` as a cache knows it, or `None` when the API server must be
+    /// asked: no store serves its kind and namespace, the store has not
+    /// listed, does not hold it (a miss goes to the API server, as
+    /// upstream's), or holds a version older than this process's last write.
+    pub fn get(&self, resource: &Resource, namespace: Option<&str>, name: &str) -> Option<Json> {
+        let namespace = namespace.filter(|_| resource.namespaced);
+        if resource.namespaced && namespace.is_none() {
+            return None;
+        }
+        let (kind, store) = self.store_for(resource, namespace)?;
+        let mut key = ObjectRef::new_with(name, kind);
+        key.namespace = namespace.map(str::to_owned);
+        let cached = store.get(&key);
+        let cached_version = cached
+            .as_ref()
+            .and_then(|object| object.metadata.resource_version.as_deref());
+        {
+            let object_key = ObjectKey::of(resource, namespace, name);
+            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(write) = written.get(&object_key) {
+                let caught_up = match &write.outcome {
+                    Outcome::Stored { object, .. } => {
+                        at_least(cached_version, resource_version(object))
+                    }
+                    Outcome::Deleted | Outcome::Unknown => false,
+                };
+                if caught_up || write.at.elapsed() > REMEMBERED_FOR {
+                    written.remove(&object_key);
+                } else {
+                    return match &write.outcome {
+                        Outcome::Stored { version, object } if *version == resource.version => {
+                            Some(object.clone())
+                        }
+                        _ => None,
+                    };
+                }
+            }
+        }
+        cached?.to_json().ok()
+    }
+
+    /// Remembers the object a write of `name` left, as the API server
+    /// answered it.
+    pub fn wrote(&self, resource: &Resource, namespace: Option<&str>, name: &str, object: &Json) {
+        let outcome = Outcome::Stored {
+            version: resource.version.clone(),
+            object: object.clone(),
+        };
+        self.remember(resource, namespace, name, outcome);
+    }
+
+    /// Remembers that `name` was deleted (or found absent) by a write.
+    pub fn deleted(&self, resource: &Resource, namespace: Option<&str>, name: &str) {
+        self.remember(resource, namespace, name, Outcome::Deleted);
+    }
+
+    /// Remembers that a write of `name` got no answer: reads of it go to
+    /// the API server until the cache is known to have caught up.
+    pub fn unsure(&self, resource: &Resource, namespace: Option<&str>, name: &str) {
+        self.remember(resource, namespace, name, Outcome::Unknown);
+    }
+
+    fn remember(&self, resource: &Resource, namespace: Option<&str>, name: &str, outcome: Outcome) {
+        let namespace = namespace.filter(|_| resource.namespaced);
+        if !self.caches_kind(resource, namespace) {
+            return;
+        }
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if written.len() > PRUNE_ABOVE {
+            written.retain(|_, write| write.at.elapsed() <= REMEMBERED_FOR);
+        }
+        let write = Written {
+            at: Instant::now(),
+            outcome,
+        };
+        written.insert(ObjectKey::of(resource, namespace, name), write);
+    }
+
+    /// Takes note of a watch event of `kind`, once its store has applied it:
+    /// a remembered write whose version the store now holds is forgotten,
+    /// and so is any write of an object the watch saw deleted.
+    pub fn observe(&self, kind: &WatchedKind, event: &Event<WatchedObject>) {
+        let (object, deleted) = match event {
+            Event::Apply(object) | Event::InitApply(object) => (object, false),
+            Event::Delete(object) => (object, true),
+            Event::Init | Event::InitDone => return,
+        };
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if written.is_empty() {
+            return;
+        }
+        let key = ObjectKey {
+            group: kind.group.clone(),
+            plural: kind.plural.clone(),
+            namespace: object.metadata.namespace.clone(),
+            name: object.metadata.name.clone().unwrap_or_default(),
+        };
+        let delivered = match written.get(&key).map(|write| &write.outcome) {
+            None => false,
+            Some(_) if deleted => true,
+            Some(Outcome::Stored { object: stored, .. }) => at_least(
+                object.metadata.resource_version.as_deref(),
+                resource_version(stored),
+            ),
+            Some(Outcome::Deleted | Outcome::Unknown) => false,
+        };
+        if delivered {
+            written.remove(&key);
+        }
+    }
+}
+
+impl ObjectKey {
+    fn of(resource: &Resource, namespace: Option<&str>, name: &str) -> Self {
+        ObjectKey {
+            group: resource.group.clone(),
+            plural: resource.plural.clone(),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+    use serde_json::json;
+
+    fn hikawas(version: &str) -> Resource {
+        Resource {
+            group: "zundokokiyoshi.kaitoy.github.com".into(),
+            version: version.into(),
+            kind: "Hikawa".into(),
+            plural: "hikawas".into(),
+            namespaced: true,
+        }
+    }
+
+    fn kind() -> WatchedKind {
+        WatchedKind::from(hikawas("v1beta2").api_resource())
+    }
+
+    fn hikawa(name: &str, resource_version: &str, said: u32) -> Json {
+        json!({
+            "apiVersion": "zundokokiyoshi.kaitoy.github.com/v1beta2",
+            "kind": "Hikawa",
+            "metadata": {"name": name, "namespace": "song", "resourceVersion": resource_version},
+            "status": {"numZundokosSaid": said},
+        })
+    }
+
+    fn watched(object: &Json) -> WatchedObject {
+        WatchedObject::from_json_text(&object.to_string()).expect("decodes")
+    }
+
+    /// Caches serving one store of Hikawas in `namespace`, listed with
+    /// `objects`, and the writer that keeps it.
+    fn serving(
+        namespace: Option<&str>,
+        objects: &[Json],
+    ) -> (Arc<WatchCaches>, Serving, Writer<WatchedObject>) {
+        let caches = Arc::new(WatchCaches::default());
+        let mut writer = Writer::new(kind());
+        let serving = caches.serve(kind(), namespace.map(str::to_owned), writer.as_reader());
+        writer.apply_watcher_event(&Event::Init);
+        for object in objects {
+            writer.apply_watcher_event(&Event::InitApply(watched(object)));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        (caches, serving, writer)
+    }
+
+    fn said(object: Option<Json>) -> Option<u64> {
+        object?.pointer("/status/numZundokosSaid")?.as_u64()
+    }
+
+    #[test]
+    fn a_cached_object_is_read_without_the_api_server() {
+        let (caches, _serving, _writer) = serving(None, &[hikawa("a", "10", 3)]);
+        let object = caches.get(&hikawas("v1beta2"), Some("song"), "a");
+        assert_eq!(object, Some(hikawa("a", "10", 3)));
+    }
+
+    #[test]
+    fn a_miss_another_version_namespace_or_kind_goes_to_the_api_server() {
+        let (caches, _serving, _writer) = serving(Some("song"), &[hikawa("a", "10", 3)]);
+        assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "b"), None);
+        assert_eq!(caches.get(&hikawas("v1beta1"), Some("song"), "a"), None);
+        assert_eq!(caches.get(&hikawas("v1beta2"), Some("other"), "a"), None);
+        assert_eq!(caches.get(&hikawas("v1beta2"), None, "a"), None);
+        let zundokos = Resource {
+            kind: "Zundoko".into(),
+            plural: "zundokos".into(),
+            ..hikawas("v1beta2")
+        };
+        assert_eq!(caches.get(&zundokos, Some("song"), "a"), None);
+    }
+
+    #[test]
+    fn nothing_is_served_before_the_first_list_or_after_the_guard_is_dropped() {
+        let caches = Arc::new(WatchCaches::default());
+        let mut writer = Writer::new(kind());
+        let serving = caches.serve(kind(), None, writer.as_reader());
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(watched(&hikawa("a", "10", 3))));
+        assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "a"), None);
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(caches.get(&hikawas("v1beta2"), Some("song"), "a").is_some());
+        drop(serving);
+        assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "a"), None);
+    }
+
+    #[test]
+    fn an_own_write_is_read_back_until_the_watch_delivers_it() {
+        let (caches, _serving, mut writer) = serving(None, &[hikawa("a", "10", 3)]);
+        let resource = hikawas("v1beta2");
+        caches.wrote(&resource, Some("song"), "a", &hikawa("a", "11", 4));
+        assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(4));
+        // The write in another version: the API server converts it.
+        assert_eq!(caches.get(&hikawas("v1beta1"), Some("song"), "a"), None);
+
+        let event = Event::Apply(watched(&hikawa("a", "11", 4)));
+        writer.apply_watcher_event(&event);
+        caches.observe(&kind(), &event);
+        assert!(caches.written.lock().unwrap().is_empty());
+        // Another writer's change comes with the watch.
+        let event = Event::Apply(watched(&hikawa("a", "12", 5)));
+        writer.apply_watcher_event(&event);
+        caches.observe(&kind(), &event);
+        assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(5));
+    }
+
+    #[test]
+    fn a_write_that_changed_nothing_is_forgotten_once_the_cache_holds_its_version() {
+        let (caches, _serving, _writer) = serving(None, &[hikawa("a", "10", 3)]);
+        let resource = hikawas("v1beta2");
+        caches.wrote(&resource, Some("song"), "a", &hikawa("a", "10", 3));
+        assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(3));
+        assert!(caches.written.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_write_the_watch_delivered_before_its_answer_was_read_yields_to_newer_changes() {
+        let (caches, _serving, mut writer) = serving(None, &[hikawa("a", "9", 3)]);
+        let resource = hikawas("v1beta2");
+        for event in [
+            Event::Apply(watched(&hikawa("a", "10", 4))),
+            Event::Apply(watched(&hikawa("a", "12", 5))),
+        ] {
+            writer.apply_watcher_event(&event);
+            caches.observe(&kind(), &event);
+        }
+        caches.wrote(&resource, Some("song"), "a", &hikawa("a", "10", 4));
+        assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(5));
+        assert!(caches.written.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn resource_versions_compare_as_integers_or_else_for_equality() {
+        assert!(at_least(Some("10"), Some("9")));
+        assert!(at_least(Some("10"), Some("10")));
+        assert!(!at_least(Some("9"), Some("10")));
+        assert!(!at_least(Some("99"), Some("100")));
+        assert!(at_least(Some("a1"), Some("a1")));
+        assert!(!at_least(Some("b"), Some("a")));
+        assert!(!at_least(Some("010"), Some("9")));
+        assert!(!at_least(None, Some("9")));
+        assert!(!at_least(Some("9"), None));
+    }
+
+    #[test]
+    fn after_a_delete_or_an_unanswered_write_reads_go_to_the_api_server() {
+        let (caches, _serving, mut writer) =
+            serving(None, &[hikawa("a", "10", 3), hikawa("b", "10", 3)]);
+        let resource = hikawas("v1beta2");
+        caches.deleted(&resource, Some("song"), "a");
+        caches.unsure(&resource, Some("song"), "b");
+        assert_eq!(caches.get(&resource, Some("song"), "a"), None);
+        assert_eq!(caches.get(&resource, Some("song"), "b"), None);
+
+        let event = Event::Delete(watched(&hikawa("a", "11", 3)));
+        writer.apply_watcher_event(&event);
+        caches.observe(&kind(), &event);
+        assert_eq!(caches.written.lock().unwrap().len(), 1);
+        assert_eq!(caches.get(&resource, Some("song"), "a"), None);
+    }
+
+    #[test]
+    fn writes_of_kinds_no_store_holds_are_not_remembered() {
+        let (caches, _serving, _writer) = serving(Some("song"), &[]);
+        caches.wrote(
+            &hikawas("v1beta2"),
+            Some("other"),
+            "a",
+            &hikawa("a", "1", 0),
+        );
+        let configmaps = Resource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespaced: true,
+        };
+        caches.wrote(&configmaps, Some("song"), "a", &json!({}));
+        assert!(caches.written.lock().unwrap().is_empty());
+        // Written in another version, the object is still the cached kind's.
+        caches.wrote(&hikawas("v1beta1"), Some("song"), "a", &hikawa("a", "1", 0));
+        assert_eq!(caches.written.lock().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn cluster_scoped_objects_are_found_without_a_namespace() {
+        let caches = Arc::new(WatchCaches::default());
+        let resource = Resource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Cluster".into(),
+            plural: "clusters".into(),
+            namespaced: false,
+        };
+        let kind = WatchedKind::from(resource.api_resource());
+        let mut writer = Writer::new(kind.clone());
+        let _serving = caches.serve(kind, None, writer.as_reader());
+        writer.apply_watcher_event(&Event::Init);
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Cluster",
+            "metadata": {"name": "c", "resourceVersion": "1"}});
+        writer.apply_watcher_event(&Event::InitApply(watched(&object)));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(caches.get(&resource, Some("ignored"), "c"), Some(object));
+    }
+}
