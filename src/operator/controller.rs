@@ -22,7 +22,7 @@ use crate::engine::{self, Entry, RunOptions};
 use crate::kube::api_error;
 use crate::kube::client::KubeCluster;
 use crate::kube::object::{WatchedKind, WatchedObject};
-use crate::kube::{Cluster, Owner};
+use crate::kube::{Cluster, Owner, PatchType};
 use crate::role::{Project, Target};
 use crate::watches::{Gvk, Watch};
 
@@ -279,7 +279,10 @@ fn completion() -> String {
 
 /// Writes the status `update` makes of `known`, the object as last seen, and
 /// returns the object as the API server stored it, so no read is needed
-/// before or after. A stale `known` costs one conflict and one read.
+/// before or after. The watch cache may know a newer version (the role
+/// wrote the object, and the cache remembers its own writes): that one is
+/// written over. A `known` stale all the same costs one conflict and one
+/// read.
 async fn write_status(
     ctx: &WatchContext,
     namespace: Option<&str>,
@@ -289,7 +292,10 @@ async fn write_status(
     update: impl Fn(&mut Json),
 ) -> Result<Arc<Json>, ReconcileError> {
     let resource = ctx.resource_ref();
-    let mut live = known;
+    let mut live = match ctx.cluster.watch_caches().get(&resource, namespace, name) {
+        Some(latest) => Arc::new(latest),
+        None => known,
+    };
     for attempt in 0..3 {
         let before = live.get("status").cloned().unwrap_or_else(|| json!({}));
         let mut status = before.clone();
@@ -311,7 +317,10 @@ async fn write_status(
             // CRD has no status subresource: only a read tells which.
             Err(err) if err.is_not_found() => {
                 let started = Instant::now();
-                let still = ctx.cluster.get(&resource, namespace, name).await;
+                let still = ctx
+                    .cluster
+                    .get_from_server(&resource, namespace, name)
+                    .await;
                 *api_wait += started.elapsed();
                 return match still {
                     Ok(None) => Ok(live),
@@ -326,7 +335,10 @@ async fn write_status(
             }
             Err(err) if err.is_conflict() && attempt < 2 => {
                 let started = Instant::now();
-                let fresh = ctx.cluster.get(&resource, namespace, name).await;
+                let fresh = ctx
+                    .cluster
+                    .get_from_server(&resource, namespace, name)
+                    .await;
                 *api_wait += started.elapsed();
                 match fresh.map_err(|source| ReconcileError::Api {
                     action: "read the object",
@@ -362,15 +374,16 @@ async fn set_finalizers(
         "finalizers": finalizers,
         "resourceVersion": object.pointer("/metadata/resourceVersion"),
     }});
-    let patched = ctx
-        .api_for(namespace)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    // Through the cluster, so the watch cache serves the roles' reads of the
+    // object with its finalizers.
+    let resource = ctx.resource_ref();
+    ctx.cluster
+        .patch(&resource, namespace, name, &patch, &PatchType::Merge, None)
         .await
-        .map_err(|e| ReconcileError::Api {
+        .map_err(|source| ReconcileError::Api {
             action: "update the finalizers",
-            source: api_error(e),
-        })?;
-    serde_json::to_value(&patched).map_err(|e| ReconcileError::Encode(e.to_string()))
+            source,
+        })
 }
 
 /// An object whose fields could not be decoded (nested too deep) fails
@@ -596,8 +609,8 @@ async fn reconcile_object(
     let broken_edit = ctx.reload.broken();
     if ctx.watch.manage_status {
         let done_at = completion();
-        // If the role wrote this object, `json` is stale and the write
-        // conflicts once, then re-reads.
+        // If the role wrote this object, `json` is stale; the write takes
+        // the version the cache remembers.
         write_status(&ctx, ns, &name, json.clone(), api_wait, |s| {
             status::mark_done(s, &outcome, &now(), &done_at);
             if let Some(message) = &broken_edit {
@@ -883,6 +896,10 @@ pub async fn run_controller(
     let writer = reflector::store::Writer::new(ctx.resource.clone());
     let resource = ctx.resource.clone();
     let reader = writer.as_reader();
+    // Roles' reads of their own objects by name come from this cache.
+    let caches = ctx.cluster.watch_caches().clone();
+    let scope = namespace.clone().filter(|_| ctx.namespaced);
+    let _serving = caches.serve(ctx.resource.clone(), scope, reader.clone());
     // Upstream's predicates: reconcile on a change of generation (spec,
     // deletion), of annotations when asked, and on any change of objects
     // without a generation (a Secret, a ConfigMap). Not on finalizers: the
@@ -913,6 +930,14 @@ pub async fn run_controller(
             }
         })
         .reflect(writer)
+        .inspect({
+            let kind = ctx.resource.clone();
+            move |event| {
+                if let Ok(event) = event {
+                    caches.observe(&kind, event);
+                }
+            }
+        })
         .inspect({
             let ctx = ctx.clone();
             move |event| record_presence(&ctx, event)

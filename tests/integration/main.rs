@@ -6,6 +6,7 @@
 mod support;
 
 mod bridged;
+mod cached_reads;
 mod check;
 mod cli;
 mod conformance;

@@ -77,8 +77,8 @@ async fn await_condition(
 }
 
 /// A throwaway project directory.
-struct Project {
-    dir: std::path::PathBuf,
+pub(crate) struct Project {
+    pub(crate) dir: std::path::PathBuf,
 }
 
 impl Project {
@@ -89,7 +89,7 @@ impl Project {
         )
     }
 
-    fn with_watches(name: &str, watches: &str) -> Self {
+    pub(crate) fn with_watches(name: &str, watches: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("enka-project-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("roles/sample/tasks")).unwrap();
@@ -97,7 +97,7 @@ impl Project {
         Project { dir }
     }
 
-    fn write_role(&self, text: &str) {
+    pub(crate) fn write_role(&self, text: &str) {
         std::fs::write(self.dir.join("roles/sample/tasks/main.yml"), text).unwrap();
     }
 }

@@ -1,0 +1,183 @@
+//! Reads by name of a watched kind come from enka's watch cache, as
+//! upstream's proxy serves them from its informer cache: a role reads its
+//! own writes at once, sees other writers' changes that came before its
+//! trigger, finds objects its watch does not hold through the API server,
+//! and sends the API server no GET for the objects the cache holds.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+
+use crate::enka::Enka;
+use crate::runtime::Project;
+use crate::support::{apiserver_metrics, eventually, install_crd};
+
+const WATCHES: &str = "- version: v1
+  group: enka.test
+  kind: Reading
+  role: sample
+  reconcilePeriod: 0s
+  selector:
+    matchLabels:
+      watched: \"yes\"
+";
+
+/// Writes the round into the status, reads the object back by name (and,
+/// in the first round, a Reading the watch's selector leaves out), and
+/// records what the reads saw.
+const ROLE: &str = r#"
+- name: write the round into the status
+  operator_sdk.util.k8s_status:
+    api_version: enka.test/v1
+    kind: Reading
+    name: '{{ ansible_operator_meta.name }}'
+    namespace: '{{ ansible_operator_meta.namespace }}'
+    status:
+      round: '{{ round }}'
+- name: read the object back by name
+  set_fact:
+    read: "{{ query('k8s', api_version='enka.test/v1', kind='Reading', namespace=ansible_operator_meta.namespace, resource_name=ansible_operator_meta.name) | first }}"
+- name: read a Reading the watch does not hold
+  when: round == 1
+  set_fact:
+    unwatched: "{{ query('k8s', api_version='enka.test/v1', kind='Reading', namespace=ansible_operator_meta.namespace, resource_name='unwatched') | first }}"
+- name: record what the reads saw
+  k8s:
+    definition:
+      apiVersion: v1
+      kind: ConfigMap
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-seen'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      data:
+        round: '{{ read.status.round | string }}'
+        outside: '{{ read.status.outside | default("") }}'
+        unwatched: '{{ unwatched.spec.note | default("") }}'
+"#;
+
+fn readings() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("enka.test", "v1", "Reading"),
+        "readings",
+    )
+}
+
+/// GETs of Readings the API server has answered, whatever their outcome.
+async fn reading_gets(client: &kube::Client) -> f64 {
+    apiserver_metrics(client)
+        .await
+        .lines()
+        .filter(|line| line.starts_with("apiserver_request_total{"))
+        .filter(|line| line.contains("resource=\"readings\"") && line.contains("verb=\"GET\""))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Waits until the role recorded `round` (and `outside`) as read back.
+async fn await_seen(config_maps: &Api<ConfigMap>, round: u32, outside: &str) -> ConfigMap {
+    let what = format!("round {round} read back (outside: {outside:?})");
+    eventually(&what, Duration::from_secs(30), || async move {
+        let seen = config_maps.get_opt("r1-seen").await.unwrap()?;
+        let data = seen.data.as_ref()?;
+        let matches = data.get("round")? == &round.to_string()
+            && data.get("outside").map(String::as_str) == Some(outside);
+        matches.then_some(seen)
+    })
+    .await
+}
+
+/// Waits until the run that wrote `round` has ended (its Successful
+/// condition written), reading by LIST: the test's own reads must not
+/// count as GETs.
+async fn await_run_end(objects: &Api<DynamicObject>, round: u32) {
+    let what = format!("the run of round {round} to end");
+    // Not by a metadata.name field selector: the API server counts such a
+    // list as a GET.
+    eventually(&what, Duration::from_secs(30), || async move {
+        let list = objects.list(&ListParams::default()).await.unwrap();
+        let r1 = list
+            .items
+            .iter()
+            .find(|o| o.metadata.name.as_deref() == Some("r1"))?;
+        let status = &r1.data["status"];
+        let running = status["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Running")?;
+        let ended = status["round"] == round && running["reason"] == "Successful";
+        ended.then_some(())
+    })
+    .await
+}
+
+#[tokio::test]
+async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes() {
+    let env = kube_env::KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_readings.yaml").await;
+    let ns = env.namespace("cached-reads").await.unwrap();
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &readings());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let project = Project::with_watches("cached-reads", WATCHES);
+    project.write_role(ROLE);
+
+    let mut unwatched = DynamicObject::new("unwatched", &readings());
+    unwatched.data = json!({"spec": {"note": "from the API server"}});
+    objects
+        .create(&PostParams::default(), &unwatched)
+        .await
+        .unwrap();
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    let mut watched = DynamicObject::new("r1", &readings());
+    watched.metadata.labels = Some([("watched".to_owned(), "yes".to_owned())].into());
+    watched.data = json!({"spec": {"round": 1}});
+    objects
+        .create(&PostParams::default(), &watched)
+        .await
+        .unwrap();
+
+    // A miss (the selector leaves `unwatched` out of the cache) is read
+    // from the API server.
+    let seen = await_seen(&config_maps, 1, "").await;
+    let unwatched_note = seen.data.as_ref().and_then(|d| d.get("unwatched")).cloned();
+    assert_eq!(unwatched_note.as_deref(), Some("from the API server"));
+
+    await_run_end(&objects, 1).await;
+    let gets_before = reading_gets(&client).await;
+    let patch = PatchParams::default();
+    for round in 2..=6u32 {
+        // Another writer's change, made before the change that triggers the
+        // run, is in the cache when the run reads.
+        let outside = format!("outside {round}");
+        let status = json!({"status": {"outside": outside}});
+        objects
+            .patch_status("r1", &patch, &Patch::Merge(&status))
+            .await
+            .unwrap();
+        let spec = json!({"spec": {"round": round}});
+        objects
+            .patch("r1", &patch, &Patch::Merge(&spec))
+            .await
+            .unwrap();
+        // The run reads back the round it has just written, never the
+        // cache's older copy.
+        await_seen(&config_maps, round, &outside).await;
+        await_run_end(&objects, round).await;
+    }
+    let gets = reading_gets(&client).await - gets_before;
+    // Each of those runs read r1 twice by name (k8s_status, the lookup) and
+    // wrote its status twice (the role, the Successful condition) without
+    // a conflict: all of it from the cache and the writes' own answers.
+    assert_eq!(
+        gets, 0.0,
+        "GETs of Readings sent to the API server in five runs"
+    );
+
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
