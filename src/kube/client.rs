@@ -272,11 +272,20 @@ impl Cluster for KubeCluster {
         field_selector: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<Json>, Error>> {
         Box::pin(async move {
-            // Served from the API server's watch cache, as upstream's proxy
+            if let Some(items) =
+                self.caches
+                    .list(resource, namespace, label_selector, field_selector)
+            {
+                return Ok(items);
+            }
+            if let Some(scope) = self.caches.claim_informer(resource, namespace) {
+                super::cache::informer::start(self.client.clone(), &self.caches, resource, scope);
+            }
+            // Else from the API server's watch cache, as upstream's proxy
             // serves k8s_info from its informer cache: a consistent list
             // waits for the cache to catch up with etcd (about 100 ms on a
             // quiet cluster), and roles are written to tolerate a cache
-            // that is a moment behind (reads by name stay consistent).
+            // that is a moment behind.
             let mut params = ListParams::default().match_any();
             if let Some(labels) = label_selector {
                 params = params.labels(labels);

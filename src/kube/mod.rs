@@ -24,6 +24,14 @@ use std::pin::Pin;
 
 use serde_json::Value as Json;
 
+/// The server-side timeout of each watch request, after which kube-runtime
+/// watches again from where it was; with no event for this long plus 5 s,
+/// kube-runtime takes the connection for dead and reconnects. client-go
+/// uses 5 to 10 minutes; one minute bounds how long a watch on a silently
+/// lost connection misses events, for one cheap re-watch a minute (served
+/// from the API server's watch cache, no relist).
+pub const WATCH_TIMEOUT_SECONDS: u32 = 60;
+
 /// A boxed future, so the trait is object-safe.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -20,6 +20,7 @@ use super::vars::{VarOptions, extra_vars};
 use super::workqueue;
 use crate::engine::{self, Entry, RunOptions};
 use crate::kube::api_error;
+use crate::kube::cache::Holds;
 use crate::kube::client::KubeCluster;
 use crate::kube::object::{WatchedKind, WatchedObject};
 use crate::kube::{Cluster, Owner, PatchType};
@@ -885,7 +886,7 @@ pub async fn run_controller(
         (Some(ns), true) => Api::namespaced_with(client, ns, &ctx.resource),
         _ => Api::all_with(client, &ctx.resource),
     };
-    let mut config = WatcherConfig::default().timeout(super::WATCH_TIMEOUT_SECONDS);
+    let mut config = WatcherConfig::default().timeout(crate::kube::WATCH_TIMEOUT_SECONDS);
     let selector = match &ctx.settings.shard {
         Some(shard) => shard.selector(&ctx.watch.selector.to_query()),
         None => ctx.watch.selector.to_query(),
@@ -899,7 +900,12 @@ pub async fn run_controller(
     // Roles' reads of their own objects by name come from this cache.
     let caches = ctx.cluster.watch_caches().clone();
     let scope = namespace.clone().filter(|_| ctx.namespaced);
-    let _serving = caches.serve(ctx.resource.clone(), scope, reader.clone());
+    let holds = if selector.is_empty() {
+        Holds::Everything
+    } else {
+        Holds::Selected
+    };
+    let _serving = caches.serve(ctx.resource.clone(), scope, reader.clone(), holds);
     // Upstream's predicates: reconcile on a change of generation (spec,
     // deletion), of annotations when asked, and on any change of objects
     // without a generation (a Secret, a ConfigMap). Not on finalizers: the

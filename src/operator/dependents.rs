@@ -278,7 +278,7 @@ impl DependentWatches {
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
         let mut first_list = Some(HashSet::new());
-        let mut config = watcher::Config::default().timeout(super::WATCH_TIMEOUT_SECONDS);
+        let mut config = watcher::Config::default().timeout(crate::kube::WATCH_TIMEOUT_SECONDS);
         if let Some(selector) = &selector {
             config = config.labels(selector);
         }

@@ -95,6 +95,11 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         &options.collections_path,
     );
     let cluster = Arc::new(KubeCluster::new(client.clone(), "enka"));
+    // Kinds roles list are watched in the operator's namespaces, as
+    // upstream's cache informs them.
+    cluster
+        .watch_caches()
+        .inform_lists_in(options.namespaces.clone());
     let k8s_lookup: Arc<dyn crate::template::LookupPlugin> =
         Arc::new(crate::kube::lookup::K8sLookup::new(cluster.clone()));
     let load = LoadOptions {
@@ -358,14 +363,6 @@ async fn supervise(
     }
     Ok(())
 }
-
-/// The server-side timeout of each watch request, after which kube-runtime
-/// watches again from where it was; with no event for this long plus 5 s,
-/// kube-runtime takes the connection for dead and reconnects. client-go
-/// uses 5 to 10 minutes; one minute bounds how long a watch on a silently
-/// lost connection misses events, for one cheap re-watch a minute (served
-/// from the API server's watch cache, no relist).
-pub(crate) const WATCH_TIMEOUT_SECONDS: u32 = 60;
 
 /// Where a kind is watched: each namespace of `WATCH_NAMESPACE` for a
 /// namespaced kind, else (`None`) the whole cluster.

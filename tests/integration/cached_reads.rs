@@ -1,8 +1,9 @@
-//! Reads by name of a watched kind come from enka's watch cache, as
-//! upstream's proxy serves them from its informer cache: a role reads its
-//! own writes at once, sees other writers' changes that came before its
-//! trigger, finds objects its watch does not hold through the API server,
-//! and sends the API server no GET for the objects the cache holds.
+//! Reads by name of a watched kind, and lists of a kind a role lists, come
+//! from enka's watch caches, as upstream's proxy serves them from its
+//! informer cache: a role reads its own writes at once, sees other writers'
+//! changes that came before its trigger, finds objects its watch does not
+//! hold through the API server, and sends the API server no GET or LIST
+//! for what the caches hold.
 
 use std::time::Duration;
 
@@ -45,6 +46,24 @@ const ROLE: &str = r#"
   when: round == 1
   set_fact:
     unwatched: "{{ query('k8s', api_version='enka.test/v1', kind='Reading', namespace=ansible_operator_meta.namespace, resource_name='unwatched') | first }}"
+- name: write a note of this round
+  k8s:
+    definition:
+      apiVersion: enka.test/v1
+      kind: Note
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-note-{{ round }}'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+        labels:
+          reading: '{{ ansible_operator_meta.name }}'
+- name: list the notes
+  k8s_info:
+    api_version: enka.test/v1
+    kind: Note
+    namespace: '{{ ansible_operator_meta.namespace }}'
+    label_selectors:
+    - reading = {{ ansible_operator_meta.name }}
+  register: notes
 - name: record what the reads saw
   k8s:
     definition:
@@ -57,6 +76,7 @@ const ROLE: &str = r#"
         round: '{{ read.status.round | string }}'
         outside: '{{ read.status.outside | default("") }}'
         unwatched: '{{ unwatched.spec.note | default("") }}'
+        notes: '{{ notes.resources | length }}'
 "#;
 
 fn readings() -> ApiResource {
@@ -66,25 +86,32 @@ fn readings() -> ApiResource {
     )
 }
 
-/// GETs of Readings the API server has answered, whatever their outcome.
-async fn reading_gets(client: &kube::Client) -> f64 {
+/// Requests with `verb` on `resource` the API server has answered, whatever
+/// their outcome.
+async fn requests(client: &kube::Client, verb: &str, resource: &str) -> f64 {
+    let (verb, resource) = (
+        format!("verb=\"{verb}\""),
+        format!("resource=\"{resource}\""),
+    );
     apiserver_metrics(client)
         .await
         .lines()
         .filter(|line| line.starts_with("apiserver_request_total{"))
-        .filter(|line| line.contains("resource=\"readings\"") && line.contains("verb=\"GET\""))
+        .filter(|line| line.contains(&resource) && line.contains(&verb))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
 
-/// Waits until the role recorded `round` (and `outside`) as read back.
+/// Waits until the role recorded `round` (and `outside`) as read back, and
+/// listed the `round` notes it has written so far.
 async fn await_seen(config_maps: &Api<ConfigMap>, round: u32, outside: &str) -> ConfigMap {
     let what = format!("round {round} read back (outside: {outside:?})");
     eventually(&what, Duration::from_secs(30), || async move {
         let seen = config_maps.get_opt("r1-seen").await.unwrap()?;
         let data = seen.data.as_ref()?;
         let matches = data.get("round")? == &round.to_string()
-            && data.get("outside").map(String::as_str) == Some(outside);
+            && data.get("outside").map(String::as_str) == Some(outside)
+            && data.get("notes")? == &round.to_string();
         matches.then_some(seen)
     })
     .await
@@ -119,6 +146,7 @@ async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes()
     let env = kube_env::KubeEnv::shared().await;
     let client = env.client().unwrap();
     install_crd(&client, "tests/fixtures/crds/enka.test_readings.yaml").await;
+    install_crd(&client, "tests/fixtures/crds/enka.test_notes.yaml").await;
     let ns = env.namespace("cached-reads").await.unwrap();
     let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &readings());
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
@@ -148,9 +176,17 @@ async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes()
     assert_eq!(unwatched_note.as_deref(), Some("from the API server"));
 
     await_run_end(&objects, 1).await;
-    let gets_before = reading_gets(&client).await;
     let patch = PatchParams::default();
+    let mut before = None;
     for round in 2..=6u32 {
+        // From the second run's end on: the first list of Notes went to the
+        // API server and started their watch, whose own first list is done.
+        if round == 3 {
+            before = Some((
+                requests(&client, "GET", "readings").await,
+                requests(&client, "LIST", "notes").await,
+            ));
+        }
         // Another writer's change, made before the change that triggers the
         // run, is in the cache when the run reads.
         let outside = format!("outside {round}");
@@ -169,13 +205,20 @@ async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes()
         await_seen(&config_maps, round, &outside).await;
         await_run_end(&objects, round).await;
     }
-    let gets = reading_gets(&client).await - gets_before;
-    // Each of those runs read r1 twice by name (k8s_status, the lookup) and
+    let (gets_before, lists_before) = before.expect("measured from round 3");
+    let gets = requests(&client, "GET", "readings").await - gets_before;
+    let lists = requests(&client, "LIST", "notes").await - lists_before;
+    // Each of those runs read r1 twice by name (k8s_status, the lookup),
     // wrote its status twice (the role, the Successful condition) without
-    // a conflict: all of it from the cache and the writes' own answers.
+    // a conflict, and listed its notes, the one it had just written among
+    // them: all of it from the caches and the writes' own answers.
     assert_eq!(
         gets, 0.0,
-        "GETs of Readings sent to the API server in five runs"
+        "GETs of Readings sent to the API server in four runs"
+    );
+    assert_eq!(
+        lists, 0.0,
+        "LISTs of Notes sent to the API server in four runs"
     );
 
     drop(enka);

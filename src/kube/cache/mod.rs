@@ -1,11 +1,12 @@
-//! Reads by name answered from the operator's own watch caches.
+//! Reads answered from the operator's own watch caches.
 //!
-//! Upstream's proxy answers a role's GET of a kind it watches from its
-//! informer cache, and passes a miss on to the API server
-//! (ansible-operator-plugins, `internal/ansible/proxy/cache_response.go`).
-//! enka does the same with the reflector stores its controllers keep: a
-//! role that reads its own custom resource (`k8s_status`, `k8s`, a `k8s`
-//! lookup) sends no request.
+//! Upstream's proxy answers a role's GET or list from its informer cache,
+//! and passes a miss on to the API server (ansible-operator-plugins,
+//! `internal/ansible/proxy/cache_response.go`). enka does the same with the
+//! reflector stores its controllers keep, and with a watch it starts for a
+//! kind the first time a role lists it ([`informer`]): a role that reads its
+//! own custom resource (`k8s_status`, `k8s`, a `k8s` lookup) or lists the
+//! objects it makes sends no request.
 //!
 //! A cache is a moment behind the API server. Upstream's roles live with
 //! that for every write, their own included; enka's do not for their own:
@@ -14,7 +15,10 @@
 //! delivers that version. Other writers' changes arrive with the watch, as
 //! they do upstream.
 
-use std::collections::HashMap;
+pub mod informer;
+mod selector;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -26,6 +30,7 @@ use serde_json::Value as Json;
 
 use super::Resource;
 use super::object::{WatchedKind, WatchedObject};
+use selector::LabelSelector;
 
 /// How long a remembered write outlives a watch that never delivers its
 /// version: a write that changed nothing sends no event, and a relist can
@@ -43,6 +48,25 @@ pub struct WatchCaches {
     stores: RwLock<Vec<Cached>>,
     next_id: AtomicU64,
     written: Mutex<HashMap<ObjectKey, Written>>,
+    /// Where a listed kind may get a watch of its own; `None`: nowhere.
+    informers: Mutex<Option<Informers>>,
+}
+
+/// The namespaces listed kinds are watched in, and the watches started.
+struct Informers {
+    /// Empty: the whole cluster.
+    namespaces: Vec<String>,
+    /// Group, version, plural and namespace of each watch started.
+    started: HashSet<(String, String, String, Option<String>)>,
+}
+
+/// What a store holds of its kind in its namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holds {
+    /// Every object: it can answer lists.
+    Everything,
+    /// Those a label selector picks: it answers reads by name only.
+    Selected,
 }
 
 impl std::fmt::Debug for WatchCaches {
@@ -60,6 +84,7 @@ struct Cached {
     kind: WatchedKind,
     namespace: Option<String>,
     store: Store<WatchedObject>,
+    holds: Holds,
 }
 
 impl Cached {
@@ -150,6 +175,7 @@ impl WatchCaches {
         kind: WatchedKind,
         namespace: Option<String>,
         store: Store<WatchedObject>,
+        holds: Holds,
     ) -> Serving {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut stores = self.stores.write().unwrap_or_else(|e| e.into_inner());
@@ -158,6 +184,7 @@ impl WatchCaches {
             kind,
             namespace,
             store,
+            holds,
         });
         Serving {
             caches: self.clone(),
@@ -171,6 +198,7 @@ impl WatchCaches {
         &self,
         resource: &Resource,
         namespace: Option<&str>,
+        holds: Holds,
     ) -> Option<(WatchedKind, Store<WatchedObject>)> {
         let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
         stores
@@ -180,8 +208,9 @@ impl WatchCaches {
                     && cached.kind.version == resource.version
                     && cached.kind.plural == resource.plural
                     && cached.covers(namespace)
+                    && (holds == Holds::Selected || cached.holds == Holds::Everything)
+                    && cached.is_ready()
             })
-            .filter(|cached| cached.is_ready())
             .map(|cached| (cached.kind.clone(), cached.store.clone()))
     }
 
@@ -205,7 +234,7 @@ impl WatchCaches {
         if resource.namespaced && namespace.is_none() {
             return None;
         }
-        let (kind, store) = self.store_for(resource, namespace)?;
+        let (kind, store) = self.store_for(resource, namespace, Holds::Selected)?;
         let mut key = ObjectRef::new_with(name, kind);
         key.namespace = namespace.map(str::to_owned);
         let cached = store.get(&key);
@@ -235,6 +264,121 @@ impl WatchCaches {
             }
         }
         cached?.to_json().ok()
+    }
+
+    /// The objects of `resource` in `namespace` (`None`: all) that
+    /// `label_selector` picks, sorted as the API server sorts them, or
+    /// `None` when the API server must be asked: no store holds every such
+    /// object, a field selector (which only the server reads), a label
+    /// selector this cache does not parse, or a write of one of them whose
+    /// outcome the cache cannot tell.
+    pub fn list(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Option<Vec<Json>> {
+        if field_selector.is_some_and(|fields| !fields.trim().is_empty()) {
+            return None;
+        }
+        let selector = LabelSelector::parse(label_selector.unwrap_or_default())?;
+        let namespace = namespace.filter(|_| resource.namespaced);
+        let (kind, store) = self.store_for(resource, namespace, Holds::Everything)?;
+        let mut items = BTreeMap::new();
+        for object in store.state() {
+            let in_namespace =
+                namespace.is_none() || object.metadata.namespace.as_deref() == namespace;
+            if in_namespace && selector.matches(object.metadata.labels.as_ref()) {
+                let key = (
+                    object.metadata.namespace.clone(),
+                    object.metadata.name.clone().unwrap_or_default(),
+                );
+                items.insert(key, object.to_json().ok()?);
+            }
+        }
+        // This process's writes the watch has not delivered yet.
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let pending = written.iter().filter(|(key, write)| {
+            key.group == resource.group
+                && key.plural == resource.plural
+                && (namespace.is_none() || key.namespace.as_deref() == namespace)
+                && write.at.elapsed() <= REMEMBERED_FOR
+        });
+        for (key, write) in pending {
+            let mut reference = ObjectRef::new_with(&key.name, kind.clone());
+            reference.namespace = key.namespace.clone();
+            let cached = store.get(&reference);
+            let cached_version = cached
+                .as_ref()
+                .and_then(|o| o.metadata.resource_version.as_deref());
+            let item = (key.namespace.clone(), key.name.clone());
+            match &write.outcome {
+                Outcome::Stored { object, .. }
+                    if at_least(cached_version, resource_version(object)) => {}
+                Outcome::Stored { version, object } if *version == resource.version => {
+                    if selector.matches_json(object.pointer("/metadata/labels")) {
+                        items.insert(item, object.clone());
+                    } else {
+                        items.remove(&item);
+                    }
+                }
+                Outcome::Deleted if cached.is_none() => {}
+                Outcome::Stored { .. } | Outcome::Deleted | Outcome::Unknown => return None,
+            }
+        }
+        Some(items.into_values().collect())
+    }
+
+    /// Lets kinds that roles list be watched (each the first time it is
+    /// listed) in `namespaces` (empty: the whole cluster), as upstream's
+    /// cache starts an informer for each kind it is asked for, within the
+    /// operator's namespaces.
+    pub fn inform_lists_in(&self, namespaces: Vec<String>) {
+        let mut informers = self.informers.lock().unwrap_or_else(|e| e.into_inner());
+        *informers = Some(Informers {
+            namespaces,
+            started: HashSet::new(),
+        });
+    }
+
+    /// The namespace (`None`: all, or a cluster-scoped kind) to start a
+    /// watch of `resource` in for a list in `namespace`, once: `None` when
+    /// lists are not watched there, or a watch already started.
+    pub(crate) fn claim_informer(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Option<Option<String>> {
+        let mut informers = self.informers.lock().unwrap_or_else(|e| e.into_inner());
+        let informers = informers.as_mut()?;
+        let scope = match (resource.namespaced, namespace) {
+            (false, _) => None,
+            _ if informers.namespaces.is_empty() => None,
+            (true, Some(namespace)) if informers.namespaces.iter().any(|n| n == namespace) => {
+                Some(namespace.to_owned())
+            }
+            (true, _) => return None,
+        };
+        let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
+        let held = stores.iter().any(|cached| {
+            cached.kind.group == resource.group
+                && cached.kind.version == resource.version
+                && cached.kind.plural == resource.plural
+                && cached.covers(scope.as_deref())
+                && cached.holds == Holds::Everything
+        });
+        drop(stores);
+        if held {
+            return None;
+        }
+        let key = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.plural.clone(),
+            scope.clone(),
+        );
+        informers.started.insert(key).then_some(scope)
     }
 
     /// Remembers the object a write of `name` left, as the API server
@@ -360,7 +504,12 @@ mod tests {
     ) -> (Arc<WatchCaches>, Serving, Writer<WatchedObject>) {
         let caches = Arc::new(WatchCaches::default());
         let mut writer = Writer::new(kind());
-        let serving = caches.serve(kind(), namespace.map(str::to_owned), writer.as_reader());
+        let serving = caches.serve(
+            kind(),
+            namespace.map(str::to_owned),
+            writer.as_reader(),
+            Holds::Everything,
+        );
         writer.apply_watcher_event(&Event::Init);
         for object in objects {
             writer.apply_watcher_event(&Event::InitApply(watched(object)));
@@ -399,7 +548,7 @@ mod tests {
     fn nothing_is_served_before_the_first_list_or_after_the_guard_is_dropped() {
         let caches = Arc::new(WatchCaches::default());
         let mut writer = Writer::new(kind());
-        let serving = caches.serve(kind(), None, writer.as_reader());
+        let serving = caches.serve(kind(), None, writer.as_reader(), Holds::Everything);
         writer.apply_watcher_event(&Event::Init);
         writer.apply_watcher_event(&Event::InitApply(watched(&hikawa("a", "10", 3))));
         assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "a"), None);
@@ -507,6 +656,108 @@ mod tests {
         assert_eq!(caches.written.lock().unwrap().len(), 1);
     }
 
+    fn labelled(name: &str, resource_version: &str, label: &str) -> Json {
+        let mut object = hikawa(name, resource_version, 0);
+        object["metadata"]["labels"] = json!({ "song": label });
+        object
+    }
+
+    fn names(items: Option<Vec<Json>>) -> Option<Vec<String>> {
+        let names = items?.into_iter().map(|item| {
+            item["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        });
+        Some(names.collect())
+    }
+
+    #[test]
+    fn lists_come_sorted_from_a_store_that_holds_every_object() {
+        let (caches, _serving, _writer) = serving(
+            None,
+            &[
+                labelled("c", "3", "a"),
+                labelled("a", "1", "a"),
+                labelled("b", "2", "b"),
+            ],
+        );
+        let resource = hikawas("v1beta2");
+        let list = |labels, fields| names(caches.list(&resource, Some("song"), labels, fields));
+        assert_eq!(
+            list(None, None),
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
+        assert_eq!(
+            list(Some("song = a"), None),
+            Some(vec!["a".into(), "c".into()])
+        );
+        assert_eq!(list(Some("song in (b)"), Some("")), Some(vec!["b".into()]));
+        assert_eq!(
+            names(caches.list(&resource, Some("other"), None, None)),
+            Some(vec![])
+        );
+        // Only the API server reads field selectors, and refuses bad labels.
+        assert_eq!(list(None, Some("metadata.name=a")), None);
+        assert_eq!(list(Some("song in a"), None), None);
+    }
+
+    #[test]
+    fn a_store_of_selected_objects_answers_no_list() {
+        let caches = Arc::new(WatchCaches::default());
+        let mut writer = Writer::new(kind());
+        let _serving = caches.serve(kind(), None, writer.as_reader(), Holds::Selected);
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(watched(&hikawa("a", "1", 0))));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(
+            caches.list(&hikawas("v1beta2"), Some("song"), None, None),
+            None
+        );
+        assert!(caches.get(&hikawas("v1beta2"), Some("song"), "a").is_some());
+    }
+
+    #[test]
+    fn lists_hold_own_writes_the_watch_has_not_delivered() {
+        let (caches, _serving, _writer) =
+            serving(None, &[labelled("a", "1", "a"), labelled("b", "2", "a")]);
+        let resource = hikawas("v1beta2");
+        let list = || names(caches.list(&resource, Some("song"), Some("song=a"), None));
+        caches.wrote(&resource, Some("song"), "c", &labelled("c", "5", "a"));
+        assert_eq!(list(), Some(vec!["a".into(), "b".into(), "c".into()]));
+        // Relabelled out of the selection by this process's write.
+        caches.wrote(&resource, Some("song"), "b", &labelled("b", "6", "x"));
+        assert_eq!(list(), Some(vec!["a".into(), "c".into()]));
+        // Deleted here, and still in the store: only the API server knows
+        // whether it is gone or waits on a finalizer.
+        caches.deleted(&resource, Some("song"), "a");
+        assert_eq!(list(), None);
+    }
+
+    #[test]
+    fn a_listed_kind_is_watched_once_and_only_where_the_operator_watches() {
+        let caches = Arc::new(WatchCaches::default());
+        let resource = hikawas("v1beta2");
+        assert_eq!(caches.claim_informer(&resource, Some("song")), None);
+        caches.inform_lists_in(vec!["song".into()]);
+        assert_eq!(caches.claim_informer(&resource, None), None);
+        assert_eq!(caches.claim_informer(&resource, Some("other")), None);
+        assert_eq!(
+            caches.claim_informer(&resource, Some("song")),
+            Some(Some("song".into()))
+        );
+        assert_eq!(caches.claim_informer(&resource, Some("song")), None);
+
+        let caches = Arc::new(WatchCaches::default());
+        caches.inform_lists_in(Vec::new());
+        assert_eq!(caches.claim_informer(&resource, Some("song")), Some(None));
+        assert_eq!(caches.claim_informer(&resource, None), None);
+        // A store a controller keeps of every object needs no second watch.
+        let (caches, _serving, _writer) = serving(None, &[]);
+        caches.inform_lists_in(Vec::new());
+        assert_eq!(caches.claim_informer(&resource, Some("song")), None);
+    }
+
     #[test]
     fn cluster_scoped_objects_are_found_without_a_namespace() {
         let caches = Arc::new(WatchCaches::default());
@@ -519,7 +770,7 @@ mod tests {
         };
         let kind = WatchedKind::from(resource.api_resource());
         let mut writer = Writer::new(kind.clone());
-        let _serving = caches.serve(kind, None, writer.as_reader());
+        let _serving = caches.serve(kind, None, writer.as_reader(), Holds::Everything);
         writer.apply_watcher_event(&Event::Init);
         let object = json!({"apiVersion": "example.com/v1", "kind": "Cluster",
             "metadata": {"name": "c", "resourceVersion": "1"}});
