@@ -13,6 +13,19 @@ use crate::bridged::WorkerCost;
 use crate::scenarios::{BareSide, BridgedSide, Burst, Load, ScalePoint, Seed, Side, mib};
 use crate::workload::percentile;
 
+/// The seed and the latency ratio as `make bench` measured them before,
+/// for the before-and-after table: (commit and what it had, seed to
+/// Kiyoshi, of which between runs, enka p50 ÷ bare p50).
+const SEED_HISTORY: &[(&str, f64, f64, f64)] = &[
+    ("2026-11-23, main as issue 19 found it", 1.65, 0.47, 1.38),
+    (
+        "d1c67d8: every read and list sent to the API server",
+        1.06,
+        0.34,
+        0.95,
+    ),
+];
+
 #[derive(Default)]
 pub struct Report {
     pub bare: BareSide,
@@ -772,9 +785,10 @@ impl Report {
                 "- **The seed to Kiyoshi under 1 s**: {:.2} s for {} Zundokos in {} runs: {:.2} s inside runs, \
                  {:.2} s of that waiting on the API server for the requests the role's modules make (below: \
                  `k8s_status` and `k8s` read before they write, `k8s_info` lists; about ten calls per Zundoko, \
-                 four of them writes; upstream's proxy answers the reads of the watched Hikawa and the lists \
-                 from its informer cache, where enka sends the reads to the API server and the lists to its \
-                 watch cache); {:.2} s of backoff, since {} runs failed on purpose, as the seed's \
+                 four of them writes; the reads of the Hikawa and the lists of Zundokos come from enka's \
+                 watch caches, as upstream's proxy answers them from its informer cache, and the GET of each \
+                 new Zundoko's name is a cache miss, which upstream's proxy too passes to the API server); \
+                 {:.2} s of backoff, since {} runs failed on purpose, as the seed's \
                  role does to loop, and each was retried after {} ms, the first step of upstream's rate limiter; \
                  {:.2} s in the work queue past due (a retry's delay ends on tokio's 1 ms timer; a trigger \
                  due now starts at once); \
@@ -792,6 +806,24 @@ impl Report {
                 (seed.seconds - seed.run_seconds - backoff_seconds - seed.queue_wait_seconds)
                     .max(0.0),
                 seed.server_times.per_run(seed.reconciles),
+            );
+            let between = seed.seconds - seed.run_seconds;
+            let ratio = self.enka.as_ref().map(|enka| p50(enka) / bare_p50);
+            let _ = writeln!(
+                md,
+                "\nThe seed and the latency ratio before and after the work of issue 19 (earlier rows: \
+                 `make bench` on the commit named):\n\n\
+                 | | seed to Kiyoshi (s) | of which between runs (s) | enka p50 ÷ bare API calls p50 |\n\
+                 |---|---|---|---|"
+            );
+            for (when, seconds, between, ratio) in SEED_HISTORY {
+                let _ = writeln!(md, "| {when} | {seconds:.2} | {between:.2} | {ratio:.2} |");
+            }
+            let ratio = ratio.map_or_else(|| "-".to_owned(), |r| format!("{r:.2}"));
+            let _ = writeln!(
+                md,
+                "| this run | {:.2} | {between:.2} | {ratio} |",
+                seed.seconds
             );
         }
         md
