@@ -3,8 +3,8 @@
 //! Discovery is per group-version: the first use of a kind fetches its
 //! group-version's resource list once; a kind the cache does not know
 //! refreshes that group-version once (a CRD may have been installed since).
-//! Reads by name of a kind a controller watches come from its cache
-//! ([`WatchCaches`]); every write of such an object is noted there.
+//! Reads by name and lists of kinds enka watches come from its watch caches
+//! ([`WatchCaches`]); every write of a cached object is noted there.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -73,7 +73,7 @@ impl KubeCluster {
         &self.client
     }
 
-    /// The watch caches reads by name are served from.
+    /// The watch caches reads and lists are served from.
     pub fn watch_caches(&self) -> &std::sync::Arc<WatchCaches> {
         &self.caches
     }

@@ -293,8 +293,15 @@ async fn write_status(
     update: impl Fn(&mut Json),
 ) -> Result<Arc<Json>, ReconcileError> {
     let resource = ctx.resource_ref();
-    let mut live = match ctx.cluster.watch_caches().get(&resource, namespace, name) {
-        Some(latest) => Arc::new(latest),
+    let known_version = known
+        .pointer("/metadata/resourceVersion")
+        .and_then(Json::as_str);
+    let newer = ctx
+        .cluster
+        .watch_caches()
+        .newer_than(&resource, namespace, name, known_version);
+    let mut live = match newer {
+        Some(newer) => Arc::new(newer),
         None => known,
     };
     for attempt in 0..3 {

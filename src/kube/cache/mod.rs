@@ -41,13 +41,19 @@ const REMEMBERED_FOR: Duration = Duration::from_secs(30);
 /// is remembered (writes whose object is never read again).
 const PRUNE_ABOVE: usize = 256;
 
+/// Past this many remembered writes, a write's answer is not kept, only its
+/// version: reads of the object go to the API server until the watch brings
+/// it. Under a burst of writes the watch lags by seconds, and keeping every
+/// answer held thousands of objects no one read.
+const ANSWERS_KEPT: usize = 512;
+
 /// The watch caches reads are served from, and the writes they have not
 /// caught up with.
 #[derive(Default)]
 pub struct WatchCaches {
     stores: RwLock<Vec<Cached>>,
     next_id: AtomicU64,
-    written: Mutex<HashMap<ObjectKey, Written>>,
+    written: Mutex<Remembered>,
     /// Where a listed kind may get a watch of its own; `None`: nowhere.
     informers: Mutex<Option<Informers>>,
 }
@@ -106,6 +112,14 @@ struct ObjectKey {
     name: String,
 }
 
+/// The writes the watches may not have delivered yet.
+#[derive(Default)]
+struct Remembered {
+    entries: HashMap<ObjectKey, Written>,
+    /// The size past which stale entries are dropped.
+    prune_at: usize,
+}
+
 /// A write the watch may not have delivered yet.
 struct Written {
     at: Instant,
@@ -113,8 +127,13 @@ struct Written {
 }
 
 enum Outcome {
-    /// The object as the API server stored it, in the version written.
-    Stored { version: String, object: Json },
+    /// Stored at `resource_version`, written in API `version`; the object as
+    /// the API server answered, when kept.
+    Stored {
+        version: String,
+        resource_version: String,
+        object: Option<Arc<WatchedObject>>,
+    },
     /// Deleted (or found absent) by this process.
     Deleted,
     /// The write got no answer: it may or may not have been made.
@@ -138,10 +157,6 @@ impl Drop for Serving {
             .unwrap_or_else(|e| e.into_inner());
         stores.retain(|cached| cached.id != self.id);
     }
-}
-
-fn resource_version(object: &Json) -> Option<&str> {
-    object.pointer("/metadata/resourceVersion")?.as_str()
 }
 
 /// Whether version `seen` of an object is `written` or a later one.
@@ -230,6 +245,31 @@ impl WatchCaches {
     /// listed, does not hold it (a miss goes to the API server, as
     /// upstream's), or holds a version older than this process's last write.
     pub fn get(&self, resource: &Resource, namespace: Option<&str>, name: &str) -> Option<Json> {
+        self.newest(resource, namespace, name)?.to_json().ok()
+    }
+
+    /// `name` as a cache knows it, if that is a later version than
+    /// `known_version`: after a role wrote the object, its status is written
+    /// over what the role left rather than over the copy the run began with.
+    pub fn newer_than(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        known_version: Option<&str>,
+    ) -> Option<Json> {
+        let newest = self.newest(resource, namespace, name)?;
+        let version = newest.metadata.resource_version.as_deref();
+        let newer = version != known_version && at_least(version, known_version);
+        newer.then(|| newest.to_json().ok()).flatten()
+    }
+
+    fn newest(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<WatchedObject>> {
         let namespace = namespace.filter(|_| resource.namespaced);
         if resource.namespaced && namespace.is_none() {
             return None;
@@ -241,29 +281,29 @@ impl WatchCaches {
         let cached_version = cached
             .as_ref()
             .and_then(|object| object.metadata.resource_version.as_deref());
-        {
-            let object_key = ObjectKey::of(resource, namespace, name);
-            let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(write) = written.get(&object_key) {
-                let caught_up = match &write.outcome {
-                    Outcome::Stored { object, .. } => {
-                        at_least(cached_version, resource_version(object))
-                    }
-                    Outcome::Deleted | Outcome::Unknown => false,
+        let object_key = ObjectKey::of(resource, namespace, name);
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(write) = written.entries.get(&object_key) {
+            let caught_up = match &write.outcome {
+                Outcome::Stored {
+                    resource_version, ..
+                } => at_least(cached_version, Some(resource_version.as_str())),
+                Outcome::Deleted | Outcome::Unknown => false,
+            };
+            if caught_up || write.at.elapsed() > REMEMBERED_FOR {
+                written.entries.remove(&object_key);
+            } else {
+                return match &write.outcome {
+                    Outcome::Stored {
+                        version,
+                        object: Some(object),
+                        ..
+                    } if *version == resource.version => Some(object.clone()),
+                    _ => None,
                 };
-                if caught_up || write.at.elapsed() > REMEMBERED_FOR {
-                    written.remove(&object_key);
-                } else {
-                    return match &write.outcome {
-                        Outcome::Stored { version, object } if *version == resource.version => {
-                            Some(object.clone())
-                        }
-                        _ => None,
-                    };
-                }
             }
         }
-        cached?.to_json().ok()
+        cached
     }
 
     /// The objects of `resource` in `namespace` (`None`: all) that
@@ -299,7 +339,7 @@ impl WatchCaches {
         }
         // This process's writes the watch has not delivered yet.
         let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        let pending = written.iter().filter(|(key, write)| {
+        let pending = written.entries.iter().filter(|(key, write)| {
             key.group == resource.group
                 && key.plural == resource.plural
                 && (namespace.is_none() || key.namespace.as_deref() == namespace)
@@ -314,11 +354,16 @@ impl WatchCaches {
                 .and_then(|o| o.metadata.resource_version.as_deref());
             let item = (key.namespace.clone(), key.name.clone());
             match &write.outcome {
-                Outcome::Stored { object, .. }
-                    if at_least(cached_version, resource_version(object)) => {}
-                Outcome::Stored { version, object } if *version == resource.version => {
-                    if selector.matches_json(object.pointer("/metadata/labels")) {
-                        items.insert(item, object.clone());
+                Outcome::Stored {
+                    resource_version, ..
+                } if at_least(cached_version, Some(resource_version.as_str())) => {}
+                Outcome::Stored {
+                    version,
+                    object: Some(object),
+                    ..
+                } if *version == resource.version => {
+                    if selector.matches(object.metadata.labels.as_ref()) {
+                        items.insert(item, object.to_json().ok()?);
                     } else {
                         items.remove(&item);
                     }
@@ -384,9 +429,31 @@ impl WatchCaches {
     /// Remembers the object a write of `name` left, as the API server
     /// answered it.
     pub fn wrote(&self, resource: &Resource, namespace: Option<&str>, name: &str, object: &Json) {
+        let namespace = namespace.filter(|_| resource.namespaced);
+        if !self.caches_kind(resource, namespace) {
+            return;
+        }
+        let Some(resource_version) = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Json::as_str)
+        else {
+            return self.remember(resource, namespace, name, Outcome::Unknown);
+        };
+        let keep = self
+            .written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entries
+            .len()
+            < ANSWERS_KEPT;
+        // Kept as the watch cache keeps objects: text, managedFields left out.
+        let answer = keep
+            .then(|| WatchedObject::from_json_text(&object.to_string()).ok())
+            .flatten();
         let outcome = Outcome::Stored {
             version: resource.version.clone(),
-            object: object.clone(),
+            resource_version: resource_version.to_owned(),
+            object: answer.map(Arc::new),
         };
         self.remember(resource, namespace, name, outcome);
     }
@@ -408,14 +475,21 @@ impl WatchCaches {
             return;
         }
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if written.len() > PRUNE_ABOVE {
-            written.retain(|_, write| write.at.elapsed() <= REMEMBERED_FOR);
+        // Pruned when the map has doubled since the last pruning: a scan
+        // per write would cost as much as the writes under a burst.
+        if written.entries.len() > written.prune_at {
+            written
+                .entries
+                .retain(|_, write| write.at.elapsed() <= REMEMBERED_FOR);
+            written.prune_at = (written.entries.len() * 2).max(PRUNE_ABOVE);
         }
         let write = Written {
             at: Instant::now(),
             outcome,
         };
-        written.insert(ObjectKey::of(resource, namespace, name), write);
+        written
+            .entries
+            .insert(ObjectKey::of(resource, namespace, name), write);
     }
 
     /// Takes note of a watch event of `kind`, once its store has applied it:
@@ -428,7 +502,7 @@ impl WatchCaches {
             Event::Init | Event::InitDone => return,
         };
         let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-        if written.is_empty() {
+        if written.entries.is_empty() {
             return;
         }
         let key = ObjectKey {
@@ -437,17 +511,19 @@ impl WatchCaches {
             namespace: object.metadata.namespace.clone(),
             name: object.metadata.name.clone().unwrap_or_default(),
         };
-        let delivered = match written.get(&key).map(|write| &write.outcome) {
+        let delivered = match written.entries.get(&key).map(|write| &write.outcome) {
             None => false,
             Some(_) if deleted => true,
-            Some(Outcome::Stored { object: stored, .. }) => at_least(
+            Some(Outcome::Stored {
+                resource_version, ..
+            }) => at_least(
                 object.metadata.resource_version.as_deref(),
-                resource_version(stored),
+                Some(resource_version.as_str()),
             ),
             Some(Outcome::Deleted | Outcome::Unknown) => false,
         };
         if delivered {
-            written.remove(&key);
+            written.entries.remove(&key);
         }
     }
 }
@@ -518,6 +594,10 @@ mod tests {
         (caches, serving, writer)
     }
 
+    fn remembered(caches: &WatchCaches) -> usize {
+        caches.written.lock().unwrap().entries.len()
+    }
+
     fn said(object: Option<Json>) -> Option<u64> {
         object?.pointer("/status/numZundokosSaid")?.as_u64()
     }
@@ -570,7 +650,7 @@ mod tests {
         let event = Event::Apply(watched(&hikawa("a", "11", 4)));
         writer.apply_watcher_event(&event);
         caches.observe(&kind(), &event);
-        assert!(caches.written.lock().unwrap().is_empty());
+        assert_eq!(remembered(&caches), 0);
         // Another writer's change comes with the watch.
         let event = Event::Apply(watched(&hikawa("a", "12", 5)));
         writer.apply_watcher_event(&event);
@@ -584,7 +664,7 @@ mod tests {
         let resource = hikawas("v1beta2");
         caches.wrote(&resource, Some("song"), "a", &hikawa("a", "10", 3));
         assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(3));
-        assert!(caches.written.lock().unwrap().is_empty());
+        assert_eq!(remembered(&caches), 0);
     }
 
     #[test]
@@ -600,7 +680,38 @@ mod tests {
         }
         caches.wrote(&resource, Some("song"), "a", &hikawa("a", "10", 4));
         assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(5));
-        assert!(caches.written.lock().unwrap().is_empty());
+        assert_eq!(remembered(&caches), 0);
+    }
+
+    #[test]
+    fn a_status_write_takes_a_newer_version_only() {
+        let (caches, _serving, _writer) = serving(None, &[hikawa("a", "10", 3)]);
+        let resource = hikawas("v1beta2");
+        let newer = |known| caches.newer_than(&resource, Some("song"), "a", Some(known));
+        assert_eq!(newer("10"), None);
+        caches.wrote(&resource, Some("song"), "a", &hikawa("a", "11", 4));
+        assert_eq!(said(newer("10")), Some(4));
+        assert_eq!(newer("11"), None);
+    }
+
+    #[test]
+    fn past_the_answers_kept_a_write_sends_reads_to_the_api_server() {
+        let objects: Vec<Json> = (0..=ANSWERS_KEPT)
+            .map(|i| hikawa(&format!("h{i}"), "10", 0))
+            .collect();
+        let (caches, _serving, _writer) = serving(None, &objects);
+        let resource = hikawas("v1beta2");
+        for (i, object) in objects.iter().enumerate() {
+            let mut written = object.clone();
+            written["metadata"]["resourceVersion"] = json!("11");
+            caches.wrote(&resource, Some("song"), &format!("h{i}"), &written);
+        }
+        let version = |name: &str| {
+            let object = caches.get(&resource, Some("song"), name)?;
+            Some(object["metadata"]["resourceVersion"].as_str()?.to_owned())
+        };
+        assert_eq!(version("h0").as_deref(), Some("11"));
+        assert_eq!(version(&format!("h{ANSWERS_KEPT}")), None);
     }
 
     #[test]
@@ -629,7 +740,7 @@ mod tests {
         let event = Event::Delete(watched(&hikawa("a", "11", 3)));
         writer.apply_watcher_event(&event);
         caches.observe(&kind(), &event);
-        assert_eq!(caches.written.lock().unwrap().len(), 1);
+        assert_eq!(remembered(&caches), 1);
         assert_eq!(caches.get(&resource, Some("song"), "a"), None);
     }
 
@@ -650,10 +761,10 @@ mod tests {
             namespaced: true,
         };
         caches.wrote(&configmaps, Some("song"), "a", &json!({}));
-        assert!(caches.written.lock().unwrap().is_empty());
+        assert_eq!(remembered(&caches), 0);
         // Written in another version, the object is still the cached kind's.
         caches.wrote(&hikawas("v1beta1"), Some("song"), "a", &hikawa("a", "1", 0));
-        assert_eq!(caches.written.lock().unwrap().len(), 1);
+        assert_eq!(remembered(&caches), 1);
     }
 
     fn labelled(name: &str, resource_version: &str, label: &str) -> Json {

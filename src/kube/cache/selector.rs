@@ -62,13 +62,6 @@ impl LabelSelector {
                 .is_some_and(|v| v < *bound),
         })
     }
-
-    /// Whether labels given as JSON (`metadata.labels`) satisfy it.
-    pub fn matches_json(&self, labels: Option<&serde_json::Value>) -> bool {
-        let labels: Option<BTreeMap<String, String>> =
-            labels.and_then(|l| serde_json::from_value(l.clone()).ok());
-        self.matches(labels.as_ref())
-    }
 }
 
 /// The requirements of `text`, split at commas outside parentheses; `None`
