@@ -624,13 +624,20 @@ mod tests {
         assert_eq!(caches.get(&zundokos, Some("song"), "a"), None);
     }
 
-    #[test]
-    fn nothing_is_served_before_the_first_list_or_after_the_guard_is_dropped() {
+    /// Caches serving a store that `holds` objects, in the middle of its
+    /// first list: Hikawa `a` listed, the list not ended.
+    fn listing(holds: Holds) -> (Arc<WatchCaches>, Serving, Writer<WatchedObject>) {
         let caches = Arc::new(WatchCaches::default());
         let mut writer = Writer::new(kind());
-        let serving = caches.serve(kind(), None, writer.as_reader(), Holds::Everything);
+        let serving = caches.serve(kind(), None, writer.as_reader(), holds);
         writer.apply_watcher_event(&Event::Init);
         writer.apply_watcher_event(&Event::InitApply(watched(&hikawa("a", "10", 3))));
+        (caches, serving, writer)
+    }
+
+    #[test]
+    fn nothing_is_served_before_the_first_list_or_after_the_guard_is_dropped() {
+        let (caches, serving, mut writer) = listing(Holds::Everything);
         assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "a"), None);
         writer.apply_watcher_event(&Event::InitDone);
         assert!(caches.get(&hikawas("v1beta2"), Some("song"), "a").is_some());
@@ -815,11 +822,7 @@ mod tests {
 
     #[test]
     fn a_store_of_selected_objects_answers_no_list() {
-        let caches = Arc::new(WatchCaches::default());
-        let mut writer = Writer::new(kind());
-        let _serving = caches.serve(kind(), None, writer.as_reader(), Holds::Selected);
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitApply(watched(&hikawa("a", "1", 0))));
+        let (caches, _serving, mut writer) = listing(Holds::Selected);
         writer.apply_watcher_event(&Event::InitDone);
         assert_eq!(
             caches.list(&hikawas("v1beta2"), Some("song"), None, None),

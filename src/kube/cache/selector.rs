@@ -172,16 +172,11 @@ fn name_ok(text: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
     fn selects(selector: &str, pairs: &[(&str, &str)]) -> bool {
+        let labels: BTreeMap<String, String> =
+            pairs.iter().map(|&(k, v)| (k.into(), v.into())).collect();
         let selector = LabelSelector::parse(selector).expect("parses");
-        selector.matches(Some(&labels(pairs)))
+        selector.matches(Some(&labels))
     }
 
     #[test]
