@@ -973,13 +973,32 @@ fn machine() -> String {
     )
 }
 
+/// The commit measured, `-dirty` when files other than this report's own
+/// outputs (written before it asks) differ from it.
 fn git_describe() -> String {
-    std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default()
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let commit = git(&["describe", "--always"]);
+    let changed = git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)docs/benchmarks.md",
+        ":(exclude)docs/benchmarks.png",
+    ]);
+    if changed.is_empty() {
+        commit
+    } else {
+        format!("{commit}-dirty")
+    }
 }
 
 fn upstream_version() -> String {
