@@ -176,10 +176,11 @@ bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answ
 	@$(CARGO) bench --quiet --bench engine
 
 .PHONY: differential
-differential: kube-bin ansible-venv ## enka against upstream ansible-operator on the same operators and control plane, awx-operator included; upstream's molecule tests against enka (target/differential/).
+differential: kube-bin ansible-venv ## enka against upstream ansible-operator on the same operators and control plane, awx-operator included; upstream's molecule tests against enka (target/differential/). PROJECT=dir: your operator instead (WATCHES, SAMPLES, CRDS).
 	@echo "==> differential: upstream ansible-operator, then enka, on each operator; per-object diffs in target/differential/"
 	@bash scripts/upstream-ansible-operator.sh >/dev/null
-	$(TEST_ENV) ENKA_DIFFERENTIAL_FULL=1 $(CARGO) test --test differential -- $(SUBJECTS)
+	$(TEST_ENV) ENKA_DIFFERENTIAL_FULL=1 ENKA_DIFFERENTIAL_PROJECT="$(PROJECT)" ENKA_DIFFERENTIAL_WATCHES="$(WATCHES)" \
+	  ENKA_DIFFERENTIAL_SAMPLES="$(SAMPLES)" ENKA_DIFFERENTIAL_CRDS="$(CRDS)" $(CARGO) test --test differential -- $(SUBJECTS)
 	@bash scripts/check-no-leftovers
 
 .PHONY: e2e

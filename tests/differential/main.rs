@@ -239,7 +239,7 @@ fn main() {
             }
         }
         std::fs::write(out_dir.join("summary.tsv"), &summary).expect("summary.tsv");
-        if wanted("molecule") {
+        if wanted("molecule") && !subjects::user_project_named() {
             match molecule::memcached_molecule(&env, &out_dir).await {
                 Ok(line) => println!("{line}"),
                 Err(reason) => {

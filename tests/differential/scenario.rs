@@ -19,8 +19,10 @@ use crate::snapshot::{self, HARNESS_MANAGER, Kinds, RunScope, Snapshot};
 /// An operator project and what is done to it.
 pub struct Subject {
     pub name: &'static str,
-    /// The directory with `watches.yaml`.
+    /// The project's directory, where the operators run.
     pub project: PathBuf,
+    /// The watches file, in `project` (upstream's default: `watches.yaml`).
+    pub watches: PathBuf,
     /// CRD manifests to apply before the runs.
     pub crds: Vec<PathBuf>,
     /// The watched kinds, `(group, kind)`: their status is compared.
@@ -45,16 +47,16 @@ pub enum Step {
     CreateObjects(Vec<Json>),
     /// Merge-patch an object.
     Patch {
-        api_version: &'static str,
-        kind: &'static str,
-        name: &'static str,
+        api_version: String,
+        kind: String,
+        name: String,
         patch: Json,
     },
     /// Delete an object (a dependent, or a custom resource).
     Delete {
-        api_version: &'static str,
-        kind: &'static str,
-        name: &'static str,
+        api_version: String,
+        kind: String,
+        name: String,
     },
 }
 
@@ -127,7 +129,7 @@ pub async fn run(
     let operator = Operator::start_with_args(
         flavour,
         env,
-        &subject.project.join("watches.yaml"),
+        &subject.watches,
         &namespace,
         &env_vars,
         &args,

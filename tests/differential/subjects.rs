@@ -15,6 +15,9 @@ use crate::support::{repo_path, shared_operators};
 /// subjects `wanted` names are built: building some installs or generates
 /// their project (upstream's collection, upstream's generator).
 pub fn all(wanted: &dyn Fn(&str) -> bool) -> Vec<Subject> {
+    if let Some(project) = user_project_dir() {
+        return vec![user_project(project)];
+    }
     let mut all = Vec::new();
     let shared = shared_operators();
     if let Some(shared) = &shared {
@@ -89,6 +92,7 @@ fn awx(shared: &std::path::Path) -> Subject {
         // into the second run: both sides must be at the same place then.
         limit: Duration::from_secs(420),
         scratch: Vec::new(),
+        watches: project.join("watches.yaml"),
         project,
     }
 }
@@ -120,25 +124,26 @@ fn memcached_molecule(shared: &std::path::Path) -> Subject {
                 samples.join("cache_v1alpha1_memfin.yaml"),
             ]),
             Step::Patch {
-                api_version: "cache.example.com/v1alpha1",
-                kind: "Memcached",
-                name: "memcached-sample",
+                api_version: "cache.example.com/v1alpha1".into(),
+                kind: "Memcached".into(),
+                name: "memcached-sample".into(),
                 patch: json!({"spec": {"size": 2}}),
             },
             Step::Delete {
-                api_version: "apps/v1",
-                kind: "Deployment",
-                name: "memcached-sample-memcached",
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "memcached-sample-memcached".into(),
             },
             Step::Delete {
-                api_version: "cache.example.com/v1alpha1",
-                kind: "Memcached",
-                name: "memcached-sample",
+                api_version: "cache.example.com/v1alpha1".into(),
+                kind: "Memcached".into(),
+                name: "memcached-sample".into(),
             },
         ],
         limit: Duration::from_secs(120),
         // The role bumps its metrics once per machine, marked by this file.
         scratch: vec![PathBuf::from("/tmp/metricsbumped")],
+        watches: project.join("watches.yaml"),
         project,
     }
 }
@@ -167,24 +172,25 @@ fn compat_memcached(shared: Option<&std::path::Path>) -> Subject {
                 "metadata": {"name": "foo-sample"}, "spec": {"foo": "bar"}
             })]),
             Step::Patch {
-                api_version: "cache.compat.enka.dev/v1alpha1",
-                kind: "Memcached",
-                name: "memcached-sample",
+                api_version: "cache.compat.enka.dev/v1alpha1".into(),
+                kind: "Memcached".into(),
+                name: "memcached-sample".into(),
                 patch: json!({"spec": {"size": 3}}),
             },
             Step::Delete {
-                api_version: "apps/v1",
-                kind: "Deployment",
-                name: "memcached-sample-memcached",
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "memcached-sample-memcached".into(),
             },
             Step::Delete {
-                api_version: "cache.compat.enka.dev/v1alpha1",
-                kind: "Memcached",
-                name: "memcached-sample",
+                api_version: "cache.compat.enka.dev/v1alpha1".into(),
+                kind: "Memcached".into(),
+                name: "memcached-sample".into(),
             },
         ],
         limit: Duration::from_secs(120),
         scratch: Vec::new(),
+        watches: project.join("watches.yaml"),
         project,
     }
 }
@@ -219,6 +225,7 @@ fn seed_zundoko(shared: &std::path::Path) -> Subject {
     Subject {
         name: "seed-zundoko",
         project: repo_path("tests/fixtures/zundoko-seed"),
+        watches: repo_path("tests/fixtures/zundoko-seed/watches.yaml"),
         crds: vec![repo_path("config/crd/bases")],
         primary: vec![(GROUP.to_owned(), "Hikawa".to_owned())],
         // The role names community.kubernetes, which today's upstream image
@@ -232,21 +239,21 @@ fn seed_zundoko(shared: &std::path::Path) -> Subject {
         steps: vec![
             Step::CreateObjects(objects),
             Step::Patch {
-                api_version: "zundokokiyoshi.kaitoy.github.com/v1beta2",
-                kind: "Hikawa",
-                name: "hikawa",
+                api_version: "zundokokiyoshi.kaitoy.github.com/v1beta2".into(),
+                kind: "Hikawa".into(),
+                name: "hikawa".into(),
                 patch: json!({"spec": {"intervalMillis": 100}}),
             },
             // Not watched (watchDependentResources: false): nothing answers.
             Step::Delete {
-                api_version: "zundokokiyoshi.kaitoy.github.com/v1beta1",
-                kind: "Kiyoshi",
-                name: "hikawa-kiyoshi",
+                api_version: "zundokokiyoshi.kaitoy.github.com/v1beta1".into(),
+                kind: "Kiyoshi".into(),
+                name: "hikawa-kiyoshi".into(),
             },
             Step::Delete {
-                api_version: "zundokokiyoshi.kaitoy.github.com/v1beta2",
-                kind: "Hikawa",
-                name: "hikawa",
+                api_version: "zundokokiyoshi.kaitoy.github.com/v1beta2".into(),
+                kind: "Hikawa".into(),
+                name: "hikawa".into(),
             },
         ],
         limit: Duration::from_secs(120),
@@ -312,24 +319,25 @@ fn compat_advanced(shared: Option<&std::path::Path>) -> Subject {
         steps: vec![
             Step::CreateObjects(objects),
             Step::Patch {
-                api_version: "v1",
-                kind: "Secret",
-                name: "test-secret",
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                name: "test-secret".into(),
                 patch: json!({"data": {"new": "Y29udGVudA=="}}),
             },
             Step::Delete {
-                api_version: "test.compat.enka.dev/v1alpha1",
-                kind: "FinalizerVarsTest",
-                name: "finalizervarstest",
+                api_version: "test.compat.enka.dev/v1alpha1".into(),
+                kind: "FinalizerVarsTest".into(),
+                name: "finalizervarstest".into(),
             },
             Step::Delete {
-                api_version: "test.compat.enka.dev/v1alpha1",
-                kind: "StatusTest",
-                name: "statustest",
+                api_version: "test.compat.enka.dev/v1alpha1".into(),
+                kind: "StatusTest".into(),
+                name: "statustest".into(),
             },
         ],
         limit: Duration::from_secs(120),
         scratch: Vec::new(),
+        watches: project.join("watches.yaml"),
         project,
     }
 }
@@ -407,13 +415,144 @@ fn advanced_molecule(shared: &std::path::Path) -> Subject {
         steps: vec![
             Step::Create(files),
             Step::Delete {
-                api_version: "test.example.com/v1alpha1",
-                kind: "ReconciliationTest",
-                name: "reconciliationtest-sample",
+                api_version: "test.example.com/v1alpha1".into(),
+                kind: "ReconciliationTest".into(),
+                name: "reconciliationtest-sample".into(),
             },
         ],
         limit: Duration::from_secs(300),
         scratch: Vec::new(),
+        watches: project.join("watches.yaml"),
         project,
     }
+}
+
+/// The project `make differential PROJECT=dir` names, which then runs alone.
+fn user_project_dir() -> Option<PathBuf> {
+    std::env::var_os("ENKA_DIFFERENTIAL_PROJECT")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Whether a project of the user's runs instead of enka's own subjects.
+pub fn user_project_named() -> bool {
+    user_project_dir().is_some()
+}
+
+/// A project of the user's (`make differential PROJECT=dir`): its samples
+/// created, then deleted, under upstream and under enka. The watches file
+/// is `WATCHES` (default `watches.yaml`), the CRDs those in `CRDS` (default
+/// `config/crd/bases`) and the samples the files in `SAMPLES` (default every
+/// custom resource in `config/samples`), each list separated by `:` and
+/// relative to the project.
+fn user_project(project: PathBuf) -> Subject {
+    let project = project
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("ENKA_DIFFERENTIAL_PROJECT {}: {e}", project.display()));
+    let setting = |name: &str, default: &str| {
+        let value = std::env::var(name)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| default.to_owned());
+        value
+            .split(':')
+            .filter(|part| !part.is_empty())
+            .map(|part| project.join(part))
+            .collect::<Vec<PathBuf>>()
+    };
+    let watches = setting("ENKA_DIFFERENTIAL_WATCHES", "watches.yaml")
+        .pop()
+        .unwrap_or_else(|| project.join("watches.yaml"));
+    let primary = watched_kinds(&watches);
+    let mut samples = setting("ENKA_DIFFERENTIAL_SAMPLES", "config/samples");
+    if let [dir] = samples.as_slice()
+        && dir.is_dir()
+    {
+        samples = yaml_files(dir);
+    }
+    let documents: Vec<serde_json::Value> = samples.iter().flat_map(|p| documents(p)).collect();
+    let custom_resources: Vec<&serde_json::Value> = documents
+        .iter()
+        .filter(|doc| {
+            let group = doc["apiVersion"]
+                .as_str()
+                .and_then(|v| v.rsplit_once('/'))
+                .map_or("", |(group, _)| group);
+            let kind = doc["kind"].as_str().unwrap_or_default();
+            primary.iter().any(|(g, k)| g == group && k == kind)
+        })
+        .collect();
+    assert!(
+        !custom_resources.is_empty(),
+        "no custom resource of the watched kinds in {samples:?}"
+    );
+    let created: Vec<serde_json::Value> = custom_resources.iter().map(|&d| d.clone()).collect();
+    let mut steps = vec![Step::CreateObjects(created)];
+    steps.extend(custom_resources.iter().map(|doc| {
+        Step::Delete {
+            api_version: doc["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            kind: doc["kind"].as_str().unwrap_or_default().to_owned(),
+            name: doc["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        }
+    }));
+    let mut collections: Vec<PathBuf> = vec![project.join("collections")];
+    collections.extend(shared_operators().map(|shared| shared.join("collections")));
+    Subject {
+        name: "project",
+        crds: setting("ENKA_DIFFERENTIAL_CRDS", "config/crd/bases"),
+        primary,
+        env: vec![collections_path(&collections)],
+        args: Vec::new(),
+        steps,
+        limit: Duration::from_secs(300),
+        scratch: Vec::new(),
+        watches,
+        project,
+    }
+}
+
+/// `(group, kind)` of each entry of a watches file.
+fn watched_kinds(watches: &std::path::Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(watches)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", watches.display()));
+    let entries: Vec<serde_json::Value> =
+        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", watches.display()));
+    entries
+        .iter()
+        .map(|entry| {
+            let field = |name: &str| entry[name].as_str().unwrap_or_default().to_owned();
+            (field("group"), field("kind"))
+        })
+        .collect()
+}
+
+/// The YAML files in `dir`, sorted.
+fn yaml_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|ext| ext == "yaml" || ext == "yml")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The documents of a YAML file.
+fn documents(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|document| {
+            serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .filter(|value: &serde_json::Value| !value.is_null())
+        .collect()
 }
