@@ -535,11 +535,50 @@ impl Printer {
         last.is_some_and(|l| l == location.to_string())
     }
 
+    /// A task's line, as the default callback's `v2_runner_on_*` print it.
+    fn result_line(
+        &self,
+        host: &str,
+        status: TaskStatus,
+        result: &Value,
+        debug: bool,
+        verbose: bool,
+    ) -> String {
+        let word = status.word();
+        match status {
+            TaskStatus::Failed | TaskStatus::Ignored => {
+                let text = dumped(result, debug, self.verbosity);
+                let unreachable = result.get_attr("unreachable").is_ok_and(|v| v.is_true());
+                let what = if unreachable {
+                    "UNREACHABLE!"
+                } else {
+                    "FAILED!"
+                };
+                format!("{word}: [{host}]: {what} => {text}")
+            }
+            _ if verbose => {
+                let text = dumped(result, debug, self.verbosity);
+                format!("{word}: [{host}] => {text}")
+            }
+            _ => format!("{word}: [{host}]"),
+        }
+    }
+
     /// One loop item's line, as the default callback's item hooks print it.
     fn item_line(&self, host: &str, item: &Value, debug: bool) -> String {
         let flag = |key: &str| item.get_attr(key).is_ok_and(|v| v.is_true());
+        // An item not to be shown (the task's no_log, or its action's own
+        // `_ansible_no_log`) is censored, and its label with it: the clean
+        // copy the callback gets has no item, so 2.18 labels it `None`.
+        let censored;
+        let item = if flag("_ansible_no_log") {
+            censored = crate::engine::censored_item(item);
+            &censored
+        } else {
+            item
+        };
         let label = if flag("_ansible_no_log") {
-            "(censored due to no_log)".to_owned()
+            "None".to_owned()
         } else {
             let label = item
                 .get_attr("_ansible_item_label")
@@ -688,6 +727,26 @@ fn cleaned(result: &Value, debug: bool, verbosity: u8) -> Value {
     Value::from_pairs(pairs)
 }
 
+/// A loop's result without its items.
+fn without_items(result: &Value) -> Value {
+    let Ok(keys) = result.try_iter() else {
+        return result.clone();
+    };
+    Value::from_pairs(
+        keys.filter(|key| key.as_str() != Some("results"))
+            .map(|key| {
+                let value = result.get_item(&key).unwrap_or_default();
+                (key, value)
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Whether a loop's result is a `no_log` task's, censored as a whole.
+fn censored_loop(result: &Value) -> bool {
+    result.get_attr("censored").is_ok_and(|v| !v.is_undefined())
+}
+
 /// Whether an action marked its result for display in full (debug, and
 /// assert unless quiet: `_ansible_verbose_always`).
 fn verbose_always(result: &Value) -> bool {
@@ -770,7 +829,6 @@ impl Observer for Printer {
             let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
             self.task_banner(&mut out, event.task, event.handler, host, is_include);
         }
-        let word = event.status.word();
         self.result_warnings(event.result);
         if module == "meta" {
             // The strategy runs meta tasks itself: a line at -vv, and a
@@ -806,30 +864,17 @@ impl Observer for Printer {
                 }
                 if event.status == TaskStatus::Skipped {
                     let _ = writeln!(out, "skipping: [{host}]");
+                } else if censored_loop(event.result) {
+                    // A no_log loop's own result is censored too, so it has
+                    // no `results` for the callback, which shows it as a
+                    // task without a loop.
+                    let own = without_items(event.result);
+                    let line = self.result_line(host, event.status, &own, debug, verbose);
+                    let _ = writeln!(out, "{line}");
                 }
             } else {
-                match event.status {
-                    TaskStatus::Failed | TaskStatus::Ignored => {
-                        let text = dumped(event.result, debug, self.verbosity);
-                        let unreachable = event
-                            .result
-                            .get_attr("unreachable")
-                            .is_ok_and(|v| v.is_true());
-                        let what = if unreachable {
-                            "UNREACHABLE!"
-                        } else {
-                            "FAILED!"
-                        };
-                        let _ = writeln!(out, "{word}: [{host}]: {what} => {text}");
-                    }
-                    _ if verbose => {
-                        let text = dumped(event.result, debug, self.verbosity);
-                        let _ = writeln!(out, "{word}: [{host}] => {text}");
-                    }
-                    _ => {
-                        let _ = writeln!(out, "{word}: [{host}]");
-                    }
-                }
+                let line = self.result_line(host, event.status, event.result, debug, verbose);
+                let _ = writeln!(out, "{line}");
             }
         }
         if event.status == TaskStatus::Failed

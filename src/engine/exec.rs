@@ -2128,13 +2128,15 @@ impl Runner {
         // TaskExecutor post-validates these keywords as booleans: a value
         // that is none is a failed result of the task (ignore_errors and
         // register apply), as a template error in them is not.
+        let no_log_set = task.no_log.is_some() || !frame.inherited.no_log.is_empty();
         let no_log = match self.keyword_bool(
             &ctx,
             task.no_log.as_ref(),
             &frame.inherited.no_log,
             "no_log",
         ) {
-            Ok(b) => b,
+            Ok(b) if no_log_set => b,
+            Ok(_) => default_no_log(),
             Err(KeywordError::Template(err)) => {
                 return self.template_failure(task, "no_log", &err);
             }
@@ -2199,6 +2201,16 @@ impl Runner {
                 };
                 let mut results = Vec::with_capacity(items.len());
                 let mut scope = scope;
+                // TaskExecutor.run: an item whose condition or arguments
+                // cannot be templated ends the loop, and the task fails as
+                // a whole with that error: no `results`, and none of the
+                // facts the items before it set.
+                let before = (
+                    self.facts.clone(),
+                    self.host_facts.clone(),
+                    self.included.clone(),
+                );
+                let mut aborted = None;
                 for (index, item) in items.iter().enumerate() {
                     let mut item_scope = scope.clone();
                     set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
@@ -2215,10 +2227,18 @@ impl Runner {
                     {
                         Ok(result) => result,
                         Err(flow) => match as_failed_result(censor(flow, no_log)) {
-                            Ok(result) => result,
+                            Ok(result) => TaskResult {
+                                fails_task: true,
+                                ..result
+                            },
                             Err(flow) => return flow,
                         },
                     };
+                    if result.fails_task {
+                        (self.facts, self.host_facts, self.included) = before;
+                        aborted = Some(result);
+                        break;
+                    }
                     if result.flag("unreachable") {
                         // An ignore_unreachable that cannot be templated
                         // does not forgive: the host leaves the play.
@@ -2315,7 +2335,7 @@ impl Runner {
                         self.sleep(pause).await;
                     }
                 }
-                TaskResult::combine(results)
+                aborted.unwrap_or_else(|| TaskResult::combine(results))
             }
         };
         self.finish_task(frame, task, result, no_log)
@@ -2411,6 +2431,9 @@ impl Runner {
         let failed = result.is_failed();
         let skipped = result.is_skipped();
         let changed = result.is_changed();
+        // An action may mark its own result as not to be shown
+        // (`_ansible_no_log`); `register` still keeps it whole.
+        let no_log = no_log || result.flag("_ansible_no_log");
         let shown = if no_log {
             censored(&result)
         } else {
@@ -2722,6 +2745,11 @@ impl Runner {
         loop {
             attempt += 1;
             let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
+            // Raised, not returned, in Ansible: no condition judges it and
+            // `until` does not retry it.
+            if result.fails_task {
+                return Ok(result);
+            }
             if !result.is_failed() {
                 self.change_inventory(&mut result);
                 if meta_action.as_deref().map(str::trim) == Some("refresh_inventory")
@@ -2987,12 +3015,12 @@ impl Runner {
                 &with_defaults
             }
             Ok(None) => args,
-            Err(message) => return TaskResult::failed(message),
+            Err(message) => return TaskResult::task_error(message),
         };
         let templated = match self.templar.template_value(args, ctx) {
             Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
                 Ok(v) => v,
-                Err(message) => return TaskResult::failed(message),
+                Err(message) => return TaskResult::task_error(message),
             },
             Err(err) => {
                 if let Some((class, text)) = err.python_exception() {
@@ -3005,11 +3033,11 @@ impl Runner {
                 } else {
                     err.ansible_message()
                 };
-                return TaskResult::failed(message);
+                return TaskResult::task_error(message);
             }
         };
         if templated.kind() != ValueKind::Map {
-            return TaskResult::failed(format!(
+            return TaskResult::task_error(format!(
                 "the arguments of {} must be a mapping, got {}",
                 module.name(),
                 crate::template::pyrepr::type_name(&templated)
@@ -3017,12 +3045,12 @@ impl Runner {
         }
         let environment = match self.environment(frame, task, ctx) {
             Ok(environment) => environment,
-            Err(message) => return TaskResult::failed(message),
+            Err(message) => return TaskResult::task_error(message),
         };
         let task_timeout = match &task.timeout {
             Some(raw) => match self.templar.template_value(raw, ctx) {
                 Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
-                Err(err) => return TaskResult::failed(format!("timeout: {err}")),
+                Err(err) => return TaskResult::task_error(format!("timeout: {err}")),
             },
             None => None,
         };
@@ -3035,7 +3063,7 @@ impl Runner {
         };
         let asynchronous = match self.asynchronous(task, ctx) {
             Ok(asynchronous) => asynchronous,
-            Err(message) => return TaskResult::failed(message),
+            Err(message) => return TaskResult::task_error(message),
         };
         // A native action has no background: it runs to completion, within
         // the time `async` gives it when the task waits for it.
@@ -3115,6 +3143,7 @@ impl Runner {
                     fields: output.fields,
                     control: output.control,
                     ignore_unreachable: None,
+                    fails_task: false,
                 }
             }
             Err(message) => TaskResult::failed(message),
@@ -3421,9 +3450,16 @@ fn exception_result(class: &str, text: &str, line: Option<usize>) -> TaskResult 
     ])
 }
 
-/// Ansible's message for a condition that could not be evaluated.
+/// Ansible's message for a condition that could not be evaluated, quoting
+/// the condition as its Conditional does.
 fn conditional_error(err: &TemplateError) -> String {
-    format!("The conditional check failed. The error was: {err}")
+    match err.template() {
+        Some(condition) => format!(
+            "The conditional check '{condition}' failed. The error was: {}",
+            err.message()
+        ),
+        None => format!("The conditional check failed. The error was: {err}"),
+    }
 }
 
 /// A task's failure as the failed result TaskExecutor.run returns for it;
@@ -3431,7 +3467,7 @@ fn conditional_error(err: &TemplateError) -> String {
 fn as_failed_result(flow: Flow) -> Result<TaskResult, Flow> {
     match flow {
         Flow::Failed(failure) => {
-            let mut result = TaskResult::failed(failure.message);
+            let mut result = TaskResult::error(failure.message);
             if let Ok(exception) = failure.result.get_attr("exception")
                 && !exception.is_undefined()
             {
@@ -3470,6 +3506,18 @@ fn censor(flow: Flow, no_log: bool) -> Flow {
     }
 }
 
+/// `no_log` of a task that neither it nor its blocks or play set:
+/// Ansible's `DEFAULT_NO_LOG` (`ANSIBLE_NO_LOG`, default false), read once.
+fn default_no_log() -> bool {
+    static DEFAULT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        std::env::var("ANSIBLE_NO_LOG")
+            .ok()
+            .and_then(|v| crate::template::strict_boolean(&Value::from(v)))
+            .unwrap_or(false)
+    });
+    *DEFAULT
+}
+
 /// What Ansible says in place of a `no_log` task's output.
 const NO_LOG_MESSAGE: &str =
     "the output has been hidden due to the fact that 'no_log: true' was specified for this result";
@@ -3484,17 +3532,50 @@ fn shown_message(result: &TaskResult, no_log: bool) -> String {
     }
 }
 
+/// A result as a `no_log` task shows it: the message Ansible puts in its
+/// place, with the flags that decide what follows; a loop's items each
+/// censored alike, so each is still shown as Ansible's callback shows it.
 fn censored(result: &TaskResult) -> Value {
+    let mut shown = censored_fields(&result.to_value());
+    if let Some(items) = result.get("results").filter(|v| v.kind() == ValueKind::Seq) {
+        let items: Vec<Value> = items
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|item| censored_item(&item))
+            .collect();
+        shown.push((Value::from("results"), Value::from(items)));
+    }
+    Value::from_pairs(shown)
+}
+
+/// One loop item's result as shown when it is not to be: censored, and
+/// marked `_ansible_no_log` for the callback.
+pub(crate) fn censored_item(item: &Value) -> Value {
+    let mut shown = censored_fields(item);
+    shown.push((Value::from("_ansible_no_log"), Value::from(true)));
+    Value::from_pairs(shown)
+}
+
+fn censored_fields(result: &Value) -> Vec<(Value, Value)> {
+    let flag = |key: &str| {
+        result
+            .get_attr(key)
+            .is_ok_and(|v| crate::template::to_bool(&v))
+    };
     let mut pairs = vec![
         (Value::from("censored"), Value::from(NO_LOG_MESSAGE)),
-        (Value::from("changed"), Value::from(result.is_changed())),
-        (Value::from("failed"), Value::from(result.is_failed())),
+        (Value::from("changed"), Value::from(flag("changed"))),
+        (Value::from("failed"), Value::from(flag("failed"))),
     ];
-    // Whether the host was reached is no secret, and decides what follows.
-    if result.flag("unreachable") {
-        pairs.push((Value::from("unreachable"), Value::from(true)));
+    // Whether the host was reached, or the item skipped, is no secret, and
+    // decides what follows.
+    for key in ["unreachable", "skipped"] {
+        if flag(key) {
+            pairs.push((Value::from(key), Value::from(true)));
+        }
     }
-    Value::from_pairs(pairs)
+    pairs
 }
 
 /// Why an `until` loop ended without success: an internal key of the
@@ -3510,6 +3591,10 @@ pub(crate) struct TaskResult {
     /// `ignore_unreachable` as judged for each item of a loop (with the
     /// item's variables), when one could not reach its host.
     ignore_unreachable: Option<bool>,
+    /// An error Ansible raises out of `TaskExecutor._execute` (an argument,
+    /// the environment or a keyword that cannot be templated): in a loop,
+    /// it ends the loop and fails the task as a whole.
+    fails_task: bool,
 }
 
 impl TaskResult {
@@ -3519,6 +3604,25 @@ impl TaskResult {
             fields,
             control: None,
             ignore_unreachable: None,
+            fails_task: false,
+        }
+    }
+
+    /// An error Ansible raises rather than returns (a template, a
+    /// condition, a keyword): TaskExecutor.run's result for it says only
+    /// that it failed, and why.
+    fn error(message: String) -> Self {
+        TaskResult::of(vec![
+            ("failed".into(), Value::from(true)),
+            ("msg".into(), Value::from(message)),
+        ])
+    }
+
+    /// Such an error before the action ran (see `fails_task`).
+    fn task_error(message: String) -> Self {
+        TaskResult {
+            fails_task: true,
+            ..TaskResult::error(message)
         }
     }
 
@@ -3620,7 +3724,9 @@ impl TaskResult {
     }
 
     /// The result as `register` keeps it: without the internal
-    /// `_ansible_*` keys, in each item's result too (strip_internal_keys).
+    /// `_ansible_*` keys, in each item's result too (strip_internal_keys),
+    /// and without the module's `invocation` (the strategy's clean copy;
+    /// a loop's items keep theirs).
     fn registered(&self) -> Value {
         fn strip(value: &Value) -> Value {
             let Ok(keys) = value.try_iter() else {
@@ -3637,7 +3743,7 @@ impl TaskResult {
         Value::from_pairs(
             self.fields
                 .iter()
-                .filter(|(k, _)| !k.starts_with("_ansible"))
+                .filter(|(k, _)| !k.starts_with("_ansible") && k != "invocation")
                 .map(|(k, v)| {
                     let v = if k == "results" && v.kind() == ValueKind::Seq {
                         Value::from(
@@ -3717,6 +3823,7 @@ impl TaskResult {
             fields,
             control,
             ignore_unreachable,
+            fails_task: false,
         }
     }
 }

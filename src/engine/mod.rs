@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use minijinja::Value;
 
+pub(crate) use exec::censored_item;
 pub use observe::{Observer, TaskEvent, TaskStatus};
 pub use result::{Failure, RunOutcome, RunStatus, Stats};
 use scope::{Facts, Scope};

@@ -8,6 +8,10 @@ use std::sync::Arc;
 /// variable it was given, which only the template's source knows.
 pub const UNDEFINED_NAME_MARK: &str = "\u{1}undefined-name\u{1}";
 
+/// The message of a condition whose value is undefined, until the
+/// condition's evaluator replaces it with the condition's name.
+pub(crate) const CONDITION_UNDEFINED_MARK: &str = "\u{1}condition-undefined\u{1}";
+
 /// Starts a filter's error message for what Jinja raises as a
 /// TemplateSyntaxError while rendering (a test name Ansible's plugin loader
 /// refuses), which Ansible's templar does not catch.
@@ -134,6 +138,11 @@ impl Error {
         &self.message
     }
 
+    /// The template the error happened in, when known.
+    pub fn template(&self) -> Option<&str> {
+        self.template.as_deref()
+    }
+
     /// Whether this is an undefined-variable error.
     pub fn is_undefined(&self) -> bool {
         self.kind == ErrorKind::Undefined
@@ -163,6 +172,7 @@ impl Error {
             (ErrorKind::Undefined, detail) => {
                 let expr = err.range().and_then(|r| undefined_expression(source, r));
                 match (expr, detail) {
+                    (_, Some(d)) if d == CONDITION_UNDEFINED_MARK => d,
                     (_, Some(d))
                         if d.contains("is undefined")
                             || d.contains("has no attribute")

@@ -187,7 +187,12 @@ impl TemplarBuilder {
         // boolean (`True int`), which 2.18 deprecates.
         env.add_function("__enka_truth", |value: &Value| {
             if value.is_undefined() {
-                return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
+                // The condition itself is what is undefined; the caller,
+                // which has its text, names it.
+                return Err(minijinja::Error::new(
+                    minijinja::ErrorKind::UndefinedError,
+                    error::CONDITION_UNDEFINED_MARK,
+                ));
             }
             let truth = if value.is_true() { "True" } else { "False" };
             if value.kind() == minijinja::value::ValueKind::Bool {
@@ -827,8 +832,19 @@ impl Templar {
             }
         }
         .map_err(|e| {
-            let mut err = Error::from_minijinja(&e, &expr).explained(ctx);
-            if err.is_undefined() && !err.message().contains(expr.as_ref()) {
+            let mut err = Error::from_minijinja(&e, &expr);
+            if err.message() == error::CONDITION_UNDEFINED_MARK {
+                err = Error::new(
+                    ErrorKind::Undefined,
+                    format!("'{}' is undefined", expr.trim()),
+                );
+            }
+            let mut err = err.explained(ctx);
+            if err.is_undefined()
+                && !err
+                    .message()
+                    .starts_with("error while evaluating conditional")
+            {
                 err = Error::new(
                     ErrorKind::Undefined,
                     format!(

@@ -583,15 +583,20 @@ def _poll_async(task, result, variables, connection, play_context, templar):
 
 
 def _registered(result):
-    """The result as `register` stores it: TaskExecutor's defaults for
-    `failed` (from `rc`) and `changed`, then the strategy's clean copy
-    without internal keys and `invocation`."""
+    """The result as TaskExecutor returns it: its defaults for `failed`
+    (from `rc`) and `changed`, without internal keys. `invocation` stays:
+    `-vvv` shows it, and a loop's items keep it where `register` stores
+    them (enka drops it from a task's own result, as the strategy does)."""
     if "failed" not in result:
         result["failed"] = "rc" in result and result["rc"] not in (0, "0")
     if "changed" not in result:
         result["changed"] = False
+    no_log = bool(result.get("_ansible_no_log", False))
     clean = strip_internal_keys(module_response_deepcopy(result))
-    clean.pop("invocation", None)
+    if no_log:
+        # The action hid its own result: enka censors what it shows and
+        # logs of it, and strips the key from what `register` keeps.
+        clean["_ansible_no_log"] = True
     return clean
 
 
