@@ -76,11 +76,11 @@ fn check_says_which_tasks_go_through_ansible() {
     let (ok, stdout, stderr) = check_with("tests/bridged/watches.yaml", &[&vault]);
     assert!(ok, "{stdout}\n{stderr}");
     for expected in [
-        "bridged.enka.dev/v1, Kind=Probe: 3 tasks native, 14 through Ansible",
+        "bridged.enka.dev/v1, Kind=Probe: 3 tasks native, 15 through Ansible",
         "tests/bridged/roles/bridged_dep/tasks/main.yml:2:3: ansible.builtin.command (no native code in enka",
         "tests/bridged/roles/bridged/tasks/steps.yml:68:3: enka_echo (no native code in enka",
         "tests/bridged/roles/bridged/tasks/steps.yml:73:3: community.general.ini_file (no native code in enka",
-        "tests/bridged/roles/bridged/tasks/steps.yml:102:15: filter reverse_words runs through Ansible",
+        "tests/bridged/roles/bridged/tasks/steps.yml:108:15: filter reverse_words runs through Ansible",
         "bridged.enka.dev/v1, Kind=Fault: 0 tasks native, 4 through Ansible",
     ] {
         assert!(
