@@ -19,6 +19,53 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "type_debug", type_debug);
     env.add_filter("length", length);
     env.add_filter("count", length);
+    add!(env, "strftime", strftime);
+}
+
+/// Ansible's `strftime(second=None, utc=False)`: the time `second` seconds
+/// after the epoch (now when none), in local time or UTC, formatted by the
+/// piped format as `time.strftime` formats it.
+fn strftime(
+    format: &Value,
+    second: Option<Value>,
+    utc: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let format = super::defined(format, "strftime")?;
+    let second = match second {
+        Some(second) => Some(second),
+        None => kwargs.get::<Option<Value>>("second")?,
+    };
+    let utc = match utc {
+        Some(utc) => Some(utc),
+        None => kwargs.get::<Option<Value>>("utc")?,
+    };
+    kwargs.assert_all_used()?;
+    let timestamp = match second.filter(|s| !s.is_none()) {
+        None => jiff::Timestamp::now(),
+        Some(second) => {
+            let text = crate::template::pyrepr::to_text(&second);
+            let seconds: f64 = match second.kind() {
+                minijinja::value::ValueKind::Number => f64::try_from(second.clone()).ok(),
+                minijinja::value::ValueKind::Bool => Some(if second.is_true() { 1.0 } else { 0.0 }),
+                _ => text.trim().parse().ok(),
+            }
+            .filter(|s: &f64| s.is_finite())
+            .ok_or_else(|| super::invalid(format!("Invalid value for epoch value ({text})")))?;
+            // time.localtime and gmtime take the whole seconds below.
+            jiff::Timestamp::from_second(seconds.floor() as i64).map_err(|e| {
+                super::invalid(format!("Invalid value for epoch value ({text}): {e}"))
+            })?
+        }
+    };
+    let zone = if utc.is_some_and(|u| u.is_true()) {
+        jiff::tz::TimeZone::UTC
+    } else {
+        jiff::tz::TimeZone::system()
+    };
+    let time = PyDateTime(timestamp.to_zoned(zone));
+    time.strftime(&crate::template::pyrepr::to_text(format))
+        .map(Value::from)
 }
 
 /// Jinja's `default(value, default_value='', boolean=False)`.

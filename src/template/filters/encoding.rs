@@ -27,6 +27,32 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "sha1", sha1);
     add!(env, "md5", md5);
     add!(env, "checksum", sha1);
+    add!(env, "to_uuid", to_uuid);
+}
+
+/// Ansible's namespace for `to_uuid`.
+const UUID_NAMESPACE_ANSIBLE: uuid::Uuid = uuid::uuid!("361E6D51-FAEC-444A-9079-341386DA8E2E");
+
+/// `to_uuid(namespace=…)`: the name-based (SHA-1, version 5) UUID of the
+/// text, in Ansible's namespace or the one given.
+fn to_uuid(value: &Value, namespace: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let name = text_of(value, "to_uuid")?;
+    let namespace = match namespace {
+        Some(namespace) => Some(namespace),
+        None => kwargs.get::<Option<Value>>("namespace")?,
+    };
+    kwargs.assert_all_used()?;
+    let namespace = match namespace {
+        None => UUID_NAMESPACE_ANSIBLE,
+        Some(given) => {
+            let text = pyrepr::to_text(&given);
+            uuid::Uuid::try_parse(text.trim())
+                .map_err(|e| invalid(format!("Invalid value '{text}' for 'namespace': {e}")))?
+        }
+    };
+    Ok(Value::from(
+        uuid::Uuid::new_v5(&namespace, name.as_bytes()).to_string(),
+    ))
 }
 
 fn text_of(value: &Value, what: &str) -> Result<String, Error> {

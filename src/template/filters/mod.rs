@@ -7,6 +7,7 @@
 mod collections;
 mod core;
 pub(crate) mod encoding;
+mod math;
 mod paths;
 mod text;
 
@@ -23,6 +24,7 @@ pub fn register(env: &mut Environment<'static>) {
     core::register(env);
     collections::register(env);
     encoding::register(env);
+    math::register(env);
     paths::register(env);
     text::register(env);
 }

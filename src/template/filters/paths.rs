@@ -15,6 +15,14 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "urlsplit", urlsplit);
     add!(env, "urlencode", urlencode);
     add!(env, "urldecode", urldecode);
+    add!(env, "expanduser", expanduser);
+    add!(env, "expandvars", expandvars);
+    add!(env, "realpath", realpath);
+    add!(env, "relpath", relpath);
+    add!(env, "fileglob", fileglob);
+    add!(env, "win_basename", win_basename);
+    add!(env, "win_dirname", win_dirname);
+    add!(env, "win_splitdrive", win_splitdrive);
 }
 
 /// What Python's `urllib.parse.quote` leaves alone besides `safe`.
@@ -232,5 +240,343 @@ fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
             .find(|(k, _)| *k == q)
             .map(|(_, v)| v)
             .ok_or_else(|| invalid(format!("urlsplit: unknown URL component: {q}"))),
+    }
+}
+
+/// `os.path.expanduser`: a leading `~` is `$HOME` (else the passwd entry
+/// of this process's user), `~name` that user's home; a user with no entry
+/// leaves the path as it is.
+fn expanduser(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "expanduser")?;
+    let Some(after) = path.strip_prefix('~') else {
+        return Ok(Value::from(path));
+    };
+    let end = after.find('/').unwrap_or(after.len());
+    let (name, rest) = after.split_at(end);
+    let home = if name.is_empty() {
+        std::env::var("HOME").ok().or_else(|| {
+            let uid = rustix::process::getuid().as_raw();
+            passwd_home(|fields| fields.get(2).and_then(|f| f.parse().ok()) == Some(uid))
+        })
+    } else {
+        passwd_home(|fields| fields.first() == Some(&name))
+    };
+    let Some(home) = home else {
+        return Ok(Value::from(path));
+    };
+    let joined = format!("{}{rest}", home.trim_end_matches('/'));
+    Ok(Value::from(if joined.is_empty() {
+        "/".to_owned()
+    } else {
+        joined
+    }))
+}
+
+/// The home directory of the first `/etc/passwd` entry `matches` picks.
+fn passwd_home(matches: impl Fn(&[&str]) -> bool) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 6 && matches(&fields)).then(|| fields[5].to_owned())
+    })
+}
+
+/// `os.path.expandvars`: `$name` and `${name}` of variables this process
+/// has (names of ASCII letters, digits and `_`); others are left as
+/// written.
+fn expandvars(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "expandvars")?;
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path.as_str();
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        let (name, written) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(close) => (&braced[..close], close + 2),
+                None => ("", 0),
+            }
+        } else {
+            let len = after.find(|c: char| !word(c)).unwrap_or(after.len());
+            (&after[..len], len)
+        };
+        let value = (written > 0)
+            .then(|| std::env::var(name).ok())
+            .flatten()
+            .filter(|_| !name.is_empty());
+        match value {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&rest[dollar..dollar + 1 + written]),
+        }
+        rest = &rest[dollar + 1 + written..];
+    }
+    out.push_str(rest);
+    Ok(Value::from(out))
+}
+
+/// `posixpath.normpath`: `.` and `..` resolved as text, repeated slashes
+/// folded (two leading ones kept, as POSIX allows).
+fn normpath(path: &str) -> String {
+    if path.is_empty() {
+        return ".".to_owned();
+    }
+    let leading = if path.starts_with("//") && !path.starts_with("///") {
+        2
+    } else if path.starts_with('/') {
+        1
+    } else {
+        0
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if leading == 0 && parts.last().is_none_or(|p| *p == "..") => parts.push(".."),
+            ".." => {
+                parts.pop();
+            }
+            _ => parts.push(part),
+        }
+    }
+    let joined = format!("{}{}", "/".repeat(leading), parts.join("/"));
+    if joined.is_empty() {
+        ".".to_owned()
+    } else {
+        joined
+    }
+}
+
+/// `posixpath.abspath`: joined to the working directory, then normalised.
+fn abspath(path: &str) -> String {
+    if path.starts_with('/') {
+        return normpath(path);
+    }
+    let cwd = std::env::current_dir()
+        .map(|d| d.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/".to_owned());
+    normpath(&format!("{cwd}/{path}"))
+}
+
+/// `posixpath.join` of two parts.
+fn join(head: &str, tail: &str) -> String {
+    if tail.starts_with('/') || head.is_empty() {
+        tail.to_owned()
+    } else if head.ends_with('/') {
+        format!("{head}{tail}")
+    } else {
+        format!("{head}/{tail}")
+    }
+}
+
+/// `os.path.realpath` (not strict): symbolic links resolved as far as the
+/// path exists, the rest kept, then made absolute.
+fn realpath(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "realpath")?;
+    let mut seen = std::collections::HashMap::new();
+    let (resolved, _) = join_realpath(String::new(), &path, &mut seen);
+    Ok(Value::from(abspath(&resolved)))
+}
+
+/// posixpath's `_joinrealpath`: `rest` resolved onto the resolved `path`;
+/// false when a symbolic link loops.
+fn join_realpath(
+    mut path: String,
+    rest: &str,
+    seen: &mut std::collections::HashMap<String, Option<String>>,
+) -> (String, bool) {
+    let mut rest = rest.to_owned();
+    if let Some(stripped) = rest.strip_prefix('/') {
+        rest = stripped.to_owned();
+        path = "/".to_owned();
+    }
+    while !rest.is_empty() {
+        let (name, tail) = match rest.split_once('/') {
+            Some((name, tail)) => (name.to_owned(), tail.to_owned()),
+            None => (std::mem::take(&mut rest), String::new()),
+        };
+        rest = tail;
+        if name.is_empty() || name == "." {
+            continue;
+        }
+        if name == ".." {
+            if path.is_empty() {
+                path = "..".to_owned();
+            } else {
+                let (head, last) = split(&path);
+                path = if last == ".." {
+                    join(&join(&head, ".."), "..")
+                } else {
+                    head
+                };
+            }
+            continue;
+        }
+        let newpath = join(&path, &name);
+        let is_link = std::fs::symlink_metadata(&newpath).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            path = newpath;
+            continue;
+        }
+        match seen.get(&newpath) {
+            Some(Some(resolved)) => {
+                path = resolved.clone();
+                continue;
+            }
+            Some(None) => return (join(&newpath, &rest), false),
+            None => {}
+        }
+        seen.insert(newpath.clone(), None);
+        let target = std::fs::read_link(&newpath)
+            .map(|t| t.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (resolved, ok) = join_realpath(path, &target, seen);
+        if !ok {
+            return (join(&resolved, &rest), false);
+        }
+        seen.insert(newpath, Some(resolved.clone()));
+        path = resolved;
+    }
+    (path, true)
+}
+
+/// `posixpath.split`: the head (trailing slashes stripped unless it is all
+/// slashes) and the last component.
+fn split(path: &str) -> (String, String) {
+    let i = path.rfind('/').map_or(0, |i| i + 1);
+    let (head, tail) = path.split_at(i);
+    let trimmed = head.trim_end_matches('/');
+    let head = if trimmed.is_empty() { head } else { trimmed };
+    (head.to_owned(), tail.to_owned())
+}
+
+/// `os.path.relpath(path, start='.')`.
+fn relpath(value: &Value, start: Option<String>) -> Result<Value, Error> {
+    let path = text(value, "relpath")?;
+    if path.is_empty() {
+        return Err(invalid("no path specified"));
+    }
+    let start = abspath(start.as_deref().unwrap_or("."));
+    let path = abspath(&path);
+    let start: Vec<&str> = start.split('/').filter(|p| !p.is_empty()).collect();
+    let path: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let common = start.iter().zip(&path).take_while(|(a, b)| a == b).count();
+    let mut parts = vec![".."; start.len() - common];
+    parts.extend(&path[common..]);
+    Ok(Value::from(if parts.is_empty() {
+        ".".to_owned()
+    } else {
+        parts.join("/")
+    }))
+}
+
+/// Ansible's `fileglob`: the regular files a shell pattern matches (as
+/// Python's `glob`: `*` does not match a leading dot), relative patterns
+/// from the working directory, sorted.
+fn fileglob(value: &Value) -> Result<Value, Error> {
+    let pattern = text(value, "fileglob")?;
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: true,
+    };
+    let Ok(paths) = glob::glob_with(&pattern, options) else {
+        return Ok(Value::from(Vec::<Value>::new()));
+    };
+    let files: Vec<Value> = paths
+        .flatten()
+        .filter(|path| path.is_file())
+        .map(|path| Value::from(path.to_string_lossy().into_owned()))
+        .collect();
+    Ok(Value::from(files))
+}
+
+/// `ntpath.splitdrive`: a drive letter (`c:`) or a UNC share
+/// (`//host/share`, `\\?\UNC\host\share`), and the rest.
+fn nt_splitdrive(path: &str) -> (&str, &str) {
+    if path.chars().count() < 2 {
+        return ("", path);
+    }
+    let normal = path.replace('/', "\\");
+    if normal.starts_with("\\\\") {
+        let start = if normal
+            .get(..8)
+            .is_some_and(|p| p.eq_ignore_ascii_case("\\\\?\\UNC\\"))
+        {
+            8
+        } else {
+            2
+        };
+        // Separators are ASCII: byte offsets in `normal` are offsets in
+        // `path` too.
+        let Some(index) = normal[start..].find('\\').map(|i| start + i) else {
+            return (path, "");
+        };
+        let Some(index2) = normal[index + 1..].find('\\').map(|i| index + 1 + i) else {
+            return (path, "");
+        };
+        return path.split_at(index2);
+    }
+    let mut chars = path.char_indices();
+    if let (Some(_), Some((colon, ':'))) = (chars.next(), chars.next()) {
+        return path.split_at(colon + 1);
+    }
+    ("", path)
+}
+
+/// `ntpath.split`: drive, head without trailing separators, last part.
+fn nt_split(path: &str) -> (String, String) {
+    let (drive, rest) = nt_splitdrive(path);
+    let i = rest.rfind(['/', '\\']).map_or(0, |i| i + 1);
+    let (head, tail) = rest.split_at(i);
+    let trimmed = head.trim_end_matches(['/', '\\']);
+    let head = if trimmed.is_empty() { head } else { trimmed };
+    (format!("{drive}{head}"), tail.to_owned())
+}
+
+fn win_basename(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "win_basename")?;
+    Ok(Value::from(nt_split(&path).1))
+}
+
+fn win_dirname(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "win_dirname")?;
+    Ok(Value::from(nt_split(&path).0))
+}
+
+fn win_splitdrive(value: &Value) -> Result<Value, Error> {
+    let path = text(value, "win_splitdrive")?;
+    let (drive, rest) = nt_splitdrive(&path);
+    Ok(super::tuple(vec![Value::from(drive), Value::from(rest)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normpath_resolves_dots_as_posixpath() {
+        assert_eq!(normpath("a/./b/../c"), "a/c");
+        assert_eq!(normpath("/../a"), "/a");
+        assert_eq!(normpath("../a/.."), "..");
+        assert_eq!(normpath("//a//b/"), "//a/b");
+        assert_eq!(normpath("///a"), "/a");
+        assert_eq!(normpath(""), ".");
+        assert_eq!(normpath("a/.."), ".");
+    }
+
+    #[test]
+    fn windows_drives_split_as_ntpath() {
+        assert_eq!(nt_splitdrive("c:/dir"), ("c:", "/dir"));
+        assert_eq!(nt_splitdrive("//host/share/dir"), ("//host/share", "/dir"));
+        assert_eq!(nt_splitdrive("\\\\host\\share"), ("\\\\host\\share", ""));
+        assert_eq!(nt_splitdrive("//host"), ("//host", ""));
+        assert_eq!(nt_splitdrive("é:x"), ("é:", "x"));
+        assert_eq!(nt_splitdrive("x"), ("", "x"));
+        assert_eq!(
+            nt_split("C:\\Users\\me\\file.txt"),
+            ("C:\\Users\\me".to_owned(), "file.txt".to_owned())
+        );
+        assert_eq!(nt_split("C:\\"), ("C:\\".to_owned(), String::new()));
     }
 }

@@ -29,6 +29,96 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_filter("escape", escape);
     env.add_filter("e", escape);
     env.add_filter("format", format);
+    add!(env, "comment", comment);
+}
+
+/// Ansible's `comment(style='plain', **kw)`: `text` decorated line by line
+/// as a comment of `style`, each part overridable by keyword
+/// (`decoration`, `beginning`, `prefix`, `prefix_count`, `postfix`,
+/// `postfix_count`, `end`, `newline`).
+fn comment(value: &Value, style: Option<String>, kwargs: Kwargs) -> Result<Value, Error> {
+    super::defined(value, "comment")?;
+    let Some(text) = value.as_str() else {
+        return Err(super::invalid(format!(
+            "'{}' object has no attribute 'replace'",
+            pyrepr::type_name(value)
+        )));
+    };
+    let style = match style {
+        Some(style) => style,
+        None => kwargs
+            .get::<Option<String>>("style")?
+            .unwrap_or_else(|| "plain".into()),
+    };
+    let (beginning, decoration, end) = match style.as_str() {
+        "plain" => ("", "# ", ""),
+        "erlang" => ("", "% ", ""),
+        "c" => ("", "// ", ""),
+        "cblock" => ("/*", " * ", " */"),
+        "xml" => ("<!--", " - ", "-->"),
+        other => return Err(super::invalid(format!("'{other}'"))),
+    };
+    let given = |name: &str| -> Result<Option<String>, Error> {
+        Ok(kwargs
+            .get::<Option<Value>>(name)?
+            .map(|v| pyrepr::to_text(&v)))
+    };
+    let count = |name: &str| -> Result<usize, Error> {
+        match kwargs.get::<Option<Value>>(name)? {
+            None => Ok(1),
+            Some(v) => pyrepr::to_text(&v)
+                .trim()
+                .parse::<i64>()
+                .map(|n| n.max(0) as usize)
+                .map_err(|_| {
+                    super::invalid(format!(
+                        "invalid literal for int() with base 10: '{}'",
+                        pyrepr::to_text(&v)
+                    ))
+                }),
+        }
+    };
+    let prepostfix = given("decoration")?.unwrap_or_else(|| decoration.to_owned());
+    let newline = given("newline")?.unwrap_or_else(|| "\n".to_owned());
+    let beginning = given("beginning")?.unwrap_or_else(|| beginning.to_owned());
+    let prefix = given("prefix")?.unwrap_or_else(|| prepostfix.trim_end().to_owned());
+    let decoration = given("decoration")?.unwrap_or_else(|| decoration.to_owned());
+    let postfix = given("postfix")?.unwrap_or_else(|| prepostfix.trim_end().to_owned());
+    let end = given("end")?.unwrap_or_else(|| end.to_owned());
+    let prefix_count = count("prefix_count")?;
+    let postfix_count = count("postfix_count")?;
+    let mut out = String::new();
+    if !beginning.is_empty() {
+        out.push_str(&beginning);
+        out.push_str(&newline);
+    }
+    if !prefix.is_empty() {
+        let line = if prefix == newline {
+            newline.clone()
+        } else {
+            format!("{prefix}{newline}")
+        };
+        out.push_str(&line.repeat(prefix_count));
+    }
+    let decorated = format!(
+        "{decoration}{}",
+        text.replace(&newline, &format!("{newline}{decoration}"))
+    );
+    out.push_str(&decorated.replace(
+        &format!("{decoration}{newline}"),
+        &format!("{}{newline}", decoration.trim_end()),
+    ));
+    for _ in 0..postfix_count {
+        out.push_str(&newline);
+        out.push_str(&postfix);
+    }
+    if !end.is_empty() {
+        out.push_str(&newline);
+        out.push_str(&end);
+    }
+    // Other keywords are ignored, as Ansible's dict update ignores them:
+    // no assert_all_used.
+    Ok(Value::from(out))
 }
 
 /// Jinja's `format`: Python's printf-style `%` formatting. minijinja's lacks
