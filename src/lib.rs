@@ -14,6 +14,7 @@ pub mod cli;
 pub mod engine;
 #[doc(hidden)]
 pub mod evaluate;
+pub mod freeform;
 pub mod fuzz;
 pub mod inventory;
 pub mod kube;

@@ -6,7 +6,6 @@
 //! project with errors is never run.
 
 mod ansible;
-mod args;
 mod diagnostic;
 mod loader;
 mod module_defaults;

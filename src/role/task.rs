@@ -69,11 +69,6 @@ const HARMLESS: &[&str] = &[
     "delegate_facts",
 ];
 
-/// Lookups that `with_<lookup>` may name.
-const LOOP_LOOKUPS: &[&str] = &[
-    "items", "list", "dict", "template", "file", "env", "vars", "password", "pipe", "k8s",
-];
-
 /// Where the task list being parsed comes from.
 pub(crate) struct TaskFile<'a> {
     pub file: &'a Arc<Path>,
@@ -565,7 +560,7 @@ fn arg_entries(
                 .collect(),
         ),
         crate::yaml::Value::Str(text) if free_form != FreeForm::No || !text.contains("{{") => {
-            let pairs = super::args::parse_kv(text);
+            let pairs = crate::freeform::parse_kv(text);
             Some(
                 pairs
                     .into_iter()
@@ -608,7 +603,7 @@ fn parse_action(
     if module_name == "action" || module_name == "local_action" {
         match &value.value {
             crate::yaml::Value::Str(text) => {
-                let (name, rest) = super::args::first_word(text.trim());
+                let (name, rest) = crate::freeform::first_word(text.trim());
                 module_name = name.to_owned();
                 value = Node {
                     value: crate::yaml::Value::Str(rest.trim().to_owned()),
@@ -839,9 +834,9 @@ fn parse_bridged(
     let mut entries: Vec<(String, Node)> = match &value.value {
         crate::yaml::Value::Str(text) => {
             let pairs = if is_command {
-                super::args::command_kv(text)
+                crate::freeform::command_kv(text)
             } else {
-                super::args::parse_kv(text)
+                crate::freeform::parse_kv(text)
             };
             pairs
                 .into_iter()
@@ -1211,7 +1206,7 @@ fn parse_loop(loader: &mut Loader, at: &TaskFile<'_>, task: &Node) -> Option<Loo
             "with_dict" => LoopKind::Dict,
             other => match other.strip_prefix("with_") {
                 Some(lookup) => {
-                    if !LOOP_LOOKUPS.contains(&lookup) {
+                    if !crate::template::is_native_lookup(lookup) {
                         loader.note_plugin(&at.loc(k.pos), PluginKind::Lookup, lookup);
                     }
                     LoopKind::Lookup(lookup.to_owned())

@@ -45,6 +45,7 @@ pub use context::{
 pub use error::{Error, ErrorKind, RUNTIME_SYNTAX_MARK, UNDEFINED_NAME_MARK};
 pub use filters::core_to_bool as to_bool;
 pub use filters::{merge_hash, python_json};
+pub(crate) use lookups::is_native as is_native_lookup;
 pub use lookups::{
     LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
 };

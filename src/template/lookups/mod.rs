@@ -1,7 +1,12 @@
-//! `lookup(…)`, `query(…)` and `q(…)`, with the lookup plugins roles use:
-//! `template`, `file`, `env`, `vars`, `items`, `list`, `dict`, `password`
-//! and, only when enabled, `pipe`. Plugins that need the operator (such as
-//! `k8s`) are added through [`LookupPlugin`].
+//! `lookup(…)`, `query(…)` and `q(…)`, with ansible.builtin's lookup
+//! plugins that need neither the network nor Ansible's configuration:
+//! `template`, `file`, `fileglob`, `env`, `vars`, `varnames`, `items`,
+//! `list`, `dict`, `password`, the list shapers of `lists.rs` and
+//! `sequence.rs`, and, only when enabled, `pipe` and `lines`. Plugins that
+//! need the operator (such as `k8s`) are added through [`LookupPlugin`].
+
+mod lists;
+mod sequence;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -146,9 +151,30 @@ fn template_terms(ctx: &Context, terms: &[Value]) -> Result<Vec<Value>, Error> {
 
 /// Lookups enka runs itself (besides those other layers add, such as `k8s`).
 const NATIVE: &[&str] = &[
-    "template", "file", "env", "vars", "varnames", "items", "list", "dict", "password", "pipe",
+    "template",
+    "file",
+    "fileglob",
+    "env",
+    "vars",
+    "varnames",
+    "items",
+    "list",
+    "dict",
+    "password",
+    "pipe",
+    "lines",
+    "sequence",
+    "nested",
+    "together",
+    "indexed_items",
+    "subelements",
+    "random_choice",
     "k8s",
 ];
+
+/// The most items one lookup makes: far beyond any real loop, and a
+/// `count` or a product from a custom resource cannot exhaust memory.
+const MAX_LOOKUP_ITEMS: usize = 1_000_000;
 
 /// `name` without the collection prefixes enka's own lookups answer to.
 pub(crate) fn short_name(name: &str) -> &str {
@@ -277,37 +303,104 @@ fn run(
             .iter()
             .map(|t| password(ctx, &pyrepr::to_text(t), options))
             .collect(),
-        "pipe" => {
-            if !ctx.templar().options().allow_pipe {
-                return Err(invalid(
-                    "lookup('pipe') runs commands, which this run does not allow",
-                ));
+        "pipe" => terms
+            .iter()
+            .map(|t| shell_output(ctx, "pipe", &pyrepr::to_text(t)))
+            .map(|out| out.map(|text| Value::from(text.trim_end())))
+            .collect(),
+        "lines" => {
+            let mut out = Vec::new();
+            for term in terms {
+                let text = shell_output(ctx, "lines", &pyrepr::to_text(term))?;
+                out.extend(text.lines().map(Value::from));
             }
-            terms
-                .iter()
-                .map(|t| {
-                    let cmd = pyrepr::to_text(t);
-                    let out = std::process::Command::new("/bin/sh")
-                        .arg("-c")
-                        .arg(&cmd)
-                        .output()
-                        .map_err(|e| {
-                            invalid(format!("lookup('pipe'): could not run {cmd:?}: {e}"))
-                        })?;
-                    if !out.status.success() {
-                        return Err(invalid(format!(
-                            "lookup_plugin.pipe({cmd}) returned {}",
-                            out.status.code().unwrap_or(-1)
-                        )));
-                    }
-                    Ok(Value::from(
-                        String::from_utf8_lossy(&out.stdout).trim_end().to_owned(),
-                    ))
-                })
-                .collect()
+            Ok(out)
         }
+        "fileglob" => Ok(terms
+            .iter()
+            .flat_map(|t| fileglob(ctx, &pyrepr::to_text(t)))
+            .collect()),
+        "sequence" => sequence::run(terms, options),
+        "nested" => lists::nested(terms, MAX_LOOKUP_ITEMS),
+        "together" => lists::together(terms),
+        "indexed_items" => Ok(lists::indexed_items(terms)),
+        "subelements" => lists::subelements(terms),
+        "random_choice" => Ok(lists::random_choice(terms)),
         other => Err(invalid(format!("lookup plugin ({other}) not found"))),
     }
+}
+
+/// What `/bin/sh -c command` prints, for `pipe` and `lines`, which run
+/// only where the run allows commands.
+fn shell_output(ctx: &Context, lookup: &str, command: &str) -> Result<String, Error> {
+    if !ctx.templar().options().allow_pipe {
+        return Err(invalid(format!(
+            "lookup('{lookup}') runs commands, which this run does not allow"
+        )));
+    }
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .map_err(|e| {
+            invalid(format!(
+                "lookup('{lookup}'): could not run {command:?}: {e}"
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(invalid(format!(
+            "lookup_plugin.{lookup}({command}) returned {}",
+            out.status.code().unwrap_or(-1)
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The files matching the glob `term` in the first directory that has
+/// any: a term with a directory is looked for in `files/` along the
+/// search path, a bare pattern in each search-path directory's `files/`
+/// and then the directory itself.
+fn fileglob(ctx: &Context, term: &str) -> Vec<Value> {
+    let path = Path::new(term);
+    let Some(pattern) = path.file_name() else {
+        return Vec::new();
+    };
+    let dirs: Vec<PathBuf> = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if dir.is_absolute() => vec![dir.to_owned()],
+        Some(dir) => ctx
+            .search_path()
+            .iter()
+            .flat_map(|base| [base.join("files").join(dir), base.join(dir)])
+            .find(|candidate| candidate.exists())
+            .into_iter()
+            .collect(),
+        None => ctx
+            .search_path()
+            .iter()
+            .flat_map(|base| [base.join("files"), base.clone()])
+            .collect(),
+    };
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: true,
+        require_literal_leading_dot: true,
+    };
+    for dir in dirs {
+        let full = normalize(&dir).join(pattern);
+        let Ok(paths) = glob::glob_with(&full.to_string_lossy(), options) else {
+            continue;
+        };
+        let mut found: Vec<Value> = paths
+            .flatten()
+            .filter(|p| p.is_file())
+            .map(|p| Value::from(p.to_string_lossy().into_owned()))
+            .collect();
+        if !found.is_empty() {
+            found.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            return found;
+        }
+    }
+    Vec::new()
 }
 
 /// Lexically normalises a path (`a/./b/../c` is `a/c`) without touching
