@@ -15,7 +15,7 @@ pub use collections::{dict_global, merge_hash};
 pub use core::to_bool as core_to_bool;
 pub(crate) use core::{now, py_datetime};
 pub use encoding::python_json;
-pub(crate) use text::python_regex_error;
+pub(crate) use text::{python_format, python_regex_error};
 
 use minijinja::{Environment, Error, ErrorKind, Value};
 

@@ -139,6 +139,17 @@ fn format(
     minijinja::filters::format(state, &format_str, Rest(args))
 }
 
+/// Python's `format % args` (the `%` operator on a string), with the
+/// `format` filter's conversions.
+pub(crate) fn python_format(
+    state: &mut State,
+    format_str: &Value,
+    args: Rest<Value>,
+) -> Result<Value, Error> {
+    let args = args.0.into_iter().map(ValueOrKwargs::from).collect();
+    format(state, format_str, Rest(args))
+}
+
 /// Rewrites the `%r`/`%a` conversions of a printf-style format as `%s` and
 /// their arguments as reprs; `None` when there are none.
 fn repr_conversions(text: &str, args: &mut [Value]) -> Option<String> {

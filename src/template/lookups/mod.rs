@@ -600,9 +600,15 @@ fn render_file(
             let source = std::fs::read_to_string(&path)
                 .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
             let mut env = templar.env().clone();
-            if let Some(syntax) = syntax {
-                env.set_syntax(syntax);
-            }
+            // `%` is found with the default delimiters; a template with its
+            // own keeps minijinja's numeric `%`.
+            let source = match syntax {
+                Some(syntax) => {
+                    env.set_syntax(syntax);
+                    source
+                }
+                None => super::percent::rewrite(&source).into_owned(),
+            };
             env.add_template_owned(key.clone(), source)
                 .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
             adhoc = env;
