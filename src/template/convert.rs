@@ -57,7 +57,10 @@ pub fn to_json(value: &Value) -> Result<serde_json::Value, Error> {
             }
             serde_json::Value::Object(map)
         }
-        _ => serde_json::Value::String(value.to_string()),
+        _ => match super::pytime::to_json(value) {
+            Some(json) => json?,
+            None => serde_json::Value::String(value.to_string()),
+        },
     })
 }
 

@@ -25,11 +25,12 @@ pub(crate) mod filters;
 mod lookups;
 pub(crate) mod methods;
 mod mutable;
-mod percent;
+mod operators;
 mod predicates;
 pub mod pyliteral;
 pub mod pyrepr;
 mod python;
+mod pytime;
 pub mod scan;
 
 use std::collections::HashMap;
@@ -205,7 +206,7 @@ impl TemplarBuilder {
         filters::register(&mut env);
         predicates::register(&mut env);
         lookups::register(&mut env);
-        percent::register(&mut env);
+        operators::register(&mut env);
         mutable::register(&mut env);
         TemplarBuilder {
             env,
@@ -280,7 +281,7 @@ impl TemplarBuilder {
             keeps_text: false,
             trailing_newlines: 0,
         };
-        let source = percent::rewrite(&mutable::rewrite_set_literals(&source)).into_owned();
+        let source = operators::rewrite(&mutable::rewrite_set_literals(&source)).into_owned();
         self.env
             .add_template_owned(name.to_owned(), source)
             .map_err(|e| Error::from_minijinja(&e, name))?;
@@ -449,7 +450,7 @@ fn keyword_before(source: &str, at: usize) -> Option<&str> {
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
     check_filter_chains(source)?;
     let escaped = escape_backslashes(&mutable::rewrite_set_literals(source));
-    let escaped = percent::rewrite(&escaped).into_owned();
+    let escaped = operators::rewrite(&escaped).into_owned();
     env.add_template_owned(name.to_owned(), escaped)
         .map_err(|e| Error::from_minijinja(&e, source))?;
     Ok(analyse(Arc::from(name), source))
@@ -466,7 +467,7 @@ fn analyse(name: Arc<str>, source: &str) -> Compiled {
 
 /// The source of the template a condition compiles to.
 fn condition_source(expr: &str) -> String {
-    percent::rewrite(&format!("{{{{ __enka_truth(({expr}\n)) }}}}")).into_owned()
+    operators::rewrite(&format!("{{{{ __enka_truth(({expr}\n)) }}}}")).into_owned()
 }
 
 /// Ansible's `SINGLE_VAR`: `^{{\s*(\w*)\s*}}$`.
@@ -677,7 +678,7 @@ impl Templar {
         } else {
             check_filter_chains(source)?;
             let escaped = escape_backslashes(source);
-            let escaped = percent::rewrite(&escaped);
+            let escaped = operators::rewrite(&escaped);
             let template = self
                 .env
                 .template_from_str(&escaped)

@@ -251,7 +251,7 @@ pub fn type_name(value: &Value) -> &'static str {
         ValueKind::Bytes => "bytes",
         ValueKind::Seq | ValueKind::Iterable => "list",
         ValueKind::Map => "dict",
-        _ => "object",
+        _ => super::pytime::type_name(value).unwrap_or("object"),
     }
 }
 

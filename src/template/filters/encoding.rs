@@ -379,7 +379,13 @@ fn json_dump(
             newline(out, level);
             out.push('}');
         }
-        _ => json_string(out, &value.to_string(), style.ensure_ascii),
+        _ => match crate::template::pytime::to_json(value) {
+            Some(json) => match json? {
+                serde_json::Value::String(text) => json_string(out, &text, style.ensure_ascii),
+                other => out.push_str(&other.to_string()),
+            },
+            None => json_string(out, &value.to_string(), style.ensure_ascii),
+        },
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 mod collections;
 mod core;
+mod datetime;
 pub(crate) mod encoding;
 mod math;
 mod paths;
@@ -13,7 +14,7 @@ mod text;
 
 pub use collections::{dict_global, merge_hash};
 pub use core::to_bool as core_to_bool;
-pub(crate) use core::{now, py_datetime};
+pub(crate) use datetime::{now, py_datetime};
 pub use encoding::python_json;
 pub(crate) use text::{python_format, python_regex_error};
 
@@ -22,6 +23,7 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 /// Registers every filter on `env`.
 pub fn register(env: &mut Environment<'static>) {
     core::register(env);
+    datetime::register(env);
     collections::register(env);
     encoding::register(env);
     math::register(env);

@@ -607,7 +607,7 @@ fn render_file(
                     env.set_syntax(syntax);
                     source
                 }
-                None => super::percent::rewrite(&source).into_owned(),
+                None => super::operators::rewrite(&source).into_owned(),
             };
             env.add_template_owned(key.clone(), source)
                 .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;

@@ -1,0 +1,561 @@
+//! Python's operators where minijinja's differ: `%` formats a string
+//! (`'%s-%s' % (a, b)`, `'%05d' % n`) and is Python's floored remainder
+//! between numbers; `-` between datetimes makes a timedelta.
+//!
+//! minijinja's operators have no hook for other types, so a template using
+//! them is rewritten once, when it is compiled: `L % R` becomes
+//! `(L) | __enka_percent(R)`, and, in a template that can make a datetime
+//! (`to_datetime`, `now(`), `L - R` becomes `(L) | __enka_minus(R)`.
+//! Operands are found on minijinja's own tokens with its precedence: the
+//! left one reaches back over operators that bind as tightly or more
+//! (same-level ones too, being left-associative), the right one over those
+//! that bind more tightly.
+
+use std::borrow::Cow;
+
+use minijinja::machinery::{Span, Token, tokenize};
+use minijinja::syntax::SyntaxConfig;
+use minijinja::value::{Rest, ValueKind};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
+
+use super::filters::{invalid, python_format};
+use super::{pyrepr, pytime};
+
+const PERCENT: &str = "__enka_percent";
+/// For a right operand written as a tuple, `(a, b)`: its items are the
+/// arguments. Any other value, a list included, is one argument, as in
+/// Python; minijinja has no tuples to tell them apart at run time.
+const PERCENT_TUPLE: &str = "__enka_percent_tuple";
+const MINUS: &str = "__enka_minus";
+
+pub fn register(env: &mut Environment<'static>) {
+    env.add_filter(PERCENT, |state: &mut State, lhs: &Value, rhs: &Value| {
+        percent(state, lhs, rhs, false)
+    });
+    env.add_filter(
+        PERCENT_TUPLE,
+        |state: &mut State, lhs: &Value, rhs: &Value| percent(state, lhs, rhs, true),
+    );
+    env.add_filter(MINUS, minus);
+}
+
+/// The operators rewritten, and how tightly each binds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Operator {
+    /// `%`, with `*`, `/` and `//`.
+    Percent,
+    /// Binary `-`, with `+`; `~` binds more tightly.
+    Minus,
+}
+
+/// `source` with its `%` (and, where datetimes can appear, binary `-`)
+/// operators turned into filters; borrowed when there is nothing to
+/// rewrite (or when the source does not tokenize: minijinja then reports
+/// the error on what the author wrote).
+pub fn rewrite(source: &str) -> Cow<'_, str> {
+    let mut text = Cow::Borrowed(source);
+    if source.contains('%') {
+        text = rewrite_each(text, Operator::Percent);
+    }
+    if source.contains('-') && (source.contains("to_datetime") || source.contains("now(")) {
+        text = rewrite_each(text, Operator::Minus);
+    }
+    text
+}
+
+/// Rewrites the first `op` left, until none is.
+fn rewrite_each(mut text: Cow<'_, str>, op: Operator) -> Cow<'_, str> {
+    let symbol = match op {
+        Operator::Percent => '%',
+        Operator::Minus => '-',
+    };
+    // A template has only so many of them; each pass removes one.
+    for _ in 0..text.matches(symbol).count() {
+        let Some(tokens) = tokens(&text) else {
+            return text;
+        };
+        let found = tokens.iter().enumerate().position(|(i, (t, _))| match op {
+            Operator::Percent => matches!(t, Token::Mod),
+            Operator::Minus => matches!(t, Token::Minus) && i > 0 && ends_operand(&tokens[i - 1].0),
+        });
+        let Some(at) = found else {
+            return text;
+        };
+        let (Some(first), Some(last)) = (
+            left_operand(&tokens, at, op),
+            right_operand(&tokens, at, op),
+        ) else {
+            return text;
+        };
+        let start = tokens[first].1.start_offset as usize;
+        let operator = tokens[at].1;
+        let end = tokens[last].1.end_offset as usize;
+        let filter = match op {
+            Operator::Percent if is_tuple(&tokens, at + 1, last) => PERCENT_TUPLE,
+            Operator::Percent => PERCENT,
+            Operator::Minus => MINUS,
+        };
+        let rewritten = format!(
+            "{}({}) | {filter}({}){}",
+            &text[..start],
+            text[start..operator.start_offset as usize].trim_end(),
+            text[operator.end_offset as usize..end].trim_start(),
+            &text[end..]
+        );
+        text = Cow::Owned(rewritten);
+    }
+    text
+}
+
+fn tokens(source: &str) -> Option<Vec<(Token<'_>, Span)>> {
+    tokenize(source, false, SyntaxConfig::default())
+        .collect::<Result<Vec<_>, _>>()
+        .ok()
+}
+
+const KEYWORDS: &[&str] = &["and", "or", "not", "if", "else", "in", "is"];
+
+fn is_keyword(token: &Token<'_>) -> bool {
+    matches!(token, Token::Ident(name) if KEYWORDS.contains(name))
+}
+
+/// A token that can end an operand: a name, a literal or a closing bracket.
+fn ends_operand(token: &Token<'_>) -> bool {
+    match token {
+        Token::Ident(_) => !is_keyword(token),
+        Token::Str(_)
+        | Token::String(_)
+        | Token::Int(_)
+        | Token::Int128(_)
+        | Token::Float(_)
+        | Token::ParenClose
+        | Token::BracketClose
+        | Token::BraceClose => true,
+        _ => false,
+    }
+}
+
+/// Operators that bind more tightly than `op` (or, for `same_level`, as
+/// tightly), which an operand of `op` may contain.
+fn binds_within(token: &Token<'_>, op: Operator, same_level: bool) -> bool {
+    match token {
+        Token::Pow | Token::Dot | Token::Pipe => true,
+        Token::Mul | Token::Div | Token::FloorDiv | Token::Mod => {
+            op == Operator::Minus || same_level
+        }
+        Token::Tilde => op == Operator::Minus,
+        _ => false,
+    }
+}
+
+/// The index of the first token of the left operand of the operator at
+/// `at`.
+fn left_operand(tokens: &[(Token<'_>, Span)], at: usize, op: Operator) -> Option<usize> {
+    let mut first = None;
+    let mut i = at;
+    while i > 0 {
+        i -= 1;
+        let token = &tokens[i].0;
+        match token {
+            Token::ParenClose | Token::BracketClose | Token::BraceClose => {
+                i = matching_open(tokens, i)?;
+                first = Some(i);
+            }
+            // A test is part of its operand: `x is defined`, `x is not none`.
+            Token::Ident("is") => {}
+            Token::Ident("not") if i > 0 && matches!(tokens[i - 1].0, Token::Ident("is")) => {}
+            token if is_keyword(token) => break,
+            token if ends_operand(token) => first = Some(i),
+            token if binds_within(token, op, true) => {}
+            // A sign after an operator is unary and binds tighter; after an
+            // operand it is binary `+`/`-`: the same level as `-` (left
+            // associative, so part of its left operand), looser than `%`.
+            Token::Plus | Token::Minus => {
+                let binary = i > 0 && ends_operand(&tokens[i - 1].0);
+                if binary && op == Operator::Percent {
+                    break;
+                }
+                if !binary {
+                    first = Some(i);
+                }
+            }
+            _ => break,
+        }
+    }
+    first
+}
+
+/// The index of the last token of the right operand of the operator at
+/// `at`.
+fn right_operand(tokens: &[(Token<'_>, Span)], at: usize, op: Operator) -> Option<usize> {
+    let mut i = at + 1;
+    loop {
+        let mut last = unary(tokens, i)?;
+        match tokens.get(last + 1).map(|(t, _)| t) {
+            Some(token) if binds_within(token, op, false) => {
+                i = last + 2;
+                continue;
+            }
+            _ => {}
+        }
+        last = filters_and_tests(tokens, last)?;
+        match tokens.get(last + 1).map(|(t, _)| t) {
+            Some(token) if binds_within(token, op, false) => i = last + 2,
+            _ => return Some(last),
+        }
+    }
+}
+
+/// The last token of the unary operand (signs, a primary and its
+/// postfixes) that starts at `i`.
+fn unary(tokens: &[(Token<'_>, Span)], mut i: usize) -> Option<usize> {
+    while matches!(tokens.get(i)?.0, Token::Plus | Token::Minus) {
+        i += 1;
+    }
+    let mut last = match &tokens.get(i)?.0 {
+        Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => matching_close(tokens, i)?,
+        token if ends_operand(token) => i,
+        _ => return None,
+    };
+    loop {
+        match tokens.get(last + 1).map(|(t, _)| t) {
+            Some(Token::Dot) => last += 2,
+            Some(Token::BracketOpen | Token::ParenOpen) => {
+                last = matching_close(tokens, last + 1)?;
+            }
+            _ => return tokens.get(last).map(|_| last),
+        }
+    }
+}
+
+/// The last token of the filters (`| name(args)`) and tests (`is [not]
+/// name args`) that follow the operand ending at `last`.
+fn filters_and_tests(tokens: &[(Token<'_>, Span)], mut last: usize) -> Option<usize> {
+    loop {
+        match tokens.get(last + 1).map(|(t, _)| t) {
+            Some(Token::Pipe) => {
+                last = dotted_name(tokens, last + 2)?;
+                if matches!(tokens.get(last + 1).map(|(t, _)| t), Some(Token::ParenOpen)) {
+                    last = matching_close(tokens, last + 1)?;
+                }
+            }
+            Some(Token::Ident("is")) => {
+                let mut name = last + 2;
+                if matches!(tokens.get(name).map(|(t, _)| t), Some(Token::Ident("not"))) {
+                    name += 1;
+                }
+                last = dotted_name(tokens, name)?;
+                match tokens.get(last + 1).map(|(t, _)| t) {
+                    Some(Token::ParenOpen) => last = matching_close(tokens, last + 1)?,
+                    Some(Token::Ident("and" | "or" | "else" | "is")) => {}
+                    Some(
+                        Token::Ident(_)
+                        | Token::Str(_)
+                        | Token::String(_)
+                        | Token::Int(_)
+                        | Token::Int128(_)
+                        | Token::Float(_)
+                        | Token::Plus
+                        | Token::Minus
+                        | Token::BracketOpen
+                        | Token::BraceOpen,
+                    ) => last = unary(tokens, last + 1)?,
+                    _ => {}
+                }
+            }
+            _ => return Some(last),
+        }
+    }
+}
+
+/// The last token of the (possibly dotted) name starting at `i`.
+fn dotted_name(tokens: &[(Token<'_>, Span)], mut i: usize) -> Option<usize> {
+    if !matches!(tokens.get(i)?.0, Token::Ident(_)) {
+        return None;
+    }
+    while matches!(tokens.get(i + 1).map(|(t, _)| t), Some(Token::Dot))
+        && matches!(tokens.get(i + 2).map(|(t, _)| t), Some(Token::Ident(_)))
+    {
+        i += 2;
+    }
+    Some(i)
+}
+
+/// Whether tokens `first..=last` are one parenthesised tuple: `()`, or a
+/// comma at the top level inside the parentheses.
+fn is_tuple(tokens: &[(Token<'_>, Span)], first: usize, last: usize) -> bool {
+    if !matches!(tokens[first].0, Token::ParenOpen) || matching_close(tokens, first) != Some(last) {
+        return false;
+    }
+    if last == first + 1 {
+        return true;
+    }
+    let mut depth = 0usize;
+    for (token, _) in &tokens[first + 1..last] {
+        match token {
+            Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => depth += 1,
+            Token::ParenClose | Token::BracketClose | Token::BraceClose => {
+                depth = depth.saturating_sub(1);
+            }
+            Token::Comma if depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn matching_open(tokens: &[(Token<'_>, Span)], close: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for i in (0..=close).rev() {
+        match tokens[i].0 {
+            Token::ParenClose | Token::BracketClose | Token::BraceClose => depth += 1,
+            Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn matching_close(tokens: &[(Token<'_>, Span)], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, (token, _)) in tokens.iter().enumerate().skip(open) {
+        match token {
+            Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => depth += 1,
+            Token::ParenClose | Token::BracketClose | Token::BraceClose => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `lhs % rhs` as Python computes it.
+fn percent(state: &mut State, lhs: &Value, rhs: &Value, tuple: bool) -> Result<Value, Error> {
+    if let Some(format) = lhs.as_str() {
+        let args: Vec<Value> = if tuple {
+            rhs.try_iter()?.collect()
+        } else {
+            vec![rhs.clone()]
+        };
+        // A mapping may hold more than the format names; any other values
+        // must all be used.
+        if (tuple || rhs.kind() != ValueKind::Map) && conversions(format) < args.len() {
+            return Err(invalid(
+                "not all arguments converted during string formatting",
+            ));
+        }
+        return python_format(state, lhs, Rest(args));
+    }
+    remainder(lhs, rhs)
+}
+
+/// `lhs - rhs` as Python computes it: datetimes and timedeltas, else
+/// numbers.
+fn minus(lhs: &Value, rhs: &Value) -> Result<Value, Error> {
+    if let Some(result) = pytime::subtract(lhs, rhs) {
+        return result;
+    }
+    let unsupported = || {
+        invalid(format!(
+            "unsupported operand type(s) for -: '{}' and '{}'",
+            pyrepr::type_name(lhs),
+            pyrepr::type_name(rhs)
+        ))
+    };
+    if lhs.kind() != ValueKind::Number || rhs.kind() != ValueKind::Number {
+        return Err(unsupported());
+    }
+    if lhs.is_integer() && rhs.is_integer() {
+        let a = i128::try_from(lhs.clone()).map_err(|_| unsupported())?;
+        let b = i128::try_from(rhs.clone()).map_err(|_| unsupported())?;
+        return a
+            .checked_sub(b)
+            .map(Value::from)
+            .ok_or_else(|| invalid("integer overflow in subtraction"));
+    }
+    let a = f64::try_from(lhs.clone()).map_err(|_| unsupported())?;
+    let b = f64::try_from(rhs.clone()).map_err(|_| unsupported())?;
+    Ok(Value::from(a - b))
+}
+
+/// How many values a printf-style format takes (`%%` none, each `*` one
+/// more).
+fn conversions(format: &str) -> usize {
+    let mut count = 0;
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        for c in chars.by_ref() {
+            match c {
+                '%' => break,
+                '*' => count += 1,
+                c if c.is_ascii_alphabetic() && !matches!(c, 'h' | 'l' | 'L') => {
+                    count += 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
+/// Python's remainder: the sign of the divisor, ints kept ints.
+fn remainder(lhs: &Value, rhs: &Value) -> Result<Value, Error> {
+    let unsupported = || {
+        Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "unsupported operand type(s) for %: '{}' and '{}'",
+                pyrepr::type_name(lhs),
+                pyrepr::type_name(rhs)
+            ),
+        )
+    };
+    if lhs.kind() != ValueKind::Number || rhs.kind() != ValueKind::Number {
+        return Err(unsupported());
+    }
+    let integer = |v: &Value| {
+        v.is_integer()
+            .then(|| i128::try_from(v.clone()).ok())
+            .flatten()
+    };
+    if let (Some(a), Some(b)) = (integer(lhs), integer(rhs)) {
+        if b == 0 {
+            return Err(invalid("integer modulo by zero"));
+        }
+        let r = a.rem_euclid(b);
+        let r = if b < 0 && r != 0 { r + b } else { r };
+        return Ok(Value::from(r));
+    }
+    let a = f64::try_from(lhs.clone()).map_err(|_| unsupported())?;
+    let b = f64::try_from(rhs.clone()).map_err(|_| unsupported())?;
+    if b == 0.0 {
+        return Err(invalid("float modulo"));
+    }
+    let r = a % b;
+    Ok(Value::from(if r != 0.0 && (r < 0.0) != (b < 0.0) {
+        r + b
+    } else {
+        r
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_with_jinja_precedence() {
+        for (source, want) in [
+            (
+                "{{ '%s-%s' % (a, b) }}",
+                "{{ ('%s-%s') | __enka_percent_tuple((a, b)) }}",
+            ),
+            ("{{ '%s' % (a) }}", "{{ ('%s') | __enka_percent((a)) }}"),
+            (
+                "{{ '%s' % [a, b] }}",
+                "{{ ('%s') | __enka_percent([a, b]) }}",
+            ),
+            ("{{ x + y % 2 }}", "{{ x + (y) | __enka_percent(2) }}"),
+            (
+                "{{ a * b % c.d[0] | int }}",
+                "{{ (a * b) | __enka_percent(c.d[0] | int) }}",
+            ),
+            (
+                "{{ loop.index % 2 == 0 }}",
+                "{{ (loop.index) | __enka_percent(2) == 0 }}",
+            ),
+            (
+                "{{ not n % -2 ** 3 }}",
+                "{{ not (n) | __enka_percent(-2 ** 3) }}",
+            ),
+            (
+                "{{ a ~ b % c ~ d }}",
+                "{{ a ~ (b) | __enka_percent(c) ~ d }}",
+            ),
+            ("{{ x is odd % 2 }}", "{{ (x is odd) | __enka_percent(2) }}"),
+            (
+                "{{ 4 % x is divisibleby 2 and y }}",
+                "{{ (4) | __enka_percent(x is divisibleby 2) and y }}",
+            ),
+            (
+                "{% if n % 2 %}odd{% endif %}",
+                "{% if (n) | __enka_percent(2) %}odd{% endif %}",
+            ),
+            (
+                "{{ '%d' % n % 7 }}",
+                "{{ (('%d') | __enka_percent(n)) | __enka_percent(7) }}",
+            ),
+            ("{{ '%' }} 100%", "{{ '%' }} 100%"),
+            ("{% set x = 1 %}", "{% set x = 1 %}"),
+        ] {
+            assert_eq!(rewrite(source), want, "{source}");
+        }
+    }
+
+    #[test]
+    fn rewrites_minus_only_where_datetimes_can_appear() {
+        assert_eq!(rewrite("{{ a - b }}"), "{{ a - b }}");
+        for (source, want) in [
+            (
+                "{{ (e | to_datetime) - (s | to_datetime) }}",
+                "{{ ((e | to_datetime)) | __enka_minus((s | to_datetime)) }}",
+            ),
+            (
+                "{{ (a|to_datetime - b|to_datetime).total_seconds() | int }}",
+                "{{ ((a|to_datetime) | __enka_minus(b|to_datetime)).total_seconds() | int }}",
+            ),
+            (
+                "{{ now() - x | to_datetime > y }}",
+                "{{ (now()) | __enka_minus(x | to_datetime) > y }}",
+            ),
+            (
+                "{{ a + b - c * d ~ e - -f }}",
+                "{{ ((a + b) | __enka_minus(c * d ~ e)) | __enka_minus(-f) }} now()",
+            ),
+        ] {
+            let source = if want.ends_with("now()") {
+                format!("{source} now()")
+            } else {
+                source.to_owned()
+            };
+            assert_eq!(rewrite(&source), want, "{source}");
+        }
+    }
+
+    #[test]
+    fn counts_conversions() {
+        assert_eq!(conversions("%s-%s"), 2);
+        assert_eq!(conversions("100%% %05.2f"), 1);
+        assert_eq!(conversions("%(a)s %*d"), 3);
+    }
+
+    #[test]
+    fn remainder_is_floored_like_python() {
+        assert_eq!(
+            remainder(&Value::from(-7), &Value::from(3)).unwrap(),
+            Value::from(2)
+        );
+        assert_eq!(
+            remainder(&Value::from(7), &Value::from(-3)).unwrap(),
+            Value::from(-2)
+        );
+        assert_eq!(
+            remainder(&Value::from(-7.5), &Value::from(2)).unwrap(),
+            Value::from(0.5)
+        );
+        assert!(remainder(&Value::from(1), &Value::from(0)).is_err());
+    }
+}
