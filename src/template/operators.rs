@@ -499,6 +499,10 @@ mod tests {
                 "{{ (('%d') | __enka_percent(n)) | __enka_percent(7) }}",
             ),
             ("{{ '%' }} 100%", "{{ '%' }} 100%"),
+            (
+                "ünï {{ 'é%sü' % 'ö' }} ß",
+                "ünï {{ ('é%sü') | __enka_percent('ö') }} ß",
+            ),
             ("{% set x = 1 %}", "{% set x = 1 %}"),
         ] {
             assert_eq!(rewrite(source), want, "{source}");

@@ -330,6 +330,12 @@ fn product(
     for other in rest.iter() {
         pools.push(pool(other, "product")?);
     }
+    let size = pools
+        .iter()
+        .fold(1usize, |n, pool| n.saturating_mul(pool.len()));
+    let total = (0..repeat.min(64)).fold(1usize, |n, _| n.saturating_mul(size));
+    within_limit(if size > 1 { total } else { size }, "product")?;
+    within_limit(repeat.saturating_mul(pools.len()), "product")?;
     let pools: Vec<Vec<Value>> = (0..repeat).flat_map(|_| pools.iter().cloned()).collect();
     let mut rows: Vec<Vec<Value>> = vec![Vec::new()];
     for pool in &pools {
@@ -356,6 +362,13 @@ fn permutations(value: &Value, r: Option<Value>, kwargs: Kwargs) -> Result<Value
         Some(r) => count(&r, "r")?,
         None => items.len(),
     };
+    let n = items.len();
+    if r <= n {
+        within_limit(
+            (n - r + 1..=n).fold(1usize, |acc, k| acc.saturating_mul(k)),
+            "permutations",
+        )?;
+    }
     let mut out = Vec::new();
     if r <= items.len() {
         let mut chosen = Vec::with_capacity(r);
@@ -363,6 +376,20 @@ fn permutations(value: &Value, r: Option<Value>, kwargs: Kwargs) -> Result<Value
         permute(&items, r, &mut chosen, &mut used, &mut out);
     }
     Ok(Value::from(out))
+}
+
+/// The most tuples `product`, `permutations` and `combinations` make:
+/// Python would build them all, lazily; a template turns them into a list,
+/// and a bound keeps `range(20) | permutations` from hanging a reconcile.
+const MAX_RESULTS: usize = 1_000_000;
+
+fn within_limit(count: usize, filter: &str) -> Result<(), Error> {
+    if count > MAX_RESULTS {
+        return Err(invalid(format!(
+            "{filter}: {count} results would be made, more than the limit of {MAX_RESULTS}"
+        )));
+    }
+    Ok(())
 }
 
 fn permute(
@@ -400,6 +427,19 @@ fn combinations(value: &Value, r: Option<Value>, kwargs: Kwargs) -> Result<Value
             ));
         }
     };
+    let n = items.len();
+    if r <= n {
+        // C(n, r), built up as C(n - r + i, i) so that each step divides.
+        let k = r.min(n - r);
+        let combos = (1..=k).try_fold(1u128, |acc, i| {
+            let next = acc.checked_mul((n - k + i) as u128)? / i as u128;
+            Some(next)
+        });
+        within_limit(
+            combos.map_or(usize::MAX, |c| usize::try_from(c).unwrap_or(usize::MAX)),
+            "combinations",
+        )?;
+    }
     let mut out = Vec::new();
     if r <= items.len() {
         let mut indices: Vec<usize> = (0..r).collect();

@@ -20,10 +20,14 @@ pub(super) fn run(terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Va
         if stride == 0 {
             continue;
         }
-        let adjust = if stride > 0 { 1 } else { -1 };
-        let mut i = start;
-        while (stride > 0 && i < end + adjust) || (stride < 0 && i > end + adjust) {
-            out.push(Value::from(printf_int(&spec.format, i)?));
+        // range(start, end + adjust, stride), in i128 so that no bound
+        // near i64's limits overflows.
+        let adjust: i128 = if stride > 0 { 1 } else { -1 };
+        let (stop, stride) = (i128::from(end) + adjust, i128::from(stride));
+        let mut i = i128::from(start);
+        while (stride > 0 && i < stop) || (stride < 0 && i > stop) {
+            let n = i64::try_from(i).map_err(|_| invalid("with_sequence: number out of range"))?;
+            out.push(Value::from(printf_int(&spec.format, n)?));
             if out.len() > MAX_ITEMS {
                 return Err(invalid(format!(
                     "with_sequence: more than {MAX_ITEMS} items in {text:?}"
@@ -213,7 +217,9 @@ fn printf_int(format: &str, n: i64) -> Result<String, Error> {
     }
     let mut width = 0usize;
     while let Some(&(_, c)) = chars.peek().filter(|(_, c)| c.is_ascii_digit()) {
-        width = width * 10 + c.to_digit(10).unwrap_or(0) as usize;
+        width = width
+            .saturating_mul(10)
+            .saturating_add(c.to_digit(10).unwrap_or(0) as usize);
         chars.next();
     }
     let mut precision = None;
@@ -221,10 +227,17 @@ fn printf_int(format: &str, n: i64) -> Result<String, Error> {
         chars.next();
         let mut p = 0usize;
         while let Some(&(_, c)) = chars.peek().filter(|(_, c)| c.is_ascii_digit()) {
-            p = p * 10 + c.to_digit(10).unwrap_or(0) as usize;
+            p = p
+                .saturating_mul(10)
+                .saturating_add(c.to_digit(10).unwrap_or(0) as usize);
             chars.next();
         }
         precision = Some(p);
+    }
+    // Python would build the string; a role's format never needs this
+    // much, and a bound keeps a typo from eating the operator's memory.
+    if width > MAX_FIELD || precision.is_some_and(|p| p > MAX_FIELD) {
+        return Err(problem());
     }
     while chars
         .peek()
@@ -294,6 +307,9 @@ fn printf_int(format: &str, n: i64) -> Result<String, Error> {
     };
     Ok(format!("{before}{body}{after}"))
 }
+
+/// The widest field or precision a format may ask for.
+const MAX_FIELD: usize = 10_000;
 
 #[derive(Default)]
 struct Flags {
@@ -387,6 +403,8 @@ mod tests {
         assert_eq!(seq("start=10 end=8 stride=-1").unwrap(), ["10", "9", "8"]);
         assert_eq!(seq("start=0 count=3 stride=2").unwrap(), ["0", "2", "4"]);
         assert_eq!(seq("count=0").unwrap(), Vec::<String>::new());
+        let near_max = format!("start={} end={} stride=5", i64::MAX - 3, i64::MAX);
+        assert_eq!(seq(&near_max).unwrap().len(), 1);
     }
 
     #[test]
@@ -440,5 +458,6 @@ mod tests {
             assert_eq!(printf_int(format, n).unwrap(), want, "{format} % {n}");
         }
         assert!(printf_int("%y", 1).is_err());
+        assert!(printf_int("%99999999999999999999999d", 1).is_err());
     }
 }
