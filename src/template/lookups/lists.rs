@@ -136,11 +136,12 @@ pub(super) fn subelements(terms: &[Value]) -> Result<Vec<Value>, Error> {
         return Err(terms_error(""));
     }
     let (items, path) = (&terms[0], &terms[1]);
-    let Some(path) = path.as_str().filter(|_| items.kind() != ValueKind::String) else {
+    let Some(path) = path.as_str() else {
         return Err(terms_error(
             "first a dict or a list, second a string pointing to the subkey",
         ));
     };
+    // The first term is listified: a scalar or a string is a list of one.
     let elements: Vec<Value> = match items.kind() {
         ValueKind::Map => {
             if skipped(items) {
@@ -151,12 +152,7 @@ pub(super) fn subelements(terms: &[Value]) -> Result<Vec<Value>, Error> {
                 .map(|key| items.get_item(&key).unwrap_or_default())
                 .collect()
         }
-        ValueKind::Seq | ValueKind::Iterable => items.try_iter()?.collect(),
-        _ => {
-            return Err(terms_error(
-                "first a dict or a list, second a string pointing to the subkey",
-            ));
-        }
+        _ => listify(items),
     };
     let skip_missing = match terms.get(2) {
         None => false,
@@ -329,6 +325,12 @@ mod tests {
         assert_eq!(
             json(&got),
             r#"[[{"name":"a","auth":{}},"k1"],[{"name":"a","auth":{}},"k2"]]"#
+        );
+        let scalar = subelements(&[Value::from(9001), Value::from("groups")]).unwrap_err();
+        assert!(
+            scalar
+                .to_string()
+                .contains("expects a dictionary, got '9001'")
         );
         let missing = subelements(&[users, Value::from("auth.keys")]).unwrap_err();
         assert!(missing.to_string().contains("could not find 'auth' key"));

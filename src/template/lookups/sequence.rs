@@ -179,9 +179,10 @@ fn is_shortcut_number(text: &str) -> bool {
 /// number with no fraction (`0x10` is refused, `010` is ten).
 fn integer(key: &str, value: &str) -> Result<i64, Error> {
     let text = value.trim();
+    // The config manager's words; its ValueError has no message of its own.
     let refused = || {
         invalid(format!(
-            "unknown error parsing with_sequence arguments: invalid {key} {value:?}"
+            "Invalid type for configuration option plugin_type: lookup plugin: sequence setting: {key} (from Direct): "
         ))
     };
     if let Ok(n) = text.parse::<i64>() {
