@@ -475,20 +475,26 @@ fn relpath(value: &Value, start: Option<String>) -> Result<Value, Error> {
 /// from the working directory, sorted.
 fn fileglob(value: &Value) -> Result<Value, Error> {
     let pattern = text(value, "fileglob")?;
+    Ok(Value::from(glob_files(&pattern)))
+}
+
+/// The regular files `pattern` matches, sorted, as Python's `glob` finds
+/// them (`*` does not match a leading dot); none for a bad pattern. The
+/// `fileglob` filter and lookup share it.
+pub(crate) fn glob_files(pattern: &str) -> Vec<Value> {
     let options = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,
         require_literal_leading_dot: true,
     };
-    let Ok(paths) = glob::glob_with(&pattern, options) else {
-        return Ok(Value::from(Vec::<Value>::new()));
+    let Ok(paths) = glob::glob_with(pattern, options) else {
+        return Vec::new();
     };
-    let files: Vec<Value> = paths
+    paths
         .flatten()
         .filter(|path| path.is_file())
         .map(|path| Value::from(path.to_string_lossy().into_owned()))
-        .collect();
-    Ok(Value::from(files))
+        .collect()
 }
 
 /// `ntpath.splitdrive`: a drive letter (`c:`) or a UNC share

@@ -380,23 +380,10 @@ fn fileglob(ctx: &Context, term: &str) -> Vec<Value> {
             .flat_map(|base| [base.join("files"), base.clone()])
             .collect(),
     };
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: true,
-        require_literal_leading_dot: true,
-    };
     for dir in dirs {
         let full = normalize(&dir).join(pattern);
-        let Ok(paths) = glob::glob_with(&full.to_string_lossy(), options) else {
-            continue;
-        };
-        let mut found: Vec<Value> = paths
-            .flatten()
-            .filter(|p| p.is_file())
-            .map(|p| Value::from(p.to_string_lossy().into_owned()))
-            .collect();
+        let found = super::filters::glob_files(&full.to_string_lossy());
         if !found.is_empty() {
-            found.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
             return found;
         }
     }

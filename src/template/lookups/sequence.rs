@@ -216,24 +216,11 @@ fn printf_int(format: &str, n: i64) -> Result<String, Error> {
         }
         chars.next();
     }
-    let mut width = 0usize;
-    while let Some(&(_, c)) = chars.peek().filter(|(_, c)| c.is_ascii_digit()) {
-        width = width
-            .saturating_mul(10)
-            .saturating_add(c.to_digit(10).unwrap_or(0) as usize);
-        chars.next();
-    }
+    let width = number(&mut chars);
     let mut precision = None;
     if chars.peek().is_some_and(|&(_, c)| c == '.') {
         chars.next();
-        let mut p = 0usize;
-        while let Some(&(_, c)) = chars.peek().filter(|(_, c)| c.is_ascii_digit()) {
-            p = p
-                .saturating_mul(10)
-                .saturating_add(c.to_digit(10).unwrap_or(0) as usize);
-            chars.next();
-        }
-        precision = Some(p);
+        precision = Some(number(&mut chars));
     }
     // Python would build the string; a role's format never needs this
     // much, and a bound keeps a typo from eating the operator's memory.
@@ -307,6 +294,16 @@ fn printf_int(format: &str, n: i64) -> Result<String, Error> {
         format!("{}{sign}{prefix}{digits}", " ".repeat(pad))
     };
     Ok(format!("{before}{body}{after}"))
+}
+
+/// The decimal digits at the front of `chars` (none is 0), saturating.
+fn number(chars: &mut std::iter::Peekable<std::str::CharIndices<'_>>) -> usize {
+    let mut n = 0usize;
+    while let Some(digit) = chars.peek().and_then(|&(_, c)| c.to_digit(10)) {
+        n = n.saturating_mul(10).saturating_add(digit as usize);
+        chars.next();
+    }
+    n
 }
 
 /// The widest field or precision a format may ask for.
