@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, TypeMeta};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Config as WatcherConfig};
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
 use serde_json::{Value as Json, json};
@@ -901,7 +901,7 @@ pub async fn run_controller(
     if !selector.is_empty() {
         config = config.labels(&selector);
     }
-    let writer = reflector::store::Writer::new(ctx.resource.clone());
+    let mut writer = crate::kube::cache::StoreWriter::new(ctx.resource.clone());
     let resource = ctx.resource.clone();
     let reader = writer.as_reader();
     // Roles' reads of their own objects by name come from this cache.
@@ -942,11 +942,11 @@ pub async fn run_controller(
                 });
             }
         })
-        .reflect(writer)
         .inspect({
             let kind = ctx.resource.clone();
             move |event| {
                 if let Ok(event) = event {
+                    writer.apply(event);
                     caches.observe(&kind, event);
                 }
             }
@@ -1029,6 +1029,7 @@ pub async fn run_controller(
             // reconcile; it leaves the queue here.
             let Some(object) = reader.get(&key) else {
                 let key = object_key(key.namespace.as_deref(), &key.name);
+                tracing::debug!(%key, "a trigger for an object not in the cache: no run");
                 ctx.metrics.forget(&ctx.controller_name, &key);
                 return None;
             };

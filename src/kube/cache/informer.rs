@@ -10,10 +10,9 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, TypeMeta};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, Event};
 
-use super::{Holds, WatchCaches};
+use super::{Holds, StoreWriter, WatchCaches};
 use crate::kube::Resource;
 use crate::kube::object::{WatchedKind, WatchedObject};
 
@@ -30,7 +29,7 @@ pub fn start(
         Some(namespace) => Api::namespaced_with(client, namespace, &kind),
         None => Api::all_with(client, &kind),
     };
-    let writer = Writer::new(kind.clone());
+    let mut writer = StoreWriter::new(kind.clone());
     let serving = caches.serve(
         kind.clone(),
         scope.clone(),
@@ -55,12 +54,12 @@ pub fn start(
                     object.types = Some(types.clone());
                 }
             })
-            .reflect(writer)
             .boxed();
         let mut listed = false;
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
+                    writer.apply(&event);
                     listed |= matches!(event, Event::InitDone);
                     caches.observe(&kind, &event);
                 }

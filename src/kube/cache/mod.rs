@@ -17,20 +17,21 @@
 
 pub mod informer;
 mod selector;
+pub mod store;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
 use serde_json::Value as Json;
 
 use super::Resource;
 use super::object::{WatchedKind, WatchedObject};
 use selector::LabelSelector;
+pub use store::{StoreReader, StoreWriter};
 
 /// How long a remembered write outlives a watch that never delivers its
 /// version: a write that changed nothing sends no event, and a relist can
@@ -89,7 +90,7 @@ struct Cached {
     id: u64,
     kind: WatchedKind,
     namespace: Option<String>,
-    store: Store<WatchedObject>,
+    store: StoreReader,
     holds: Holds,
 }
 
@@ -99,7 +100,7 @@ impl Cached {
     }
 
     fn is_ready(&self) -> bool {
-        matches!(self.store.wait_until_ready().now_or_never(), Some(Ok(())))
+        self.store.is_ready()
     }
 }
 
@@ -189,7 +190,7 @@ impl WatchCaches {
         self: &Arc<Self>,
         kind: WatchedKind,
         namespace: Option<String>,
-        store: Store<WatchedObject>,
+        store: StoreReader,
         holds: Holds,
     ) -> Serving {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +215,7 @@ impl WatchCaches {
         resource: &Resource,
         namespace: Option<&str>,
         holds: Holds,
-    ) -> Option<(WatchedKind, Store<WatchedObject>)> {
+    ) -> Option<(WatchedKind, StoreReader)> {
         let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
         stores
             .iter()
@@ -542,7 +543,6 @@ impl ObjectKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::reflector::store::Writer;
     use serde_json::json;
 
     fn hikawas(version: &str) -> Resource {
@@ -577,20 +577,20 @@ mod tests {
     fn serving(
         namespace: Option<&str>,
         objects: &[Json],
-    ) -> (Arc<WatchCaches>, Serving, Writer<WatchedObject>) {
+    ) -> (Arc<WatchCaches>, Serving, StoreWriter) {
         let caches = Arc::new(WatchCaches::default());
-        let mut writer = Writer::new(kind());
+        let mut writer = StoreWriter::new(kind());
         let serving = caches.serve(
             kind(),
             namespace.map(str::to_owned),
             writer.as_reader(),
             Holds::Everything,
         );
-        writer.apply_watcher_event(&Event::Init);
+        writer.apply(&Event::Init);
         for object in objects {
-            writer.apply_watcher_event(&Event::InitApply(watched(object)));
+            writer.apply(&Event::InitApply(watched(object)));
         }
-        writer.apply_watcher_event(&Event::InitDone);
+        writer.apply(&Event::InitDone);
         (caches, serving, writer)
     }
 
@@ -626,12 +626,12 @@ mod tests {
 
     /// Caches serving a store that `holds` objects, in the middle of its
     /// first list: Hikawa `a` listed, the list not ended.
-    fn listing(holds: Holds) -> (Arc<WatchCaches>, Serving, Writer<WatchedObject>) {
+    fn listing(holds: Holds) -> (Arc<WatchCaches>, Serving, StoreWriter) {
         let caches = Arc::new(WatchCaches::default());
-        let mut writer = Writer::new(kind());
+        let mut writer = StoreWriter::new(kind());
         let serving = caches.serve(kind(), None, writer.as_reader(), holds);
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitApply(watched(&hikawa("a", "10", 3))));
+        writer.apply(&Event::Init);
+        writer.apply(&Event::InitApply(watched(&hikawa("a", "10", 3))));
         (caches, serving, writer)
     }
 
@@ -639,7 +639,7 @@ mod tests {
     fn nothing_is_served_before_the_first_list_or_after_the_guard_is_dropped() {
         let (caches, serving, mut writer) = listing(Holds::Everything);
         assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "a"), None);
-        writer.apply_watcher_event(&Event::InitDone);
+        writer.apply(&Event::InitDone);
         assert!(caches.get(&hikawas("v1beta2"), Some("song"), "a").is_some());
         drop(serving);
         assert_eq!(caches.get(&hikawas("v1beta2"), Some("song"), "a"), None);
@@ -655,12 +655,12 @@ mod tests {
         assert_eq!(caches.get(&hikawas("v1beta1"), Some("song"), "a"), None);
 
         let event = Event::Apply(watched(&hikawa("a", "11", 4)));
-        writer.apply_watcher_event(&event);
+        writer.apply(&event);
         caches.observe(&kind(), &event);
         assert_eq!(remembered(&caches), 0);
         // Another writer's change comes with the watch.
         let event = Event::Apply(watched(&hikawa("a", "12", 5)));
-        writer.apply_watcher_event(&event);
+        writer.apply(&event);
         caches.observe(&kind(), &event);
         assert_eq!(said(caches.get(&resource, Some("song"), "a")), Some(5));
     }
@@ -682,7 +682,7 @@ mod tests {
             Event::Apply(watched(&hikawa("a", "10", 4))),
             Event::Apply(watched(&hikawa("a", "12", 5))),
         ] {
-            writer.apply_watcher_event(&event);
+            writer.apply(&event);
             caches.observe(&kind(), &event);
         }
         caches.wrote(&resource, Some("song"), "a", &hikawa("a", "10", 4));
@@ -745,7 +745,7 @@ mod tests {
         assert_eq!(caches.get(&resource, Some("song"), "b"), None);
 
         let event = Event::Delete(watched(&hikawa("a", "11", 3)));
-        writer.apply_watcher_event(&event);
+        writer.apply(&event);
         caches.observe(&kind(), &event);
         assert_eq!(remembered(&caches), 1);
         assert_eq!(caches.get(&resource, Some("song"), "a"), None);
@@ -823,7 +823,7 @@ mod tests {
     #[test]
     fn a_store_of_selected_objects_answers_no_list() {
         let (caches, _serving, mut writer) = listing(Holds::Selected);
-        writer.apply_watcher_event(&Event::InitDone);
+        writer.apply(&Event::InitDone);
         assert_eq!(
             caches.list(&hikawas("v1beta2"), Some("song"), None, None),
             None
@@ -883,13 +883,13 @@ mod tests {
             namespaced: false,
         };
         let kind = WatchedKind::from(resource.api_resource());
-        let mut writer = Writer::new(kind.clone());
+        let mut writer = StoreWriter::new(kind.clone());
         let _serving = caches.serve(kind, None, writer.as_reader(), Holds::Everything);
-        writer.apply_watcher_event(&Event::Init);
+        writer.apply(&Event::Init);
         let object = json!({"apiVersion": "example.com/v1", "kind": "Cluster",
             "metadata": {"name": "c", "resourceVersion": "1"}});
-        writer.apply_watcher_event(&Event::InitApply(watched(&object)));
-        writer.apply_watcher_event(&Event::InitDone);
+        writer.apply(&Event::InitApply(watched(&object)));
+        writer.apply(&Event::InitDone);
         assert_eq!(caches.get(&resource, Some("ignored"), "c"), Some(object));
     }
 }
