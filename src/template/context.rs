@@ -132,6 +132,17 @@ pub fn contains_unsafe(value: &Value) -> bool {
     }
 }
 
+/// What a string operation on `input` gives, as Ansible's
+/// `AnsibleUnsafeText` gives it: its str methods (`upper`, `split`,
+/// `format`, `%`...) return unsafe text when the input was unsafe.
+pub fn keep_unsafe(input: &Value, output: Value) -> Value {
+    if input.kind() == minijinja::value::ValueKind::String && input.is_safe() {
+        mark_unsafe(&output)
+    } else {
+        output
+    }
+}
+
 /// `value` with every string in it marked unsafe (mapping keys are left
 /// alone: Ansible never templates them). JSON views are marked as a whole.
 pub fn mark_unsafe(value: &Value) -> Value {

@@ -4,6 +4,7 @@
 use minijinja::value::ValueKind;
 use minijinja::{Error, ErrorKind, State, Value};
 
+use super::context::keep_unsafe;
 use super::filters::{invalid, tuple};
 use super::pyrepr;
 
@@ -26,7 +27,7 @@ pub fn call_method(
         }
         _ => None,
     };
-    match handled {
+    let result = match handled {
         Some(result) => Ok(result),
         None => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
             .map_err(|e| {
@@ -42,8 +43,45 @@ pub fn call_method(
                     e
                 }
             }),
-    }
+    }?;
+    Ok(if UNSAFE_KEEPING.contains(&method) {
+        keep_unsafe(value, result)
+    } else {
+        result
+    })
 }
+
+/// The str methods whose result `AnsibleUnsafeText` keeps unsafe
+/// (ansible.utils.unsafe_proxy); others (`find`, `isdigit`...) give plain
+/// values.
+const UNSAFE_KEEPING: &[&str] = &[
+    "capitalize",
+    "casefold",
+    "center",
+    "removeprefix",
+    "removesuffix",
+    "expandtabs",
+    "format",
+    "format_map",
+    "join",
+    "ljust",
+    "lower",
+    "lstrip",
+    "partition",
+    "replace",
+    "rjust",
+    "rpartition",
+    "rstrip",
+    "split",
+    "rsplit",
+    "splitlines",
+    "strip",
+    "swapcase",
+    "title",
+    "translate",
+    "upper",
+    "zfill",
+];
 
 fn arg_str(args: &[Value], i: usize) -> Option<String> {
     args.get(i).filter(|v| !v.is_none()).map(pyrepr::to_text)

@@ -18,6 +18,7 @@ use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Rest, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
+use super::context::keep_unsafe;
 use super::filters::{invalid, python_format};
 use super::{pyrepr, pytime};
 
@@ -353,7 +354,7 @@ fn percent(state: &mut State, lhs: &Value, rhs: &Value, tuple: bool) -> Result<V
                 "not all arguments converted during string formatting",
             ));
         }
-        return python_format(state, lhs, Rest(args));
+        return python_format(state, lhs, Rest(args)).map(|r| keep_unsafe(lhs, r));
     }
     remainder(lhs, rhs)
 }

@@ -239,7 +239,13 @@ fn ternary(
     Ok(if value.is_true() { true_val } else { false_val })
 }
 
+/// Python's type name; an unsafe string (from the custom resource, a
+/// lookup, a module's result) is Ansible's `AnsibleUnsafeText`. Unsafe
+/// strings are the ones minijinja marks safe (see `template::context`).
 fn type_debug(value: &Value) -> Value {
+    if value.kind() == ValueKind::String && value.is_safe() {
+        return Value::from("AnsibleUnsafeText");
+    }
     Value::from(pyrepr::type_name(value))
 }
 

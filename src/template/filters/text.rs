@@ -11,6 +11,7 @@ use minijinja::value::{Kwargs, Rest, ValueOrKwargs};
 use minijinja::{Environment, Error, State, Value};
 
 use super::{add, defined, invalid};
+use crate::template::context::keep_unsafe;
 use crate::template::pyrepr;
 
 pub fn register(env: &mut Environment<'static>) {
@@ -19,13 +20,32 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "regex_search", regex_search);
     add!(env, "regex_findall", regex_findall);
     add!(env, "regex_escape", regex_escape);
-    add!(env, "quote", quote);
-    env.add_filter("indent", indent);
-    env.add_filter("truncate", truncate);
-    env.add_filter("capitalize", capitalize);
-    env.add_filter("replace", replace);
+    // These return unsafe text for unsafe text, as AnsibleUnsafeText's str
+    // methods (which they call) do.
+    add!(env, "quote", |v: &Value| quote(v)
+        .map(|r| keep_unsafe(v, r)));
+    env.add_filter(
+        "indent",
+        |v: &Value, width: Option<Value>, first: Option<bool>, blank: Option<bool>, kw: Kwargs| {
+            indent(v, width, first, blank, kw).map(|r| keep_unsafe(v, r))
+        },
+    );
+    env.add_filter("truncate", |v: &Value, args: Rest<Value>, kw: Kwargs| {
+        truncate(v, args, kw).map(|r| keep_unsafe(v, r))
+    });
+    env.add_filter("capitalize", |v: &Value| {
+        capitalize(v).map(|r| keep_unsafe(v, r))
+    });
+    env.add_filter(
+        "replace",
+        |v: &Value, old: String, new: String, count: Option<usize>| {
+            replace(v, old, new, count).map(|r| keep_unsafe(v, r))
+        },
+    );
     env.add_filter("wordcount", wordcount);
-    env.add_filter("center", center);
+    env.add_filter("center", |v: &Value, width: Option<usize>| {
+        center(v, width).map(|r| keep_unsafe(v, r))
+    });
     env.add_filter("escape", escape);
     env.add_filter("e", escape);
     env.add_filter("format", format);

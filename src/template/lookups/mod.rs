@@ -14,7 +14,7 @@ use std::sync::Arc;
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-use super::context::{CONTEXT_VAR, Context, Var, VarSource};
+use super::context::{CONTEXT_VAR, Context, Var, VarSource, mark_unsafe};
 use super::filters::invalid;
 use super::pyrepr;
 
@@ -104,29 +104,29 @@ fn dispatch(
         }
         Err(err) => return Err(err),
     };
-    if !values.is_empty() && !allow_unsafe {
-        // What a lookup returns is unsafe, and so is the render that used
-        // it: a file holding `{{ x }}` is never templated again.
-        ctx.tainted
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    // Templar._lookup joins only a non-empty result (and only when unsafe
-    // results are not allowed); an empty one is returned as the list.
-    if wantlist || values.is_empty() || allow_unsafe {
+    // Templar._lookup: a non-empty result, unless unsafe results are
+    // allowed, is joined (when not wanted as a list) and wrapped unsafe, and
+    // so is the render that used it: a file holding `{{ x }}` is never
+    // templated again, and its text is an `AnsibleUnsafeText`.
+    if values.is_empty() || allow_unsafe {
         return Ok(Value::from(values));
     }
-    if values.iter().all(|v| v.kind() == ValueKind::String) {
+    ctx.tainted
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let result = if wantlist {
+        Value::from(values)
+    } else if values.iter().all(|v| v.kind() == ValueKind::String) {
         let joined: Vec<&str> = values
             .iter()
             .map(|v| v.as_str().unwrap_or_default())
             .collect();
-        return Ok(Value::from(joined.join(",")));
-    }
-    Ok(if values.len() == 1 {
+        Value::from(joined.join(","))
+    } else if values.len() == 1 {
         values.into_iter().next().unwrap_or_default()
     } else {
         Value::from(values)
-    })
+    };
+    Ok(mark_unsafe(&result))
 }
 
 /// The terms as the plugin sees them: templated first, as Ansible's
