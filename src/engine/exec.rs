@@ -9,7 +9,7 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 use tracing::Instrument;
 
-use super::lockstep::{Lockstep, Turn};
+use super::lockstep::{Lockstep, Strategy, Turn};
 use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
 use super::timing::{self, TaskOutcome, TaskTiming, task_span};
@@ -389,10 +389,10 @@ impl Runner {
             None => hosts_text(&play.hosts),
         };
         if let Some(observer) = &self.options.observer {
-            let count = selected.as_ref().map_or(0, |(hosts, _)| hosts.len());
+            let count = selected.as_ref().map_or(0, |(hosts, _, _)| hosts.len());
             observer.play_started(&name, count);
         }
-        let (hosts, batch_sizes) = match selected {
+        let (hosts, batch_sizes, strategy) = match selected {
             Ok(selected) => selected,
             Err(message) => {
                 let location = crate::role::Location::file(&playbook.path);
@@ -480,7 +480,7 @@ impl Runner {
             let (batch, rest) = remaining.split_at(size.min(remaining.len()));
             remaining = rest;
             let lockstep =
-                (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks));
+                (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks, strategy));
             let batch_names: Arc<[String]> = Arc::from(batch);
             // ansible_play_hosts: the play's hosts that have not failed.
             let active: Vec<String> = hosts
@@ -549,13 +549,13 @@ impl Runner {
     }
 
     /// The hosts a play runs on (its `hosts` templated, in its `order`,
-    /// without hosts that failed earlier) and the sizes of its `serial`
-    /// batches.
+    /// without hosts that failed earlier), the sizes of its `serial`
+    /// batches, and how its hosts take turns (`strategy`).
     fn play_hosts(
         &self,
         play: &crate::role::Play,
         ctx: &Context,
-    ) -> Result<(Vec<String>, Vec<usize>), String> {
+    ) -> Result<(Vec<String>, Vec<usize>, Strategy), String> {
         let template = |value: &Value, what: &str| -> Result<Value, String> {
             self.templar
                 .template_value(value, ctx)
@@ -581,7 +581,13 @@ impl Runner {
             Some(serial) => template(serial, "serial")?,
             None => Value::UNDEFINED,
         };
-        Ok((hosts.clone(), batch_sizes(&serial, hosts.len())?))
+        let strategy = match &play.strategy {
+            Some(strategy) => Strategy::named(&crate::template::pyrepr::to_text(&template(
+                strategy, "strategy",
+            )?))?,
+            None => Strategy::Linear,
+        };
+        Ok((hosts.clone(), batch_sizes(&serial, hosts.len())?, strategy))
     }
 
     /// The live inventory as it is now (`None` outside playbooks).

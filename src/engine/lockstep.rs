@@ -1,5 +1,6 @@
-//! Ansible's linear strategy for a play on several hosts: every host runs
-//! task N before any host runs task N+1.
+//! How the hosts of a play on several hosts take turns. Ansible's linear
+//! strategy: every host runs task N before any host runs task N+1. Its
+//! free strategy: each host goes at its own pace, `forks` at a time.
 //!
 //! Each host walks the play in its own runner; before each task it
 //! arrives here with the task's position (its path in the play's tree:
@@ -16,6 +17,32 @@ use tokio::sync::oneshot;
 
 /// Positions of tasks in a play, compared in tree order.
 pub(crate) type Position = Vec<u32>;
+
+/// How the hosts of a play take turns (the play's `strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    /// Task by task, all hosts together (`linear`, and `debug`, which is
+    /// linear with a debugger enka does not have).
+    Linear,
+    /// Each host at its own pace (`free`, and `host_pinned`, which only
+    /// changes the order a full worker pool picks hosts in): `run_once`
+    /// runs on every host and `any_errors_fatal` fails no other host, as
+    /// Ansible's free strategy warns.
+    Free,
+}
+
+impl Strategy {
+    /// The strategy a play names, with Ansible's error for an unknown one
+    /// (Mitogen's strategies are theirs with a faster connection).
+    pub(crate) fn named(name: &str) -> Result<Self, String> {
+        let short = name.rsplit('.').next().unwrap_or(name);
+        match short.strip_prefix("mitogen_").unwrap_or(short) {
+            "linear" | "debug" => Ok(Strategy::Linear),
+            "free" | "host_pinned" => Ok(Strategy::Free),
+            _ => Err(format!("Invalid play strategy specified: {name}")),
+        }
+    }
+}
 
 /// Whether a host may run its next task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +89,10 @@ struct Inner {
     leader: usize,
     /// How many hosts may run a task at once (`--forks`).
     forks: usize,
+    strategy: Strategy,
+    /// Per host: the task it was let run, until it arrives at its next one
+    /// (a free play's `throttle` counts the hosts running each task).
+    running_at: Vec<Option<Position>>,
     /// Hosts that failed out of the play.
     failed: Vec<usize>,
     /// Per host: parked after it could not be reached, and taken back by a
@@ -85,7 +116,7 @@ enum Slot {
 impl Lockstep {
     /// Turn-taking for `hosts` hosts, all running toward their first
     /// task, `forks` of them at once.
-    pub(crate) fn new(hosts: usize, forks: usize) -> Arc<Self> {
+    pub(crate) fn new(hosts: usize, forks: usize, strategy: Strategy) -> Arc<Self> {
         Arc::new(Lockstep {
             inner: Mutex::new(Inner {
                 slots: (0..hosts).map(|_| Slot::Busy).collect(),
@@ -95,6 +126,8 @@ impl Lockstep {
                 current: None,
                 leader: 0,
                 forks: forks.max(1),
+                strategy,
+                running_at: vec![None; hosts],
                 failed: Vec::new(),
                 readmitted: vec![false; hosts],
             }),
@@ -103,9 +136,12 @@ impl Lockstep {
     }
 
     /// Whether `host` is the first host of the batch to run the task the
-    /// hosts run now: the one that runs a `run_once` task.
+    /// hosts run now: the one that runs a `run_once` task (every host, in
+    /// a free play).
     pub(crate) fn leads(&self, host: usize) -> bool {
-        self.inner.lock().is_ok_and(|inner| inner.leader == host)
+        self.inner
+            .lock()
+            .is_ok_and(|inner| inner.strategy == Strategy::Free || inner.leader == host)
     }
 
     /// Records what the `run_once` task at `position` left.
@@ -149,6 +185,9 @@ impl Lockstep {
             if let Some(slot) = inner.slots.get_mut(host) {
                 *slot = Slot::Waiting(position, throttle, Some(sender));
             }
+            if let Some(at) = inner.running_at.get_mut(host) {
+                *at = None;
+            }
             inner.schedule();
             released_itself = matches!(inner.slots.get(host), Some(Slot::Busy));
         }
@@ -166,6 +205,9 @@ impl Lockstep {
         if let Ok(mut inner) = self.inner.lock() {
             if let Some(slot) = inner.slots.get_mut(host) {
                 *slot = Slot::Done;
+            }
+            if let Some(at) = inner.running_at.get_mut(host) {
+                *at = None;
             }
             if failed {
                 inner.failed.push(host);
@@ -244,6 +286,9 @@ impl Lockstep {
             return;
         };
         let inner = &mut *inner;
+        if inner.strategy == Strategy::Free {
+            return;
+        }
         for other in 0..inner.slots.len() {
             if other == host || inner.failed_at[other].as_deref() == Some(position) {
                 continue;
@@ -299,6 +344,10 @@ impl Inner {
             .iter()
             .filter(|s| matches!(s, Slot::Busy))
             .count();
+        if self.strategy == Strategy::Free {
+            self.schedule_free(busy);
+            return;
+        }
         if busy == 0 {
             let next = self
                 .slots
@@ -336,6 +385,40 @@ impl Inner {
             running += 1;
         }
     }
+
+    /// A free play: any waiting host goes, in the play's host order, while
+    /// fewer than `forks` run and fewer than its task's `throttle` run that
+    /// task.
+    fn schedule_free(&mut self, busy: usize) {
+        let mut running = busy;
+        for host in 0..self.slots.len() {
+            if running >= self.forks {
+                break;
+            }
+            let Slot::Waiting(position, throttle, _) = &self.slots[host] else {
+                continue;
+            };
+            if *throttle > 0 {
+                let same = self
+                    .running_at
+                    .iter()
+                    .filter(|at| at.as_ref() == Some(position))
+                    .count();
+                if same >= *throttle {
+                    continue;
+                }
+            }
+            let position = position.clone();
+            if let Slot::Waiting(_, _, sender) = &mut self.slots[host]
+                && let Some(sender) = sender.take()
+            {
+                let _ = sender.send(Turn::Go);
+            }
+            self.slots[host] = Slot::Busy;
+            self.running_at[host] = Some(position);
+            running += 1;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -344,7 +427,7 @@ mod tests {
 
     #[tokio::test]
     async fn hosts_take_turns_in_task_order() {
-        let lockstep = Lockstep::new(2, 1);
+        let lockstep = Lockstep::new(2, 1, Strategy::Linear);
         let log = Arc::new(Mutex::new(Vec::new()));
         // Host 0 runs tasks [0] [1,0] [1,1] [2] (it included two tasks at
         // [1]); host 1 runs [0] [1] [2].
@@ -381,7 +464,7 @@ mod tests {
 
     #[tokio::test]
     async fn forks_and_throttle_bound_the_hosts_running_a_task() {
-        let lockstep = Lockstep::new(4, 3);
+        let lockstep = Lockstep::new(4, 3, Strategy::Linear);
         let running = Arc::new(Mutex::new((0usize, 0usize)));
         let runs = (0..4).map(|host| {
             let lockstep = lockstep.clone();
@@ -411,8 +494,79 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn in_a_free_play_a_slow_host_holds_no_other_back() {
+        let lockstep = Lockstep::new(2, 2, Strategy::Free);
+        let (finished, slow_may_go) = tokio::sync::oneshot::channel::<()>();
+        let slow = {
+            let lockstep = lockstep.clone();
+            async move {
+                assert_eq!(lockstep.arrive(0, vec![0], 0).await, Turn::Go);
+                // Runs its first task until the other host finished the play.
+                let _ = slow_may_go.await;
+                assert_eq!(lockstep.arrive(0, vec![1], 0).await, Turn::Go);
+                lockstep.done(0, false);
+            }
+        };
+        let fast = {
+            let lockstep = lockstep.clone();
+            async move {
+                for position in [vec![0], vec![1], vec![2]] {
+                    assert_eq!(lockstep.arrive(1, position, 0).await, Turn::Go);
+                }
+                lockstep.done(1, false);
+                let _ = finished.send(());
+            }
+        };
+        let both = futures::future::join(slow, fast);
+        tokio::time::timeout(std::time::Duration::from_secs(5), both)
+            .await
+            .expect("the fast host finished while the slow one ran its first task");
+        assert!(lockstep.leads(1), "every host runs a run_once task itself");
+    }
+
+    #[tokio::test]
+    async fn in_a_free_play_throttle_bounds_the_hosts_on_one_task() {
+        let lockstep = Lockstep::new(3, 5, Strategy::Free);
+        let running = Arc::new(Mutex::new((0usize, 0usize)));
+        let runs = (0..3).map(|host| {
+            let lockstep = lockstep.clone();
+            let running = running.clone();
+            async move {
+                assert_eq!(lockstep.arrive(host, vec![0], 1).await, Turn::Go);
+                {
+                    let mut r = running.lock().unwrap();
+                    r.0 += 1;
+                    r.1 = r.1.max(r.0);
+                }
+                tokio::task::yield_now().await;
+                running.lock().unwrap().0 -= 1;
+                lockstep.done(host, false);
+            }
+        });
+        futures::future::join_all(runs).await;
+        assert_eq!(running.lock().unwrap().1, 1, "throttle: 1 held");
+    }
+
+    #[test]
+    fn strategies_by_name() {
+        for (name, want) in [
+            ("linear", Strategy::Linear),
+            ("ansible.builtin.free", Strategy::Free),
+            ("host_pinned", Strategy::Free),
+            ("debug", Strategy::Linear),
+            ("mitogen_linear", Strategy::Linear),
+        ] {
+            assert_eq!(Strategy::named(name), Ok(want), "{name}");
+        }
+        assert_eq!(
+            Strategy::named("nope"),
+            Err("Invalid play strategy specified: nope".to_owned())
+        );
+    }
+
+    #[tokio::test]
     async fn end_play_stops_the_waiting_hosts() {
-        let lockstep = Lockstep::new(2, 1);
+        let lockstep = Lockstep::new(2, 1, Strategy::Linear);
         let first = {
             let lockstep = lockstep.clone();
             async move {
@@ -435,7 +589,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_fatal_failure_fails_each_other_host_once_at_its_next_task() {
-        let lockstep = Lockstep::new(3, 5);
+        let lockstep = Lockstep::new(3, 5, Strategy::Linear);
         // All three run task [0]: host 0 fails it under any_errors_fatal,
         // host 2 fails it too (on its own), host 1 succeeds.
         let arrive_all = |position: Position| {
@@ -457,7 +611,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreachable_host_comes_back_only_after_clear_host_errors() {
-        let lockstep = Lockstep::new(2, 5);
+        let lockstep = Lockstep::new(2, 5, Strategy::Linear);
         let arrive = |host: usize, position: Position| {
             let lockstep = lockstep.clone();
             async move { lockstep.arrive(host, position, 0).await }

@@ -989,6 +989,7 @@ impl Loader {
                     .unwrap_or_else(|| minijinja::Value::from("localhost")),
                 order: play.get("order").map(template::convert::from_yaml),
                 serial: play.get("serial").map(template::convert::from_yaml),
+                strategy: play.get("strategy").map(template::convert::from_yaml),
                 tags: play.get("tags").map(tag_list).unwrap_or_default(),
                 ignore_errors: play.get("ignore_errors").map(template::convert::from_yaml),
                 ignore_unreachable: play
@@ -1325,6 +1326,7 @@ fn clone_play(play: &Play) -> Play {
         hosts: play.hosts.clone(),
         order: play.order.clone(),
         serial: play.serial.clone(),
+        strategy: play.strategy.clone(),
         tags: play.tags.clone(),
         ignore_errors: play.ignore_errors.clone(),
         ignore_unreachable: play.ignore_unreachable.clone(),

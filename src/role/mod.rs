@@ -152,6 +152,8 @@ pub struct Play {
     pub order: Option<Value>,
     /// `serial`: batches of hosts, run one after the other.
     pub serial: Option<Value>,
+    /// `strategy`: how the hosts take turns (linear when absent).
+    pub strategy: Option<Value>,
     /// `tags` of the whole play.
     pub tags: Vec<String>,
     /// `ignore_errors` of the whole play.
