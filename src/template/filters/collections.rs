@@ -7,6 +7,7 @@ use minijinja::{Environment, Error, State, Value};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
+use super::pyset::{self, NumberSet};
 use super::{add, defined, defined_deep, invalid};
 use crate::template::context::{CONTEXT_VAR, Context};
 use crate::template::pyrepr;
@@ -437,35 +438,62 @@ fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     Ok(Value::from(out))
 }
 
+/// Both operands as Python sets of numbers, when every item of each is a
+/// number or boolean: then Ansible's result has the order of CPython's
+/// table, which [`pyset`] reproduces. `None` when some item is anything
+/// else: unhashable items make Ansible fall back to first-seen order, and
+/// strings hash with a per-run seed, so no order is Ansible's for them.
+fn number_sets(a: &[Value], b: &[Value]) -> Option<(NumberSet, NumberSet)> {
+    let hashed = |items: &[Value]| -> Option<Vec<(i64, Value)>> {
+        items
+            .iter()
+            .map(|v| pyset::number_hash(v).map(|h| (h, v.clone())))
+            .collect()
+    };
+    Some((
+        NumberSet::from_items(hashed(a)?),
+        NumberSet::from_items(hashed(b)?),
+    ))
+}
+
 fn union(a: &Value, b: &Value) -> Result<Value, Error> {
     let mut all = items(a, "union")?;
-    all.extend(items(b, "union")?);
+    let b = items(b, "union")?;
+    if let Some((a, b)) = number_sets(&all, &b) {
+        return Ok(Value::from(a.union(&b).into_values()));
+    }
+    all.extend(b);
     Ok(Value::from(dedup(all)))
 }
 
 fn difference(a: &Value, b: &Value) -> Result<Value, Error> {
+    let a = items(a, "difference")?;
     let b = items(b, "difference")?;
+    if let Some((a, b)) = number_sets(&a, &b) {
+        return Ok(Value::from(a.difference(&b).into_values()));
+    }
     Ok(Value::from(dedup(
-        items(a, "difference")?
-            .into_iter()
-            .filter(|x| !b.contains(x))
-            .collect(),
+        a.into_iter().filter(|x| !b.contains(x)).collect(),
     )))
 }
 
 fn intersect(a: &Value, b: &Value) -> Result<Value, Error> {
+    let a = items(a, "intersect")?;
     let b = items(b, "intersect")?;
+    if let Some((a, b)) = number_sets(&a, &b) {
+        return Ok(Value::from(a.intersection(&b).into_values()));
+    }
     Ok(Value::from(dedup(
-        items(a, "intersect")?
-            .into_iter()
-            .filter(|x| b.contains(x))
-            .collect(),
+        a.into_iter().filter(|x| b.contains(x)).collect(),
     )))
 }
 
 fn symmetric_difference(a: &Value, b: &Value) -> Result<Value, Error> {
     let a_items = items(a, "symmetric_difference")?;
     let b_items = items(b, "symmetric_difference")?;
+    if let Some((a, b)) = number_sets(&a_items, &b_items) {
+        return Ok(Value::from(a.symmetric_difference(&b).into_values()));
+    }
     let mut all = a_items.clone();
     all.extend(b_items.iter().cloned());
     Ok(Value::from(

@@ -10,6 +10,7 @@ mod datetime;
 pub(crate) mod encoding;
 mod math;
 mod paths;
+mod pyset;
 mod text;
 
 pub use collections::{dict_global, merge_hash};
