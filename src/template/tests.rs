@@ -420,3 +420,20 @@ fn a_repeated_keyword_argument_does_not_compile() {
     // A multi-byte character before a name is not cut in half.
     assert!(render("{{ d(→a=1) }}", json!({})).is_err());
 }
+
+#[test]
+fn string_filters_keep_text_only_when_they_make_the_whole_value() {
+    assert!(keeps_text("{{ x | string }}"));
+    assert!(keeps_text("{{ (x | to_json(indent=2)) }}"));
+    assert!(keeps_text("{{ x | ansible.builtin.to_yaml }}"));
+    // The filter's text is an operand, an item or a test subject.
+    assert!(!keeps_text("{{ x | string == '1' }}"));
+    assert!(!keeps_text("{{ (x | string) in l }}"));
+    assert!(!keeps_text("{{ [x | string] }}"));
+    assert!(!keeps_text("{{ a ~ b | string }}"));
+    assert!(!keeps_text("{{ x | string is string }}"));
+    assert!(!keeps_text("{{ not x | string }}"));
+    assert!(!keeps_text("{{ l | difference([x | string]) }}"));
+    // A `|` inside a string literal is no filter.
+    assert!(!keeps_text("{{ 'a | string' }}"));
+}
