@@ -112,46 +112,69 @@ impl Loader {
             for (location, action) in bridged.iter().filter(|(_, a)| {
                 a.collections == collections && !crate::template::is_possibly_template(&a.name)
             }) {
-                let message = match &answer {
-                    Ok(answer) => {
-                        let found = &answer["modules"][&*action.name];
-                        if found["found"].as_bool() == Some(true) {
-                            let fqcn = found["fqcn"].as_str().unwrap_or(&action.name).to_owned();
-                            let _ = action.resolved.set(fqcn);
-                            let extra = self
-                                .extra_params
-                                .iter()
-                                .find(|(task, _)| task == location)
-                                .map(|(_, text)| text.clone());
-                            if let Some(text) = extra {
-                                self.task_error(
-                                    text,
-                                    format!(
-                                        "this task '{}' has extra params, which is only allowed in the following modules: {}",
-                                        action.name,
-                                        super::task::COMMAND_MODULES.join(", ")
-                                    ),
-                                );
-                            }
-                            continue;
-                        }
-                        format!(
-                            "couldn't resolve module/action '{}'. This often indicates a misspelling, missing collection, or incorrect module path.",
-                            action.name
-                        )
-                    }
-                    Err(err) => format!(
-                        "{}: enka has no native code for this action and runs it through Ansible, but {err}",
-                        action.name
-                    ),
-                };
-                self.task_error(location.clone(), message);
+                self.judge_bridged(location, action, &answer);
             }
         }
         self.resolve_plugins(&worker);
         self.resolve_shadowing(&worker);
         self.resolve_module_defaults(&worker);
         Some(worker)
+    }
+
+    /// One bridged task against what Ansible answered for its action, with
+    /// ModuleArgsParser's order: free-form text an action takes no
+    /// free-form text for is refused before the name is looked up, then a
+    /// name Ansible refuses (unknown, removed, a redirect loop) is this
+    /// task's error alone, in Ansible's words.
+    fn judge_bridged(
+        &mut self,
+        location: &super::Location,
+        action: &crate::modules::AnsibleAction,
+        answer: &Result<serde_json::Value, crate::worker::WorkerError>,
+    ) {
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(err) => {
+                self.task_error(
+                    location.clone(),
+                    format!(
+                        "{}: enka has no native code for this action and runs it through Ansible, but {err}",
+                        action.name
+                    ),
+                );
+                return;
+            }
+        };
+        let extra = self
+            .extra_params
+            .iter()
+            .find(|(task, _)| task == location)
+            .map(|(_, text)| text.clone());
+        if let Some(text) = extra {
+            self.task_error(
+                text,
+                format!(
+                    "this task '{}' has extra params, which is only allowed in the following modules: {}",
+                    action.name,
+                    super::task::COMMAND_MODULES.join(", ")
+                ),
+            );
+            return;
+        }
+        let found = &answer["modules"][&*action.name];
+        if found["found"].as_bool() == Some(true) {
+            let fqcn = found["fqcn"].as_str().unwrap_or(&action.name).to_owned();
+            let _ = action.resolved.set(fqcn);
+            return;
+        }
+        let message = match found["error"].as_str() {
+            Some(refused) => refused.to_owned(),
+            None => format!(
+                "couldn't resolve module/action '{}'. This often indicates a misspelling, missing collection, or incorrect module path.",
+                action.name
+            ),
+        };
+        self.task_error(location.clone(), message);
     }
 
     /// `module_defaults` keys enka could not resolve itself, resolved by
@@ -287,6 +310,12 @@ impl Loader {
             let message = match &answer {
                 Ok(answer) if answer[table][name].as_bool() == Some(true) => {
                     self.builder.add_python_plugin(*kind, name, worker);
+                    continue;
+                }
+                Ok(answer) if answer["errors"][table][name].is_string() => {
+                    // Removed from Ansible: its words, where it is used.
+                    let refused = answer["errors"][table][name].as_str().unwrap_or_default();
+                    self.when_run(location.clone(), refused.to_owned());
                     continue;
                 }
                 Ok(_) => {

@@ -875,34 +875,54 @@ def _module_defaults(request):
     return {"keys": keys, "errors": errors, "action_groups": play._action_groups}
 
 
-def _resolve(request):
-    """Which names Ansible can load, for enka check and the loader."""
-    collections = _collections(request)
-    modules = {}
-    for name in request.get("modules") or []:
+def _resolve_module(name, collections):
+    """One task's action as ModuleArgsParser resolves it: whether Ansible
+    has it, its resolved name, or Ansible's error for it (a tombstoned
+    module, a redirect loop), which concerns that task alone."""
+    try:
         context = plugin_loader.module_loader.find_plugin_with_context(name, collection_list=collections)
         action_context = plugin_loader.action_loader.find_plugin_with_context(name, collection_list=collections)
-        action = action_context.resolved
-        found = bool(context.resolved) or bool(action)
-        # The task's resolved_action, as ModuleArgsParser picks it: the
-        # action plugin's name first, else the module's.
-        if action:
-            fqcn = action_context.resolved_fqcn
-        elif context.resolved:
-            fqcn = context.resolved_fqcn
-        else:
-            fqcn = None
-        modules[name] = {
-            "found": found,
-            "fqcn": fqcn,
-            "path": context.plugin_resolved_path if context.resolved else None,
-            "action_only": bool(action) and not context.resolved,
-        }
+    except AnsibleError as exc:
+        return {"found": False, "fqcn": None, "path": None, "action_only": False, "error": _error(exc)}
+    action = action_context.resolved
+    # The task's resolved_action, as ModuleArgsParser picks it: the
+    # action plugin's name first, else the module's.
+    if action:
+        fqcn = action_context.resolved_fqcn
+    elif context.resolved:
+        fqcn = context.resolved_fqcn
+    else:
+        fqcn = None
+    return {
+        "found": bool(context.resolved) or bool(action),
+        "fqcn": fqcn,
+        "path": context.plugin_resolved_path if context.resolved else None,
+        "action_only": bool(action) and not context.resolved,
+    }
+
+
+def _has_lookup(name, errors):
+    """Whether Ansible has the lookup; a removed one's message goes to
+    errors (has_plugin raises Ansible's own errors)."""
+    try:
+        return plugin_loader.lookup_loader.has_plugin(name)
+    except AnsibleError as exc:
+        errors[name] = _error(exc)
+        return False
+
+
+def _resolve(request):
+    """Which names Ansible can load, for enka check and the loader. Each
+    name is answered on its own: one Ansible refuses (removed, a redirect
+    loop) is reported for itself and leaves the others resolved."""
+    collections = _collections(request)
+    modules = {name: _resolve_module(name, collections) for name in request.get("modules") or []}
     environment = _templar().environment
-    filters = {n: _has(environment.filters, n) for n in request.get("filters") or []}
-    tests = {n: _has(environment.tests, n) for n in request.get("tests") or []}
-    lookups = {n: plugin_loader.lookup_loader.has_plugin(n) for n in request.get("lookups") or []}
-    return {"modules": modules, "filters": filters, "tests": tests, "lookups": lookups}
+    errors = {"filters": {}, "tests": {}, "lookups": {}}
+    filters = {n: _has(environment.filters, n, errors["filters"]) for n in request.get("filters") or []}
+    tests = {n: _has(environment.tests, n, errors["tests"]) for n in request.get("tests") or []}
+    lookups = {n: _has_lookup(n, errors["lookups"]) for n in request.get("lookups") or []}
+    return {"modules": modules, "filters": filters, "tests": tests, "lookups": lookups, "errors": errors}
 
 
 def _shadowed(request):
@@ -928,12 +948,14 @@ def _shadowed(request):
     return out
 
 
-def _has(table, name):
+def _has(table, name, errors=None):
     try:
         return table[name] is not None
     except KeyError:
         return False
-    except Exception:  # noqa: BLE001 - a collection that fails to load
+    except Exception as exc:  # noqa: BLE001 - a collection that fails to load, a removed plugin
+        if errors is not None and "has been removed" in to_text(exc):
+            errors[name] = to_text(exc)
         return False
 
 
