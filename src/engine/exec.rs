@@ -370,6 +370,10 @@ impl Runner {
     ) -> bool {
         let mut scope = base.clone();
         scope.play_vars = scope::push(&None, &play.vars);
+        // vars_prompt answers rank as play vars, beside the play's own.
+        let play_vars =
+            super::vars_files::with_prompted(&self.templar, &scope, play, &self.project.base_dir);
+        scope.play_vars = scope::push(&None, &play_vars);
         let search_path: Arc<[std::path::PathBuf]> = Arc::from(vec![
             playbook
                 .path
@@ -499,7 +503,7 @@ impl Runner {
                     frame.scope.play_vars = super::vars_files::play_vars(
                         &self.templar,
                         &scope,
-                        &play.vars,
+                        &play_vars,
                         &play.vars_files,
                         &frame.search_path,
                     );
@@ -1465,7 +1469,7 @@ impl Runner {
 
     /// The task's `environment`: the play's, its blocks' and its own
     /// merged in that order, each a mapping or a list of them
-    /// (ActionBase._compute_environment_string); `None` when there is none.
+    /// (Task._post_validate_environment); `None` when there is none.
     fn environment(&self, frame: &Frame, task: &Task, ctx: &Context) -> Result<Value, String> {
         let layers: Vec<&Value> = frame
             .inherited
@@ -1518,13 +1522,12 @@ impl Runner {
                             }
                         }
                     }
-                    _ => {
-                        return Err(format!(
-                            "environment must be a dictionary, received {} ({})",
-                            crate::template::pyrepr::to_text(&templated),
-                            crate::template::pyrepr::type_name(&templated)
-                        ));
-                    }
+                    // Task._post_validate_environment skips what is no
+                    // mapping once templated, with a warning; the task runs.
+                    _ => self.warn(format!(
+                        "could not parse environment value, skipping: {}",
+                        crate::template::pyrepr::to_text(&item)
+                    )),
                 }
             }
         }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use minijinja::Value;
+use minijinja::value::ValueKind;
 
 use super::scope::{self, Scope};
 use crate::role::{VarList, VarsFile};
@@ -47,6 +48,49 @@ pub(super) fn play_vars(
         play_vars = scope::push(&play_vars, &loaded);
     }
     play_vars
+}
+
+/// The play's `vars` followed by its `vars_prompt` answers. Without a
+/// terminal ansible-playbook answers each prompt with its default,
+/// templated with the play's variables and made text (`do_var_prompt`'s
+/// `to_text`, so a prompt without a default is the text `None`); enka never
+/// has one. An extra var of the same name outranks the answer, as
+/// ansible-playbook then does not prompt.
+pub(super) fn with_prompted(
+    templar: &Arc<Templar>,
+    scope: &Scope,
+    play: &crate::role::Play,
+    base_dir: &std::path::Path,
+) -> VarList {
+    if play.vars_prompt.is_empty() {
+        return play.vars.clone();
+    }
+    let search_path: Arc<[PathBuf]> = Arc::from(vec![base_dir.to_path_buf()]);
+    let ctx = Context::new(templar.clone(), Arc::new(scope.clone()), search_path);
+    let mut vars: Vec<(Arc<str>, Var)> = play.vars.to_vec();
+    for prompt in play.vars_prompt.iter() {
+        let answer = match &prompt.default {
+            None => Value::from("None"),
+            Some(default) => match templar.template_value(default, &ctx) {
+                Ok(value) if value.is_none() => Value::from("None"),
+                Ok(value) => Value::from(crate::template::pyrepr::to_text(&value)),
+                Err(err) => {
+                    tracing::warn!(
+                        "vars_prompt {}: {err}; its default is used as written",
+                        prompt.name
+                    );
+                    Value::from(crate::template::pyrepr::to_text(default))
+                }
+            },
+        };
+        let var = if prompt.unsafe_answer {
+            Var::unsafe_data(&answer)
+        } else {
+            Var::templated(answer)
+        };
+        vars.push((prompt.name.clone(), var));
+    }
+    Arc::from(vars)
 }
 
 /// The variables of the first candidate that templates and exists.
@@ -93,19 +137,31 @@ fn read(path: &std::path::Path) -> Result<VarList, String> {
     if data.is_none() {
         return Ok(Arc::from(Vec::new()));
     }
+    let invalid = || {
+        format!(
+            "Invalid vars_file '{}'.. variable files must contain either a dictionary of variables, or a list of dictionaries",
+            path.display()
+        )
+    };
+    // A list of mappings is merged in order, later ones winning
+    // (`preprocess_vars`); each keeps its own entries in the list.
+    let mappings: Vec<Value> = if data.kind() == ValueKind::Seq {
+        data.try_iter().map_err(|_| invalid())?.collect()
+    } else {
+        vec![data]
+    };
     let mut vars: Vec<(Arc<str>, Var)> = Vec::new();
-    let keys = data
-        .try_iter()
-        .map_err(|_| format!("{} must be stored as a dictionary/hash", path.display()))?;
-    for key in keys {
-        let Some(name) = key.as_str() else {
-            return Err(format!(
-                "{} must be stored as a dictionary/hash",
-                path.display()
-            ));
-        };
-        let value = data.get_item(&key).unwrap_or_default();
-        vars.push((Arc::from(name), Var::templated(value)));
+    for mapping in mappings {
+        if mapping.kind() != ValueKind::Map {
+            return Err(invalid());
+        }
+        for key in mapping.try_iter().map_err(|_| invalid())? {
+            let Some(name) = key.as_str() else {
+                return Err(invalid());
+            };
+            let value = mapping.get_item(&key).unwrap_or_default();
+            vars.push((Arc::from(name), Var::templated(value)));
+        }
     }
     Ok(Arc::from(vars))
 }

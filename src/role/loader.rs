@@ -4,10 +4,10 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::task::{TaskFile, compile_in, parse_tasks, parse_vars, tag_list};
+use super::task::{TaskFile, compile_in, keyword_vars, parse_tasks, parse_vars, tag_list};
 use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
-    VarList, VarsFile,
+    VarList, VarsFile, VarsPrompt,
 };
 use crate::modules::AnsibleAction;
 use crate::template::scan::{PluginKind, plugin_uses};
@@ -108,10 +108,21 @@ pub(crate) fn load(
     for (name, plugin) in &options.lookups {
         builder.add_lookup(name, plugin.clone());
     }
+    // Each playbook's adjacent `collections/` comes first, as
+    // ansible-playbook searches it for roles and modules alike.
+    let role_paths = targets
+        .iter()
+        .filter_map(|target| match target {
+            Target::Playbook(path) => path.parent(),
+            Target::Role(_) => None,
+        })
+        .fold(options.role_paths.clone(), |paths, dir| {
+            paths.with_playbook_dir(dir)
+        });
     let mut loader = Loader {
         builder,
         diagnostics: Diagnostics::default(),
-        role_paths: options.role_paths.clone(),
+        role_paths: role_paths.clone(),
         roles: HashMap::new(),
         roles_loading: Vec::new(),
         candidate_dirs: HashSet::new(),
@@ -163,7 +174,7 @@ pub(crate) fn load(
     let ansible = loader.ansible_worker(
         options.ansible.as_ref(),
         &options.role_paths.base_dir,
-        &options.role_paths.collections_path,
+        &role_paths.collections_path,
         playbook_dir,
     );
     let inventory = loader.inventory(ansible.as_ref(), playbook_dir);
@@ -511,7 +522,7 @@ impl Loader {
                 }
                 let searched = [base_dir.to_path_buf()];
                 if let Some(path) = crate::template::find_needle(&searched, "vars", &name) {
-                    out.push(VarsFile::Loaded(self.vars_file(&path, "vars_files")));
+                    out.push(VarsFile::Loaded(self.play_vars_file(&path)));
                     found = true;
                     break;
                 }
@@ -529,6 +540,43 @@ impl Loader {
             }
         }
         out
+    }
+
+    /// One file of a play's `vars_files`, as `preprocess_vars` takes it: a
+    /// mapping, or a list of mappings merged in order (later ones win).
+    fn play_vars_file(&mut self, path: &Path) -> VarList {
+        let Some(node) = read_yaml(self, path) else {
+            return Arc::from(Vec::new());
+        };
+        let file: Arc<Path> = Arc::from(path);
+        let at = TaskFile {
+            file: &file,
+            role: None,
+        };
+        let (mappings, bad) = match &node.value {
+            yaml::Value::Seq(items) => (
+                items.iter().collect::<Vec<_>>(),
+                items.iter().find(|item| item.as_map().is_none()),
+            ),
+            yaml::Value::Map(_) | yaml::Value::Null => (vec![&node], None),
+            _ => (vec![&node], Some(&node)),
+        };
+        if let Some(bad) = bad {
+            self.error(
+                at.loc(bad.pos),
+                format!(
+                    "Invalid vars_file '{}'.. variable files must contain either a dictionary of variables, or a list of dictionaries. Got: a {}",
+                    path.display(),
+                    node.type_name()
+                ),
+            );
+            return Arc::from(Vec::new());
+        }
+        let mut vars = Vec::new();
+        for mapping in mappings {
+            vars.extend(parse_vars(self, &at, mapping, "vars_files").iter().cloned());
+        }
+        Arc::from(vars)
     }
 
     fn vars_file(&mut self, path: &Path, what: &str) -> VarList {
@@ -787,18 +835,75 @@ impl Loader {
                 ),
             }
         }
-        for prompt in play
-            .get("vars_prompt")
-            .and_then(Node::as_seq)
-            .unwrap_or_default()
-        {
-            if prompt.as_map().is_some() && prompt.get("name").is_none() {
+    }
+
+    /// A play's `vars_prompt`, checked as Play._load_vars_prompt checks it:
+    /// a mapping or a list of mappings, each with a `name` and only the keys
+    /// ansible-playbook knows.
+    fn vars_prompt(&mut self, at: &TaskFile<'_>, play: &Node) -> Arc<[VarsPrompt]> {
+        const KEYS: &[&str] = &[
+            "name",
+            "prompt",
+            "default",
+            "private",
+            "confirm",
+            "encrypt",
+            "salt_size",
+            "salt",
+            "unsafe",
+        ];
+        let Some(node) = play.get("vars_prompt") else {
+            return Arc::from(Vec::new());
+        };
+        let entries: Vec<&Node> = match &node.value {
+            yaml::Value::Seq(items) => items.iter().collect(),
+            yaml::Value::Null => Vec::new(),
+            _ => vec![node],
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let Some(pairs) = entry.as_map() else {
                 self.error(
-                    Location::new(file, prompt.pos),
+                    at.loc(entry.pos),
+                    "variable files must contain either a dictionary of variables, or a list of dictionaries (vars_prompt)".to_owned(),
+                );
+                continue;
+            };
+            if let Some((key, _)) = pairs
+                .iter()
+                .find(|(k, _)| !KEYS.contains(&k.key_string().as_str()))
+            {
+                self.error(
+                    at.loc(key.pos),
+                    format!(
+                        "Invalid vars_prompt data structure, found unsupported key '{}'",
+                        key.key_string()
+                    ),
+                );
+                continue;
+            }
+            let Some(name) = entry.get("name") else {
+                self.error(
+                    at.loc(entry.pos),
                     "Invalid vars_prompt data structure, missing 'name' key".to_owned(),
                 );
-            }
+                continue;
+            };
+            let default = entry.get("default").map(|d| {
+                compile_in(self, at, d, "vars_prompt default");
+                template::convert::from_yaml(d)
+            });
+            let unsafe_answer = entry
+                .get("unsafe")
+                .and_then(|u| template::strict_boolean(&template::convert::from_yaml(u)))
+                .unwrap_or(false);
+            out.push(VarsPrompt {
+                name: Arc::from(name.key_string().as_str()),
+                default,
+                unsafe_answer,
+            });
         }
+        out.into()
     }
 
     /// A playbook's or the project's directory: its plugin directories go to
@@ -855,7 +960,7 @@ impl Loader {
                         // The import's `vars` win over each imported play's.
                         let import_vars = play
                             .get("vars")
-                            .map(|n| parse_vars(self, &at, n, "vars"))
+                            .map(|n| keyword_vars(self, &at, n, "Play"))
                             .unwrap_or_else(|| Arc::from(Vec::new()));
                         if let Some(imported) = self.playbook(&base_dir.join(name)) {
                             out.extend(imported.plays.iter().map(|p| {
@@ -908,7 +1013,7 @@ impl Loader {
             }
             let mut vars: Vec<(Arc<str>, crate::template::Var)> = play
                 .get("vars")
-                .map(|n| parse_vars(self, &at, n, "vars"))
+                .map(|n| keyword_vars(self, &at, n, "Play"))
                 .unwrap_or_else(|| Arc::from(Vec::new()))
                 .to_vec();
             // `vars_files` rank above the play's `vars`; later files win.
@@ -1008,6 +1113,7 @@ impl Loader {
                 module_defaults,
                 vars,
                 vars_files: vars_files.into(),
+                vars_prompt: self.vars_prompt(&at, play),
                 pre_tasks,
                 roles,
                 tasks,
@@ -1076,7 +1182,9 @@ impl Loader {
                         }
                         when = Arc::from(conditions);
                     }
-                    "vars" => params.extend(parse_vars(self, at, v, "vars").iter().cloned()),
+                    "vars" => {
+                        params.extend(keyword_vars(self, at, v, "RoleInclude").iter().cloned());
+                    }
                     _ => {
                         let single = Node {
                             value: yaml::Value::Map(vec![(k.clone(), v.clone())]),
@@ -1341,6 +1449,7 @@ fn clone_play(play: &Play) -> Play {
         module_defaults: play.module_defaults.clone(),
         vars: play.vars.clone(),
         vars_files: play.vars_files.clone(),
+        vars_prompt: play.vars_prompt.clone(),
         pre_tasks: play.pre_tasks.clone(),
         roles: play.roles.clone(),
         tasks: play.tasks.clone(),

@@ -185,6 +185,9 @@ pub struct Play {
     /// `vars_files` in order, when one names a variable and so is found per
     /// host as the play starts (empty otherwise: they are in `vars`).
     pub vars_files: Arc<[VarsFile]>,
+    /// `vars_prompt`: variables set as the play starts, by the prompt's
+    /// default (enka never has a terminal to ask on).
+    pub vars_prompt: Arc<[VarsPrompt]>,
     /// `pre_tasks`.
     pub pre_tasks: Arc<[Task]>,
     /// `roles`, in order.
@@ -195,6 +198,17 @@ pub struct Play {
     pub post_tasks: Arc<[Task]>,
     /// `handlers`.
     pub handlers: Arc<[Task]>,
+}
+
+/// One `vars_prompt` entry of a play.
+#[derive(Debug, Clone)]
+pub struct VarsPrompt {
+    /// The variable it sets.
+    pub name: Arc<str>,
+    /// `default`, templated with the play's variables as the play starts.
+    pub default: Option<Value>,
+    /// `unsafe`: the answer is never templated.
+    pub unsafe_answer: bool,
 }
 
 /// One `vars_files` entry of a play.

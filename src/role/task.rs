@@ -232,6 +232,60 @@ pub(crate) fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, wh
     }
 }
 
+/// The `vars` keyword of a play, block, task or role entry, as
+/// `Base._load_vars` takes it: a mapping (or nothing) whose every key is a
+/// valid variable name. `owner` is the class Ansible names in its errors
+/// (`Play`, `Block`, `Task`, `RoleInclude`, `IncludeRole`). A list of
+/// mappings, which Ansible once merged, is refused by 2.18 like any other
+/// non-mapping.
+pub(crate) fn keyword_vars(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    node: &Node,
+    owner: &str,
+) -> VarList {
+    let Some(entries) = node.as_map() else {
+        if !matches!(node.value, crate::yaml::Value::Null) {
+            loader.error(
+                at.loc(node.pos),
+                format!("Vars in a {owner} must be specified as a dictionary"),
+            );
+        }
+        return Arc::from(Vec::new());
+    };
+    if let Some((bad, _)) = entries
+        .iter()
+        .find(|(k, _)| !is_ansible_identifier(&key_of(k)))
+    {
+        let name = key_of(bad);
+        loader.error(
+            at.loc(bad.pos),
+            format!(
+                "Invalid variable name in vars specified for {owner}: '{name}' is not a valid variable name"
+            ),
+        );
+        return Arc::from(Vec::new());
+    }
+    parse_vars(loader, at, node, "vars")
+}
+
+/// `ansible.utils.vars.isidentifier`: an ASCII Python identifier that is no
+/// Python keyword (nor `True`, `False`, `None`).
+pub(crate) fn is_ansible_identifier(name: &str) -> bool {
+    const KEYWORDS: &[&str] = &[
+        "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+        "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global",
+        "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return",
+        "try", "while", "with", "yield",
+    ];
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !KEYWORDS.contains(&name)
+}
+
 /// A mapping of variables, compiled.
 pub(crate) fn parse_vars(
     loader: &mut Loader,
@@ -400,9 +454,14 @@ fn parse_task_body(
             None
         }
     });
+    let owner = match &action {
+        Action::Block { .. } => "Block",
+        Action::IncludeRole(_) | Action::ImportRole { .. } => "IncludeRole",
+        _ => "Task",
+    };
     let vars = node
         .get("vars")
-        .map(|n| parse_vars(loader, at, n, "vars"))
+        .map(|n| keyword_vars(loader, at, n, owner))
         .unwrap_or_else(|| Arc::from(Vec::new()));
     let looping = parse_loop(loader, at, node);
     let loop_control = node
@@ -642,8 +701,10 @@ fn parse_action(
         }
     }
 
+    // `include` is no longer among them: ansible-core 2.16 removed it, and
+    // Ansible's own words for it come back from the worker's resolution.
     match short(&module_name) {
-        "include_tasks" | "include" | "import_tasks" => {
+        "include_tasks" | "import_tasks" => {
             return parse_include_tasks(loader, at, task, &module_name, &value);
         }
         "include_role" | "import_role" => {
@@ -1064,7 +1125,7 @@ fn parse_include_tasks(
         );
         return None;
     };
-    if is_static || short(module) == "include" {
+    if is_static {
         let tasks = loader.task_file(&path, at.role, Some(at.loc(file_node.pos)))?;
         let _ = task;
         return Some(Action::Block {

@@ -174,3 +174,13 @@ fn module_defaults_of_native_modules_need_no_worker() {
         "{diagnostics:?}"
     );
 }
+
+#[test]
+fn variable_names_are_ascii_identifiers_and_no_keywords() {
+    use super::task::is_ansible_identifier;
+    assert!(is_ansible_identifier("my_var2"));
+    assert!(is_ansible_identifier("_x"));
+    for bad in ["my-var", "1x", "", "in", "True", "None", "naïve", "a b"] {
+        assert!(!is_ansible_identifier(bad), "{bad}");
+    }
+}
