@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager and kubectl from the
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from the
 # pinned Go modules in this directory into a cache keyed by version, outside
 # target/, and prints that directory. A warm call only checks a stamp file.
 #
@@ -39,7 +39,7 @@ mkdir -p "$bin.tmp"
 start=$SECONDS
 echo "kube-env: building $kube_version (etcd $etcd_version) into $bin; a cold build takes several minutes" >&2
 (cd "$here" && go mod download)
-(cd "$here" && go build -ldflags "$ldflags" -o "$bin.tmp/" ./cmd/etcd ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kubectl)
+(cd "$here" && go build -ldflags "$ldflags" -o "$bin.tmp/" ./cmd/etcd ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl)
 rm -rf "$bin"
 mv "$bin.tmp" "$bin"
 echo "$kube_version" > "$stamp"

@@ -13,7 +13,8 @@ use crate::Error;
 /// which skips the build script (the Makefile sets it after building once).
 pub const BIN_DIR_ENV: &str = "ENKA_KUBE_BIN_DIR";
 
-/// A directory holding etcd, kube-apiserver, kube-controller-manager and kubectl.
+/// A directory holding etcd, kube-apiserver, kube-controller-manager,
+/// kube-scheduler and kubectl.
 #[derive(Debug, Clone)]
 pub struct Binaries {
     dir: PathBuf,
@@ -35,35 +36,8 @@ impl Binaries {
 
     /// Runs the build script and returns the directory it printed.
     pub fn build() -> Result<Self, Error> {
-        let script = build_script();
-        let output = Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|source| Error::Build {
-                script: script.clone(),
-                reason: source.to_string(),
-            })?;
-        if !output.status.success() {
-            return Err(Error::Build {
-                script,
-                reason: format!("exited with {}", output.status),
-            });
-        }
-        let dir = String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .trim()
-            .to_owned();
-        if dir.is_empty() {
-            return Err(Error::Build {
-                script,
-                reason: "printed no directory".into(),
-            });
-        }
         Ok(Binaries {
-            dir: PathBuf::from(dir),
+            dir: run_build_script(&build_script())?,
         })
     }
 
@@ -72,6 +46,7 @@ impl Binaries {
             "etcd",
             "kube-apiserver",
             "kube-controller-manager",
+            "kube-scheduler",
             "kubectl",
         ] {
             let path = self.dir.join(name);
@@ -97,4 +72,36 @@ impl Binaries {
 /// working directory.
 pub fn build_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("build.sh")
+}
+
+/// Runs a build script of ours (which builds on a cold cache and prints the
+/// cached directory as its last line) and returns that directory.
+pub(crate) fn run_build_script(script: &Path) -> Result<PathBuf, Error> {
+    let output = Command::new("bash")
+        .arg(script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|source| Error::Build {
+            script: script.to_owned(),
+            reason: source.to_string(),
+        })?;
+    if !output.status.success() {
+        return Err(Error::Build {
+            script: script.to_owned(),
+            reason: format!("exited with {}", output.status),
+        });
+    }
+    let dir = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    if dir.is_empty() {
+        return Err(Error::Build {
+            script: script.to_owned(),
+            reason: "printed no directory".into(),
+        });
+    }
+    Ok(PathBuf::from(dir))
 }

@@ -2,7 +2,9 @@
 //!
 //! [`KubeEnv::start`] runs upstream etcd and kube-apiserver (and, when asked,
 //! kube-controller-manager with only the garbage-collector and namespace
-//! controllers), all built from Go modules by `tools/kube-env/build.sh`. It
+//! controllers), all built from Go modules by `tools/kube-env/build.sh`.
+//! With [`Options::nodes`] it also runs kube-scheduler and kwok, so Pods are
+//! scheduled to simulated nodes and become Ready (see [`nodes`]). It
 //! waits until `/readyz` passes and the `default` namespace exists, then hands
 //! out [`kube::Client`]s and a kubeconfig file authenticated as a
 //! `system:masters` user by a static token.
@@ -21,6 +23,7 @@
 //! directory, and the shared one is torn down by an `atexit` hook.
 
 pub mod binaries;
+pub mod nodes;
 pub mod process;
 
 use std::fmt::Write as _;
@@ -35,6 +38,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 pub use binaries::Binaries;
+pub use nodes::Kwok;
 pub use process::Lifetime;
 use process::Server;
 
@@ -88,7 +92,7 @@ pub enum Error {
     },
 }
 
-fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+pub(crate) fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let what = what.into();
     move |source| Error::Io { what, source }
 }
@@ -103,6 +107,13 @@ pub struct Options {
     /// A fixed directory for state; `None` means a fresh temporary directory
     /// that is removed on drop.
     pub dir: Option<PathBuf>,
+    /// Simulated nodes (kwok) with kube-scheduler and every default
+    /// controller; 0 keeps the lighter control plane, where no Pod runs.
+    pub nodes: usize,
+    /// With nodes: how long a Pod stays on a node that is not ready or
+    /// unreachable before it is evicted (the API server's default
+    /// tolerations; Kubernetes' own default is five minutes).
+    pub pod_eviction_after: Duration,
 }
 
 impl Default for Options {
@@ -111,6 +122,8 @@ impl Default for Options {
             controller_manager: true,
             lifetime: Lifetime::Tied,
             dir: None,
+            nodes: 0,
+            pod_eviction_after: Duration::from_secs(300),
         }
     }
 }
@@ -122,6 +135,24 @@ impl Options {
         self.controller_manager = on;
         self
     }
+
+    /// Runs `count` simulated nodes (and kube-controller-manager with every
+    /// default controller, kube-scheduler and kwok).
+    #[must_use]
+    pub fn nodes(mut self, count: usize) -> Self {
+        self.nodes = count;
+        if count > 0 {
+            self.controller_manager = true;
+        }
+        self
+    }
+
+    /// Sets how long Pods of a failed node stay bound before eviction.
+    #[must_use]
+    pub fn pod_eviction_after(mut self, after: Duration) -> Self {
+        self.pod_eviction_after = after;
+        self
+    }
 }
 
 #[derive(Debug, Default)]
@@ -129,30 +160,56 @@ struct Servers {
     etcd: Option<Server>,
     apiserver: Option<Server>,
     controller_manager: Option<Server>,
+    scheduler: Option<Server>,
+    kwok: Option<Server>,
 }
 
 impl Servers {
-    fn stop_all(&mut self) {
-        // Reverse order of start, so nothing logs a storm of errors about a
-        // dependency that vanished first.
-        for server in [
-            self.controller_manager.take(),
-            self.apiserver.take(),
-            self.etcd.take(),
+    /// Every slot, in the order the servers start.
+    fn in_start_order(&mut self) -> [&mut Option<Server>; 5] {
+        [
+            &mut self.etcd,
+            &mut self.apiserver,
+            &mut self.controller_manager,
+            &mut self.scheduler,
+            &mut self.kwok,
+        ]
+    }
+
+    fn running(&self) -> impl Iterator<Item = &Server> {
+        [
+            &self.etcd,
+            &self.apiserver,
+            &self.controller_manager,
+            &self.scheduler,
+            &self.kwok,
         ]
         .into_iter()
         .flatten()
-        {
+    }
+
+    /// Takes every server out, last started first.
+    fn take_all(&mut self) -> Vec<Server> {
+        let mut taken: Vec<Server> = self
+            .in_start_order()
+            .into_iter()
+            .filter_map(Option::take)
+            .collect();
+        taken.reverse();
+        taken
+    }
+
+    fn stop_all(&mut self) {
+        // Reverse order of start, so nothing logs a storm of errors about a
+        // dependency that vanished first.
+        for server in self.take_all() {
             drop(server);
         }
     }
 
     fn log_tails(&self) -> String {
         let mut out = String::new();
-        for server in [&self.etcd, &self.apiserver, &self.controller_manager]
-            .into_iter()
-            .flatten()
-        {
+        for server in self.running() {
             let _ = writeln!(
                 out,
                 "--- {} ({}) ---\n{}",
@@ -193,18 +250,20 @@ pub struct KubeEnv {
     kubeconfig: PathBuf,
     config: Config,
     servers: Mutex<Servers>,
+    node_count: usize,
 }
 
 impl KubeEnv {
     /// Starts etcd and kube-apiserver (and kube-controller-manager if asked),
-    /// and waits until the API server is ready and `default` exists.
+    /// and waits until the API server is ready and `default` exists. With
+    /// nodes, also kube-scheduler and kwok, and waits until every node is
+    /// Ready.
     pub async fn start(options: Options) -> Result<Self, Error> {
-        let binaries = tokio::task::spawn_blocking(Binaries::locate)
-            .await
-            .map_err(|e| Error::Spawn {
-                name: "binary lookup",
-                reason: e.to_string(),
-            })??;
+        let binaries = locate(Binaries::locate).await?;
+        let kwok = match options.nodes {
+            0 => None,
+            _ => Some(locate(Kwok::locate).await?),
+        };
         let (dir, remove_dir) = match &options.dir {
             Some(dir) => (dir.clone(), false),
             None => (fresh_temp_dir()?, true),
@@ -223,8 +282,12 @@ impl KubeEnv {
             args: etcd_args(&dir, &etcd_url, peer_port),
             lifetime: options.lifetime,
         };
+        let mut apiserver_flags = apiserver_args(&dir, &etcd_url, api_port, &files);
+        if options.nodes > 0 {
+            apiserver_flags.extend(nodes::apiserver_args(options.pod_eviction_after));
+        }
         let apiserver_launch = Launch {
-            args: apiserver_args(&dir, &etcd_url, api_port, &files),
+            args: apiserver_flags,
             lifetime: options.lifetime,
         };
         servers.etcd = Some(Server::start(
@@ -261,6 +324,7 @@ impl KubeEnv {
                 },
             )?),
             servers: Mutex::new(servers),
+            node_count: options.nodes,
         };
         // From here on, dropping `env` tears everything down on any error.
         env.wait_for_file(&ca).await?;
@@ -273,10 +337,14 @@ impl KubeEnv {
         env.wait_until_ready().await?;
 
         if options.controller_manager {
+            let args = match options.nodes {
+                0 => controller_manager_args(&env.kubeconfig),
+                _ => nodes::controller_manager_args(&env.kubeconfig),
+            };
             let server = Server::start(
                 "kube-controller-manager",
                 &env.binaries.path("kube-controller-manager"),
-                &controller_manager_args(&env.kubeconfig),
+                &args,
                 env.dir.join("kube-controller-manager.log"),
                 options.lifetime,
             )?;
@@ -286,30 +354,80 @@ impl KubeEnv {
             tokio::time::sleep(Duration::from_millis(300)).await;
             env.check_alive()?;
         }
+        if let Some(kwok) = kwok {
+            env.start_nodes(&kwok, options.lifetime).await?;
+        }
         Ok(env)
+    }
+
+    /// Starts kube-scheduler and kwok, creates the nodes and the default
+    /// StorageClass, and waits until every node is Ready.
+    async fn start_nodes(&self, kwok: &Kwok, lifetime: Lifetime) -> Result<(), Error> {
+        let client = self.client()?;
+        nodes::create(&client, self.node_count).await?;
+        let scheduler = Server::start(
+            "kube-scheduler",
+            &self.binaries.path("kube-scheduler"),
+            &nodes::scheduler_args(&self.kubeconfig),
+            self.dir.join("kube-scheduler.log"),
+            lifetime,
+        )?;
+        self.lock_servers().scheduler = Some(scheduler);
+        let config = self.dir.join("kwok.yaml");
+        kwok.write_config(&config)?;
+        let server = Server::start(
+            "kwok",
+            &kwok.binary(),
+            &nodes::kwok_args(&self.kubeconfig, &config),
+            self.dir.join("kwok.log"),
+            lifetime,
+        )?;
+        self.lock_servers().kwok = Some(server);
+        let started = Instant::now();
+        loop {
+            self.check_alive()?;
+            let last = match nodes::ready_count(&client, self.node_count).await {
+                Ok(_) => return Ok(()),
+                Err(last) => last,
+            };
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(self.not_ready("simulated nodes", started, last));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// How many simulated nodes this control plane runs (0: none, no Pod
+    /// is ever scheduled).
+    pub fn node_count(&self) -> usize {
+        self.node_count
+    }
+
+    /// Names of the simulated nodes.
+    pub fn node_names(&self) -> Vec<String> {
+        (0..self.node_count).map(nodes::node_name).collect()
+    }
+
+    /// Makes a simulated node NotReady (or Ready again), as a kubelet that
+    /// stops reporting would: see [`nodes::set_ready`].
+    pub async fn set_node_ready(&self, name: &str, ready: bool) -> Result<(), kube::Error> {
+        let client = self.client().map_err(|e| kube::Error::Service(e.into()))?;
+        nodes::set_ready(&client, name, ready).await
     }
 
     /// The control plane shared by every test of this test binary, started
     /// on first use with kube-controller-manager. Panics with the reason when
     /// it cannot start: a test that needs a cluster must fail, never skip.
     pub async fn shared() -> &'static KubeEnv {
-        static SHARED: tokio::sync::OnceCell<Result<KubeEnv, String>> =
-            tokio::sync::OnceCell::const_new();
-        let result = SHARED
-            .get_or_init(|| async {
-                let started = KubeEnv::start(Options::default())
-                    .await
-                    .map_err(|e| e.to_string());
-                if started.is_ok() {
-                    register_shared_teardown(&SHARED);
-                }
-                started
-            })
-            .await;
-        match result {
-            Ok(env) => env,
-            Err(reason) => panic!("the shared test control plane could not start: {reason}"),
-        }
+        static SHARED: SharedCell = tokio::sync::OnceCell::const_new();
+        shared_in(&SHARED, Options::default()).await
+    }
+
+    /// Like [`KubeEnv::shared`], a control plane with `SHARED_NODES`
+    /// simulated nodes, for the tests of this binary that need Pods to run.
+    pub async fn shared_with_nodes() -> &'static KubeEnv {
+        static SHARED: SharedCell = tokio::sync::OnceCell::const_new();
+        shared_in(&SHARED, Options::default().nodes(SHARED_NODES)).await
     }
 
     /// A new client for this control plane. Each Tokio runtime (each
@@ -434,31 +552,20 @@ impl KubeEnv {
 
     /// Pids of the running servers, in start order (for `make kube-env`).
     pub fn pids(&self) -> Vec<u32> {
-        let servers = self.lock_servers();
-        [
-            &servers.etcd,
-            &servers.apiserver,
-            &servers.controller_manager,
-        ]
-        .into_iter()
-        .flatten()
-        .map(Server::pid)
-        .collect()
+        self.lock_servers().running().map(Server::pid).collect()
     }
 
     /// Lets detached servers run on after this value is dropped, returning
-    /// their pids (for `make kube-env`, which exits right after starting).
+    /// their pids in start order (for `make kube-env`, which exits right
+    /// after starting).
     pub fn release(self) -> Vec<u32> {
         let mut servers = self.lock_servers();
-        let released = [
-            servers.etcd.take(),
-            servers.apiserver.take(),
-            servers.controller_manager.take(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(Server::release)
-        .collect();
+        let mut released: Vec<u32> = servers
+            .take_all()
+            .into_iter()
+            .map(Server::release)
+            .collect();
+        released.reverse();
         drop(servers);
         released
     }
@@ -479,15 +586,7 @@ impl KubeEnv {
 
     fn check_alive(&self) -> Result<(), Error> {
         let mut guard = self.lock_servers();
-        let servers = &mut *guard;
-        for server in [
-            &mut servers.etcd,
-            &mut servers.apiserver,
-            &mut servers.controller_manager,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for server in guard.in_start_order().into_iter().flatten() {
             if let Some(status) = server.exited() {
                 return Err(Error::Exited {
                     name: server.name(),
@@ -568,20 +667,58 @@ impl Drop for KubeEnv {
     }
 }
 
-fn register_shared_teardown(cell: &'static tokio::sync::OnceCell<Result<KubeEnv, String>>) {
-    static CELL: std::sync::OnceLock<&'static tokio::sync::OnceCell<Result<KubeEnv, String>>> =
-        std::sync::OnceLock::new();
+/// Runs a blocking lookup (which may build on a cold cache) off the runtime.
+async fn locate<T: Send + 'static>(lookup: fn() -> Result<T, Error>) -> Result<T, Error> {
+    tokio::task::spawn_blocking(lookup)
+        .await
+        .map_err(|e| Error::Spawn {
+            name: "binary lookup",
+            reason: e.to_string(),
+        })?
+}
+
+/// How many nodes [`KubeEnv::shared_with_nodes`] runs.
+pub const SHARED_NODES: usize = 3;
+
+type SharedCell = tokio::sync::OnceCell<Result<KubeEnv, String>>;
+
+/// The control plane in `cell`, started with `options` on first use and torn
+/// down at exit. Panics with the reason when it cannot start: a test that
+/// needs a cluster must fail, never skip.
+async fn shared_in(cell: &'static SharedCell, options: Options) -> &'static KubeEnv {
+    let result = cell
+        .get_or_init(|| async {
+            let started = KubeEnv::start(options).await.map_err(|e| e.to_string());
+            if started.is_ok() {
+                register_shared_teardown(cell);
+            }
+            started
+        })
+        .await;
+    match result {
+        Ok(env) => env,
+        Err(reason) => panic!("the shared test control plane could not start: {reason}"),
+    }
+}
+
+fn register_shared_teardown(cell: &'static SharedCell) {
+    static CELLS: Mutex<Vec<&'static SharedCell>> = Mutex::new(Vec::new());
     extern "C" fn teardown() {
-        if let Some(Some(Ok(env))) = CELL.get().map(|cell| cell.get()) {
-            env.shutdown();
+        let cells = CELLS.lock().unwrap_or_else(|e| e.into_inner());
+        for cell in cells.iter() {
+            if let Some(Ok(env)) = cell.get() {
+                env.shutdown();
+            }
         }
     }
-    if CELL.set(cell).is_ok() {
+    let mut cells = CELLS.lock().unwrap_or_else(|e| e.into_inner());
+    if cells.is_empty() {
         // SAFETY: registers a plain extern "C" fn; it runs once at exit.
         unsafe {
             libc::atexit(teardown);
         }
     }
+    cells.push(cell);
 }
 
 struct Credentials {

@@ -1,7 +1,8 @@
 //! `kube-env`: the test control plane for a person at a shell.
 //!
 //! `make kube-env` runs `kube-env up`, which starts etcd, kube-apiserver and
-//! kube-controller-manager in the background and prints the line that points
+//! kube-controller-manager in the background (with `--nodes N`, also
+//! kube-scheduler and kwok's simulated nodes) and prints the line that points
 //! kubectl at them; `make kube-env-down` runs `kube-env down`.
 
 use std::path::{Path, PathBuf};
@@ -29,8 +30,16 @@ enum Command {
         #[arg(long, default_value = ".kube-env")]
         dir: PathBuf,
         /// Leave out kube-controller-manager (no garbage collection).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "nodes")]
         no_controller_manager: bool,
+        /// Simulated nodes (kwok) with kube-scheduler and every default
+        /// controller, so Deployments, StatefulSets, Jobs and Services come up.
+        #[arg(long, default_value_t = 0)]
+        nodes: usize,
+        /// With nodes: seconds a Pod stays on a NotReady or unreachable
+        /// node before it is evicted (Kubernetes' default is 300).
+        #[arg(long, default_value_t = 300)]
+        pod_eviction_seconds: u64,
     },
     /// Stop the control plane started by `up` and remove its directory.
     Down {
@@ -46,7 +55,19 @@ fn main() -> Result<()> {
         Command::Up {
             dir,
             no_controller_manager,
-        } => up(&absolute(&dir)?, !no_controller_manager),
+            nodes,
+            pod_eviction_seconds,
+        } => {
+            let options = Options {
+                controller_manager: !no_controller_manager,
+                lifetime: Lifetime::Detached,
+                dir: Some(absolute(&dir)?),
+                ..Options::default()
+            }
+            .nodes(nodes)
+            .pod_eviction_after(Duration::from_secs(pod_eviction_seconds));
+            up(options)
+        }
         Command::Down { dir } => down(&absolute(&dir)?),
         Command::BinDir => {
             println!("{}", Binaries::locate()?.dir().display());
@@ -84,7 +105,9 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-fn up(dir: &Path, controller_manager: bool) -> Result<()> {
+fn up(options: Options) -> Result<()> {
+    let dir = options.dir.clone().unwrap_or_default();
+    let dir = dir.as_path();
     let pids = read_pids(dir);
     if !pids.is_empty() && pids.iter().all(|&p| alive(p)) {
         eprintln!("kube-env: already running (pids {pids:?})");
@@ -101,18 +124,9 @@ fn up(dir: &Path, controller_manager: bool) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let options = Options {
-        controller_manager,
-        lifetime: Lifetime::Detached,
-        dir: Some(dir.to_owned()),
-    };
     eprintln!(
-        "kube-env: starting etcd, kube-apiserver{} in {}",
-        if controller_manager {
-            " and kube-controller-manager"
-        } else {
-            ""
-        },
+        "kube-env: starting {} in {}",
+        describe(&options),
         dir.display()
     );
     let started = Instant::now();
@@ -137,6 +151,18 @@ fn up(dir: &Path, controller_manager: bool) -> Result<()> {
     );
     println!("export KUBECONFIG={}", kubeconfig.display());
     Ok(())
+}
+
+/// The servers `options` starts, in words.
+fn describe(options: &Options) -> String {
+    match (options.nodes, options.controller_manager) {
+        (0, false) => "etcd and kube-apiserver".to_owned(),
+        (0, true) => "etcd, kube-apiserver and kube-controller-manager".to_owned(),
+        (n, _) => format!(
+            "etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok with {n} simulated node{}",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 fn down(dir: &Path) -> Result<()> {
