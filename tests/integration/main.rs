@@ -15,6 +15,7 @@ mod deploy;
 mod diff;
 pub mod enka;
 mod molecule;
+mod nodes;
 mod runtime;
 mod scaffold;
 mod traces;
