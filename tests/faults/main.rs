@@ -4,7 +4,9 @@
 //!
 //! One control plane (etcd, kube-apiserver; restarted in place by
 //! `KubeEnv::restart`), scenarios one after another, each in its own
-//! namespace with its own enka. Arguments filter scenarios by name.
+//! namespace with its own enka. Arguments filter scenarios by name. The
+//! workload faults (`nodes`) run a role that waits for its Deployment on a
+//! second control plane with simulated nodes.
 
 #[allow(dead_code)]
 #[path = "../integration/support.rs"]
@@ -17,6 +19,7 @@ mod enka;
 #[path = "../integration/runner.rs"]
 mod runner;
 
+mod nodes;
 mod stall;
 
 // Its #[tokio::test]s are not built here, so some imports go unused.
@@ -44,6 +47,8 @@ const SONG_LIMIT: Duration = Duration::from_secs(180);
 struct Ctx {
     env: KubeEnv,
     client: Client,
+    /// A second control plane, with simulated nodes, for the workload faults.
+    nodes: nodes::NodesEnv,
     /// The enkas of the running scenario, for the log on failure.
     operators: Mutex<Vec<Arc<Mutex<Enka>>>>,
 }
@@ -568,6 +573,7 @@ fn main() {
         let ctx = Arc::new(Ctx {
             env,
             client,
+            nodes: nodes::NodesEnv::new(),
             operators: Mutex::default(),
         });
         let all: Vec<Scenario> = scenarios![ctx;
@@ -579,6 +585,8 @@ fn main() {
             "leader failover under load" => leader_failover,
             "the leader's connection stalls" => leader_stalled,
             "kube-apiserver goes silent mid-song" => apiserver_silent,
+            "a Pod of the workload deleted while the role waits for it" => nodes::pod_deleted_while_waiting,
+            "a node goes NotReady and its Pods are rescheduled" => nodes::node_not_ready,
         ];
         runner::run(
             "faults",
