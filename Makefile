@@ -10,10 +10,10 @@ KUBE_ENV_DIR ?= $(CURDIR)/.kube-env
 # enka passes more; see docs/compatibility.md).
 ANSIBLE_TESTS_MIN_PASS ?= 129
 KUBE_ENV_BUILD := tools/kube-env/build.sh
-# The control plane's binaries, the Ansible worker's Python and the sharder
-# (timebertt/kubernetes-controller-sharding), built or installed on first use
-# and cached by version under ~/.cache/enka.
-TEST_ENV = ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" ENKA_SHARDER_DIR="$$(bash scripts/sharder.sh)"
+# The control plane's binaries (kwok's simulated nodes included), the Ansible
+# worker's Python and the sharder (timebertt/kubernetes-controller-sharding),
+# built or installed on first use and cached by version under ~/.cache/enka.
+TEST_ENV = ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_KWOK_DIR="$$(bash scripts/kwok.sh)" ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" ENKA_SHARDER_DIR="$$(bash scripts/sharder.sh)"
 
 .PHONY: help
 help: ## List the targets.
@@ -34,14 +34,17 @@ ansible-venv: host-packages ## Install ansible-core 2.18 and the common collecti
 	@echo "==> the Ansible worker's Python: $$(bash scripts/ansible-venv.sh)"
 
 .PHONY: kube-bin
-kube-bin: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl from Go modules (cached by version).
+kube-bin: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok from Go modules (cached by version).
 	@echo "==> building the control plane from Go modules (cached outside target/)"
 	@bash $(KUBE_ENV_BUILD) >/dev/null
+	@bash scripts/kwok.sh >/dev/null
+
+NODES ?= 0
 
 .PHONY: kube-env
-kube-env: kube-bin ## Start a local real control plane in the background and print its KUBECONFIG.
-	@echo "==> starting a local control plane in $(KUBE_ENV_DIR)"
-	@ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" $(CARGO) run --quiet -p kube-env -- up --dir "$(KUBE_ENV_DIR)"
+kube-env: kube-bin ## Start a local real control plane in the background and print its KUBECONFIG (NODES=3: simulated nodes, so Pods run).
+	@echo "==> starting a local control plane in $(KUBE_ENV_DIR)$(if $(filter-out 0,$(NODES)), with $(NODES) simulated nodes (kwok))"
+	@ENKA_KUBE_BIN_DIR="$$(bash $(KUBE_ENV_BUILD))" ENKA_KWOK_DIR="$$(bash scripts/kwok.sh)" $(CARGO) run --quiet -p kube-env -- up --dir "$(KUBE_ENV_DIR)" --nodes "$(NODES)"
 	@echo "    kubectl: $$(bash $(KUBE_ENV_BUILD))/kubectl"
 
 .PHONY: kube-env-down
@@ -50,9 +53,9 @@ kube-env-down: ## Stop the control plane started by `make kube-env`.
 	@$(CARGO) run --quiet -p kube-env -- down --dir "$(KUBE_ENV_DIR)"
 
 .PHONY: demo
-demo: host-packages ## A local real control plane, enka, and the sample Hikawa sung live to "Kiyoshi!" (SEED=n, INTERVAL_MS=n).
+demo: host-packages ## A local real control plane, enka, and the sample Hikawa sung live to "Kiyoshi!" (SEED=n, INTERVAL_MS=n, NODES=n).
 	@echo "==> make demo: everything it starts is stopped at the end"
-	@ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" SEED="$(SEED)" INTERVAL_MS="$(INTERVAL_MS)" bash scripts/demo.sh
+	@ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" SEED="$(SEED)" INTERVAL_MS="$(INTERVAL_MS)" NODES="$(NODES)" bash scripts/demo.sh
 
 .PHONY: run
 run: ## Run enka on ./watches.yaml against the current KUBECONFIG.

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 interval_ms=${INTERVAL_MS:-}
+nodes=${NODES:-0}
 seed=${SEED:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/enka-demo.XXXXXX")
 enka_pid=""
@@ -26,9 +27,15 @@ bin=$(bash tools/kube-env/build.sh)
 cargo build --release --quiet -p enka -p kube-env
 kubectl="$bin/kubectl"
 
-echo "==> starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1"
 export ENKA_KUBE_BIN_DIR="$bin"
-eval "$(./target/release/kube-env up --dir "$work/control-plane")"
+if [[ "$nodes" != 0 ]]; then
+    echo "==> starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ($nodes simulated nodes) on 127.0.0.1"
+    ENKA_KWOK_DIR="$(bash scripts/kwok.sh)"
+    export ENKA_KWOK_DIR
+else
+    echo "==> starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1"
+fi
+eval "$(./target/release/kube-env up --dir "$work/control-plane" --nodes "$nodes")"
 
 echo "==> installing the CRDs"
 "$kubectl" apply -f config/crd/bases >/dev/null
