@@ -158,3 +158,44 @@ fn awx_operator_checks_clean() {
         );
     }
 }
+
+#[test]
+fn a_removed_module_is_one_error_at_its_task_and_the_rest_still_resolve() {
+    let dir = std::env::temp_dir().join(format!("enka-check-removed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("roles/porting/tasks")).unwrap();
+    std::fs::write(
+        dir.join("watches.yaml"),
+        "- version: v1\n  group: porting.enka.dev\n  kind: Port\n  role: porting\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("roles/porting/tasks/main.yml"),
+        "- name: a command\n  command: echo hi\n\
+         - name: a stat\n  stat:\n    path: /tmp\n\
+         - name: a removed action\n  include:\n    file: other.yml\n\
+         - name: a removed collection module\n  community.general.ali_instance_facts: {}\n\
+         - name: a file\n  file:\n    path: /tmp\n    state: directory\n",
+    )
+    .unwrap();
+    let (ok, stdout, stderr) = check_in(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!ok, "{stdout}{stderr}");
+    let main = "roles/porting/tasks/main.yml";
+    for (line, name) in [(7, "include"), (10, "community.general.ali_instance_facts")] {
+        let at = format!("{main}:{line}:3: error: task \"a removed ");
+        let reported = stderr
+            .lines()
+            .filter(|l| l.contains(&at))
+            .collect::<Vec<_>>();
+        assert_eq!(reported.len(), 1, "{name}: {at:?} once in:\n{stderr}");
+        assert!(reported[0].contains("has been removed"), "{}", reported[0]);
+    }
+    for line in [1, 3, 12] {
+        assert!(
+            !stderr.contains(&format!("{main}:{line}:")),
+            "line {line} reported:\n{stderr}"
+        );
+    }
+    assert!(stdout.contains("enka check: 2 errors"), "{stdout}");
+}

@@ -34,6 +34,28 @@ fn pod_template(app: &str) -> serde_json::Value {
     })
 }
 
+/// A new namespace with a Deployment `app` of `replicas` Pods labelled
+/// `app=<app>`.
+async fn namespace_with_deployment(
+    prefix: &str,
+    app: &str,
+    replicas: i32,
+) -> (kube::Client, String) {
+    let env = env().await;
+    let client = env.client().unwrap();
+    let ns = env.namespace(prefix).await.unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let deployment = from_json(json!({
+        "metadata": {"name": app},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}}, "template": pod_template(app)}
+    }));
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    (client, ns)
+}
+
 #[tokio::test]
 async fn simulated_nodes_are_ready_and_schedulable() {
     let env = env().await;
@@ -58,18 +80,8 @@ async fn simulated_nodes_are_ready_and_schedulable() {
 
 #[tokio::test]
 async fn a_deployment_becomes_available_and_a_deleted_pod_is_replaced() {
-    let env = env().await;
-    let client = env.client().unwrap();
-    let ns = env.namespace("nodes-deploy").await.unwrap();
+    let (client, ns) = namespace_with_deployment("nodes-deploy", "web", 3).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deployment = from_json(json!({
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": pod_template("web")}
-    }));
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
     let available = |deployments: Api<Deployment>| async move {
         let d = deployments.get("web").await.ok()?;
         let status = d.status?;
@@ -190,18 +202,7 @@ async fn a_statefulset_gets_its_claims_bound_and_its_pods_ready() {
 
 #[tokio::test]
 async fn a_service_gets_ready_endpoints() {
-    let env = env().await;
-    let client = env.client().unwrap();
-    let ns = env.namespace("nodes-svc").await.unwrap();
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deployment = from_json(json!({
-        "metadata": {"name": "api"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "api"}}, "template": pod_template("api")}
-    }));
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap();
+    let (client, ns) = namespace_with_deployment("nodes-svc", "api", 2).await;
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let service = from_json(json!({
         "metadata": {"name": "api"},
