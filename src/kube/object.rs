@@ -37,6 +37,12 @@ pub struct WatchedObject {
     /// Memcached with its status); a reconcile decodes its one object again
     /// in microseconds.
     pub data: Result<Box<RawValue>, Undecodable>,
+    /// A hash of `managedFields` without their times: which managers own
+    /// which fields. Upstream's dependent predicate compares everything but
+    /// `status`, `resourceVersion` and those times, so a controller's first
+    /// status write (a new manager entry) reconciles the owner there; this
+    /// is what enka compares in place of the entries it leaves out.
+    pub managed_fields_digest: u64,
 }
 
 /// Why the fields of an object besides its metadata could not be read.
@@ -104,13 +110,16 @@ impl WatchedObject {
         let mut api_version = None;
         let mut kind = None;
         let mut metadata = ObjectMeta::default();
+        let mut managed_fields_digest = 0;
         let mut data = String::from("{");
         let mut undecodable = None;
         for (key, raw) in fields {
             match key.as_str() {
                 "apiVersion" => api_version = Some(serde_json::from_str::<String>(raw.get())?),
                 "kind" => kind = Some(serde_json::from_str::<String>(raw.get())?),
-                "metadata" => metadata = metadata_without_managed_fields(raw.get())?,
+                "metadata" => {
+                    (metadata, managed_fields_digest) = metadata_without_managed_fields(raw.get())?
+                }
                 _ if undecodable.is_some() => {}
                 // Decoded once to learn whether it can be, then kept as text.
                 _ => match serde_json::from_str::<Json>(raw.get()) {
@@ -137,6 +146,7 @@ impl WatchedObject {
         Ok(Self {
             types,
             metadata,
+            managed_fields_digest,
             data: match undecodable {
                 Some(reason) => Err(reason),
                 None => Ok(RawValue::from_string(data)?),
@@ -174,12 +184,18 @@ impl WatchedObject {
     }
 }
 
-/// An object's metadata, its `managedFields` skipped unread.
-fn metadata_without_managed_fields(text: &str) -> Result<ObjectMeta, serde_json::Error> {
+/// An object's metadata without its `managedFields`, and their digest (see
+/// [`WatchedObject::managed_fields_digest`]).
+fn metadata_without_managed_fields(text: &str) -> Result<(ObjectMeta, u64), serde_json::Error> {
     let RawFields(fields) = serde_json::from_str(text)?;
     let mut kept = String::with_capacity(text.len());
+    let mut digest = 0;
     kept.push('{');
-    for (key, raw) in fields.iter().filter(|(key, _)| key != "managedFields") {
+    for (key, raw) in &fields {
+        if key == "managedFields" {
+            digest = managed_fields_digest(raw.get())?;
+            continue;
+        }
         if kept.len() > 1 {
             kept.push(',');
         }
@@ -188,18 +204,41 @@ fn metadata_without_managed_fields(text: &str) -> Result<ObjectMeta, serde_json:
         kept.push_str(raw.get());
     }
     kept.push('}');
-    serde_json::from_str(&kept)
+    Ok((serde_json::from_str(&kept)?, digest))
+}
+
+/// Hashes each entry's fields but `time`, as raw text: `fieldsV1` is
+/// scanned, not built.
+fn managed_fields_digest(text: &str) -> Result<u64, serde_json::Error> {
+    use std::hash::{Hash, Hasher};
+    let entries: Vec<RawFields> = serde_json::from_str(text)?;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for RawFields(fields) in &entries {
+        for (key, raw) in fields.iter().filter(|(key, _)| key != "time") {
+            key.hash(&mut hasher);
+            raw.get().hash(&mut hasher);
+        }
+        0xffu8.hash(&mut hasher);
+    }
+    Ok(hasher.finish())
 }
 
 impl From<DynamicObject> for WatchedObject {
     fn from(mut object: DynamicObject) -> Self {
-        object.metadata.managed_fields = None;
+        let managed_fields_digest = object
+            .metadata
+            .managed_fields
+            .take()
+            .and_then(|fields| serde_json::to_string(&fields).ok())
+            .and_then(|text| managed_fields_digest(&text).ok())
+            .unwrap_or(0);
         let data = serde_json::value::to_raw_value(&object.data)
             .map_err(|e| Undecodable::Invalid(e.to_string()));
         Self {
             types: object.types,
             metadata: object.metadata,
             data,
+            managed_fields_digest,
         }
     }
 }

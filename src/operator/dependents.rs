@@ -364,6 +364,7 @@ fn fingerprint(object: &WatchedObject) -> u64 {
     }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     value.to_string().hash(&mut hasher);
+    object.managed_fields_digest.hash(&mut hasher);
     hasher.finish()
 }
 
@@ -470,6 +471,35 @@ mod tests {
         let print = |v: &serde_json::Value| fingerprint(&object(v.clone()));
         assert_eq!(print(&base), print(&bookkeeping));
         assert_ne!(print(&base), print(&edited));
+    }
+
+    #[test]
+    fn a_new_manager_of_status_changes_the_fingerprint_as_upstream_compares_it() {
+        // operator-lib's DependentPredicate compares managedFields without
+        // their times: a controller's first status write adds its entry.
+        let entry = |manager: &str, time: &str, fields: serde_json::Value| {
+            json!({"manager": manager, "operation": "Update", "apiVersion": "apps/v1",
+                   "time": time, "fieldsType": "FieldsV1", "fieldsV1": fields})
+        };
+        let with = |entries: Vec<serde_json::Value>| {
+            let text = json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d", "resourceVersion": "1", "managedFields": entries},
+                "spec": {"replicas": 1}
+            })
+            .to_string();
+            fingerprint(&WatchedObject::from_json_text(&text).unwrap())
+        };
+        let spec = json!({"f:spec": {"f:replicas": {}}});
+        let status = json!({"f:status": {"f:replicas": {}}});
+        let before = with(vec![entry("enka", "2026-01-01T00:00:00Z", spec.clone())]);
+        let later = with(vec![entry("enka", "2026-01-02T00:00:00Z", spec.clone())]);
+        let controller = with(vec![
+            entry("enka", "2026-01-01T00:00:00Z", spec.clone()),
+            entry("kube-controller-manager", "2026-01-01T00:00:01Z", status),
+        ]);
+        assert_eq!(before, later, "a new time alone");
+        assert_ne!(before, controller, "a new manager's entry");
     }
 
     #[test]
