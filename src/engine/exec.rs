@@ -648,9 +648,7 @@ impl Runner {
         self.module_timings.extend(runner.module_timings);
         self.task_timings.extend(runner.task_timings);
         for dependent in runner.dependents {
-            if !self.dependents.contains(&dependent) {
-                self.dependents.push(dependent);
-            }
+            crate::kube::Dependent::merge_into(&mut self.dependents, dependent);
         }
     }
 
@@ -3110,9 +3108,7 @@ impl Runner {
         self.module_timings
             .push((module.timing_name(), started.elapsed()));
         for dependent in module_ctx.dependents.drain(..) {
-            if !self.dependents.contains(&dependent) {
-                self.dependents.push(dependent);
-            }
+            crate::kube::Dependent::merge_into(&mut self.dependents, dependent);
         }
         self.api_time += module_ctx.api_time;
         match outcome {

@@ -59,6 +59,29 @@ pub struct Dependent {
     pub namespace: Option<String>,
     /// Its name; `None` for one made with `generateName`.
     pub name: Option<String>,
+    /// Its fingerprint (see [`object::WatchedObject::dependent_fingerprint`])
+    /// as the API server last answered the run for it, when the run has one:
+    /// a new dependent watch whose first list holds something else knows the
+    /// object changed after the run saw it, as upstream's watch, started at
+    /// the run's first write, sees that change as an update.
+    pub seen: Option<u64>,
+}
+
+impl Dependent {
+    /// Whether `other` names the same object.
+    pub fn same_object(&self, other: &Dependent) -> bool {
+        self.resource == other.resource
+            && self.namespace == other.namespace
+            && self.name == other.name
+    }
+
+    /// Adds `dependent` to `list`, or updates what the list knows of it.
+    pub fn merge_into(list: &mut Vec<Dependent>, dependent: Dependent) {
+        match list.iter_mut().find(|d| d.same_object(&dependent)) {
+            Some(known) => known.seen = dependent.seen.or(known.seen),
+            None => list.push(dependent),
+        }
+    }
 }
 
 impl Resource {

@@ -168,6 +168,25 @@ impl WatchedObject {
         Ok(json)
     }
 
+    /// What a dependent watch compares to tell a change the owner must see:
+    /// everything but `status`, `resourceVersion` and managedFields' times,
+    /// as operator-lib's DependentPredicate compares (an object too deep to
+    /// decode by its metadata alone, whose `generation` follows its spec).
+    pub fn dependent_fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut value = self.to_json().unwrap_or_else(|_| self.head_json());
+        if let Some(map) = value.as_object_mut() {
+            map.remove("status");
+        }
+        if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.remove("resourceVersion");
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        value.to_string().hash(&mut hasher);
+        self.managed_fields_digest.hash(&mut hasher);
+        hasher.finish()
+    }
+
     /// `apiVersion`, `kind` and `metadata` alone, as JSON: enough to name
     /// the object in an Event or an owner reference.
     pub fn head_json(&self) -> Json {

@@ -307,10 +307,9 @@ async fn apply_one(
             resource: resource.clone(),
             namespace: ns.map(str::to_owned),
             name: name.clone(),
+            seen: None,
         };
-        if !ctx.dependents.contains(&dependent) {
-            ctx.dependents.push(dependent);
-        }
+        crate::kube::Dependent::merge_into(&mut ctx.dependents, dependent);
     }
     let existing = match &name {
         Some(n) => ctx
@@ -465,6 +464,7 @@ async fn apply_one(
             }
         }
     };
+    note_seen(ctx, &result);
 
     let result = if options.wait {
         let name = meta_str(&result, "name").unwrap_or_default().to_owned();
@@ -552,4 +552,32 @@ async fn patch(
         Some(err) => common::api_failure("patch object", &err),
         None => "no merge_type applies to this resource".to_owned(),
     })
+}
+
+/// Remembers the object as the API server answered the run, for the
+/// dependent watch's first list (see `Dependent::seen`). Only an answer of
+/// the server carries managedFields; a copy from a watch cache does not, and
+/// is not remembered.
+fn note_seen(ctx: &mut ModuleContext<'_>, object: &Json) {
+    if object.pointer("/metadata/managedFields").is_none() {
+        return;
+    }
+    let Ok(watched) = crate::kube::object::WatchedObject::from_json_text(&object.to_string())
+    else {
+        return;
+    };
+    let (namespace, name) = (
+        watched.metadata.namespace.clone(),
+        watched.metadata.name.clone(),
+    );
+    let kind = watched.types.as_ref().map(|t| t.kind.as_str());
+    let fingerprint = watched.dependent_fingerprint();
+    if let Some(dependent) = ctx.dependents.iter_mut().find(|d| {
+        name.is_some()
+            && d.name == name
+            && d.namespace == namespace
+            && Some(d.resource.kind.as_str()) == kind
+    }) {
+        dependent.seen = Some(fingerprint);
+    }
 }

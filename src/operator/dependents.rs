@@ -2,8 +2,7 @@
 //! dependent that is deleted, or changed outside its status, reconciles its
 //! owner (found by ownerReference or by the primary-resource annotations).
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -27,8 +26,8 @@ type OwnerSender = mpsc::UnboundedSender<ObjectRef<WatchedObject>>;
 /// What a dependent watch's first list held, and when it ended.
 pub struct Listing {
     at: Instant,
-    /// Namespace and name of each object listed.
-    objects: HashSet<(Option<String>, String)>,
+    /// Namespace and name of each object listed, with its fingerprint.
+    objects: HashMap<(Option<String>, String), u64>,
 }
 
 /// A watch's namespace (`None`: all) and the receiver of its first list.
@@ -183,9 +182,9 @@ impl DependentWatches {
                     d.resource == kind
                         && (scope.is_none() || d.namespace == scope)
                         && d.name.as_ref().is_some_and(|name| {
-                            !listing
-                                .objects
-                                .contains(&(d.namespace.clone(), name.clone()))
+                            let listed = listing.objects.get(&(d.namespace.clone(), name.clone()));
+                            // Gone, or changed since the run saw it.
+                            listed.is_none() || d.seen.is_some_and(|seen| Some(&seen) != listed)
                         })
                 })
             });
@@ -277,7 +276,7 @@ impl DependentWatches {
         // down still counts and objects gone since then are forgotten.
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
-        let mut first_list = Some(HashSet::new());
+        let mut first_list = Some(HashMap::new());
         let mut config = watcher::Config::default().timeout(crate::kube::WATCH_TIMEOUT_SECONDS);
         if let Some(selector) = &selector {
             config = config.labels(selector);
@@ -290,10 +289,13 @@ impl DependentWatches {
                     let Some(uid) = object.metadata.uid.clone() else {
                         continue;
                     };
-                    if let (Some(objects), Some(name)) = (&mut first_list, &object.metadata.name) {
-                        objects.insert((object.metadata.namespace.clone(), name.clone()));
-                    }
                     let fingerprint = fingerprint(&object);
+                    if let (Some(objects), Some(name)) = (&mut first_list, &object.metadata.name) {
+                        objects.insert(
+                            (object.metadata.namespace.clone(), name.clone()),
+                            fingerprint,
+                        );
+                    }
                     let previous = before_relist.remove(&uid);
                     seen.insert(uid, fingerprint);
                     if previous.is_some_and(|p| p != fingerprint) {
@@ -345,27 +347,8 @@ impl DependentWatches {
     }
 }
 
-/// A dependent too deep to decode is fingerprinted by its metadata alone
-/// (its `generation` follows its spec).
 fn fingerprint(object: &WatchedObject) -> u64 {
-    let mut value = object.to_json().unwrap_or_else(|_| object.head_json());
-    if let Some(map) = value.as_object_mut() {
-        map.remove("status");
-    }
-    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        meta.remove("resourceVersion");
-        if let Some(fields) = meta.get_mut("managedFields").and_then(|f| f.as_array_mut()) {
-            for field in fields {
-                if let Some(f) = field.as_object_mut() {
-                    f.remove("time");
-                }
-            }
-        }
-    }
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    value.to_string().hash(&mut hasher);
-    object.managed_fields_digest.hash(&mut hasher);
-    hasher.finish()
+    object.dependent_fingerprint()
 }
 
 #[cfg(test)]
