@@ -41,9 +41,17 @@ pub fn compare(upstream: &[Settled], enka: &[Settled]) -> Comparison {
         for (side, settled) in [("upstream", theirs), ("enka", ours)] {
             if !settled.quiet {
                 unsettled.push(format!("{side}: step {} ({})", index + 1, settled.step));
+                let waiting = if settled.snapshot.workloads_pending.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; workloads not at their end: {}",
+                        settled.snapshot.workloads_pending.join(", ")
+                    )
+                };
                 let _ = writeln!(
                     report,
-                    "   {side} was still changing objects at the step's limit"
+                    "   {side} was still changing objects at the step's limit{waiting}"
                 );
             }
         }

@@ -215,7 +215,9 @@ fn main() {
         // Operator logs are appended to: start each run with none.
         let _ = std::fs::remove_dir_all(&out_dir);
         std::fs::create_dir_all(&out_dir).expect("target/differential");
-        let env = KubeEnv::start(kube_env::Options::default())
+        // Simulated nodes: the operators' Deployments, StatefulSets and Jobs
+        // come up, so each run goes as far as it would on a real cluster.
+        let env = KubeEnv::start(kube_env::Options::default().nodes(kube_env::SHARED_NODES))
             .await
             .unwrap_or_else(|e| panic!("the control plane could not start: {e}"));
         let client = env.client().expect("a client for the control plane");

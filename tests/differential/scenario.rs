@@ -171,8 +171,9 @@ pub async fn run(
     Ok(settled)
 }
 
-/// Waits until nothing the run covers has changed for [`QUIET`] and no
-/// reconcile is in flight, or until `limit`. In flight: a `Running/Running`
+/// Waits until nothing the run covers has changed for [`QUIET`], no
+/// reconcile is in flight and every workload the operator made is at its
+/// end (what a user waits for), or until `limit`. In flight: a `Running/Running`
 /// condition (manageStatus), or the operator's own metrics showing a busy
 /// worker or a queued request (what tells for a watch without managed
 /// status, where upstream spends seconds starting ansible-runner before a
@@ -195,7 +196,8 @@ async fn settle(
         }
         let still = began.elapsed() - changed_at;
         last = now;
-        if still >= QUIET && !last.running && !operator_busy(metrics_port).await {
+        let idle = !last.running && last.workloads_pending.is_empty();
+        if still >= QUIET && idle && !operator_busy(metrics_port).await {
             return (last, changed_at.as_secs_f64(), true);
         }
         if began.elapsed() >= limit {

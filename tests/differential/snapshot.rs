@@ -20,6 +20,8 @@ const CONTROL_PLANE_MANAGERS: &[&str] = &[
     "kube-controller-manager",
     "kube-apiserver",
     "kube-scheduler",
+    "kwok",
+    kube_env::nodes::FIELD_MANAGER,
 ];
 
 /// Differences that are not the operators': what the harness leaves out of
@@ -35,7 +37,7 @@ pub const BY_DESIGN: &[(&str, &str)] = &[
     ),
     (
         "status of objects other than the watched custom resources",
-        "written by kube-controller-manager (no kubelet here), not by the operator",
+        "written by kube-controller-manager and kwok's simulated nodes, not by the operator",
     ),
     (
         "Service spec.clusterIP, spec.clusterIPs",
@@ -50,7 +52,7 @@ pub const BY_DESIGN: &[(&str, &str)] = &[
         "Event names are random and their count depends on timing; Leases are leader election's",
     ),
     (
-        "objects only the control plane manages (ReplicaSets, Pods, the default ServiceAccount, kube-root-ca.crt)",
+        "objects only the control plane manages (ReplicaSets, Pods, claims of StatefulSets, the default ServiceAccount, kube-root-ca.crt)",
         "made by kube-controller-manager from what the operator created",
     ),
 ];
@@ -113,12 +115,17 @@ pub struct Snapshot {
     /// Whether a watched object has a `Running` condition with reason
     /// `Running` (a reconcile in flight).
     pub running: bool,
+    /// Workloads the operator made that are not at their end yet: a
+    /// Deployment not Available with every replica updated, a StatefulSet
+    /// without every replica Ready, a Job neither Complete nor Failed.
+    pub workloads_pending: Vec<String>,
 }
 
 pub async fn take(client: &Client, kinds: &Kinds, scope: &RunScope) -> Snapshot {
     let mut objects = BTreeMap::new();
     let mut fingerprint = String::new();
     let mut running = false;
+    let mut workloads_pending = Vec::new();
     for (resource, namespaced) in &kinds.0 {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
         let Ok(list) = api.list(&ListParams::default()).await else {
@@ -152,6 +159,9 @@ pub async fn take(client: &Client, kinds: &Kinds, scope: &RunScope) -> Snapshot 
                 },
                 object.metadata.name.clone().unwrap_or_default()
             );
+            if workload_pending(resource, &object) {
+                workloads_pending.push(key.clone());
+            }
             fingerprint.push_str(&format!(
                 "{key}@{};",
                 object.metadata.resource_version.clone().unwrap_or_default()
@@ -168,6 +178,7 @@ pub async fn take(client: &Client, kinds: &Kinds, scope: &RunScope) -> Snapshot 
         objects,
         fingerprint,
         running,
+        workloads_pending,
     }
 }
 
@@ -201,6 +212,34 @@ fn made_here_by_an_operator(object: &DynamicObject, since: &str) -> bool {
         && managers(object)
             .iter()
             .any(|m| !CONTROL_PLANE_MANAGERS.contains(&m.as_str()) && m.as_str() != HARNESS_MANAGER)
+}
+
+/// Whether `object` is a workload still on its way to where a user would
+/// stop waiting for it.
+fn workload_pending(resource: &ApiResource, object: &DynamicObject) -> bool {
+    let status = &object.data["status"];
+    let generation = object.metadata.generation.unwrap_or(0);
+    let observed = status["observedGeneration"].as_i64().unwrap_or(0) >= generation;
+    let replicas = object.data["spec"]["replicas"].as_i64().unwrap_or(1);
+    let count = |field: &str| status[field].as_i64().unwrap_or(0);
+    let condition = |kind: &str| {
+        status["conditions"].as_array().is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == kind && c["status"] == "True")
+        })
+    };
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("apps", "Deployment") => {
+            !(observed
+                && condition("Available")
+                && count("updatedReplicas") == replicas
+                && count("availableReplicas") == replicas)
+        }
+        ("apps", "StatefulSet") => !(observed && count("readyReplicas") == replicas),
+        ("batch", "Job") => !(condition("Complete") || condition("Failed")),
+        _ => false,
+    }
 }
 
 fn reconcile_in_flight(object: &DynamicObject) -> bool {

@@ -180,7 +180,7 @@ pub(crate) async fn create(client: &Client, count: usize) -> Result<(), Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     for index in 0..count {
         let node = node_object(&node_name(index))?;
-        if let Err(e) = nodes.create(&PostParams::default(), &node).await
+        if let Err(e) = nodes.create(&post_params(), &node).await
             && !is_conflict(&e)
         {
             return Err(api_error("create a simulated node", e));
@@ -202,7 +202,7 @@ pub(crate) async fn create(client: &Client, count: usize) -> Result<(), Error> {
         reason: e.to_string(),
     })?;
     let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
-    if let Err(e) = classes.create(&PostParams::default(), &class).await
+    if let Err(e) = classes.create(&post_params(), &class).await
         && !is_conflict(&e)
     {
         return Err(api_error("create the default StorageClass", e));
@@ -258,9 +258,27 @@ pub async fn set_ready(client: &Client, name: &str, ready: bool) -> Result<(), k
     };
     let patch = json!({"metadata": {"labels": {NOT_READY_LABEL: value}}});
     nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&patch),
+        )
         .await?;
     Ok(())
+}
+
+/// The field manager of what kube-env itself writes, so that tools reading
+/// managedFields (the differential harness) can tell it from an operator's.
+pub const FIELD_MANAGER: &str = "kube-env";
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    }
 }
 
 fn is_conflict(error: &kube::Error) -> bool {
