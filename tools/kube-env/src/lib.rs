@@ -337,27 +337,33 @@ impl KubeEnv {
         env.wait_until_ready().await?;
 
         if options.controller_manager {
-            let args = match options.nodes {
-                0 => controller_manager_args(&env.kubeconfig),
-                _ => nodes::controller_manager_args(&env.kubeconfig),
-            };
-            let server = Server::start(
-                "kube-controller-manager",
-                &env.binaries.path("kube-controller-manager"),
-                &args,
-                env.dir.join("kube-controller-manager.log"),
-                options.lifetime,
-            )?;
-            env.lock_servers().controller_manager = Some(server);
-            // It has no readiness endpoint with --secure-port=0; a quick exit
-            // is how a bad flag or kubeconfig shows.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            env.check_alive()?;
+            env.start_controller_manager(options.lifetime).await?;
         }
         if let Some(kwok) = kwok {
             env.start_nodes(&kwok, options.lifetime).await?;
         }
         Ok(env)
+    }
+
+    /// Starts kube-controller-manager: garbage collection and namespaces
+    /// only, or with nodes every default controller.
+    async fn start_controller_manager(&self, lifetime: Lifetime) -> Result<(), Error> {
+        let args = match self.node_count {
+            0 => controller_manager_args(&self.kubeconfig),
+            _ => nodes::controller_manager_args(&self.kubeconfig),
+        };
+        let server = Server::start(
+            "kube-controller-manager",
+            &self.binaries.path("kube-controller-manager"),
+            &args,
+            self.dir.join("kube-controller-manager.log"),
+            lifetime,
+        )?;
+        self.lock_servers().controller_manager = Some(server);
+        // It has no readiness endpoint with --secure-port=0; a quick exit
+        // is how a bad flag or kubeconfig shows.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.check_alive()
     }
 
     /// Starts kube-scheduler and kwok, creates the nodes and the default
