@@ -335,10 +335,21 @@ const CASES: &[Case] = &[
         name: "a module Ansible does not have either",
         files: &[
             ("watches.yaml", WATCH),
-            (TASKS, "- name: shell out\n  shel: echo hi\n"),
+            // Arguments as a mapping: with free-form text Ansible reports
+            // the text ("has extra params") before the name.
+            (TASKS, "- name: shell out\n  shel:\n    cmd: echo hi\n"),
         ],
         at: "roles/r/tasks/main.yml:2:3: error: ",
         says: "task \"shell out\": couldn't resolve module/action 'shel'",
+    },
+    Case {
+        name: "a module Ansible does not have, given free-form text",
+        files: &[
+            ("watches.yaml", WATCH),
+            (TASKS, "- name: shell out\n  shel: echo hi\n"),
+        ],
+        at: "roles/r/tasks/main.yml:2:9: error: ",
+        says: "task \"shell out\": this task 'shel' has extra params, which is only allowed in the following modules",
     },
 ];
 
