@@ -169,17 +169,23 @@ impl WatchedObject {
     }
 
     /// What a dependent watch compares to tell a change the owner must see:
-    /// everything but `status`, `resourceVersion` and managedFields' times,
+    /// everything but `status`, `resourceVersion`, managedFields' times and
+    /// the type (a list's items of a built-in kind have none),
     /// as operator-lib's DependentPredicate compares (an object too deep to
     /// decode by its metadata alone, whose `generation` follows its spec).
     pub fn dependent_fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut value = self.to_json().unwrap_or_else(|_| self.head_json());
+        // `retain`, not `remove`: with serde_json's preserve_order a removal
+        // moves the last key into the gap, and the text would depend on
+        // which keys were there.
         if let Some(map) = value.as_object_mut() {
-            map.remove("status");
+            // Items of a list of a built-in kind carry no apiVersion or kind
+            // and a write's answer does; the watch is of one kind anyway.
+            map.retain(|key, _| !matches!(key.as_str(), "status" | "apiVersion" | "kind"));
         }
         if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            meta.remove("resourceVersion");
+            meta.retain(|key, _| key != "resourceVersion");
         }
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         value.to_string().hash(&mut hasher);

@@ -486,6 +486,21 @@ mod tests {
     }
 
     #[test]
+    fn a_list_item_without_its_type_prints_as_the_write_answer_with_it() {
+        let answered = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "resourceVersion": "1"},
+            "data": {"said": "hello"}
+        });
+        let mut listed = answered.clone();
+        if let Some(map) = listed.as_object_mut() {
+            map.remove("apiVersion");
+            map.remove("kind");
+        }
+        assert_eq!(fingerprint(&object(answered)), fingerprint(&object(listed)));
+    }
+
+    #[test]
     fn blacklisted_and_cluster_scoped_kinds_are_not_watched_from_a_namespaced_owner() {
         let d = dependents(
             "- group: enka.test\n  version: v1\n  kind: Sample\n  role: sample\n  blacklist:\n  - {group: '', version: v1, kind: Secret}\n",
