@@ -869,6 +869,14 @@ impl Loader {
                 );
                 continue;
             };
+            // Ansible's order (Play._load_vars_prompt): the name, then the keys.
+            let Some(name) = entry.get("name") else {
+                self.error(
+                    at.loc(entry.pos),
+                    "Invalid vars_prompt data structure, missing 'name' key".to_owned(),
+                );
+                continue;
+            };
             if let Some((key, _)) = pairs
                 .iter()
                 .find(|(k, _)| !KEYS.contains(&k.key_string().as_str()))
@@ -882,13 +890,6 @@ impl Loader {
                 );
                 continue;
             }
-            let Some(name) = entry.get("name") else {
-                self.error(
-                    at.loc(entry.pos),
-                    "Invalid vars_prompt data structure, missing 'name' key".to_owned(),
-                );
-                continue;
-            };
             let default = entry.get("default").map(|d| {
                 compile_in(self, at, d, "vars_prompt default");
                 template::convert::from_yaml(d)
