@@ -55,9 +55,16 @@ impl NodesEnv {
     }
 }
 
+fn web_resource() -> ApiResource {
+    ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "workload.enka.dev",
+        "v1alpha1",
+        "Web",
+    ))
+}
+
 fn webs(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("workload.enka.dev", "v1alpha1", "Web");
-    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
+    Api::namespaced_with(client.clone(), namespace, &web_resource())
 }
 
 /// The Web's Pods that are Running and not being deleted.
@@ -97,14 +104,7 @@ async fn start(
     let enka = Enka::start_with_args(env, WATCHES, &ns, &vars, &[], &format!("-{prefix}"));
     let enka = ctx.track(enka).await;
     enka.lock().await.await_ready().await;
-    let mut web = DynamicObject::new(
-        "web",
-        &ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "workload.enka.dev",
-            "v1alpha1",
-            "Web",
-        )),
-    );
+    let mut web = DynamicObject::new("web", &web_resource());
     web.data = json!({"spec": {"size": REPLICAS, "minReadySeconds": min_ready_seconds}});
     webs(client, &ns)
         .create(&PostParams::default(), &web)

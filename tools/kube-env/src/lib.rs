@@ -392,8 +392,8 @@ impl KubeEnv {
         let started = Instant::now();
         loop {
             self.check_alive()?;
-            let last = match nodes::ready_count(&client, self.node_count).await {
-                Ok(_) => return Ok(()),
+            let last = match nodes::all_ready(&client, self.node_count).await {
+                Ok(()) => return Ok(()),
                 Err(last) => last,
             };
             if started.elapsed() > READY_TIMEOUT {

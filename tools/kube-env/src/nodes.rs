@@ -210,27 +210,16 @@ pub(crate) async fn create(client: &Client, count: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// How many of the simulated nodes are Ready, and a word on the first that
-/// is not.
-pub(crate) async fn ready_count(client: &Client, count: usize) -> Result<usize, String> {
+/// Whether every simulated node is Ready; else the first that is not.
+pub(crate) async fn all_ready(client: &Client, count: usize) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let mut ready = 0;
-    let mut first_unready = None;
-    for index in 0..count {
-        let name = node_name(index);
+    for name in (0..count).map(node_name) {
         let node = nodes.get(&name).await.map_err(|e| e.to_string())?;
-        if is_ready(&node) {
-            ready += 1;
-        } else if first_unready.is_none() {
-            first_unready = Some(name);
+        if !is_ready(&node) {
+            return Err(format!("{name} is not Ready yet"));
         }
     }
-    match first_unready {
-        Some(name) if ready < count => {
-            Err(format!("{ready} of {count} nodes Ready; {name} is not"))
-        }
-        _ => Ok(ready),
-    }
+    Ok(())
 }
 
 /// Whether the node's Ready condition is True.
