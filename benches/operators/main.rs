@@ -13,6 +13,10 @@
 //! to its Ansible worker (`stat`, `file`, a Python filter), on both sides,
 //! and times those tasks through the worker alone.
 //!
+//! Then real operators on a control plane with simulated nodes (real.rs):
+//! memcached to its Deployment Available, awx-operator and upstream's
+//! advanced-molecule-operator from their samples to their end, side by side.
+//!
 //! For enka only, it also measures memory at larger scales, a load of 5000
 //! Memcacheds over 50 namespaces on one cluster-wide enka and on one and three
 //! shards of timebertt's sharder, the seed's Zundoko song, and CPU per
@@ -37,6 +41,10 @@ mod ring;
 mod bare;
 mod bridged;
 mod operator;
+#[allow(dead_code)]
+#[path = "../../tests/differential/projects.rs"]
+mod projects;
+mod real;
 mod report;
 mod scenarios;
 mod usage;
@@ -55,6 +63,10 @@ const WIDE: u16 = 32;
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub latency_crs: usize,
+    /// Memcacheds timed from create to Deployment Available, on nodes.
+    pub available_crs: usize,
+    /// A small enka-only pass (`ENKA_BENCH_SMOKE`).
+    pub smoke: bool,
     pub burst_crs: usize,
     /// Timed calls of each bridged task through the worker alone.
     pub bridged_task_runs: usize,
@@ -97,6 +109,8 @@ impl Plan {
             .unwrap_or_else(|_| support::repo_path("target"));
         Plan {
             latency_crs: number("ENKA_BENCH_LATENCY_CRS", 50, 5),
+            available_crs: number("ENKA_BENCH_AVAILABLE_CRS", 10, 2),
+            smoke,
             bridged_task_runs: number("ENKA_BENCH_BRIDGED_TASKS", 200, 20),
             burst_crs: number("ENKA_BENCH_BURST_CRS", 200, 20),
             scale,
@@ -113,8 +127,8 @@ impl Plan {
 }
 
 /// The scenarios `ENKA_BENCH_ONLY` can name, in the order they run.
-const SCENARIOS: [&str; 7] = [
-    "load", "sharded", "latency", "wide", "bridged", "scale", "seed",
+const SCENARIOS: [&str; 8] = [
+    "load", "sharded", "latency", "wide", "bridged", "scale", "seed", "real",
 ];
 
 impl Plan {
@@ -234,6 +248,10 @@ async fn run(plan: &Plan) -> Report {
     }
     if plan.runs("seed") {
         report.seed = Some(bench.seed_song().await);
+    }
+    // Last, on a control plane of its own with nodes.
+    if plan.runs("real") {
+        report.real = real::run(plan, &log_dir).await;
     }
     report
 }

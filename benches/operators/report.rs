@@ -41,6 +41,8 @@ pub struct Report {
     pub worker: Option<WorkerCost>,
     /// The benches/bridged roles on each side.
     pub bridged: Vec<BridgedRun>,
+    /// Real operators on simulated nodes.
+    pub real: Vec<crate::real::RealRun>,
     kubernetes: String,
 }
 
@@ -52,11 +54,11 @@ pub struct BridgedRun {
 }
 
 /// One line of the table: a figure for each system.
-struct Row {
-    metric: String,
-    what: String,
-    enka: Option<f64>,
-    upstream: Option<f64>,
+pub struct Row {
+    pub metric: String,
+    pub what: String,
+    pub enka: Option<f64>,
+    pub upstream: Option<f64>,
 }
 
 impl Row {
@@ -428,6 +430,7 @@ impl Report {
                 Some(seed.queue_wait_seconds),
             ));
         }
+        rows.extend(crate::real::rows(&self.real));
         rows
     }
 
@@ -435,6 +438,7 @@ impl Report {
     /// renamed metric reading as zero, a phase that measured nothing) must
     /// fail the run, not land in the table.
     pub fn check(&self, plan: &Plan) {
+        crate::real::check(&self.real, plan);
         for run in &self.bridged {
             for (name, side) in [
                 ("enka", Some(&run.enka)),
@@ -871,6 +875,7 @@ impl Report {
             );
         }
         md.push_str(&self.goals());
+        md.push_str(&crate::real::markdown(&self.real));
         if let Some(seed) = self.seed.as_ref().filter(|s| !s.requests.is_empty()) {
             let listed: Vec<String> = seed
                 .requests

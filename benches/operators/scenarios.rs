@@ -17,7 +17,7 @@ use crate::support::{sum_metric, sum_metric_where};
 const RESULT: &str = "ansible_operator_reconcile_result";
 const FAILED: &str = "result=\"failed\"";
 use crate::usage::{PeakSampler, Usage};
-use crate::workload::{self, Observer, create_many, create_namespace, memcached_resource};
+use crate::workload::{self, Observer, Until, create_many, create_namespace, memcached_resource};
 
 /// How long any one wait may take before the bench gives up loudly.
 const LIMIT: Duration = Duration::from_secs(1800);
@@ -412,9 +412,9 @@ impl Bench<'_> {
             let started = Instant::now();
             workload::create_memcached(&api, &name, 1).await;
             let names = [name];
-            let seen = observer.await_all(&names, false, LIMIT).await;
+            let seen = observer.await_all(&names, Until::Deployment, LIMIT).await;
             samples.push(seen.duration_since(started));
-            observer.await_all(&names, true, LIMIT).await;
+            observer.await_all(&names, Until::Successful, LIMIT).await;
             if let Some(operator) = operator {
                 settle(operator).await;
             }
@@ -439,7 +439,7 @@ impl Bench<'_> {
         let sampler = PeakSampler::start(operator.pid());
         let started = Instant::now();
         create_many(&api, &names, PARALLEL_CREATES).await;
-        let done = observer.await_all(&names, true, LIMIT).await;
+        let done = observer.await_all(&names, Until::Successful, LIMIT).await;
         let seconds = done.duration_since(started).as_secs_f64();
         // The last run counts itself after the status write the observer saw.
         until_nothing_running(operator).await;
@@ -745,7 +745,7 @@ impl Bench<'_> {
             let started = Instant::now();
             create_many(&api, &new, PARALLEL_CREATES).await;
             names.extend(new);
-            let done = observer.await_all(&names, true, LIMIT).await;
+            let done = observer.await_all(&names, Until::Successful, LIMIT).await;
             settle(&operator).await;
             let usage = operator.usage();
             let point = ScalePoint {
@@ -1001,7 +1001,7 @@ async fn until_nothing_running(operator: &Operator) {
 /// Waits until the operator has had nothing running or queued for half a
 /// second: enka's in-flight gauge, controller-runtime's active workers and
 /// work-queue depth for upstream.
-async fn settle(operator: &Operator) {
+pub async fn settle(operator: &Operator) {
     let step = Duration::from_millis(100);
     let deadline = Instant::now() + LIMIT;
     let mut quiet = Duration::ZERO;
@@ -1024,7 +1024,7 @@ async fn settle(operator: &Operator) {
     }
 }
 
-fn per_reconcile(before: &str, after: &str, cpu_seconds: f64) -> PerReconcile {
+pub fn per_reconcile(before: &str, after: &str, cpu_seconds: f64) -> PerReconcile {
     let delta = |name: &str| sum_metric(after, name) - sum_metric(before, name);
     // enka's histogram covers whole runs; upstream's of the same name times
     // only the set-up, so controller-runtime's own is used for upstream.

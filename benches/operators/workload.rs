@@ -42,6 +42,19 @@ pub async fn create_namespace(client: &Client, name: &str) {
 struct Seen {
     deployment: HashMap<String, Instant>,
     successful: HashMap<String, Instant>,
+    /// When each Deployment was first `Available` (only where nodes run Pods).
+    available: HashMap<String, Instant>,
+}
+
+/// What [`Observer::await_all`] waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// Each Memcached's Deployment exists.
+    Deployment,
+    /// That, and each Memcached reports `Successful`.
+    Successful,
+    /// Each Deployment is `Available` (a control plane with nodes).
+    Available,
 }
 
 #[derive(Default)]
@@ -100,6 +113,9 @@ impl Observer {
                             .and_then(|l| l.get(INSTANCE_LABEL))
                             .cloned();
                         if let Some(owner) = owner {
+                            if is_available(&d) {
+                                observer.record(|seen| &mut seen.available, owner.clone());
+                            }
                             observer.record(|seen| &mut seen.deployment, owner);
                         }
                     }
@@ -134,9 +150,9 @@ impl Observer {
         }
     }
 
-    /// Waits until every name has a Deployment and, if asked, is Successful;
-    /// when the last one was reached.
-    pub async fn await_all(&self, names: &[String], successful: bool, limit: Duration) -> Instant {
+    /// Waits until every name is where `until` says; when the last one got
+    /// there.
+    pub async fn await_all(&self, names: &[String], until: Until, limit: Duration) -> Instant {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let notified = self.shared.changed.notified();
@@ -146,13 +162,14 @@ impl Observer {
                 let mut missing = 0;
                 for name in names {
                     let deployment = seen.deployment.get(name);
-                    let done = if successful {
-                        seen.successful
+                    let done = match until {
+                        Until::Deployment => deployment.copied(),
+                        Until::Successful => seen
+                            .successful
                             .get(name)
                             .zip(deployment)
-                            .map(|(a, b)| *a.max(b))
-                    } else {
-                        deployment.copied()
+                            .map(|(a, b)| *a.max(b)),
+                        Until::Available => seen.available.get(name).copied(),
                     };
                     match done {
                         Some(at) => last = Some(last.map_or(at, |l| l.max(at))),
@@ -171,6 +188,16 @@ impl Observer {
             let _ = tokio::time::timeout_at(deadline, notified).await;
         }
     }
+}
+
+fn is_available(deployment: &Deployment) -> bool {
+    deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Available" && c.status == "True")
 }
 
 pub fn is_successful(object: &DynamicObject) -> bool {

@@ -40,22 +40,43 @@ pub async fn exec(
         Some(status) => status.await,
         None => None,
     };
-    let return_code = status.map(|s| {
-        if s.status.as_deref() == Some("Success") {
-            return 0;
-        }
-        s.details
-            .and_then(|d| d.causes)
-            .into_iter()
-            .flatten()
-            .find(|c| c.reason.as_deref() == Some("ExitCode"))
-            .and_then(|c| c.message.and_then(|m| m.parse().ok()))
-            .unwrap_or(1)
-    });
+    let return_code = match status {
+        Some(status) => Some(exit_code(status)?),
+        None => None,
+    };
     let _ = attached.join().await;
     Ok(ExecOutput {
         stdout,
         stderr,
         return_code,
+    })
+}
+
+/// The command's exit code from the stream's closing status. A failure with
+/// no exit code is the API server's, not the command's (a node it cannot
+/// reach, a container that is not running): an error, as the Python client
+/// raises it.
+fn exit_code(
+    status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status,
+) -> Result<i32, Error> {
+    if status.status.as_deref() == Some("Success") {
+        return Ok(0);
+    }
+    let exit = status
+        .details
+        .as_ref()
+        .and_then(|d| d.causes.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.reason.as_deref() == Some("ExitCode"))
+        .and_then(|c| c.message.as_deref())
+        .and_then(|m| m.parse().ok());
+    exit.ok_or_else(|| Error::Api {
+        code: status
+            .code
+            .and_then(|c| u16::try_from(c).ok())
+            .unwrap_or(500),
+        reason: status.reason.unwrap_or_default(),
+        message: status.message.unwrap_or_default(),
     })
 }

@@ -2,7 +2,6 @@
 
 use minijinja::Value;
 
-use super::k8s_common as common;
 use super::{Args, ModuleContext, Output};
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
@@ -25,7 +24,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
     let out = ctx
         .api(cluster.exec(&namespace, &pod, container.as_deref(), &command))
         .await
-        .map_err(|e| common::api_failure("execute the command", &e))?;
+        .map_err(|e| format!("Failed to execute on pod {pod} due to : {e}"))?;
     let rc = out.return_code.unwrap_or(-1);
     let lines = |s: &str| s.lines().map(Value::from).collect::<Vec<_>>();
     let mut output = Output::changed(true)

@@ -39,6 +39,25 @@ pub struct Subject {
     pub scratch: Vec<PathBuf>,
 }
 
+impl Subject {
+    /// A subject of a real operator's project; its name, steps and limit
+    /// to be set.
+    pub fn of(project: crate::projects::Project) -> Subject {
+        Subject {
+            name: "",
+            project: project.dir,
+            watches: project.watches,
+            crds: project.crds,
+            primary: project.primary,
+            env: project.env,
+            args: project.args,
+            steps: Vec::new(),
+            limit: Duration::from_secs(120),
+            scratch: Vec::new(),
+        }
+    }
+}
+
 /// A change made to the cluster.
 pub enum Step {
     /// Create each document of these manifest files in the run's namespace.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::projects::{self, collections_path};
 use crate::scenario::{Step, Subject};
 use crate::support::{repo_path, shared_operators};
 
@@ -42,65 +43,21 @@ pub fn all(wanted: &dyn Fn(&str) -> bool) -> Vec<Subject> {
     all
 }
 
-/// The project's own AWX sample, pointed at the external database.
-fn awx_sample(project: &std::path::Path) -> serde_json::Value {
-    let path = project.join("config/samples/awx_v1beta1_awx.yaml");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    let mut sample: serde_json::Value =
-        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    sample["spec"]["postgres_configuration_secret"] = json!("external-postgres");
-    sample
-}
-
-/// awx-operator @ 1bc3422 with an external (unmanaged) database: the run goes
-/// as far as it can without Pods (its tasks wait for the web and task Pods
-/// and give up), and both operators must stop at the same place with the
-/// same objects.
+/// awx-operator @ 1bc3422 with the database it manages, its own sample
+/// unchanged: a Postgres StatefulSet with a claim, then the web and task
+/// Deployments, all run by the simulated nodes; the role then execs into the
+/// web Pod, which no simulated node can serve, so both operators must end at
+/// the same Failure with the same objects.
 fn awx(shared: &std::path::Path) -> Subject {
-    let project = shared.join("awx-operator");
-    let encode = |text: &str| {
-        use base64::Engine as _;
-        base64::engine::general_purpose::STANDARD.encode(text)
-    };
+    let project = projects::awx(shared);
     Subject {
         name: "awx",
-        crds: vec![project.join("config/crd/bases")],
-        primary: ["AWX", "AWXBackup", "AWXRestore", "AWXMeshIngress"]
-            .iter()
-            .map(|kind| ("awx.ansible.com".to_owned(), (*kind).to_owned()))
-            .collect(),
-        env: vec![collections_path(&[shared.join("collections")])],
-        args: Vec::new(),
-        steps: vec![
-            Step::CreateObjects(vec![json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": "external-postgres"},
-                "data": {
-                    "host": encode("postgres.example.com"),
-                    "port": encode("5432"),
-                    "database": encode("awx"),
-                    "username": encode("awx"),
-                    "password": encode("differential"),
-                    "sslmode": encode("prefer"),
-                    "type": encode("unmanaged"),
-                }
-            })]),
-            Step::CreateObjects(vec![awx_sample(&project)]),
-        ],
-        // Past the first run's 300 s wait for the web Pod and its Failure,
-        // into the second run: both sides must be at the same place then.
-        limit: Duration::from_secs(420),
-        scratch: Vec::new(),
-        watches: project.join("watches.yaml"),
-        project,
+        steps: vec![Step::Create(project.samples.clone())],
+        limit: Duration::from_secs(600),
+        ..Subject::of(project)
     }
 }
 
-fn collections_path(paths: &[PathBuf]) -> (String, String) {
-    let joined: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    ("ANSIBLE_COLLECTIONS_PATH".to_owned(), joined.join(":"))
-}
 
 /// Upstream's own test operator (ansible-operator-plugins testdata), from
 /// the Go module proxy: playbooks, a finalizer role, a blacklisted kind, a
@@ -351,69 +308,11 @@ fn compat_advanced(shared: Option<&std::path::Path>) -> Subject {
 /// One object of each sample; SubresourcesTest waits for a Pod on both
 /// sides. Run by `make differential` only: upstream spends minutes on it.
 fn advanced_molecule(shared: &std::path::Path) -> Subject {
-    // The Ansible worker's virtualenv (ENKA_ANSIBLE_PYTHON, which `make`
-    // sets) encrypts the Vault file as the image's ansible-vault does.
-    let python = std::env::var("ENKA_ANSIBLE_PYTHON")
-        .expect("ENKA_ANSIBLE_PYTHON names the Ansible worker's Python");
-    let venv_bin = std::path::Path::new(&python)
-        .parent()
-        .expect("the virtualenv's bin")
-        .to_path_buf();
-    let script = repo_path("scripts/advanced-molecule.sh");
-    let output = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(&venv_bin)
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(output.status.success(), "{} failed", script.display());
-    let project = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    let samples = project.join("config/samples");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&samples)
-        .unwrap_or_else(|e| panic!("{}: {e}", samples.display()))
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("test_v1alpha1_"))
-        })
-        .collect();
-    files.sort();
-    let kinds = [
-        "ArgsTest",
-        "CaseTest",
-        "ClusterAnnotationTest",
-        "CollectionTest",
-        "FinalizerConcurrencyTest",
-        "InventoryTest",
-        "ReconciliationTest",
-        "SelectorTest",
-        "SubresourcesTest",
-    ];
+    let project = projects::advanced_molecule(shared);
     Subject {
         name: "advanced-molecule",
-        crds: vec![project.join("config/crd/bases")],
-        primary: kinds
-            .iter()
-            .map(|kind| ("test.example.com".to_owned(), (*kind).to_owned()))
-            .collect(),
-        env: vec![
-            collections_path(&[project.join("collections"), shared.join("collections")]),
-            (
-                "ANSIBLE_CONFIG".to_owned(),
-                project.join("ansible.cfg").display().to_string(),
-            ),
-            (
-                "ANSIBLE_INVENTORY".to_owned(),
-                project.join("inventory").display().to_string(),
-            ),
-        ],
-        args: vec![format!(
-            "--ansible-args=--vault-password-file {}",
-            project.join("pwd.yml").display()
-        )],
         steps: vec![
-            Step::Create(files),
+            Step::Create(project.samples.clone()),
             Step::Delete {
                 api_version: "test.example.com/v1alpha1".into(),
                 kind: "ReconciliationTest".into(),
@@ -421,9 +320,7 @@ fn advanced_molecule(shared: &std::path::Path) -> Subject {
             },
         ],
         limit: Duration::from_secs(300),
-        scratch: Vec::new(),
-        watches: project.join("watches.yaml"),
-        project,
+        ..Subject::of(project)
     }
 }
 

@@ -263,3 +263,39 @@ async fn a_job_completes() {
     })
     .await;
 }
+
+/// kwok's nodes have no kubelet to run a command in: exec into their Pods
+/// is refused by the API server, which enka reports as that failure (as the
+/// Python client raises it), never as a command that exited with 1.
+#[tokio::test]
+async fn exec_into_a_simulated_pod_is_the_api_servers_failure() {
+    use enka::kube::client::KubeCluster;
+    use enka::kube::{Cluster, Error};
+    let (client, ns) = namespace_with_deployment("nodes-exec", "exec", 1).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = eventually("a Running Pod of exec", LIMIT, || {
+        let pods = pods.clone();
+        async move {
+            let list = pods.list(&ListParams::default().labels("app=exec")).await.ok()?;
+            list.items
+                .into_iter()
+                .find(|p| {
+                    p.status
+                        .as_ref()
+                        .is_some_and(|s| s.phase.as_deref() == Some("Running"))
+                })?
+                .metadata
+                .name
+        }
+    })
+    .await;
+    let cluster = KubeCluster::new(client, "nodes-test");
+    let command = vec!["true".to_owned()];
+    match cluster.exec(&ns, &pod, None, &command).await {
+        Err(Error::Api { code, message, .. }) => {
+            assert_eq!(code, 500, "{message}");
+            assert!(message.contains(":10250"), "not the kubelet port: {message}");
+        }
+        other => panic!("exec into a simulated Pod: {other:?}"),
+    }
+}
