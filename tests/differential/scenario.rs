@@ -197,6 +197,12 @@ pub async fn run(
 /// worker or a queued request (what tells for a watch without managed
 /// status, where upstream spends seconds starting ansible-runner before a
 /// run's first write).
+///
+/// A role that fails for ever (awx-operator exec-ing into a Pod no
+/// simulated node serves) is retried with backoff, and each retry flips the
+/// custom resource's `Running` condition and back: the step has also ended
+/// when nothing else has changed for [`QUIET`] and a moment between runs is
+/// seen; it ended when that last change was made.
 async fn settle(
     client: &Client,
     kinds: &Kinds,
@@ -207,22 +213,52 @@ async fn settle(
 ) -> (Snapshot, f64, bool) {
     let mut last = snapshot::take(client, kinds, scope).await;
     let mut changed_at = began.elapsed();
+    let mut outcome = outcome_digest(&last);
+    let mut outcome_changed_at = changed_at;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = snapshot::take(client, kinds, scope).await;
         if now.fingerprint != last.fingerprint {
             changed_at = began.elapsed();
         }
-        let still = began.elapsed() - changed_at;
+        let digest = outcome_digest(&now);
+        if digest != outcome {
+            (outcome, outcome_changed_at) = (digest, began.elapsed());
+        }
         last = now;
-        let idle = !last.running && last.workloads_pending.is_empty();
-        if still >= QUIET && idle && !operator_busy(metrics_port).await {
+        let idle = !last.running
+            && last.workloads_pending.is_empty()
+            && !operator_busy(metrics_port).await;
+        if idle && began.elapsed() - changed_at >= QUIET {
             return (last, changed_at.as_secs_f64(), true);
+        }
+        if idle && began.elapsed() - outcome_changed_at >= QUIET {
+            return (last, outcome_changed_at.as_secs_f64(), true);
         }
         if began.elapsed() >= limit {
             return (last, changed_at.as_secs_f64(), false);
         }
     }
+}
+
+/// A digest of the normalised objects (what the comparison sees) without
+/// any `Running` condition, which a retry flips and flips back.
+fn outcome_digest(snapshot: &Snapshot) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut objects = snapshot.objects.clone();
+    for object in objects.values_mut() {
+        if let Some(conditions) = object
+            .pointer_mut("/status/conditions")
+            .and_then(Json::as_array_mut)
+        {
+            conditions.retain(|c| c["type"] != "Running");
+        }
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&objects)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Whether the operator's controllers have a reconcile running or waiting
