@@ -40,6 +40,7 @@ mod ring;
 
 mod bare;
 mod bridged;
+mod goals;
 mod operator;
 #[allow(dead_code)]
 #[path = "../../tests/differential/projects.rs"]
@@ -47,6 +48,7 @@ mod projects;
 mod real;
 mod report;
 mod scenarios;
+mod seed;
 mod usage;
 mod workload;
 

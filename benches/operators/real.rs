@@ -23,9 +23,9 @@ use kube_env::{KubeEnv, Options};
 
 use crate::Plan;
 use crate::operator::{Flavour, Operator};
+use crate::projects::{self, Project};
 use crate::report::Row;
 use crate::scenarios::{PerReconcile, mib, per_reconcile};
-use crate::projects::{self, Project};
 use crate::support::sum_metric;
 use crate::usage::PeakSampler;
 use crate::workload::{self, Observer, Until};
@@ -75,7 +75,9 @@ pub async fn run(plan: &Plan, log_dir: &Path) -> Vec<RealRun> {
     let client = env.client().expect("a client");
     let mut runs = vec![memcached_available(plan, &env, &client, log_dir).await];
     let Some(shared) = crate::support::shared_operators() else {
-        eprintln!("bench: no ../shared/operators here: awx-operator and advanced-molecule left out");
+        eprintln!(
+            "bench: no ../shared/operators here: awx-operator and advanced-molecule left out"
+        );
         return runs;
     };
     let mut subjects = vec![awx(&shared)];
@@ -135,7 +137,13 @@ fn install_crds(env: &KubeEnv, project: &Project) {
         crate::support::kubectl(env, &["apply", "--server-side", "-f", &path]);
         crate::support::kubectl(
             env,
-            &["wait", "--for=condition=Established", "--timeout=60s", "-f", &path],
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "-f",
+                &path,
+            ],
         );
     }
 }
@@ -466,12 +474,16 @@ pub fn rows(runs: &[RealRun]) -> Vec<Row> {
                 s.api_requests
             });
         } else {
-            both("end_seconds", "samples created → at their end (s)", &|s| {
-                s.seconds
-            });
-            both("cpu_seconds", "operator CPU with child processes (s)", &|s| {
-                s.cpu_seconds
-            });
+            both(
+                "end_seconds",
+                "samples created → at their end (s)",
+                &|s| s.seconds,
+            );
+            both(
+                "cpu_seconds",
+                "operator CPU with child processes (s)",
+                &|s| s.cpu_seconds,
+            );
             both("api_requests", "API requests", &|s| s.api_requests);
             both("reconciles", "reconciles to the end", &|s| s.runs.runs);
         }
@@ -491,17 +503,32 @@ pub fn check(runs: &[RealRun], plan: &Plan) {
         assert!(!runs.is_empty(), "real: nothing ran");
     }
     for run in runs {
-        for (name, side) in [("enka", Some(&run.enka)), ("upstream", run.upstream.as_ref())] {
+        for (name, side) in [
+            ("enka", Some(&run.enka)),
+            ("upstream", run.upstream.as_ref()),
+        ] {
             let Some(side) = side else { continue };
             assert!(side.seconds > 0.0, "{name} {}: {side:?}", run.subject);
-            assert!(side.cpu_seconds > 0.0, "{name} {}: no CPU: {side:?}", run.subject);
-            assert!(side.peak_tree_rss_bytes > 0, "{name} {}: no RSS", run.subject);
+            assert!(
+                side.cpu_seconds > 0.0,
+                "{name} {}: no CPU: {side:?}",
+                run.subject
+            );
+            assert!(
+                side.peak_tree_rss_bytes > 0,
+                "{name} {}: no RSS",
+                run.subject
+            );
             assert!(
                 side.api_requests >= 1.0,
                 "{name} {}: no API requests counted; is rest_client_requests_total read?",
                 run.subject
             );
-            assert!(side.runs.runs >= 1.0, "{name} {}: no reconcile", run.subject);
+            assert!(
+                side.runs.runs >= 1.0,
+                "{name} {}: no reconcile",
+                run.subject
+            );
         }
         if let Some(upstream) = &run.upstream {
             assert_eq!(
@@ -533,7 +560,11 @@ pub fn markdown(runs: &[RealRun]) -> String {
          tasks reach the API server through its proxy, which counts them).\n\n",
     );
     for run in runs {
-        let _ = writeln!(md, "- **{}**: {}. Ended: {:?}.", run.subject, run.what, run.enka.ends);
+        let _ = writeln!(
+            md,
+            "- **{}**: {}. Ended: {:?}.",
+            run.subject, run.what, run.enka.ends
+        );
     }
     md.push_str("\n### Where the time goes\n\n");
     for run in runs {

@@ -3,10 +3,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use kube::runtime::watcher::{self, Event};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube_env::KubeEnv;
 use serde_json::json;
 
@@ -14,13 +13,13 @@ use crate::Plan;
 use crate::operator::{Flavour, Operator};
 use crate::support::{sum_metric, sum_metric_where};
 
-const RESULT: &str = "ansible_operator_reconcile_result";
-const FAILED: &str = "result=\"failed\"";
+pub const RESULT: &str = "ansible_operator_reconcile_result";
+pub const FAILED: &str = "result=\"failed\"";
 use crate::usage::{PeakSampler, Usage};
 use crate::workload::{self, Observer, Until, create_many, create_namespace, memcached_resource};
 
 /// How long any one wait may take before the bench gives up loudly.
-const LIMIT: Duration = Duration::from_secs(1800);
+pub const LIMIT: Duration = Duration::from_secs(1800);
 /// How long the machine idles before each latency sample.
 pub const IDLE_BEFORE_SAMPLE: Duration = Duration::from_millis(500);
 /// Creates in flight during bursts, like a `kubectl apply` of many files.
@@ -201,29 +200,6 @@ pub struct ScalePoint {
     pub converge_seconds: f64,
 }
 
-#[derive(Debug)]
-pub struct Seed {
-    pub seconds: f64,
-    pub reconciles: f64,
-    pub zundokos: usize,
-    /// Time inside runs, and the part of it spent waiting on the API server.
-    pub run_seconds: f64,
-    pub api_wait_seconds: f64,
-    /// Runs that failed on purpose (the seed's `fail` task) and so were
-    /// retried after the rate limiter's first step, 5 ms, as upstream does.
-    pub failed_runs: f64,
-    /// Time runs waited in the work queue past their due time (a watch
-    /// event's arrival, or the end of a failed run's backoff).
-    pub queue_wait_seconds: f64,
-    /// kube-apiserver requests during the song by verb and resource, most
-    /// first.
-    pub requests: Vec<(String, f64)>,
-    /// enka's requests by verb, timed on its side, and the API server's
-    /// time on every request of the song.
-    pub client_times: RequestTimes,
-    pub server_times: RequestTimes,
-}
-
 /// One operator on a benches/bridged role.
 pub struct BridgedSide {
     pub latency: Vec<Duration>,
@@ -237,7 +213,7 @@ impl Bench<'_> {
         Api::namespaced_with(self.client.clone(), namespace, &memcached_resource())
     }
 
-    async fn start(
+    pub(crate) async fn start(
         &self,
         flavour: Flavour,
         watches: &str,
@@ -767,126 +743,6 @@ impl Bench<'_> {
         operator.stop();
         points
     }
-
-    /// The seed's Zundoko operator, unchanged, with a fixed random seed: time
-    /// from creating the Hikawa to it saying it is kiyoshied.
-    pub async fn seed_song(&self) -> Seed {
-        const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
-        let namespace = "bench-seed";
-        create_namespace(self.client, namespace).await;
-        for crd in ["hikawas", "zundokos", "kiyoshis"] {
-            crate::support::install_crd(
-                self.client,
-                &format!("config/crd/bases/{GROUP}_{crd}.yaml"),
-            )
-            .await;
-        }
-        let resource = |version: &str, kind: &str, plural: &str| {
-            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, version, kind), plural)
-        };
-        for (version, kind, plural) in [
-            ("v1beta2", "Hikawa", "hikawas"),
-            ("v1beta1", "Zundoko", "zundokos"),
-            ("v1beta1", "Kiyoshi", "kiyoshis"),
-        ] {
-            warm_up(self.client, &resource(version, kind, plural)).await;
-        }
-        let operator = self
-            .start(
-                Flavour::Enka,
-                "tests/fixtures/zundoko-seed/watches.yaml",
-                namespace,
-                &[("ENKA_RANDOM_SEED", "42")],
-            )
-            .await;
-        let hikawa_resource = resource("v1beta2", "Hikawa", "hikawas");
-        let hikawas: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), namespace, &hikawa_resource);
-        let mut events = watcher::watcher(hikawas.clone(), watcher::Config::default()).boxed();
-        let metrics_before = operator.metrics().await;
-        let server_before = crate::support::apiserver_metrics(self.client).await;
-        let requests_before = requests_by_kind(&server_before);
-        let mut hikawa = DynamicObject::new("hikawa", &hikawa_resource);
-        // The seed role ignores the interval; the CRD requires one.
-        hikawa.data = json!({"spec": {"intervalMillis": 500}});
-        let started = Instant::now();
-        hikawas
-            .create(&PostParams::default(), &hikawa)
-            .await
-            .expect("creating the Hikawa");
-        let sung = tokio::time::timeout(LIMIT, async {
-            while let Ok(Some(event)) = events.try_next().await {
-                if let Event::Apply(h) | Event::InitApply(h) = event
-                    && h.data["status"]["kiyoshied"] == json!(true)
-                {
-                    return Instant::now();
-                }
-            }
-            panic!("the Hikawa watch ended:\n{}", operator.log_tail());
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no Kiyoshi:\n{}", operator.log_tail()));
-        let metrics_after = operator.metrics().await;
-        let server_after = crate::support::apiserver_metrics(self.client).await;
-        let requests_after = requests_by_kind(&server_after);
-        let mut requests: Vec<(String, f64)> = requests_after
-            .iter()
-            .map(|(kind, after)| {
-                (
-                    kind.clone(),
-                    after - requests_before.get(kind).copied().unwrap_or(0.0),
-                )
-            })
-            .filter(|(_, n)| *n > 0.0)
-            .collect();
-        requests.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let delta =
-            |name: &str| sum_metric(&metrics_after, name) - sum_metric(&metrics_before, name);
-        let zundokos: Api<DynamicObject> = Api::namespaced_with(
-            self.client.clone(),
-            namespace,
-            &resource("v1beta1", "Zundoko", "zundokos"),
-        );
-        let zundokos = zundokos
-            .list(&ListParams::default())
-            .await
-            .expect("listing Zundokos")
-            .items
-            .len();
-        operator.stop();
-        let seed = Seed {
-            seconds: sung.duration_since(started).as_secs_f64(),
-            reconciles: delta("ansible_operator_reconcile_result"),
-            zundokos,
-            run_seconds: delta("ansible_operator_reconciles_sum"),
-            api_wait_seconds: delta("enka_api_wait_seconds_sum"),
-            failed_runs: sum_metric_where(&metrics_after, RESULT, FAILED)
-                - sum_metric_where(&metrics_before, RESULT, FAILED),
-            queue_wait_seconds: delta("workqueue_queue_duration_seconds_sum"),
-            requests,
-            client_times: RequestTimes::between(&metrics_before, &metrics_after),
-            server_times: server_times(&server_before, &server_after),
-        };
-        eprintln!(
-            "bench: seed song: Kiyoshi in {:.2} s after {} Zundokos, {} reconciles ({} failed on purpose); {:.2} s in runs, {:.2} s of it waiting on the API server",
-            seed.seconds,
-            seed.zundokos,
-            seed.reconciles,
-            seed.failed_runs,
-            seed.run_seconds,
-            seed.api_wait_seconds
-        );
-        eprintln!(
-            "bench: seed song: kube-apiserver requests by verb and resource (the harness's create and watch included): {:?}",
-            seed.requests
-        );
-        eprintln!(
-            "bench: seed song: enka's requests, per reconcile: {}; the API server's time on all requests, per reconcile: {}",
-            seed.client_times.per_run(seed.reconciles),
-            seed.server_times.per_run(seed.reconciles)
-        );
-        seed
-    }
 }
 
 /// MiB to a tenth, for a log line.
@@ -899,7 +755,7 @@ fn tenths(bytes: &[u64]) -> Vec<f64> {
 
 /// kube-apiserver's `apiserver_request_total` summed by verb and resource
 /// (`PATCH hikawas/status`), over codes and scopes.
-fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
+pub fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
     samples_by_kind(text, "apiserver_request_total")
 }
 
@@ -907,7 +763,7 @@ fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
 /// its response (`apiserver_request_duration_seconds`), between two scrapes
 /// of its metrics: by verb and resource, count and seconds summed; long
 /// requests (watches) left out.
-fn server_times(before: &str, after: &str) -> RequestTimes {
+pub fn server_times(before: &str, after: &str) -> RequestTimes {
     const NAME: &str = "apiserver_request_duration_seconds";
     let count = |text| samples_by_kind(text, &format!("{NAME}_count"));
     let seconds = |text| samples_by_kind(text, &format!("{NAME}_sum"));

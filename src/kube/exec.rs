@@ -56,9 +56,7 @@ pub async fn exec(
 /// no exit code is the API server's, not the command's (a node it cannot
 /// reach, a container that is not running): an error, as the Python client
 /// raises it.
-fn exit_code(
-    status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status,
-) -> Result<i32, Error> {
+fn exit_code(status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> Result<i32, Error> {
     if status.status.as_deref() == Some("Success") {
         return Ok(0);
     }

@@ -58,7 +58,6 @@ fn awx(shared: &std::path::Path) -> Subject {
     }
 }
 
-
 /// Upstream's own test operator (ansible-operator-plugins testdata), from
 /// the Go module proxy: playbooks, a finalizer role, a blacklisted kind, a
 /// core Secret watch, osdk_metric and k8s_status from operator_sdk.util.

@@ -276,7 +276,10 @@ async fn exec_into_a_simulated_pod_is_the_api_servers_failure() {
     let pod = eventually("a Running Pod of exec", LIMIT, || {
         let pods = pods.clone();
         async move {
-            let list = pods.list(&ListParams::default().labels("app=exec")).await.ok()?;
+            let list = pods
+                .list(&ListParams::default().labels("app=exec"))
+                .await
+                .ok()?;
             list.items
                 .into_iter()
                 .find(|p| {
@@ -294,7 +297,10 @@ async fn exec_into_a_simulated_pod_is_the_api_servers_failure() {
     match cluster.exec(&ns, &pod, None, &command).await {
         Err(Error::Api { code, message, .. }) => {
             assert_eq!(code, 500, "{message}");
-            assert!(message.contains(":10250"), "not the kubelet port: {message}");
+            assert!(
+                message.contains(":10250"),
+                "not the kubelet port: {message}"
+            );
         }
         other => panic!("exec into a simulated Pod: {other:?}"),
     }
