@@ -112,7 +112,7 @@ impl Step {
 pub struct Settled {
     pub step: String,
     pub snapshot: Snapshot,
-    /// From the step's change to the last change the operator made.
+    /// From the step's change to the last change of what is compared.
     pub seconds: f64,
     /// False when the step's limit passed with the operator still working.
     pub quiet: bool,
@@ -199,10 +199,10 @@ pub async fn run(
 /// run's first write).
 ///
 /// A role that fails for ever (awx-operator exec-ing into a Pod no
-/// simulated node serves) is retried with backoff, and each retry flips the
-/// custom resource's `Running` condition and back: the step has also ended
-/// when nothing else has changed for [`QUIET`] and a moment between runs is
-/// seen; it ended when that last change was made.
+/// simulated node serves) is retried, and under upstream one retry follows
+/// another (35 s each on awx-operator): a step whose custom resources are at
+/// a Failure has also ended once nothing has changed for [`RETRIED_QUIET`],
+/// retries in flight or not.
 async fn settle(
     client: &Client,
     kinds: &Kinds,
@@ -213,27 +213,25 @@ async fn settle(
 ) -> (Snapshot, f64, bool) {
     let mut last = snapshot::take(client, kinds, scope).await;
     let mut changed_at = began.elapsed();
-    let mut outcome = outcome_digest(&last);
-    let mut outcome_changed_at = changed_at;
+    let mut content = content_digest(&last);
+    let mut content_changed_at = changed_at;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let now = snapshot::take(client, kinds, scope).await;
         if now.fingerprint != last.fingerprint {
             changed_at = began.elapsed();
         }
-        let digest = outcome_digest(&now);
-        if digest != outcome {
-            (outcome, outcome_changed_at) = (digest, began.elapsed());
+        let digest = content_digest(&now);
+        if digest != content {
+            (content, content_changed_at) = (digest, began.elapsed());
         }
         last = now;
-        let idle = !last.running
-            && last.workloads_pending.is_empty()
-            && !operator_busy(metrics_port).await;
-        if idle && began.elapsed() - changed_at >= QUIET {
-            return (last, changed_at.as_secs_f64(), true);
+        let at_end = !last.running && last.workloads_pending.is_empty();
+        if at_end && began.elapsed() - changed_at >= QUIET && !operator_busy(metrics_port).await {
+            return (last, content_changed_at.as_secs_f64(), true);
         }
-        if idle && began.elapsed() - outcome_changed_at >= QUIET {
-            return (last, outcome_changed_at.as_secs_f64(), true);
+        if at_end && last.retrying && began.elapsed() - content_changed_at >= RETRIED_QUIET {
+            return (last, content_changed_at.as_secs_f64(), true);
         }
         if began.elapsed() >= limit {
             return (last, changed_at.as_secs_f64(), false);
@@ -241,21 +239,15 @@ async fn settle(
     }
 }
 
-/// A digest of the normalised objects (what the comparison sees) without
-/// any `Running` condition, which a retry flips and flips back.
-fn outcome_digest(snapshot: &Snapshot) -> u64 {
+/// How long the objects must stay the same while a failed custom resource
+/// is retried: longer than a retry that changes something takes to do so.
+const RETRIED_QUIET: Duration = Duration::from_secs(30);
+
+/// A digest of the normalised objects (what the comparison sees).
+fn content_digest(snapshot: &Snapshot) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut objects = snapshot.objects.clone();
-    for object in objects.values_mut() {
-        if let Some(conditions) = object
-            .pointer_mut("/status/conditions")
-            .and_then(Json::as_array_mut)
-        {
-            conditions.retain(|c| c["type"] != "Running");
-        }
-    }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(&objects)
+    serde_json::to_string(&snapshot.objects)
         .unwrap_or_default()
         .hash(&mut hasher);
     hasher.finish()
