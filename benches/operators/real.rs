@@ -56,6 +56,9 @@ pub struct RealSide {
     pub runs: PerReconcile,
     /// enka only: seconds inside each module's calls (`enka_module_duration_seconds`).
     pub module_seconds: BTreeMap<String, f64>,
+    /// enka only: seconds in each task, retries and their delays included
+    /// (`enka_task_duration_seconds`).
+    pub task_seconds: BTreeMap<String, f64>,
 }
 
 /// A project to run and the custom resources its samples create.
@@ -181,7 +184,7 @@ struct Mark {
 
 async fn mark(operator: &Operator) -> Mark {
     Mark {
-        cpu_seconds: operator.usage().cpu_seconds,
+        cpu_seconds: operator.usage().tree_cpu_seconds,
         metrics: operator.metrics().await,
     }
 }
@@ -192,12 +195,15 @@ impl Mark {
     fn side_to(&self, after: &Mark, seconds: f64, peak: u64, per: f64) -> RealSide {
         let requests = |m: &Mark| sum_metric(&m.metrics, "rest_client_requests_total");
         let cpu_seconds = after.cpu_seconds - self.cpu_seconds;
-        let before_modules = module_seconds(&self.metrics);
-        let mut modules = module_seconds(&after.metrics);
-        for (module, spent) in &mut modules {
-            *spent -= before_modules.get(module).copied().unwrap_or(0.0);
-        }
-        modules.retain(|_, spent| *spent > 0.0);
+        let spent = |metric: &str, label: &str| {
+            let before = seconds_by(&self.metrics, metric, label);
+            let mut spent = seconds_by(&after.metrics, metric, label);
+            for (key, seconds) in &mut spent {
+                *seconds -= before.get(key).copied().unwrap_or(0.0);
+            }
+            spent.retain(|_, seconds| *seconds > 0.0);
+            spent
+        };
         RealSide {
             seconds,
             cpu_seconds: cpu_seconds / per,
@@ -205,25 +211,27 @@ impl Mark {
             api_requests: (requests(after) - requests(self)) / per,
             ends: BTreeMap::new(),
             runs: per_reconcile(&self.metrics, &after.metrics, cpu_seconds),
-            module_seconds: modules,
+            module_seconds: spent("enka_module_duration_seconds_sum", "module"),
+            task_seconds: spent("enka_task_duration_seconds_sum", "task"),
         }
     }
 }
 
-/// `enka_module_duration_seconds_sum` by module.
-fn module_seconds(metrics: &str) -> BTreeMap<String, f64> {
+/// The samples of `metric` (a histogram's `_sum`) added up by `label`.
+fn seconds_by(metrics: &str, metric: &str, label: &str) -> BTreeMap<String, f64> {
+    let key = format!("{label}=\"");
     let mut out = BTreeMap::new();
     for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix("enka_module_duration_seconds_sum{") else {
+        let Some(rest) = line.strip_prefix(metric).and_then(|r| r.strip_prefix('{')) else {
             continue;
         };
-        let module = rest
-            .split_once("module=\"")
+        let name = rest
+            .split_once(key.as_str())
             .and_then(|(_, v)| v.split_once('"'))
-            .map(|(m, _)| m.to_owned());
+            .map(|(name, _)| name.to_owned());
         let value = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
-        if let (Some(module), Some(value)) = (module, value) {
-            *out.entry(module).or_insert(0.0) += value;
+        if let (Some(name), Some(value)) = (name, value) {
+            *out.entry(name).or_insert(0.0) += value;
         }
     }
     out
@@ -557,8 +565,8 @@ pub fn markdown(runs: &[RealRun]) -> String {
          `make kube-env NODES=3`), so Deployments become Available, claims are bound and Jobs complete; \
          no container runs. Each side ran alone on its own namespace, from creating the samples (with \
          `kubectl create`) to every custom resource's `Successful` or `Failure` condition. CPU counts \
-         the operator with the child processes it waited for (upstream's ansible-runner and \
-         ansible-playbook, enka's worker); peak RSS is the operator with its children, sampled every \
+         the operator and every process under it, alive or exited (upstream's ansible-runner and \
+         ansible-playbook, enka's Ansible worker and the modules it forks); peak RSS is the operator with its children, sampled every \
          100 ms; API requests are the operator's own `rest_client_requests_total` (upstream's Ansible \
          tasks reach the API server through its proxy, which counts them).\n\n",
     );
@@ -569,7 +577,13 @@ pub fn markdown(runs: &[RealRun]) -> String {
             run.subject, run.what, run.enka.ends
         );
     }
-    md.push_str("\n### Where the time goes\n\n");
+    md.push_str(
+        "\n### Where the time goes\n\n\
+         Reconcile counts differ where one side's runs outlast the events between them: the work queue holds \
+         a key once, so events that arrive during a run (a Deployment's status settling, kwok readying Pods) \
+         cause one more run after it; upstream's runs of seconds absorb events that enka, done in \
+         milliseconds, meets one run each.\n\n",
+    );
     for run in runs {
         md.push_str(&time_spent(run));
     }
@@ -580,21 +594,26 @@ pub fn markdown(runs: &[RealRun]) -> String {
 fn time_spent(run: &RealRun) -> String {
     let mut md = String::new();
     let enka = &run.enka;
-    let mut modules: Vec<(&String, &f64)> = enka.module_seconds.iter().collect();
-    modules.sort_by(|a, b| b.1.total_cmp(a.1));
-    let top: Vec<String> = modules
-        .iter()
-        .take(4)
-        .map(|(module, spent)| format!("`{module}` {spent:.2} s"))
-        .collect();
+    let top = |spent: &BTreeMap<String, f64>| {
+        let mut spent: Vec<(&String, &f64)> = spent.iter().collect();
+        spent.sort_by(|a, b| b.1.total_cmp(a.1));
+        spent
+            .iter()
+            .take(3)
+            .map(|(name, seconds)| format!("`{name}` {seconds:.2} s"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let _ = write!(
         md,
-        "- **{}**: enka {:.1} s to the end over {:.0} reconciles of {:.2} s each; inside its modules: {}",
+        "- **{}**: enka {:.1} s to the end over {:.0} reconciles of {:.2} s each; its slowest tasks \
+         (retries and their delays included): {}; inside modules: {}",
         run.subject,
         enka.seconds,
         enka.runs.runs,
         enka.runs.wall_seconds,
-        top.join(", ")
+        top(&enka.task_seconds),
+        top(&enka.module_seconds)
     );
     if let Some(wait) = enka.runs.api_wait_seconds {
         let _ = write!(

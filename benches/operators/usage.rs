@@ -20,30 +20,47 @@ pub struct Usage {
     pub anon_bytes: u64,
     /// Resident set of the process and every descendant alive now.
     pub tree_rss_bytes: u64,
+    /// CPU seconds of the process and every descendant, alive (enka's
+    /// Ansible worker) or exited and waited for.
+    pub tree_cpu_seconds: f64,
 }
 
 impl Usage {
     /// `None` when the process is gone.
     pub fn of(pid: u32) -> Option<Usage> {
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let fields = stat_fields(&stat)?;
-        // cutime and cstime are fields 16 and 17 of stat(5); the slice starts
-        // at field 3. They only come in clock ticks.
-        let children_ticks: f64 = fields[13..15]
-            .iter()
-            .filter_map(|f| f.parse::<f64>().ok())
-            .sum();
+        let cpu_seconds = cpu_with_waited_children(pid)?;
         let rss_bytes = rss_of(pid)?;
         let anon_bytes = status_kib(pid, "RssAnon:")? * 1024;
-        let tree_rss_bytes =
-            rss_bytes + descendants(pid).into_iter().filter_map(rss_of).sum::<u64>();
+        let living = descendants(pid);
+        let tree_rss_bytes = rss_bytes + living.iter().copied().filter_map(rss_of).sum::<u64>();
+        let tree_cpu_seconds = cpu_seconds
+            + living
+                .iter()
+                .copied()
+                .filter_map(cpu_with_waited_children)
+                .sum::<f64>();
         Some(Usage {
-            cpu_seconds: own_cpu_seconds(pid)? + children_ticks / TICKS_PER_SECOND,
+            cpu_seconds,
             rss_bytes,
             anon_bytes,
             tree_rss_bytes,
+            tree_cpu_seconds,
         })
     }
+}
+
+/// CPU seconds of the process and of its children that have exited and
+/// been waited for.
+fn cpu_with_waited_children(pid: u32) -> Option<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields = stat_fields(&stat)?;
+    // cutime and cstime are fields 16 and 17 of stat(5); the slice starts
+    // at field 3. They only come in clock ticks.
+    let children_ticks: f64 = fields[13..15]
+        .iter()
+        .filter_map(|f| f.parse::<f64>().ok())
+        .sum();
+    Some(own_cpu_seconds(pid)? + children_ticks / TICKS_PER_SECOND)
 }
 
 /// CPU time of the process's own threads to the nanosecond, from schedstat:
