@@ -318,9 +318,10 @@ pub struct RunArgs {
     /// Time encoding: epoch, millis, nano, iso8601, rfc3339 or rfc3339nano.
     #[arg(long, value_enum, ignore_case = true)]
     pub zap_time_encoding: Option<crate::logging::TimeEncoding>,
-    /// Longest a single reconcile may take before it fails (enka).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    pub reconcile_timeout: std::time::Duration,
+    /// Longest a single reconcile may take before it fails (enka); no limit
+    /// unless given, as upstream never cuts a run.
+    #[arg(long, value_parser = parse_duration)]
+    pub reconcile_timeout: Option<std::time::Duration>,
     /// Seed for `random` and `shuffle`, to reproduce a run (enka).
     #[arg(long, env = "ENKA_RANDOM_SEED")]
     pub random_seed: Option<u64>,

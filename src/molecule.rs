@@ -333,7 +333,7 @@ pub async fn run(options: &TestOptions, config: kube::Config) -> Result<TestSumm
         watches_file: watches_file.clone(),
         reconcile_period: Duration::from_secs(36_000),
         max_concurrent_reconciles: 4,
-        reconcile_timeout: Duration::from_secs(300),
+        reconcile_timeout: None,
         graceful_shutdown_timeout: Duration::from_secs(5),
         roles_path: Vec::new(),
         collections_path: Vec::new(),

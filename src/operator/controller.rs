@@ -38,8 +38,9 @@ pub const VERBOSITY_ANNOTATION: &str = "ansible.sdk.operatorframework.io/verbosi
 pub struct Settings {
     /// `--reconcile-period`: when an unchanged object is reconciled again.
     pub reconcile_period: Duration,
-    /// Maximum duration of one reconcile.
-    pub reconcile_timeout: Duration,
+    /// `--reconcile-timeout`: the longest one reconcile may take; none
+    /// unless given, as upstream never cuts a run.
+    pub reconcile_timeout: Option<Duration>,
     /// `--ansible-verbosity`.
     pub verbosity: u8,
     /// Namespaces to watch; empty means all.
@@ -91,15 +92,22 @@ pub enum ReconcileError {
 const STATUS_GRACE: Duration = Duration::from_secs(30);
 
 /// Runs one reconcile so that nothing in it can stop its controller: a
-/// panic becomes an error, and so does a reconcile that outlives `limit`.
+/// panic becomes an error, and so does a reconcile that outlives `limit`
+/// (when there is one).
 async fn guarded<T>(
     reconcile: impl std::future::Future<Output = Result<T, ReconcileError>>,
-    limit: Duration,
+    limit: Option<Duration>,
 ) -> Result<T, ReconcileError> {
     use futures::FutureExt;
     let caught = std::panic::AssertUnwindSafe(reconcile).catch_unwind();
-    match tokio::time::timeout(limit, caught).await {
-        Err(_) => Err(ReconcileError::TimedOut(limit)),
+    let outcome = match limit {
+        Some(limit) => tokio::time::timeout(limit, caught)
+            .await
+            .map_err(|_| ReconcileError::TimedOut(limit)),
+        None => Ok(caught.await),
+    };
+    match outcome {
+        Err(timed_out) => Err(timed_out),
         Ok(Err(panic)) => {
             let message = panic
                 .downcast_ref::<&str>()
@@ -473,7 +481,7 @@ pub async fn reconcile(
         .metrics
         .started(&ctx.controller_name, &ctx.gvk_label, &key);
     let mut api_wait = Duration::ZERO;
-    let limit = ctx.settings.reconcile_timeout + STATUS_GRACE;
+    let limit = ctx.settings.reconcile_timeout.map(|t| t + STATUS_GRACE);
     // Where each reconcile starts and ends, for whoever must show that two
     // replicas never reconcile one object at once (sharding).
     span.in_scope(|| tracing::debug!("reconcile started"));
@@ -805,7 +813,7 @@ async fn run_once(
         verbosity: annotated.unwrap_or(ctx.verbosity),
         profile_tasks: annotated.is_some_and(|v| v >= 1),
         log_events: ctx.settings.log_events,
-        deadline: Some(Instant::now() + ctx.settings.reconcile_timeout),
+        deadline: ctx.settings.reconcile_timeout.map(|t| Instant::now() + t),
         owner,
         ..RunOptions::default()
     };
@@ -1088,7 +1096,7 @@ mod tests {
             }
             Ok::<(), ReconcileError>(())
         };
-        match guarded(panicking, Duration::from_secs(5)).await {
+        match guarded(panicking, Some(Duration::from_secs(5))).await {
             Err(ReconcileError::Panicked(message)) => assert_eq!(message, "index out of bounds"),
             other => panic!("{other:?}"),
         }
@@ -1098,9 +1106,18 @@ mod tests {
     async fn a_stalled_reconcile_times_out() {
         let stalled = std::future::pending::<Result<(), ReconcileError>>();
         assert!(matches!(
-            guarded(stalled, Duration::from_secs(330)).await,
+            guarded(stalled, Some(Duration::from_secs(330))).await,
             Err(ReconcileError::TimedOut(_))
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_limit_a_long_reconcile_runs_to_its_end() {
+        let long = async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<u8, ReconcileError>(7)
+        };
+        assert!(matches!(guarded(long, None).await, Ok(7)));
     }
 
     #[test]

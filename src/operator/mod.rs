@@ -36,8 +36,8 @@ pub struct OperatorOptions {
     pub reconcile_period: Duration,
     /// Reconciles in flight per watch.
     pub max_concurrent_reconciles: u16,
-    /// Maximum duration of one reconcile.
-    pub reconcile_timeout: Duration,
+    /// The longest one reconcile may take, if capped.
+    pub reconcile_timeout: Option<Duration>,
     /// How long reconciles in flight may finish after a shutdown signal.
     pub graceful_shutdown_timeout: Duration,
     /// Extra role directories.
