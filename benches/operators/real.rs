@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube_env::{KubeEnv, Options};
 
 use crate::Plan;
@@ -88,7 +88,7 @@ pub async fn run(plan: &Plan, log_dir: &Path) -> Vec<RealRun> {
         subjects.push(advanced_molecule(&shared));
     }
     for subject in &subjects {
-        install_crds(&env, &subject.project);
+        projects::install_crds(&env, &subject.project.crds, "bench");
         let upstream = if plan.upstream {
             Some(side(&env, &client, subject, Flavour::Upstream, log_dir).await)
         } else {
@@ -137,43 +137,19 @@ fn advanced_molecule(shared: &Path) -> Subject {
     }
 }
 
-fn install_crds(env: &KubeEnv, project: &Project) {
-    for crds in &project.crds {
-        let path = crds.display().to_string();
-        crate::support::kubectl(env, &["apply", "--server-side", "-f", &path]);
-        crate::support::kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "-f",
-                &path,
-            ],
-        );
-    }
-}
-
 /// `(apiVersion, kind, name)` of every document in `samples`.
 fn sample_resources(samples: &[PathBuf]) -> Vec<(String, String, String)> {
-    let mut resources = Vec::new();
-    for path in samples {
-        let text = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        for document in serde_yaml::Deserializer::from_str(&text) {
-            let value: serde_json::Value = serde::Deserialize::deserialize(document)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            let field = |pointer: &str| value.pointer(pointer).and_then(|v| v.as_str());
-            if let (Some(api_version), Some(kind), Some(name)) = (
-                field("/apiVersion"),
-                field("/kind"),
-                field("/metadata/name"),
-            ) {
-                resources.push((api_version.into(), kind.into(), name.into()));
-            }
-        }
-    }
-    resources
+    let documents = samples.iter().flat_map(|p| projects::documents(p));
+    documents
+        .filter_map(|value| {
+            let field = |pointer: &str| value.pointer(pointer)?.as_str().map(str::to_owned);
+            Some((
+                field("/apiVersion")?,
+                field("/kind")?,
+                field("/metadata/name")?,
+            ))
+        })
+        .collect()
 }
 
 /// What an operator has used so far, to subtract.
@@ -219,18 +195,14 @@ impl Mark {
 
 /// The samples of `metric` (a histogram's `_sum`) added up by `label`.
 fn seconds_by(metrics: &str, metric: &str, label: &str) -> BTreeMap<String, f64> {
-    let key = format!("{label}=\"");
     let mut out = BTreeMap::new();
     for line in metrics.lines() {
         let Some(rest) = line.strip_prefix(metric).and_then(|r| r.strip_prefix('{')) else {
             continue;
         };
-        let name = rest
-            .split_once(key.as_str())
-            .and_then(|(_, v)| v.split_once('"'))
-            .map(|(name, _)| name.to_owned());
+        let name = crate::scenarios::label_value(rest, label);
         let value = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
-        if let (Some(name), Some(value)) = (name, value) {
+        if let (false, Some(value)) = (name.is_empty(), value) {
             *out.entry(name).or_insert(0.0) += value;
         }
     }
@@ -308,8 +280,11 @@ async fn await_ends(
     loop {
         let mut ends = BTreeMap::new();
         for (api_version, kind, name) in resources {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client.clone(), namespace, &resource(api_version, kind));
+            let api: Api<DynamicObject> = Api::namespaced_with(
+                client.clone(),
+                namespace,
+                &projects::resource(api_version, kind),
+            );
             let object = api.get_opt(name).await.ok().flatten();
             if let Some(end) = object.as_ref().and_then(end_of) {
                 *ends.entry(end).or_insert(0) += 1;
@@ -338,14 +313,6 @@ fn end_of(object: &DynamicObject) -> Option<String> {
         .filter_map(|c| c["type"].as_str())
         .find(|t| *t == "Successful" || *t == "Failure")
         .map(str::to_owned)
-}
-
-/// The resource of `api_version`/`kind`, its plural the lower-case kind and
-/// "s" (true of every kind these projects watch).
-fn resource(api_version: &str, kind: &str) -> ApiResource {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let plural = format!("{}s", kind.to_lowercase());
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
 }
 
 async fn namespace_names(client: &Client) -> Vec<String> {

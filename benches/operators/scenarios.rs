@@ -755,6 +755,17 @@ fn tenths(bytes: &[u64]) -> Vec<f64> {
 
 /// kube-apiserver's `apiserver_request_total` summed by verb and resource
 /// (`PATCH hikawas/status`), over codes and scopes.
+/// The value of the label `name` in one sample line of a /metrics text
+/// (empty when the sample has no such label).
+pub fn label_value(sample: &str, name: &str) -> String {
+    let key = format!("{name}=\"");
+    sample
+        .split_once(&key)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(value, _)| value.to_owned())
+        .unwrap_or_default()
+}
+
 pub fn requests_by_kind(text: &str) -> std::collections::BTreeMap<String, f64> {
     samples_by_kind(text, "apiserver_request_total")
 }
@@ -786,14 +797,7 @@ pub fn server_times(before: &str, after: &str) -> RequestTimes {
 
 /// The samples of the metric `name` summed by verb and resource.
 fn samples_by_kind(text: &str, name: &str) -> std::collections::BTreeMap<String, f64> {
-    let label = |sample: &str, name: &str| -> String {
-        let key = format!("{name}=\"");
-        sample
-            .split_once(&key)
-            .and_then(|(_, rest)| rest.split_once('"'))
-            .map(|(value, _)| value.to_owned())
-            .unwrap_or_default()
-    };
+    let label = label_value;
     let mut out = std::collections::BTreeMap::new();
     for line in text.lines().filter(|l| {
         l.strip_prefix(name)

@@ -277,29 +277,7 @@ async fn differential(
     subject: &scenario::Subject,
     out_dir: &std::path::Path,
 ) -> Result<(String, String, usize), String> {
-    for crds in &subject.crds {
-        support::kubectl(
-            env,
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager",
-                snapshot::HARNESS_MANAGER,
-                "-f",
-                &crds.display().to_string(),
-            ],
-        );
-        support::kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "-f",
-                &crds.display().to_string(),
-            ],
-        );
-    }
+    projects::install_crds(env, &subject.crds, snapshot::HARNESS_MANAGER);
     let kinds = snapshot::Kinds::discover(client).await;
     let mut upstream =
         scenario::run(env, client, &kinds, subject, Flavour::Upstream, out_dir).await?;

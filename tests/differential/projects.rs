@@ -23,6 +23,53 @@ pub struct Project {
     pub samples: Vec<PathBuf>,
 }
 
+/// Applies every CRD manifest in `crds` (files or directories) server-side
+/// as `manager` and waits until each is Established.
+pub fn install_crds(env: &kube_env::KubeEnv, crds: &[PathBuf], manager: &str) {
+    for crds in crds {
+        let path = crds.display().to_string();
+        let apply = [
+            "apply",
+            "--server-side",
+            "--field-manager",
+            manager,
+            "-f",
+            &path,
+        ];
+        crate::support::kubectl(env, &apply);
+        let established = [
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "-f",
+            &path,
+        ];
+        crate::support::kubectl(env, &established);
+    }
+}
+
+/// The documents of a YAML file, empty ones left out.
+pub fn documents(path: &Path) -> Vec<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|document| {
+            serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .filter(|value: &serde_json::Value| !value.is_null())
+        .collect()
+}
+
+/// The resource of `api_version`/`kind`, its plural the lower-case kind
+/// plus "s" (true of every kind these projects use).
+pub fn resource(api_version: &str, kind: &str) -> kube::api::ApiResource {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let plural = format!("{}s", kind.to_lowercase());
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    kube::api::ApiResource::from_gvk_with_plural(&gvk, &plural)
+}
+
 /// `ANSIBLE_COLLECTIONS_PATH` of `paths`.
 pub fn collections_path(paths: &[PathBuf]) -> (String, String) {
     let joined: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();

@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube_env::KubeEnv;
 use serde_json::{Value as Json, json};
 
 use crate::operator::{Flavour, Operator};
+use crate::projects::resource;
 use crate::snapshot::{self, HARNESS_MANAGER, Kinds, RunScope, Snapshot};
 
 /// An operator project and what is done to it.
@@ -297,14 +296,6 @@ fn post_params() -> PostParams {
         field_manager: Some(HARNESS_MANAGER.to_owned()),
         ..PostParams::default()
     }
-}
-
-/// The resource of `api_version`/`kind`, its plural the lower-case kind
-/// plus "s" (true of every kind the subjects use).
-fn resource(api_version: &str, kind: &str) -> ApiResource {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let plural = format!("{}s", kind.to_lowercase());
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural)
 }
 
 fn api(client: &Client, api_version: &str, kind: &str, namespace: &str) -> Api<DynamicObject> {

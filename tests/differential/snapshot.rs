@@ -273,11 +273,13 @@ fn reconcile_in_flight(object: &DynamicObject) -> bool {
 fn failed(object: &Json) -> bool {
     object["status"]["conditions"]
         .as_array()
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Failure" && c["status"] == "True")
-        })
+        .is_some_and(|conditions| has_failure(conditions))
+}
+
+fn has_failure(conditions: &[Json]) -> bool {
+    conditions
+        .iter()
+        .any(|c| c["type"] == "Failure" && c["status"] == "True")
 }
 
 /// The object as the comparison sees it (see [`BY_DESIGN`]).
@@ -340,10 +342,7 @@ fn normalise(object: Json, resource: &ApiResource, primary: bool, namespace: &st
                     }
                 }
             }
-            let failed = conditions
-                .iter()
-                .any(|c| c["type"] == "Failure" && c["status"] == "True");
-            if failed {
+            if has_failure(conditions) {
                 conditions.retain(|c| c["type"] != "Running");
             }
             conditions.sort_by(|a, b| a["type"].to_string().cmp(&b["type"].to_string()));

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::projects::{self, collections_path};
+use crate::projects::{self, collections_path, documents};
 use crate::scenario::{Step, Subject};
 use crate::support::{repo_path, shared_operators};
 
@@ -438,17 +438,4 @@ fn yaml_files(dir: &std::path::Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-/// The documents of a YAML file.
-fn documents(path: &std::path::Path) -> Vec<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|document| {
-            serde::Deserialize::deserialize(document)
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        })
-        .filter(|value: &serde_json::Value| !value.is_null())
-        .collect()
 }
