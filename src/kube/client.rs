@@ -19,7 +19,7 @@ use kube::{Client, Error as KubeError};
 use serde_json::Value as Json;
 
 use super::cache::WatchCaches;
-use super::{BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource, api_error};
+use super::{Answer, BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource, api_error};
 
 /// The Kubernetes API through `kube`.
 pub struct KubeCluster {
@@ -163,6 +163,42 @@ impl KubeCluster {
         Ok(())
     }
 
+    /// The one kind named `kind` in a `v1` of any API group; none when no
+    /// group or several serve it (kubernetes.core refuses an ambiguous one).
+    async fn in_any_group(&self, kind: &str) -> Result<Option<Resource>, Error> {
+        // Found once, remembered under a group no API server has.
+        if let Some(resource) = self.cached(ANY_GROUP, "v1", kind) {
+            return Ok(Some(resource));
+        }
+        let groups = self.client.list_api_groups().await.map_err(api_error)?;
+        let mut found = Vec::new();
+        for group in groups.groups {
+            if !group.versions.iter().any(|v| v.version == "v1") {
+                continue;
+            }
+            let known = self
+                .discovery
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&(group.name.clone(), "v1".to_owned()));
+            if !known {
+                self.refresh(&group.name, "v1").await?;
+            }
+            found.extend(self.cached(&group.name, "v1", kind));
+        }
+        if found.len() != 1 {
+            return Ok(None);
+        }
+        let resource = found.remove(0);
+        self.discovery
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((ANY_GROUP.to_owned(), "v1".to_owned()))
+            .or_default()
+            .push(resource.clone());
+        Ok(Some(resource))
+    }
+
     /// A dynamic `Api` for `resource`: in `namespace` when the kind is
     /// namespaced and one is given, across the cluster otherwise.
     pub(crate) fn api<K>(&self, resource: &Resource, namespace: Option<&str>) -> Api<K>
@@ -177,6 +213,9 @@ impl KubeCluster {
         }
     }
 }
+
+/// The discovery cache's key for kinds a bare `v1` found in some group.
+const ANY_GROUP: &str = "*";
 
 /// The longest a module's API request may wait for its answer. kube's
 /// client has no read timeout (its watches idle for minutes), so a
@@ -201,14 +240,53 @@ impl KubeCluster {
     ) -> Result<Json, Error> {
         let request =
             request.map_err(|e| Error::Transport(format!("cannot build the request: {e}")))?;
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.client.request::<Json>(request)).await {
-            Ok(answer) => answer.map_err(api_error),
+        match tokio::time::timeout(REQUEST_TIMEOUT, exchange(&self.client, request)).await {
+            Ok(answer) => answer,
             Err(_) => Err(Error::Transport(format!(
                 "no answer within {}s (the API server or the connection stalled)",
                 REQUEST_TIMEOUT.as_secs()
             ))),
         }
     }
+}
+
+/// Sends `request` and reads the answer as JSON; a failure status keeps the
+/// answer's headers and body as they came (kube's own `request` parses them
+/// into a `Status` and drops the rest).
+async fn exchange(client: &Client, request: http::Request<Vec<u8>>) -> Result<Json, Error> {
+    use http_body_util::BodyExt;
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .map_err(api_error)?;
+    let status = response.status();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| Error::Transport(format!("reading the answer: {e}")))?
+        .to_bytes();
+    if status.is_client_error() || status.is_server_error() {
+        return Err(Error::from_answer(
+            status.as_u16(),
+            Answer {
+                headers,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            },
+        ));
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| Error::Transport(format!("the API server's answer is not JSON: {e}")))
 }
 
 /// A PATCH of `name` (or of its subresource) in `requests`' collection.
@@ -242,11 +320,21 @@ impl Cluster for KubeCluster {
                 return Ok(resource);
             }
             self.refresh(&group, &version).await?;
-            self.cached(&group, &version, kind)
-                .ok_or_else(|| Error::UnknownKind {
-                    api_version: api_version.to_owned(),
-                    kind: kind.to_owned(),
-                })
+            if let Some(resource) = self.cached(&group, &version, kind) {
+                return Ok(resource);
+            }
+            // A bare `v1` names any group's v1 to kubernetes.core (its
+            // discovery searches every group for the version): `kind:
+            // Deployment` with the default api_version finds apps/v1.
+            if api_version == "v1"
+                && let Some(resource) = self.in_any_group(kind).await?
+            {
+                return Ok(resource);
+            }
+            Err(Error::UnknownKind {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            })
         })
     }
 
@@ -362,6 +450,7 @@ impl Cluster for KubeCluster {
                 PatchType::Json => {
                     let ops: json_patch::Patch =
                         serde_json::from_value(patch.clone()).map_err(|e| Error::Api {
+                            answer: None,
                             code: 422,
                             reason: "Invalid".into(),
                             message: format!("not a JSON patch: {e}"),

@@ -110,14 +110,6 @@ impl DryRunCluster {
     }
 }
 
-fn not_found(resource: &Resource, name: &str) -> Error {
-    Error::Api {
-        code: 404,
-        reason: "NotFound".into(),
-        message: format!("{} \"{name}\" not found", resource.plural),
-    }
-}
-
 /// `object` with `subresource`'s part replaced by `with`'s (only `status`
 /// is a part of the object; other subresources leave it as it is).
 fn replace_part(object: &Json, with: &Json, subresource: Option<&str>) -> Json {
@@ -140,12 +132,14 @@ fn apply_patch(object: &Json, patch: &Json, kind: &PatchType) -> Result<Json, Er
         PatchType::Json => {
             let ops: json_patch::Patch =
                 serde_json::from_value(patch.clone()).map_err(|e| Error::Api {
+                    answer: None,
                     code: 422,
                     reason: "Invalid".into(),
                     message: format!("not a JSON patch: {e}"),
                 })?;
             let mut patched = object.clone();
             json_patch::patch(&mut patched, &ops).map_err(|e| Error::Api {
+                answer: None,
                 code: 422,
                 reason: "Invalid".into(),
                 message: e.to_string(),
@@ -231,6 +225,7 @@ impl Cluster for DryRunCluster {
                 && let Some(Some(_)) = self.remembered(&key(resource, namespace, name))
             {
                 return Err(Error::Api {
+                    answer: None,
                     code: 409,
                     reason: "AlreadyExists".into(),
                     message: format!("{} \"{name}\" already exists", resource.plural),
@@ -255,7 +250,7 @@ impl Cluster for DryRunCluster {
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
             let patched = match self.remembered(&key(resource, namespace, name)) {
-                Some(None) => return Err(not_found(resource, name)),
+                Some(None) => return Err(Error::not_found(resource, name)),
                 Some(Some(before)) => {
                     let part = apply_patch(&before, patch, kind)?;
                     replace_part(&before, &part, subresource)
@@ -281,7 +276,7 @@ impl Cluster for DryRunCluster {
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
             let replaced = match self.remembered(&key(resource, namespace, name)) {
-                Some(None) => return Err(not_found(resource, name)),
+                Some(None) => return Err(Error::not_found(resource, name)),
                 Some(Some(before)) => replace_part(&before, object, subresource),
                 None => {
                     self.inner

@@ -5,8 +5,7 @@ use kube::Client;
 use kube::api::{Api, AttachParams};
 use tokio::io::AsyncReadExt;
 
-use super::api_error;
-use super::{Error, ExecOutput};
+use super::{Answer, Error, ExecOutput, api_error};
 
 /// Runs `command` in a container and collects its output and exit code.
 pub async fn exec(
@@ -27,7 +26,7 @@ pub async fn exec(
     let mut attached = pods
         .exec(pod, command.iter().map(String::as_str), &params)
         .await
-        .map_err(api_error)?;
+        .map_err(handshake_refused)?;
     let mut stdout = String::new();
     let mut stderr = String::new();
     if let Some(mut out) = attached.stdout() {
@@ -52,6 +51,40 @@ pub async fn exec(
     })
 }
 
+/// The API server refused the websocket's handshake (no such Pod, no
+/// right to exec): the error keeps the answer with the headers of a
+/// handshake's refusal, in the order and case the Python client's websocket
+/// library shows them. kube hands over the answer's `Status` only, so the
+/// request's audit id is not known here and is left empty.
+fn handshake_refused(err: kube::Error) -> Error {
+    let (code, reason, message, answer) = match api_error(err) {
+        Error::Api {
+            code,
+            reason,
+            message,
+            answer,
+        } => (code, reason, message, answer),
+        other => return other,
+    };
+    let body = answer.map(|a| a.body.clone()).unwrap_or_default();
+    let date = jiff::Timestamp::now()
+        .strftime("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    let headers = vec![
+        ("audit-id".to_owned(), String::new()),
+        ("cache-control".to_owned(), "no-cache, private".to_owned()),
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("date".to_owned(), date),
+        ("content-length".to_owned(), body.len().to_string()),
+    ];
+    Error::Api {
+        code,
+        reason,
+        message,
+        answer: Some(std::sync::Arc::new(Answer { headers, body })),
+    }
+}
+
 /// The command's exit code from the stream's closing status. A failure with
 /// no exit code is the API server's, not the command's (a node it cannot
 /// reach, a container that is not running): an error, as the Python client
@@ -70,6 +103,7 @@ fn exit_code(status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status) -> 
         .and_then(|c| c.message.as_deref())
         .and_then(|m| m.parse().ok());
     exit.ok_or_else(|| Error::Api {
+        answer: None,
         code: status
             .code
             .and_then(|c| u16::try_from(c).ok())

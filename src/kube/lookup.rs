@@ -97,11 +97,7 @@ impl LookupPlugin for K8sLookup {
         let fields = opt("field_selector");
         let cluster = self.cluster.clone();
         let result: Result<Vec<Json>, KubeError> = block_on(async move {
-            let resource = match cluster.resource(&api_version, &kind).await {
-                Ok(r) => r,
-                Err(KubeError::UnknownKind { .. }) => return Ok(Vec::new()),
-                Err(e) => return Err(e),
-            };
+            let resource = cluster.resource(&api_version, &kind).await?;
             let ns = if resource.namespaced {
                 namespace.as_deref()
             } else {
@@ -120,7 +116,7 @@ impl LookupPlugin for K8sLookup {
                 }
             }
         })?;
-        let objects = result.map_err(|e| failure(format!("lookup('k8s'): {e}")))?;
+        let objects = result.map_err(|e| failure(super::python::unhandled_in_lookup("k8s", &e)))?;
         Ok(objects
             .into_iter()
             .map(|o| convert::json_view(Arc::new(o)))

@@ -135,17 +135,6 @@ impl MemoryCluster {
         )
     }
 
-    fn not_found(resource: &Resource, name: &str) -> Error {
-        Error::Api {
-            code: 404,
-            reason: "NotFound".into(),
-            message: format!(
-                "{}.{} \"{name}\" not found",
-                resource.plural, resource.group
-            ),
-        }
-    }
-
     fn do_create(
         &self,
         resource: &Resource,
@@ -162,6 +151,7 @@ impl MemoryCluster {
         let key = Self::key(resource, namespace, &name);
         if state.objects.contains_key(&key) {
             return Err(Error::Api {
+                answer: None,
                 code: 409,
                 reason: "AlreadyExists".into(),
                 message: format!(
@@ -215,7 +205,7 @@ impl MemoryCluster {
             .objects
             .get(&key)
             .cloned()
-            .ok_or_else(|| Self::not_found(resource, name))?;
+            .ok_or_else(|| Error::not_found(resource, name))?;
         let mut next = update(&current)?;
         // Only the status subresource may change status, and it may change
         // nothing else.
@@ -287,6 +277,7 @@ impl MemoryCluster {
 
 fn invalid(message: &str) -> Error {
     Error::Api {
+        answer: None,
         code: 422,
         reason: "Invalid".into(),
         message: message.to_owned(),
@@ -491,6 +482,7 @@ impl Cluster for MemoryCluster {
                 let wanted = object.pointer("/metadata/resourceVersion");
                 if wanted.is_some() && wanted != current.pointer("/metadata/resourceVersion") {
                     return Err(Error::Api {
+                        answer: None,
                         code: 409,
                         reason: "Conflict".into(),
                         message: "the object has been modified; please apply your changes to the latest version and try again".into(),
@@ -532,6 +524,7 @@ impl Cluster for MemoryCluster {
     ) -> BoxFuture<'a, Result<String, Error>> {
         Box::pin(async move {
             Err(Error::Api {
+                answer: None,
                 code: 400,
                 reason: "BadRequest".into(),
                 message: format!("pod {pod} has no node: the in-memory cluster runs no containers"),
@@ -548,6 +541,7 @@ impl Cluster for MemoryCluster {
     ) -> BoxFuture<'a, Result<ExecOutput, Error>> {
         Box::pin(async move {
             Err(Error::Api {
+                answer: None,
                 code: 400,
                 reason: "BadRequest".into(),
                 message: format!("pod {pod} has no node: the in-memory cluster runs no containers"),

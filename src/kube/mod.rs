@@ -17,10 +17,12 @@ pub mod instrument;
 pub mod lookup;
 pub mod memory;
 pub mod object;
+pub mod python;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde_json::Value as Json;
 
@@ -136,10 +138,13 @@ pub enum Error {
         reason: String,
         /// The server's message.
         message: String,
+        /// The answer as it came, when it came from an API server: what
+        /// kubernetes.core quotes in its failure messages.
+        answer: Option<Arc<Answer>>,
     },
     /// No such resource type on the server.
     #[error(
-        "failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]"
+        "Failed to find exact match for {api_version}.{kind} by [kind, name, singularName, shortNames]"
     )]
     UnknownKind {
         /// The apiVersion asked for.
@@ -152,6 +157,16 @@ pub enum Error {
     Transport(String),
 }
 
+/// An API server's failure answer as it came: its headers in order and its
+/// body as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Header names and values, as sent.
+    pub headers: Vec<(String, String)>,
+    /// The body (a `Status` object as JSON, as the server wrote it).
+    pub body: String,
+}
+
 impl Error {
     /// The HTTP status, for API errors.
     pub fn code(&self) -> Option<u16> {
@@ -159,6 +174,68 @@ impl Error {
             Error::Api { code, .. } => Some(*code),
             _ => None,
         }
+    }
+
+    /// The error an API server's failure `answer` with HTTP `code` says: its
+    /// `Status` read for the reason and message (a body that is no `Status`
+    /// is the message itself, as kube reads it).
+    pub fn from_answer(code: u16, answer: Answer) -> Self {
+        let status: Option<kube::core::Status> = serde_json::from_str(&answer.body).ok();
+        let (reason, message) = match status {
+            Some(status) => (status.reason, status.message),
+            None => (String::new(), answer.body.trim().to_owned()),
+        };
+        Error::Api {
+            code,
+            reason,
+            message,
+            answer: Some(Arc::new(answer)),
+        }
+    }
+
+    /// What the API server answers for an object that is not there: its
+    /// `Status`, `details` included, as it writes it (clients quote that
+    /// body; a read that found nothing has none to keep).
+    pub fn not_found(resource: &Resource, name: &str) -> Self {
+        let qualified = if resource.group.is_empty() {
+            resource.plural.clone()
+        } else {
+            format!("{}.{}", resource.plural, resource.group)
+        };
+        let message = format!("{qualified} \"{name}\" not found");
+        let mut details = serde_json::Map::new();
+        details.insert("name".into(), name.into());
+        if !resource.group.is_empty() {
+            details.insert("group".into(), resource.group.clone().into());
+        }
+        details.insert("kind".into(), resource.plural.clone().into());
+        let status = serde_json::json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": "NotFound",
+            "details": details,
+            "code": 404,
+        });
+        Error::Api {
+            code: 404,
+            reason: "NotFound".into(),
+            message,
+            answer: Some(Arc::new(Answer {
+                headers: Vec::new(),
+                body: format!("{status}\n"),
+            })),
+        }
+    }
+
+    /// The answer's HTTP reason phrase (`Unprocessable Entity`), as Python's
+    /// HTTP client reports it.
+    pub fn http_reason(&self) -> Option<&'static str> {
+        self.code()
+            .and_then(|code| http::StatusCode::from_u16(code).ok())
+            .and_then(|status| status.canonical_reason())
     }
 
     /// Whether the object was not found.
@@ -176,12 +253,52 @@ impl Error {
 pub fn api_error(err: kube::Error) -> Error {
     match err {
         kube::Error::Api(status) => Error::Api {
+            answer: Some(Arc::new(Answer {
+                headers: Vec::new(),
+                body: status_text(&status),
+            })),
             code: status.code,
             reason: status.reason.clone(),
             message: status.message.clone(),
         },
         other => Error::Transport(other.to_string()),
     }
+}
+
+/// A `Status` as the API server writes it, for an answer kube read for us
+/// and kept only parsed: Go's field order and its escaping of `<`, `>` and
+/// `&`, a newline at the end.
+pub fn status_text(status: &kube::core::Status) -> String {
+    let mut object = serde_json::Map::new();
+    object.insert("kind".into(), "Status".into());
+    object.insert("apiVersion".into(), "v1".into());
+    object.insert("metadata".into(), serde_json::json!({}));
+    object.insert("status".into(), "Failure".into());
+    if !status.message.is_empty() {
+        object.insert("message".into(), status.message.clone().into());
+    }
+    if !status.reason.is_empty() {
+        object.insert("reason".into(), status.reason.clone().into());
+    }
+    if let Some(details) = status
+        .details
+        .as_ref()
+        .and_then(|d| serde_json::to_value(d).ok())
+        .filter(|d| d.as_object().is_some_and(|d| !d.is_empty()))
+    {
+        object.insert("details".into(), details);
+    }
+    if status.code != 0 {
+        object.insert("code".into(), status.code.into());
+    }
+    let text = serde_json::Value::Object(object).to_string();
+    let escaped = text
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029");
+    format!("{escaped}\n")
 }
 
 /// The custom resource a run is for: objects the run creates are owned by

@@ -1,20 +1,18 @@
 //! `kubernetes.core.k8s`: create, patch, apply, replace or delete objects.
 
-use std::time::Instant;
-
 use minijinja::Value;
 use minijinja::value::ValueKind;
 use serde_json::{Value as Json, json};
 
 use super::client_apply;
 use super::k8s_common::{self as common, WaitCondition};
-use super::{Args, ModuleContext, Output};
+use super::{Args, ModuleContext, ModuleFailure, Output};
 use crate::kube::{PatchType, Resource};
 
 /// The field manager enka applies with.
 pub const FIELD_MANAGER: &str = "enka";
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let state = args
         .one_of("state", &["present", "absent", "patched"])?
         .unwrap_or_else(|| "present".into());
@@ -32,28 +30,29 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
                 Value::from_pairs([(Value::from("results"), Value::from(Vec::<Value>::new()))]);
             return Ok(Output::changed(false).with("result", none));
         }
-        return Err("no definition: give definition, src, template, or kind and name".to_owned());
+        return Err("no definition: give definition, src, template, or kind and name".into());
     }
     let options = Options::from_args(args)?;
     let mut results = Vec::with_capacity(definitions.len());
-    let mut changed = false;
-    let mut methods = Vec::new();
     for definition in definitions {
-        let one = apply_one(ctx, &state, definition, &options).await?;
-        changed |= one.changed;
-        methods.push(one.method);
-        results.push(one.result);
+        results.push(apply_one(ctx, &state, definition, &options).await?);
     }
-    let result = if results.len() == 1 {
-        results.pop().unwrap_or(Value::from(()))
-    } else {
-        Value::from_pairs([(Value::from("results"), Value::from(results))])
-    };
-    let mut output = Output::changed(changed).with("result", result);
-    if methods.len() == 1 {
-        output = output.with("method", methods[0]);
+    // kubernetes.core returns one definition's result as the task's, and
+    // several as `result.results`, each whole.
+    if results.len() == 1
+        && let Some(one) = results.pop()
+    {
+        return Ok(one.into_output());
     }
-    Ok(output)
+    let changed = results.iter().any(|one| one.changed);
+    let results: Vec<Value> = results
+        .into_iter()
+        .map(|one| one.into_output().into_value())
+        .collect();
+    Ok(Output::changed(changed).with(
+        "result",
+        Value::from_pairs([(Value::from("results"), Value::from(results))]),
+    ))
 }
 
 struct Options {
@@ -231,10 +230,46 @@ fn find_file(ctx: &ModuleContext<'_>, subdir: &str, name: &str) -> Option<std::p
     crate::template::find_needle(&ctx.search_path(), subdir, name)
 }
 
+/// One definition's result, as kubernetes.core's runner shapes it.
 struct One {
     result: Value,
     changed: bool,
-    method: &'static str,
+    /// `create`, `update`, `replace`, `apply` or `delete`; none when
+    /// nothing was done (`state: patched` of an object that is not there).
+    method: Option<&'static str>,
+    warnings: Vec<String>,
+    /// Whole seconds waited, when the task waits.
+    duration: Option<u64>,
+}
+
+impl One {
+    fn new(result: Value, changed: bool, method: &'static str) -> Self {
+        One {
+            result,
+            changed,
+            method: Some(method),
+            warnings: Vec::new(),
+            duration: None,
+        }
+    }
+
+    fn into_output(self) -> Output {
+        let mut output = Output::changed(self.changed).with("result", self.result);
+        if let Some(method) = self.method {
+            output = output.with("method", method);
+        }
+        if let Some(duration) = self.duration {
+            output = output.with("duration", duration);
+        }
+        if !self.warnings.is_empty() {
+            output = output.with("warnings", self.warnings);
+        }
+        output
+    }
+}
+
+fn empty_object() -> Value {
+    Value::from_pairs(std::iter::empty::<(Value, Value)>())
 }
 
 fn meta_str<'a>(object: &'a Json, field: &str) -> Option<&'a str> {
@@ -249,9 +284,9 @@ async fn apply_one(
     state: &str,
     mut definition: Json,
     options: &Options,
-) -> Result<One, String> {
+) -> Result<One, ModuleFailure> {
     if !definition.is_object() {
-        return Err("each definition must be a mapping".to_owned());
+        return Err("each definition must be a mapping".into());
     }
     let api_version = definition
         .get("apiVersion")
@@ -269,7 +304,7 @@ async fn apply_one(
     let resource: Resource = ctx
         .api(cluster.resource(&api_version, &kind))
         .await
-        .map_err(|e| common::api_failure("find the resource", &e))?;
+        .map_err(|e| common::refused("find the resource", &e))?;
     if definition.get("metadata").is_none_or(|m| !m.is_object()) {
         definition["metadata"] = json!({});
     }
@@ -315,60 +350,30 @@ async fn apply_one(
         Some(n) => ctx
             .api(cluster.get(&resource, ns, n))
             .await
-            .map_err(|e| common::api_failure("get the object", &e))?,
+            .map_err(|e| common::refused("retrieve requested object", &e))?,
         None => None,
     };
 
+    let target = Target {
+        cluster: &cluster,
+        resource: &resource,
+        ns,
+        kind: &kind,
+        name: name.as_deref(),
+    };
     if state == "absent" {
-        let Some(name) = &name else {
-            return Err("state=absent needs a name".to_owned());
-        };
-        if existing.is_none() {
-            return Ok(One {
-                result: Value::from_pairs(std::iter::empty::<(Value, Value)>()),
-                changed: false,
-                method: "delete",
-            });
-        }
-        let deleted = ctx
-            .api(cluster.delete(&resource, ns, name, options.delete_options.as_ref()))
-            .await
-            .map_err(|e| common::api_failure("delete the object", &e))?;
-        if deleted && options.wait {
-            let gone = common::poll(ctx, options.wait_timeout, options.wait_sleep, || {
-                let cluster = cluster.clone();
-                let resource = resource.clone();
-                let name = name.clone();
-                let ns = ns.map(str::to_owned);
-                async move {
-                    Ok(cluster
-                        .get(&resource, ns.as_deref(), &name)
-                        .await?
-                        .is_none()
-                        .then_some(()))
-                }
-            })
-            .await?;
-            if gone.is_none() {
-                return Err(format!(
-                    "Resource deletion timed out after {:?}",
-                    options.wait_timeout
-                ));
-            }
-        }
-        return Ok(One {
-            result: common::view(existing.unwrap_or(Json::Null)),
-            changed: deleted,
-            method: "delete",
-        });
+        return delete_one(ctx, &target, existing, options).await;
     }
-
     let (result, changed, method) = match existing {
         None if state == "patched" => {
+            // kubernetes.core warns and does nothing.
             return Ok(One {
-                result: Value::from_pairs(std::iter::empty::<(Value, Value)>()),
-                changed: false,
-                method: "patch",
+                method: None,
+                warnings: vec![format!(
+                    "resource 'kind={kind},name={}' was not found but will not be created as 'state' parameter has been set to 'patched'",
+                    name.as_deref().unwrap_or("None")
+                )],
+                ..One::new(empty_object(), false, "update")
             });
         }
         None => {
@@ -382,13 +387,20 @@ async fn apply_one(
                 common::inject_owner(&mut definition, owner, ns);
             }
             if name.is_none() && meta_str(&definition, "generateName").is_none() {
-                return Err("definition has no metadata.name".to_owned());
+                return Err("definition has no metadata.name".into());
             }
+            // kubernetes.core's apply creates what is not there as an
+            // apply: its method and its words on failure say so.
+            let (method, action) = if options.apply {
+                ("apply", "apply object")
+            } else {
+                ("create", "create object")
+            };
             let created = ctx
                 .api(cluster.create(&resource, ns, &definition))
                 .await
-                .map_err(|e| common::api_failure("create object", &e))?;
-            (created, true, "create")
+                .map_err(|e| common::refused(action, &e))?;
+            (created, true, method)
         }
         Some(existing) => {
             let name = name.clone().unwrap_or_default();
@@ -408,7 +420,7 @@ async fn apply_one(
                 let replaced = ctx
                     .api(cluster.replace(&resource, ns, &name, &definition, None))
                     .await
-                    .map_err(|e| common::api_failure("replace object", &e))?;
+                    .map_err(|e| common::refused("replace object", &e))?;
                 let changed = common::changed(&existing, &replaced);
                 (replaced, changed, "replace")
             } else if options.apply && !options.server_side {
@@ -426,7 +438,7 @@ async fn apply_one(
                                 None,
                             ))
                             .await
-                            .map_err(|e| common::api_failure("apply object", &e))?;
+                            .map_err(|e| common::refused("apply object", &e))?;
                         let changed = common::changed(&existing, &applied);
                         (applied, changed, "apply")
                     }
@@ -442,12 +454,12 @@ async fn apply_one(
                 let applied = ctx
                     .api(cluster.patch(&resource, ns, &name, &definition, &kind, None))
                     .await
-                    .map_err(|e| common::api_failure("apply object", &e))?;
+                    .map_err(|e| common::refused("apply object", &e))?;
                 let changed = common::changed(&existing, &applied);
                 (applied, changed, "apply")
             } else if common::is_subset(&definition, &existing) {
                 // Nothing to change: no write at all.
-                (existing, false, "patch")
+                (existing, false, "update")
             } else {
                 let patched = patch(
                     ctx,
@@ -460,53 +472,124 @@ async fn apply_one(
                 )
                 .await?;
                 let changed = common::changed(&existing, &patched);
-                (patched, changed, "patch")
+                (patched, changed, "update")
             }
         }
     };
     note_seen(ctx, &result);
+    if !options.wait {
+        return Ok(One::new(common::view(result), changed, method));
+    }
+    wait_one(ctx, &target, result, changed, method, options).await
+}
 
-    let result = if options.wait {
-        let name = meta_str(&result, "name").unwrap_or_default().to_owned();
-        let condition = options.wait_condition.clone();
-        let started = Instant::now();
-        let waited = common::poll(ctx, options.wait_timeout, options.wait_sleep, || {
-            let cluster = cluster.clone();
-            let resource = resource.clone();
-            let name = name.clone();
-            let ns = ns.map(str::to_owned);
-            let condition = condition.clone();
-            async move {
-                let object = cluster.get(&resource, ns.as_deref(), &name).await?;
-                Ok(object.filter(|o| common::ready(o, condition.as_ref())))
-            }
-        })
-        .await?;
-        match waited {
-            Some(object) => {
-                let _ = started;
-                object
-            }
-            None => {
-                return Err(format!(
-                    "Resource {} timed out waiting to become ready after {:?}",
-                    if method == "create" {
-                        "creation"
-                    } else {
-                        "update"
-                    },
-                    options.wait_timeout
-                ));
-            }
-        }
-    } else {
-        result
+/// The object one definition names, where it lives.
+struct Target<'a> {
+    cluster: &'a std::sync::Arc<dyn crate::kube::Cluster>,
+    resource: &'a Resource,
+    ns: Option<&'a str>,
+    kind: &'a str,
+    name: Option<&'a str>,
+}
+
+impl Target<'_> {
+    /// kubernetes.core's words for a wait that timed out.
+    fn timed_out(&self) -> String {
+        format!(
+            "\"{}\" \"{}\": Timed out waiting on resource",
+            self.kind,
+            self.name.unwrap_or("None")
+        )
+    }
+
+    /// Reads the object again (for a wait), and whether `ready` holds.
+    async fn check(
+        &self,
+        ready: impl Fn(Option<&Json>) -> bool,
+    ) -> Result<(bool, Option<Json>), crate::kube::Error> {
+        let object = match self.name {
+            Some(name) => self.cluster.get(self.resource, self.ns, name).await?,
+            None => None,
+        };
+        Ok((ready(object.as_ref()), object))
+    }
+}
+
+/// `state: absent`: deletes the object if it is there, and with `wait`
+/// waits until it is gone.
+async fn delete_one(
+    ctx: &mut ModuleContext<'_>,
+    target: &Target<'_>,
+    existing: Option<Json>,
+    options: &Options,
+) -> Result<One, ModuleFailure> {
+    let Some(name) = target.name else {
+        return Err("state=absent needs a name".into());
     };
-    Ok(One {
-        result: common::view(result),
+    let Some(existing) = existing else {
+        return Ok(One::new(empty_object(), false, "delete"));
+    };
+    let deleted = ctx
+        .api(target.cluster.delete(
+            target.resource,
+            target.ns,
+            name,
+            options.delete_options.as_ref(),
+        ))
+        .await
+        .map_err(|e| common::refused("delete object", &e))?;
+    let mut one = One::new(common::view(existing), deleted, "delete");
+    if deleted && options.wait {
+        let waited = common::wait_for(ctx, options.wait_timeout, options.wait_sleep, || {
+            target.check(|object| object.is_none())
+        })
+        .await
+        .map_err(|e| common::refused("retrieve requested object", &e))?;
+        one.duration = Some(waited.seconds);
+        if !waited.ready {
+            return Err(timed_out(target, one));
+        }
+    }
+    Ok(one)
+}
+
+/// `wait`: reads the object until it is ready (or `wait_condition` holds),
+/// as kubernetes.core's waiter does.
+async fn wait_one(
+    ctx: &mut ModuleContext<'_>,
+    target: &Target<'_>,
+    written: Json,
+    changed: bool,
+    method: &'static str,
+    options: &Options,
+) -> Result<One, ModuleFailure> {
+    let target = Target {
+        name: meta_str(&written, "name").or(target.name),
+        ..*target
+    };
+    let condition = options.wait_condition.as_ref();
+    let waited = common::wait_for(ctx, options.wait_timeout, options.wait_sleep, || {
+        target.check(|object| object.is_some_and(|o| common::ready(o, condition)))
+    })
+    .await
+    .map_err(|e| common::refused("retrieve requested object", &e))?;
+    let mut one = One::new(
+        common::view(waited.last.unwrap_or(Json::Null)),
         changed,
         method,
-    })
+    );
+    one.duration = Some(waited.seconds);
+    if !waited.ready {
+        return Err(timed_out(&target, one));
+    }
+    Ok(one)
+}
+
+/// kubernetes.core's `ResourceTimeout`: the failed result carries what the
+/// task did and the object as last read.
+fn timed_out(target: &Target<'_>, one: One) -> ModuleFailure {
+    let msg = target.timed_out();
+    ModuleFailure::Result(Box::new(one.into_output().with("msg", msg)))
 }
 
 async fn patch(
@@ -517,7 +600,7 @@ async fn patch(
     name: &str,
     definition: &Json,
     merge_types: &[String],
-) -> Result<Json, String> {
+) -> Result<Json, ModuleFailure> {
     let order: Vec<PatchType> = if merge_types.is_empty() {
         if common::supports_strategic_merge(resource) {
             vec![PatchType::Strategic]
@@ -545,12 +628,12 @@ async fn patch(
         {
             Ok(object) => return Ok(object),
             Err(err) if err.code() == Some(415) => last_error = Some(err),
-            Err(err) => return Err(common::api_failure("patch object", &err)),
+            Err(err) => return Err(common::refused("patch object", &err)),
         }
     }
     Err(match last_error {
-        Some(err) => common::api_failure("patch object", &err),
-        None => "no merge_type applies to this resource".to_owned(),
+        Some(err) => common::refused("patch object", &err),
+        None => "no merge_type applies to this resource".into(),
     })
 }
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use minijinja::Value;
 use serde_json::{Map, Value as Json, json};
 
-use super::ModuleContext;
-use crate::kube::{Error as KubeError, Owner, Resource};
+use super::{ModuleContext, ModuleFailure};
+use crate::kube::{Error as KubeError, Owner, Resource, python};
 use crate::template::convert;
 
 /// API groups whose types support strategic merge patch.
@@ -300,34 +300,76 @@ pub fn wait_args(
     ))
 }
 
-/// Polls until `check` returns `Some`, or the timeout or the run's deadline
-/// passes.
-pub async fn poll<T, F, Fut>(
+/// How a wait ended: whether the last check passed, what it read, and the
+/// whole seconds since the wait began at that check (kubernetes.core's
+/// `duration`).
+pub struct Waited<T> {
+    /// The last check passed.
+    pub ready: bool,
+    /// What the last check read (none when the object was not there).
+    pub last: Option<T>,
+    /// Whole seconds from the start to the last check.
+    pub seconds: u64,
+}
+
+/// kubernetes.core's waiter: checks at once, then again after each `sleep`
+/// while less than `timeout` has passed (so the last sleep may run past the
+/// timeout, as its clock does), until a check passes or the run's own
+/// deadline comes.
+pub async fn wait_for<T, F, Fut>(
     ctx: &mut ModuleContext<'_>,
     timeout: Duration,
     sleep: Duration,
     mut check: F,
-) -> Result<Option<T>, String>
+) -> Result<Waited<T>, KubeError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>, KubeError>>,
+    Fut: std::future::Future<Output = Result<(bool, Option<T>), KubeError>>,
 {
-    let mut deadline = Instant::now() + timeout;
-    if let Some(run_deadline) = ctx.deadline {
-        deadline = deadline.min(run_deadline);
-    }
+    let began = Instant::now();
     loop {
         let started = Instant::now();
-        let found = check().await.map_err(|e| e.to_string())?;
+        let (ready, last) = check().await?;
         ctx.api_time += started.elapsed();
-        if found.is_some() {
-            return Ok(found);
+        let seconds = began.elapsed().as_secs();
+        if ready || began.elapsed() >= timeout {
+            return Ok(Waited {
+                ready,
+                last,
+                seconds,
+            });
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(None);
-        }
-        tokio::time::sleep(sleep.min(deadline - now)).await;
+        let pause = match ctx.deadline {
+            Some(deadline) if Instant::now() + sleep >= deadline => {
+                tokio::time::sleep_until(deadline.into()).await;
+                let (ready, last) = check().await?;
+                return Ok(Waited {
+                    ready,
+                    last,
+                    seconds: began.elapsed().as_secs(),
+                });
+            }
+            _ => sleep,
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// kubernetes.core's failed result when the API server refused `action`
+/// (`create object`, `patch object`, …): `msg` quotes the answer's body as
+/// Python prints bytes, `reason` is the answer's HTTP reason phrase. A kind
+/// the server does not serve, and a request that got no answer, fail with
+/// a message alone, as there.
+pub fn refused(action: &str, err: &KubeError) -> ModuleFailure {
+    match err {
+        KubeError::Api { .. } => ModuleFailure::result(
+            format!("Failed to {action}: {}", python::quoted_body(err)),
+            err.http_reason()
+                .map(|reason| vec![("reason", Value::from(reason))])
+                .unwrap_or_default(),
+        ),
+        KubeError::UnknownKind { .. } => ModuleFailure::Message(err.to_string()),
+        KubeError::Transport(_) => ModuleFailure::Message(format!("Failed to {action}: {err}")),
     }
 }
 

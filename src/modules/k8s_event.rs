@@ -3,10 +3,10 @@
 use serde_json::json;
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, Output};
+use super::{Args, ModuleContext, ModuleFailure, Output};
 use crate::kube::event;
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let name = args.required_str("name")?;
     let namespace = args
         .str("namespace")?
@@ -17,7 +17,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         .unwrap_or_else(|| "present".into());
     let involved = match args.map("involvedObject")?.or(args.map("involved_object")?) {
         Some(v) => common::to_json(&v)?,
-        None => return Err("missing required arguments: involvedObject".to_owned()),
+        None => return Err("missing required arguments: involvedObject".into()),
     };
     let cluster = ctx.cluster()?.clone();
     let resource = ctx
@@ -70,6 +70,14 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             || event,
         ))
         .await
-        .map_err(|(step, e)| common::api_failure(step.action(), &e))?;
+        .map_err(|(step, e)| match step {
+            // operator_sdk.util's words for a refused write, the Python
+            // client's error after them.
+            event::Step::Create | event::Step::Update => format!(
+                "Unable to create event: {}",
+                crate::kube::python::api_error_text(&e)
+            ),
+            event::Step::Get => common::api_failure(step.action(), &e),
+        })?;
     Ok(Output::changed(true).with("result", common::view(written)))
 }

@@ -2,9 +2,10 @@
 
 use minijinja::Value;
 
-use super::{Args, ModuleContext, Output};
+use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::kube::Error as KubeError;
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let namespace = args
         .str("namespace")?
         .or_else(|| ctx.owner.and_then(|o| o.namespace.clone()))
@@ -18,13 +19,13 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             .map(|x| crate::template::pyrepr::to_text(&x))
             .collect(),
         Some(v) => shell_words(&crate::template::pyrepr::to_text(&v))?,
-        None => return Err("missing required arguments: command".to_owned()),
+        None => return Err("missing required arguments: command".into()),
     };
     let cluster = ctx.cluster()?.clone();
     let out = ctx
         .api(cluster.exec(&namespace, &pod, container.as_deref(), &command))
         .await
-        .map_err(|e| format!("Failed to execute on pod {pod} due to : {e}"))?;
+        .map_err(|e| format!("Failed to execute on pod {pod} due to : {}", refusal(&e)))?;
     let rc = out.return_code.unwrap_or(-1);
     let lines = |s: &str| s.lines().map(Value::from).collect::<Vec<_>>();
     let mut output = Output::changed(true)
@@ -40,6 +41,35 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             .with("msg", format!("the command exited with {rc}"));
     }
     Ok(output)
+}
+
+/// How the Python client words the API server's refusal: a refused
+/// websocket handshake as its websocket library reports it (status 0, the
+/// handshake's status line, headers and body), anything else as it came.
+fn refusal(err: &KubeError) -> String {
+    let KubeError::Api {
+        code,
+        answer: Some(answer),
+        ..
+    } = err
+    else {
+        return err.to_string();
+    };
+    let mut headers = String::from("{");
+    for (index, (name, value)) in answer.headers.iter().enumerate() {
+        if index > 0 {
+            headers.push_str(", ");
+        }
+        crate::template::pyrepr::write_str_repr(&mut headers, name);
+        headers.push_str(": ");
+        crate::template::pyrepr::write_str_repr(&mut headers, value);
+    }
+    headers.push('}');
+    format!(
+        "(0)\nReason: Handshake status {code} {} -+-+- {headers} -+-+- {}\n",
+        err.http_reason().unwrap_or_default(),
+        answer.body
+    )
 }
 
 /// Splits a command line like Python's `shlex.split`.

@@ -4,9 +4,9 @@ use minijinja::Value;
 use serde_json::Value as Json;
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, Output};
+use super::{Args, ModuleContext, ModuleFailure, Output};
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let kind = args.str("kind")?.unwrap_or_else(|| "Pod".into());
     let api_version = args.str("api_version")?.unwrap_or_else(|| "v1".into());
     let namespace = args
@@ -44,10 +44,13 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             .api(cluster.list(&pods, Some(&namespace), Some(&selector.join(",")), None))
             .await
             .map_err(|e| common::api_failure("list pods", &e))?;
+        let selector = selector.join(",");
         list.first()
             .and_then(|p| p.pointer("/metadata/name").and_then(Json::as_str))
             .map(str::to_owned)
-            .ok_or_else(|| format!("{kind} {name} has no pods"))?
+            .ok_or_else(|| {
+                format!("No pods in namespace {namespace} matched selector {selector}")
+            })?
     };
     let container = args.str("container")?;
     let log = ctx
@@ -60,9 +63,25 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             args.bool("previous", false)?,
         ))
         .await
-        .map_err(|e| common::api_failure("read the log", &e))?;
+        .map_err(|e| match e.code() {
+            // kubernetes.core's own words for a Pod that is not there.
+            Some(404) => format!("Pod {namespace}/{pod} not found."),
+            _ => format!(
+                "Unable to retrieve log from Pod due to: {}",
+                api_message(&e)
+            ),
+        })?;
     let lines: Vec<Value> = log.lines().map(Value::from).collect();
     Ok(Output::changed(false)
         .with("log", log.as_str())
         .with("log_lines", lines))
+}
+
+/// The API server's message, as kubernetes.core's `get_exception_message`
+/// reads it from the answer's body.
+fn api_message(err: &crate::kube::Error) -> String {
+    match err {
+        crate::kube::Error::Api { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
 }

@@ -1,12 +1,13 @@
 //! `kubernetes.core.k8s_scale`: sets `spec.replicas`.
 
+use minijinja::Value;
 use serde_json::{Value as Json, json};
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, Output};
-use crate::kube::PatchType;
+use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::kube::{Error as KubeError, PatchType};
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let (api_version, kind, name, namespace) = match args.map("resource_definition")? {
         Some(def) => {
             let def = common::to_json(&def)?;
@@ -32,30 +33,42 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
     let (wait, timeout, sleep, _) = common::wait_args(args)?;
     let wait = wait || !args.has("wait");
     let cluster = ctx.cluster()?.clone();
-    let resource = ctx
-        .api(cluster.resource(&api_version, &kind))
-        .await
-        .map_err(|e| common::api_failure("find the resource", &e))?;
+    let resource = match ctx.api(cluster.resource(&api_version, &kind)).await {
+        Ok(resource) => resource,
+        Err(KubeError::UnknownKind { api_version, kind }) => {
+            return Err(unhandled_not_found(&api_version, &kind));
+        }
+        Err(err) => return Err(common::refused("find the resource", &err)),
+    };
     let ns = common::namespace_for(&resource, namespace.as_deref(), None, ctx.owner);
     let object = ctx
         .api(cluster.get(&resource, ns.as_deref(), &name))
         .await
-        .map_err(|e| common::api_failure("get the object", &e))?
-        .ok_or_else(|| format!("{kind} {name} was not found"))?;
+        .and_then(|found| found.ok_or_else(|| KubeError::not_found(&resource, &name)))
+        .map_err(|e| {
+            format!(
+                "Failed to retrieve requested object: {}",
+                crate::kube::python::quoted_body(&e)
+            )
+        })?;
+    let duration = || wait.then_some(0u64);
     let existing = object
         .pointer("/spec/replicas")
         .and_then(Json::as_i64)
         .unwrap_or(1);
-    if current.is_some_and(|c| c != existing) {
-        return Ok(Output::changed(false)
-            .with(
-                "msg",
-                "Resource not scaled as current_replicas didn't match",
-            )
-            .with("result", common::view(object)));
+    if let Some(current) = current.filter(|c| *c != existing) {
+        let warning = format!(
+            "current replicas {current} does not match with actual {existing} for object kind={kind} name={name} namespace={}.",
+            ns.as_deref().unwrap_or("None")
+        );
+        let output = Output::changed(false)
+            .with("warning", warning)
+            .with("result", common::view(Json::Object(Default::default())));
+        return Ok(with_duration(output, duration()));
     }
     if existing == replicas {
-        return Ok(Output::changed(false).with("result", common::view(object)));
+        let output = Output::changed(false).with("result", common::view(object));
+        return Ok(with_duration(output, duration()));
     }
     let patch = json!({"spec": {"replicas": replicas}});
     let patched = ctx
@@ -68,37 +81,53 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             None,
         ))
         .await
-        .map_err(|e| common::api_failure("scale", &e))?;
-    let result = if wait {
-        let found = common::poll(ctx, timeout, sleep, || {
-            let cluster = cluster.clone();
-            let resource = resource.clone();
-            let ns = ns.clone();
-            let name = name.clone();
-            async move {
-                let object = cluster.get(&resource, ns.as_deref(), &name).await?;
-                Ok(object.filter(|o| {
-                    let ready = o
-                        .pointer("/status/readyReplicas")
-                        .and_then(Json::as_i64)
-                        .unwrap_or(0);
-                    let seen = o
-                        .pointer("/status/replicas")
-                        .and_then(Json::as_i64)
-                        .unwrap_or(0);
-                    ready == replicas || (replicas == 0 && seen == 0)
-                }))
-            }
-        })
-        .await?;
-        found.ok_or_else(|| {
+        .map_err(|e| {
             format!(
-                "Resource scaling timed out after {} seconds",
-                timeout.as_secs()
+                "Scale request failed: {}",
+                crate::kube::python::quoted_body(&e)
             )
-        })?
-    } else {
-        patched
-    };
-    Ok(Output::changed(true).with("result", common::view(result)))
+        })?;
+    if !wait {
+        return Ok(Output::changed(true).with("result", common::view(patched)));
+    }
+    let waited = common::wait_for(ctx, timeout, sleep, || async {
+        let object = cluster.get(&resource, ns.as_deref(), &name).await?;
+        Ok((
+            object.as_ref().is_some_and(|o| common::ready(o, None)),
+            object,
+        ))
+    })
+    .await
+    .map_err(|e| common::refused("retrieve requested object", &e))?;
+    if !waited.ready {
+        return Err("Resource scaling timed out".into());
+    }
+    let result = waited.last.unwrap_or(patched);
+    Ok(Output::changed(true)
+        .with("result", common::view(result))
+        .with("duration", waited.seconds))
+}
+
+fn with_duration(output: Output, duration: Option<u64>) -> Output {
+    match duration {
+        Some(seconds) => output.with("duration", seconds),
+        None => output,
+    }
+}
+
+/// kubernetes.core's k8s_scale does not catch a kind the API server does
+/// not serve: the module dies with the Python client's exception, and
+/// Ansible reports a module failure whose stderr ends with it.
+fn unhandled_not_found(api_version: &str, kind: &str) -> ModuleFailure {
+    let mut stderr = String::from("kubernetes.dynamic.exceptions.ResourceNotFoundError: ");
+    stderr.push_str(&crate::kube::python::no_matches(api_version, kind));
+    stderr.push('\n');
+    ModuleFailure::result(
+        "MODULE FAILURE: No start of json char found\nSee stdout/stderr for the exact error".into(),
+        vec![
+            ("module_stdout", Value::from("")),
+            ("module_stderr", Value::from(stderr)),
+            ("rc", Value::from(1)),
+        ],
+    )
 }

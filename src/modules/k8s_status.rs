@@ -7,8 +7,8 @@ use minijinja::value::ValueKind;
 use serde_json::{Map, Value as Json, json};
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, Output};
-use crate::kube::PatchType;
+use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::kube::{Error as KubeError, PatchType};
 
 const CONDITION_KEYS: &[&str] = &[
     "type",
@@ -19,7 +19,7 @@ const CONDITION_KEYS: &[&str] = &[
     "lastTransitionTime",
 ];
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let api_version = args.str("api_version")?.unwrap_or_else(|| "v1".into());
     let kind = args.required_str("kind")?;
     let name = args.required_str("name")?;
@@ -34,19 +34,25 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
     if !conditions.is_empty() {
         if status.get("conditions").is_some() {
             return Err(
-                "You cannot specify conditions both in the status and conditions parameters"
-                    .to_owned(),
+                "You cannot specify conditions in both the 'status' and 'conditions' parameters"
+                    .into(),
             );
         }
         let checked: Result<Vec<Json>, String> =
             conditions.iter().map(validate_condition).collect();
-        status["conditions"] = Json::Array(checked?);
+        let checked = checked.map_err(|error| {
+            ModuleFailure::result(
+                "The specified conditions failed to validate".into(),
+                vec![("error", Value::from(error))],
+            )
+        })?;
+        status["conditions"] = Json::Array(checked);
     }
     let cluster = ctx.cluster()?.clone();
     let resource = ctx
         .api(cluster.resource(&api_version, &kind))
         .await
-        .map_err(|e| common::api_failure("find the resource", &e))?;
+        .map_err(|e| common::refused("find the resource", &e))?;
     let ns = if resource.namespaced {
         namespace.as_deref()
     } else {
@@ -55,8 +61,8 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
     let instance = ctx
         .api(cluster.get(&resource, ns, &name))
         .await
-        .map_err(|e| common::api_failure("get the object", &e))?
-        .ok_or_else(|| format!("{kind} {name} was not found"))?;
+        .and_then(|found| found.ok_or_else(|| KubeError::not_found(&resource, &name)))
+        .map_err(|e| refused("Failed to retrieve requested object".into(), &e))?;
     let old_status = instance.get("status").cloned().unwrap_or_else(|| json!({}));
 
     if replace {
@@ -68,7 +74,13 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         let written = ctx
             .api(cluster.replace(&resource, ns, &name, &object, Some("status")))
             .await
-            .map_err(|e| common::api_failure("replace the status", &e))?;
+            .map_err(|e| {
+                let msg = format!(
+                    "Failed to replace status: {}",
+                    crate::kube::python::api_error_text(&e)
+                );
+                refused(msg, &e)
+            })?;
         return Ok(Output::changed(true).with("result", common::view(written)));
     }
 
@@ -98,8 +110,35 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             Some("status"),
         ))
         .await
-        .map_err(|e| common::api_failure("patch the status", &e))?;
+        .map_err(|e| {
+            let msg = format!(
+                "Failed to replace status: {}",
+                crate::kube::python::api_error_text(&e)
+            );
+            refused(msg, &e)
+        })?;
     Ok(Output::changed(true).with("result", common::view(written)))
+}
+
+/// operator_sdk.util's failed result for a refused call: `msg`, and the
+/// answer's status, reason phrase and body under `error`.
+fn refused(msg: String, err: &KubeError) -> ModuleFailure {
+    let body = match err {
+        KubeError::Api {
+            answer: Some(answer),
+            ..
+        } => answer.body.clone(),
+        other => other.to_string(),
+    };
+    let error = Value::from_pairs([
+        (Value::from("status"), Value::from(err.code().unwrap_or(0))),
+        (
+            Value::from("reason"),
+            Value::from(err.http_reason().unwrap_or_default()),
+        ),
+        (Value::from("body"), Value::from(body)),
+    ]);
+    ModuleFailure::result(msg, vec![("error", error)])
 }
 
 fn validate_condition(value: &Value) -> Result<Json, String> {

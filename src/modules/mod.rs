@@ -208,12 +208,66 @@ impl Output {
         }
     }
 
+    /// The result's fields as one mapping (a result inside another's, as
+    /// kubernetes.core nests one per definition).
+    pub fn into_value(self) -> Value {
+        Value::from_pairs(
+            self.fields
+                .into_iter()
+                .map(|(key, value)| (Value::from(key), value)),
+        )
+    }
+
     /// Adds a field to the result.
     #[must_use]
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.fields.retain(|(k, _)| k != key);
         self.fields.push((key.to_owned(), value.into()));
         self
+    }
+}
+
+/// Why a module failed: a message alone, or a whole failed result as the
+/// module's collection returns it (kubernetes.core's refusals carry the
+/// answer's `reason`, operator_sdk.util's an `error` with the body, a
+/// timed-out wait the object as last read).
+#[derive(Debug)]
+pub enum ModuleFailure {
+    /// A failed result whose `msg` is this.
+    Message(String),
+    /// A failed result with these fields (`failed` is set on it).
+    Result(Box<Output>),
+}
+
+impl ModuleFailure {
+    /// A failed result: `msg` and the other `fields`, `changed` false.
+    pub fn result(msg: String, fields: Vec<(&str, Value)>) -> Self {
+        let mut output = Output::changed(false).with("msg", msg);
+        for (key, value) in fields {
+            output = output.with(key, value);
+        }
+        ModuleFailure::Result(Box::new(output))
+    }
+
+    /// The module's answer to the engine: a message as its error, a whole
+    /// result as a result that failed.
+    fn into_answer(self) -> Result<Output, String> {
+        match self {
+            ModuleFailure::Message(msg) => Err(msg),
+            ModuleFailure::Result(output) => Ok(output.with("failed", true)),
+        }
+    }
+}
+
+impl From<String> for ModuleFailure {
+    fn from(msg: String) -> Self {
+        ModuleFailure::Message(msg)
+    }
+}
+
+impl From<&str> for ModuleFailure {
+    fn from(msg: &str) -> Self {
+        ModuleFailure::Message(msg.to_owned())
     }
 }
 
@@ -347,12 +401,26 @@ pub async fn run(
         ModuleId::IncludeVars => include_vars::run(&args, ctx).await,
         ModuleId::RequeueAfter => requeue_after::run(&args),
         ModuleId::OsdkMetric => osdk_metric::run(&args),
-        ModuleId::K8s => k8s::run(&args, ctx).await,
-        ModuleId::K8sInfo => k8s_info::run(&args, ctx).await,
-        ModuleId::K8sStatus => k8s_status::run(&args, ctx).await,
-        ModuleId::K8sEvent => k8s_event::run(&args, ctx).await,
-        ModuleId::K8sScale => k8s_scale::run(&args, ctx).await,
-        ModuleId::K8sLog => k8s_log::run(&args, ctx).await,
-        ModuleId::K8sExec => k8s_exec::run(&args, ctx).await,
+        ModuleId::K8s => k8s::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
+        ModuleId::K8sInfo => k8s_info::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
+        ModuleId::K8sStatus => k8s_status::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
+        ModuleId::K8sEvent => k8s_event::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
+        ModuleId::K8sScale => k8s_scale::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
+        ModuleId::K8sLog => k8s_log::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
+        ModuleId::K8sExec => k8s_exec::run(&args, ctx)
+            .await
+            .or_else(ModuleFailure::into_answer),
     }
 }

@@ -207,7 +207,8 @@ pub fn write_str_repr(out: &mut String, s: &str) {
     out.push(quote);
 }
 
-fn write_bytes_repr(out: &mut String, bytes: &[u8]) {
+/// Python's `repr(bytes)`.
+pub fn write_bytes_repr(out: &mut String, bytes: &[u8]) {
     let quote = if bytes.contains(&b'\'') && !bytes.contains(&b'"') {
         '"'
     } else {

@@ -16,6 +16,7 @@ mod diff;
 pub mod enka;
 mod molecule;
 mod nodes;
+mod refusals;
 mod runtime;
 mod scaffold;
 mod traces;
