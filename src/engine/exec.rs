@@ -120,6 +120,9 @@ pub(crate) struct Runner {
     host_facts: scope::Facts,
     included: scope::Facts,
     stats: Stats,
+    /// The `msg` of each failed task result not ignored, in order (see
+    /// [`RunOutcome::failed_task_messages`]).
+    failed_task_messages: Vec<String>,
     requeue_after: Option<Duration>,
     api_time: Duration,
     metrics: Vec<MetricUpdate>,
@@ -240,6 +243,7 @@ impl Runner {
             api_time: Duration::ZERO,
             metrics: Vec::new(),
             module_timings: Vec::new(),
+            failed_task_messages: Vec::new(),
             task_timings: Vec::new(),
             dependents: Vec::new(),
             dependencies_run: Vec::new(),
@@ -259,6 +263,7 @@ impl Runner {
             status,
             hosts,
             stats: self.stats,
+            failed_task_messages: self.failed_task_messages,
             requeue_after: self.requeue_after,
             elapsed,
             api_time: self.api_time,
@@ -638,6 +643,8 @@ impl Runner {
         let host_stats = self.host_stats.entry(runner.host.to_string()).or_default();
         host_stats.add(&runner.stats);
         self.stats.add(&runner.stats);
+        self.failed_task_messages
+            .extend(runner.failed_task_messages);
         if runner.waiting_for.is_none() {
             self.waiting_for = None;
         }
@@ -1386,10 +1393,16 @@ impl Runner {
             if self.lockstep.is_some() {
                 self.peers.set(&self.host, self.host_state());
             }
-            if matches!(&flow, Flow::Failed(f) if !f.is_unreachable())
+            // A failure is counted once, on the task it arose in: a block or
+            // an include that passes on a failure of a task inside it is not
+            // a second failed result (Ansible's recap counts results).
+            if let Flow::Failed(failure) = &flow
+                && !failure.is_unreachable()
+                && failure.location == task.location
                 && !matches!(task.action, Action::Block { .. })
             {
                 self.stats.failed += 1;
+                self.failed_task_messages.push(failure.result_message());
                 if let Some(lockstep) = &self.lockstep {
                     lockstep.task_failed(self.host_index, position);
                     if self.any_errors_fatal(frame, task) {

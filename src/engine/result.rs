@@ -62,14 +62,38 @@ pub struct Failure {
 /// its data held (a registered result of megabytes).
 pub const MAX_FAILURE_MESSAGE: usize = 4096;
 
+/// The longest failed result's `msg` kept for the Failure condition, which
+/// upstream writes verbatim: room for any refusal kubernetes.core quotes.
+pub const MAX_RESULT_MESSAGE: usize = 64 * 1024;
+
+/// Upstream's words for a failed result without a `msg`.
+pub const UNKNOWN_PLAYBOOK_FAILURE: &str = "unknown playbook failure";
+
 impl Failure {
+    /// The failed result's `msg`, as upstream's operator reads it from the
+    /// event (`unknown playbook failure` when there is none, or it is not
+    /// text).
+    /// Cut at [`MAX_RESULT_MESSAGE`] bytes, so that a status write stays
+    /// far below the API server's object size limit.
+    pub fn result_message(&self) -> String {
+        let msg = self
+            .result
+            .get_attr("msg")
+            .ok()
+            .and_then(|msg| msg.as_str().map(str::to_owned));
+        match msg {
+            Some(msg) => bounded(msg, MAX_RESULT_MESSAGE),
+            None => UNKNOWN_PLAYBOOK_FAILURE.to_owned(),
+        }
+    }
+
     /// A failure of `task` at `location`; a message longer than
     /// [`MAX_FAILURE_MESSAGE`] bytes is cut, saying how much was left out.
     pub fn new(task: String, location: Location, message: String, result: Value) -> Self {
         Failure {
             task,
             location,
-            message: bounded(message),
+            message: bounded(message, MAX_FAILURE_MESSAGE),
             result,
             action: std::sync::Arc::from(""),
         }
@@ -85,11 +109,11 @@ impl Failure {
     }
 }
 
-fn bounded(mut message: String) -> String {
-    if message.len() <= MAX_FAILURE_MESSAGE {
+fn bounded(mut message: String, limit: usize) -> String {
+    if message.len() <= limit {
         return message;
     }
-    let mut cut = MAX_FAILURE_MESSAGE;
+    let mut cut = limit;
     while !message.is_char_boundary(cut) {
         cut -= 1;
     }
@@ -129,6 +153,13 @@ pub struct RunOutcome {
     /// Task counts of each host, for a play recap (one host, `localhost`,
     /// for a role).
     pub hosts: Vec<(String, Stats)>,
+    /// The `msg` of each task result that failed and was not ignored, in
+    /// order, rescued ones included: what upstream's operator collects from
+    /// Ansible Runner's `runner_on_failed` events for the Failure
+    /// condition. (Its check for a rescued failure reads a field those
+    /// events do not carry, so a failure a `rescue` took still fails the
+    /// reconcile there; ansible-runner 2.4 writes no `rescued` into them.)
+    pub failed_task_messages: Vec<String>,
     /// Set by `requeue_after`.
     pub requeue_after: Option<Duration>,
     /// Wall time of the run.
@@ -153,6 +184,17 @@ impl RunOutcome {
         matches!(self.status, RunStatus::Successful)
     }
 
+    /// What upstream's operator writes as the Failure condition's message
+    /// when the reconcile failed: the failed results' messages, one per
+    /// line; none when no task failed (a run that failed elsewhere, such
+    /// as an include that does not load, gives its own message).
+    pub fn reconcile_failure(&self) -> Option<String> {
+        if !self.failed_task_messages.is_empty() {
+            return Some(self.failed_task_messages.join("\n"));
+        }
+        self.failure().map(|failure| failure.message.clone())
+    }
+
     /// The failure, if any.
     pub fn failure(&self) -> Option<&Failure> {
         match &self.status {
@@ -169,12 +211,12 @@ mod bound_tests {
     #[test]
     fn long_messages_are_cut_at_a_character() {
         let message = "é".repeat(MAX_FAILURE_MESSAGE);
-        let cut = bounded(message.clone());
+        let cut = bounded(message.clone(), MAX_FAILURE_MESSAGE);
         assert!(cut.len() < MAX_FAILURE_MESSAGE + 40, "{}", cut.len());
         assert!(cut.ends_with(&format!(
             "… ({} more bytes)",
             message.len() - MAX_FAILURE_MESSAGE
         )));
-        assert_eq!(bounded("short".into()), "short");
+        assert_eq!(bounded("short".into(), MAX_FAILURE_MESSAGE), "short");
     }
 }

@@ -651,13 +651,11 @@ async fn reconcile_object(
         "reconciled"
     );
     let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
-    if let Some(failure) = outcome.failure() {
-        ctx.events
-            .failure(&json, &failure.task, &failure.to_string());
+    if let Some(failed) = failed_reconcile(&ctx, &json, &outcome) {
         if let Some(after) = outcome.requeue_after {
             return Ok(Next::After(after));
         }
-        return Err(ReconcileError::RunFailed(failure.to_string()));
+        return Err(failed);
     }
     ctx.failures
         .lock()
@@ -746,8 +744,7 @@ async fn run_finalizer(
         return Ok(Next::AwaitChange);
     };
     let mut json = Arc::new(fresh);
-    let failure = outcome.failure();
-    if failure.is_none() {
+    if outcome.reconcile_failure().is_none() {
         let remaining: Vec<String> = json["metadata"]["finalizers"]
             .as_array()
             .into_iter()
@@ -774,14 +771,33 @@ async fn run_finalizer(
         })
         .await?;
     }
-    match failure {
-        Some(failure) => {
-            ctx.events
-                .failure(&json, &failure.task, &failure.to_string());
-            Err(ReconcileError::RunFailed(failure.to_string()))
-        }
+    match failed_reconcile(ctx, &json, &outcome) {
+        Some(failed) => Err(failed),
         None => Ok(Next::AwaitChange),
     }
+}
+
+/// Whether the run fails the reconcile, as upstream decides it: a task
+/// result failed and was not ignored (a rescued one too), or the run itself
+/// failed. The Event and the error name the task and where it is; the
+/// status says only what upstream's does (see `status::mark_done`).
+fn failed_reconcile(
+    ctx: &WatchContext,
+    object: &Arc<Json>,
+    outcome: &engine::RunOutcome,
+) -> Option<ReconcileError> {
+    let message = outcome.reconcile_failure()?;
+    let (task, text) = match outcome.failure() {
+        Some(failure) => (failure.task.clone(), failure.to_string()),
+        None => (
+            "(a rescued task)".to_owned(),
+            format!(
+                "a task failed and a rescue took it; upstream fails the reconcile all the same: {message}"
+            ),
+        ),
+    };
+    ctx.events.failure(object, &task, &text);
+    Some(ReconcileError::RunFailed(text))
 }
 
 async fn run_once(

@@ -110,7 +110,7 @@ pub fn mark_running(status: &mut Json, now: &str) {
 /// After a run, as upstream's `markDone`.
 pub fn mark_done(status: &mut Json, outcome: &RunOutcome, now: &str, completion: &str) {
     let result = ansible_result(&outcome.stats, completion);
-    match outcome.failure() {
+    match outcome.reconcile_failure() {
         None => {
             set_condition(
                 status,
@@ -128,11 +128,11 @@ pub fn mark_done(status: &mut Json, outcome: &RunOutcome, now: &str, completion:
                 now,
             );
         }
-        Some(failure) => {
+        Some(message) => {
             flip(status, "Running", "False", now);
             set_condition(
                 status,
-                json!({"type": "Failure", "status": "True", "reason": "Failed", "message": failure.to_string(), "ansibleResult": result}),
+                json!({"type": "Failure", "status": "True", "reason": "Failed", "message": message, "ansibleResult": result}),
                 now,
             );
             set_condition(
@@ -204,7 +204,13 @@ mod tests {
             stats: Stats {
                 ok: 3,
                 changed: 1,
+                failed: u32::from(failed),
                 ..Stats::default()
+            },
+            failed_task_messages: if failed {
+                vec!["boom".into()]
+            } else {
+                Vec::new()
             },
             requeue_after: None,
             elapsed: std::time::Duration::ZERO,
@@ -253,13 +259,9 @@ mod tests {
                 failure["reason"].as_str(),
                 failure["message"].as_str()
             ),
-            // Upstream's message is the task's alone; enka's names the task
-            // and where it is, as the Event does.
-            (
-                Some("True"),
-                Some("Failed"),
-                Some("task \"t\" at x failed: boom")
-            )
+            // Upstream's message is the failed result's `msg` alone; the
+            // task's name and place go to the Event.
+            (Some("True"), Some("Failed"), Some("boom"))
         );
         let running = condition(&status, "Running");
         assert_eq!(running["status"], "False");
@@ -267,6 +269,23 @@ mod tests {
         mark_done(&mut status, &outcome(false), "t4", "c");
         let failure = condition(&status, "Failure");
         assert_eq!(failure["status"], "False");
+    }
+
+    #[test]
+    fn every_failed_result_is_a_line_of_the_failure_a_rescued_one_too() {
+        let mut rescued = outcome(false);
+        rescued.failed_task_messages = vec!["caught".into()];
+        let mut status = json!({});
+        mark_done(&mut status, &rescued, "t1", "c");
+        let failure = condition(&status, "Failure");
+        assert_eq!(failure["status"], "True");
+        assert_eq!(failure["message"], "caught");
+        assert_eq!(failure["ansibleResult"]["failures"], 0, "the recap's count");
+
+        let mut two = outcome(true);
+        two.failed_task_messages.push("then this".into());
+        mark_done(&mut status, &two, "t2", "c");
+        assert_eq!(condition(&status, "Failure")["message"], "boom\nthen this");
     }
 
     #[test]
