@@ -128,6 +128,35 @@ PLAYBOOK = """- hosts: localhost
 """
 
 
+# A callback that records what upstream's ansible-operator collects for a
+# custom resource's Failure condition: the `msg` of each failed result not
+# ignored (Ansible Runner's runner_on_failed events), in order.
+FAILURES_CALLBACK = """
+import json, os
+from ansible.plugins.callback import CallbackBase
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "conformance_failures"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.messages = []
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if ignore_errors:
+            return
+        msg = result._result.get("msg")
+        self.messages.append(msg if isinstance(msg, str) else "unknown playbook failure")
+
+    def v2_playbook_on_stats(self, stats):
+        with open(os.environ["CONFORMANCE_FAILURES"], "w") as f:
+            json.dump(self.messages, f)
+"""
+
+
 def plays(version):
     """Runs each case of plays.yaml with ansible-playbook."""
     import tempfile
@@ -154,6 +183,11 @@ def plays(version):
                     f.write(case["inventory"])
             with open(os.path.join(tmp, "extra.json"), "w") as f:
                 json.dump(case.get("extra_vars") or {}, f)
+            callbacks = os.path.join(tmp, "callback_plugins")
+            os.makedirs(callbacks)
+            with open(os.path.join(callbacks, "conformance_failures.py"), "w") as f:
+                f.write(FAILURES_CALLBACK)
+            failures_file = os.path.join(tmp, "failures.json")
             env = dict(
                 os.environ,
                 ANSIBLE_STDOUT_CALLBACK="json",
@@ -164,11 +198,18 @@ def plays(version):
                 # Modules run by the venv's Python (the discovered system one
                 # may lack what ansible-core's modules need).
                 ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+                ANSIBLE_CALLBACK_PLUGINS=callbacks,
+                ANSIBLE_CALLBACKS_ENABLED="conformance_failures",
+                CONFORMANCE_FAILURES=failures_file,
             )
             proc = subprocess.run(
                 [os.path.join(VENV, "bin", "ansible-playbook"), "-i", inventory, "-c", "local", "play.yml", "-e", "@extra.json"],
                 cwd=tmp, env=env, capture_output=True, text=True,
             )
+            failures = None
+            if os.path.exists(failures_file):
+                with open(failures_file) as f:
+                    failures = json.load(f)
         entry = {"name": case["name"]}
         try:
             report = json.loads(proc.stdout)
@@ -196,6 +237,8 @@ def plays(version):
         recap = report.get("stats", {}).get("localhost")
         if recap is not None:
             entry["stats"] = {key: recap.get(key, 0) for key in ("ok", "changed", "skipped", "failures")}
+        if failures is not None:
+            entry["failure_messages"] = failures
         results.append(entry)
     with open(os.path.join(HERE, "expected_plays.json"), "w") as f:
         json.dump({"ansible_core": version, "cases": results}, f, indent=1, ensure_ascii=False)

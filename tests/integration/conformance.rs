@@ -248,6 +248,7 @@ async fn plays_match_ansible_playbook() {
         let (project, diagnostics) =
             Project::load(&options, &[Target::Playbook(dir.join("play.yml"))]);
         let mut stats = None;
+        let mut failure_messages = None;
         let outcome: Outcome = match project {
             None => Err(diagnostics
                 .0
@@ -288,6 +289,7 @@ async fn plays_match_ansible_playbook() {
                     .map(|(_, s)| s.clone())
                     .unwrap_or_default();
                 stats = Some(recap(&localhost));
+                failure_messages = Some(Json::from(run.failed_task_messages.clone()));
                 match (run.facts.get("conformance_result"), run.failure()) {
                     (Some(var), _) => Ok((
                         pyrepr::type_name(&var.value).to_owned(),
@@ -302,12 +304,16 @@ async fn plays_match_ansible_playbook() {
         let same_stats = want
             .get("stats")
             .is_none_or(|want| Some(want) == stats.as_ref());
-        if matches(&want, &outcome) && same_stats {
+        // What upstream's operator writes as the Failure condition.
+        let same_failures = want
+            .get("failure_messages")
+            .is_none_or(|want| Some(want) == failure_messages.as_ref());
+        if matches(&want, &outcome) && same_stats && same_failures {
             matched += 1;
         } else {
             eprintln!(
-                "MISMATCH play {name}\n  ansible: {} {} {}\n  enka:    {outcome:?} {stats:?}",
-                want["type"], want["value"], want["stats"]
+                "MISMATCH play {name}\n  ansible: {} {} {} {}\n  enka:    {outcome:?} {stats:?} {failure_messages:?}",
+                want["type"], want["value"], want["stats"], want["failure_messages"]
             );
         }
     }
