@@ -31,6 +31,9 @@ pub fn all(wanted: &dyn Fn(&str) -> bool) -> Vec<Subject> {
     {
         all.push(seed_zundoko(shared));
     }
+    if let Some(shared) = &shared {
+        all.push(failures(shared));
+    }
     if std::env::var_os("ENKA_DIFFERENTIAL_FULL").is_some()
         && let Some(shared) = &shared
     {
@@ -38,9 +41,64 @@ pub fn all(wanted: &dyn Fn(&str) -> bool) -> Vec<Subject> {
             all.push(advanced_molecule(shared));
         }
         all.push(awx(shared));
+        all.push(long_wait(shared));
     }
     all.retain(|subject| wanted(subject.name));
     all
+}
+
+/// tests/differential/failures-operator: roles that fail as real ones do:
+/// an object the API server refuses, a failure a rescue takes (and one with
+/// no msg, from failed_when), one inside an include, an ignored one, a k8s
+/// lookup of a kind nobody serves. Both operators must end with the same
+/// objects and the same conditions, messages and counts included.
+fn failures(shared: &std::path::Path) -> Subject {
+    let project = repo_path("tests/differential/failures-operator");
+    let samples = ["refused", "rescued", "included", "ignored", "lookup"]
+        .iter()
+        .map(|name| project.join(format!("config/samples/{name}.yaml")))
+        .collect();
+    Subject {
+        name: "failures",
+        steps: vec![Step::Create(samples)],
+        ..failures_project(shared, project)
+    }
+}
+
+/// The same project's role that waits longer than five minutes (62
+/// attempts, 5 s apart) before it goes on: upstream never cuts a run, and
+/// enka must not either. Only with ENKA_DIFFERENTIAL_FULL=1 (each side waits
+/// five minutes).
+fn long_wait(shared: &std::path::Path) -> Subject {
+    let project = repo_path("tests/differential/failures-operator");
+    Subject {
+        name: "long-wait",
+        steps: vec![Step::Create(vec![
+            project.join("config/samples/waits.yaml"),
+        ])],
+        limit: Duration::from_secs(600),
+        ..failures_project(shared, project)
+    }
+}
+
+fn failures_project(shared: &std::path::Path, project: PathBuf) -> Subject {
+    Subject {
+        name: "",
+        watches: project.join("watches.yaml"),
+        crds: vec![project.join("config/crd")],
+        primary: [
+            "Refused", "Rescued", "Included", "Ignored", "Lookup", "Waits",
+        ]
+        .iter()
+        .map(|kind| ("failures.compat.enka.dev".to_owned(), (*kind).to_owned()))
+        .collect(),
+        env: vec![collections_path(&[shared.join("collections")])],
+        args: Vec::new(),
+        steps: Vec::new(),
+        limit: Duration::from_secs(120),
+        scratch: Vec::new(),
+        project,
+    }
 }
 
 /// awx-operator @ 1bc3422 with the database it manages, its own sample
