@@ -36,9 +36,10 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         .with("rc", rc)
         .with("return_code", rc);
     if rc != 0 {
-        output = output
-            .with("failed", true)
-            .with("msg", format!("the command exited with {rc}"));
+        // kubernetes.core returns the exit code alone, and Ansible fails a
+        // result whose `rc` is not 0: no `msg` (upstream's Failure
+        // condition then says "unknown playbook failure").
+        output = output.with("failed", true);
     }
     Ok(output)
 }

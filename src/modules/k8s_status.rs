@@ -74,13 +74,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         let written = ctx
             .api(cluster.replace(&resource, ns, &name, &object, Some("status")))
             .await
-            .map_err(|e| {
-                let msg = format!(
-                    "Failed to replace status: {}",
-                    crate::kube::python::api_error_text(&e)
-                );
-                refused(msg, &e)
-            })?;
+            .map_err(|e| status_refused(&e))?;
         return Ok(Output::changed(true).with("result", common::view(written)));
     }
 
@@ -110,14 +104,17 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             Some("status"),
         ))
         .await
-        .map_err(|e| {
-            let msg = format!(
-                "Failed to replace status: {}",
-                crate::kube::python::api_error_text(&e)
-            );
-            refused(msg, &e)
-        })?;
+        .map_err(|e| status_refused(&e))?;
     Ok(Output::changed(true).with("result", common::view(written)))
+}
+
+/// operator_sdk.util's words for a refused status write (a patch too).
+fn status_refused(err: &KubeError) -> ModuleFailure {
+    let msg = format!(
+        "Failed to replace status: {}",
+        crate::kube::python::api_error_text(err)
+    );
+    refused(msg, err)
 }
 
 /// operator_sdk.util's failed result for a refused call: `msg`, and the

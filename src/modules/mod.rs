@@ -390,37 +390,26 @@ pub async fn run(
         return bridged::run(&action, args, ctx).await;
     }
     let args = Args::new(spec.name, args);
-    match spec.id {
-        ModuleId::SetFact => set_fact::run(&args),
-        ModuleId::Debug => debug::run(&args, ctx),
-        ModuleId::Fail => fail::run(&args),
-        ModuleId::GroupBy => group_by::run(&args),
-        ModuleId::Assert => assert::run(&args, ctx),
-        ModuleId::Meta => meta::run(&args),
-        ModuleId::Pause => pause::run(&args, ctx).await,
-        ModuleId::IncludeVars => include_vars::run(&args, ctx).await,
-        ModuleId::RequeueAfter => requeue_after::run(&args),
-        ModuleId::OsdkMetric => osdk_metric::run(&args),
-        ModuleId::K8s => k8s::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-        ModuleId::K8sInfo => k8s_info::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-        ModuleId::K8sStatus => k8s_status::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-        ModuleId::K8sEvent => k8s_event::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-        ModuleId::K8sScale => k8s_scale::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-        ModuleId::K8sLog => k8s_log::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-        ModuleId::K8sExec => k8s_exec::run(&args, ctx)
-            .await
-            .or_else(ModuleFailure::into_answer),
-    }
+    // The Kubernetes modules may fail with a whole result, as their
+    // collections do; the others with a message.
+    let kubernetes = match spec.id {
+        ModuleId::SetFact => return set_fact::run(&args),
+        ModuleId::Debug => return debug::run(&args, ctx),
+        ModuleId::Fail => return fail::run(&args),
+        ModuleId::GroupBy => return group_by::run(&args),
+        ModuleId::Assert => return assert::run(&args, ctx),
+        ModuleId::Meta => return meta::run(&args),
+        ModuleId::Pause => return pause::run(&args, ctx).await,
+        ModuleId::IncludeVars => return include_vars::run(&args, ctx).await,
+        ModuleId::RequeueAfter => return requeue_after::run(&args),
+        ModuleId::OsdkMetric => return osdk_metric::run(&args),
+        ModuleId::K8s => k8s::run(&args, ctx).await,
+        ModuleId::K8sInfo => k8s_info::run(&args, ctx).await,
+        ModuleId::K8sStatus => k8s_status::run(&args, ctx).await,
+        ModuleId::K8sEvent => k8s_event::run(&args, ctx).await,
+        ModuleId::K8sScale => k8s_scale::run(&args, ctx).await,
+        ModuleId::K8sLog => k8s_log::run(&args, ctx).await,
+        ModuleId::K8sExec => k8s_exec::run(&args, ctx).await,
+    };
+    kubernetes.or_else(ModuleFailure::into_answer)
 }
