@@ -3047,9 +3047,7 @@ impl Runner {
                     return exception_result(class, &text, err.line());
                 }
                 let message = if err.is_undefined() {
-                    format!(
-                        "The task includes an option with an undefined variable. The error was: {err}"
-                    )
+                    undefined_in_arguments(task, &err)
                 } else {
                     err.ansible_message()
                 };
@@ -3429,6 +3427,21 @@ fn all_true(templar: &Templar, conditions: &[Value], ctx: &Context) -> Result<bo
 }
 
 /// Drops arguments equal to the `omit` placeholder, recursively.
+/// Ansible's words for arguments that use an undefined variable (the
+/// task's `post_validate`): the cause after two dots, then where the task
+/// is, as its errors show it.
+fn undefined_in_arguments(task: &Task, err: &TemplateError) -> String {
+    let mut message = format!(
+        "The task includes an option with an undefined variable.. {}",
+        err.message()
+    );
+    if let Some(excerpt) = crate::role::ansible_excerpt(&task.location) {
+        message.push_str("\n\n");
+        message.push_str(&excerpt);
+    }
+    message
+}
+
 fn remove_omit(value: &Value, omit: &str) -> Value {
     match value.kind() {
         ValueKind::Map => {

@@ -7,6 +7,7 @@
 
 mod ansible;
 mod diagnostic;
+mod excerpt;
 mod loader;
 mod module_defaults;
 mod resolve;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use minijinja::Value;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
+pub use excerpt::ansible_excerpt;
 pub use loader::{LoadOptions, Target};
 pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};

@@ -209,7 +209,8 @@ def plays(version):
             failures = None
             if os.path.exists(failures_file):
                 with open(failures_file) as f:
-                    failures = json.load(f)
+                    # The case's directory is a fresh one each run.
+                    failures = [m.replace(tmp, "<dir>") for m in json.load(f)]
         entry = {"name": case["name"]}
         try:
             report = json.loads(proc.stdout)

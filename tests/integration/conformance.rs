@@ -289,7 +289,14 @@ async fn plays_match_ansible_playbook() {
                     .map(|(_, s)| s.clone())
                     .unwrap_or_default();
                 stats = Some(recap(&localhost));
-                failure_messages = Some(Json::from(run.failed_task_messages.clone()));
+                // The case's directory as generate.py writes it.
+                let dir_text = dir.display().to_string();
+                failure_messages = Some(Json::from(
+                    run.failed_task_messages
+                        .iter()
+                        .map(|m| m.replace(&dir_text, "<dir>"))
+                        .collect::<Vec<_>>(),
+                ));
                 match (run.facts.get("conformance_result"), run.failure()) {
                     (Some(var), _) => Ok((
                         pyrepr::type_name(&var.value).to_owned(),
