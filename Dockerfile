@@ -50,7 +50,7 @@ ENV HOME=/opt/ansible \
     ENKA_ANSIBLE_PYTHON=/usr/local/bin/python3 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY src/worker/requirements.txt /tmp/requirements.txt
+COPY crates/enka-worker/requirements.txt /tmp/requirements.txt
 RUN pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt \
  && useradd --uid 65532 --home-dir /opt/ansible --no-create-home --shell /usr/sbin/nologin enka \

@@ -11,8 +11,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-requirements="$root/src/worker/requirements.txt"
-key="$(sha256sum "$requirements" | cut -c1-12)"
+requirements="$root/crates/enka-worker/requirements.txt"
+# Keyed by the pinned packages alone: a comment edit reinstalls nothing.
+key="$(grep -v '^#' "$requirements" | sha256sum | cut -c1-12)"
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/ansible/$key"
 stamp="$dir/.complete"
 

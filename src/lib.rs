@@ -9,6 +9,10 @@
 
 #![forbid(unsafe_code)]
 
+/// The Ansible worker, a crate of its own (`crates/enka-worker`): it needs
+/// nothing of the rest.
+pub use enka_worker as worker;
+
 pub mod check;
 pub mod cli;
 pub mod engine;
@@ -29,5 +33,4 @@ pub mod template;
 pub mod time;
 pub mod version;
 pub mod watches;
-pub mod worker;
 pub mod yaml;

@@ -64,12 +64,6 @@ pub const EXPLAINED: &[(&str, &str, &str, &str)] = &[
         "its playbook does not load (a task-level `wait:` is a second action, ansible-playbook refuses the file): upstream marks the object Running and never ends the run, enka writes a Failure condition naming the file, line and task",
     ),
     (
-        "advanced-molecule",
-        "test.example.com/SubresourcesTest <namespace>/subresourcestest-sample",
-        "/status/conditions/*/message",
-        "the failure's wording: both name the undefined `log_message`; upstream adds Ansible's excerpt of the file, enka names the task, file and line and the template",
-    ),
-    (
         "awx",
         "/Secret <namespace>/example-awx-admin-password",
         "/data/password",

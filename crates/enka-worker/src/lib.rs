@@ -11,7 +11,9 @@
 //!
 //! - `protocol.rs`: the frames on the pipes;
 //! - `process.rs`: one process, its start, deadline and kill;
-//! - `enka_worker.py`: the Python side.
+//! - `enka_worker.py`: the Python side (its packages: `requirements.txt`).
+
+#![forbid(unsafe_code)]
 
 mod process;
 pub mod protocol;
