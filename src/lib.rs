@@ -12,6 +12,8 @@
 /// The Ansible worker, a crate of its own (`crates/enka-worker`): it needs
 /// nothing of the rest.
 pub use enka_worker as worker;
+/// YAML 1.1 with positions, a crate of its own (`crates/enka-yaml`).
+pub use enka_yaml as yaml;
 
 pub mod check;
 pub mod cli;
@@ -33,4 +35,3 @@ pub mod template;
 pub mod time;
 pub mod version;
 pub mod watches;
-pub mod yaml;

@@ -7,8 +7,13 @@
 //! saphyr-parser's spanned events, and plain scalars are resolved here with
 //! PyYAML's rules (see [`resolve`]).
 
+#![forbid(unsafe_code)]
+
+mod float;
 mod load;
 pub mod resolve;
+
+pub use float::float_repr;
 
 use std::fmt;
 use std::sync::Arc;
@@ -244,7 +249,7 @@ impl Node {
             Value::Bool(true) => "True".into(),
             Value::Bool(false) => "False".into(),
             Value::Int(i) => i.to_string(),
-            Value::Float(f) => crate::template::pyrepr::float_repr(*f),
+            Value::Float(f) => float_repr(*f),
             Value::Str(s) => s.clone(),
             Value::Seq(_) | Value::Map(_) => {
                 serde_json::to_string(&self.to_json()).unwrap_or_default()
