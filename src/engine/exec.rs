@@ -3426,7 +3426,6 @@ fn all_true(templar: &Templar, conditions: &[Value], ctx: &Context) -> Result<bo
     Ok(true)
 }
 
-/// Drops arguments equal to the `omit` placeholder, recursively.
 /// Ansible's words for arguments that use an undefined variable (the
 /// task's `post_validate`): the cause after two dots, then where the task
 /// is, as its errors show it.
@@ -3442,6 +3441,7 @@ fn undefined_in_arguments(task: &Task, err: &TemplateError) -> String {
     message
 }
 
+/// Drops arguments equal to the `omit` placeholder, recursively.
 fn remove_omit(value: &Value, omit: &str) -> Value {
     match value.kind() {
         ValueKind::Map => {

@@ -72,9 +72,8 @@ pub const UNKNOWN_PLAYBOOK_FAILURE: &str = "unknown playbook failure";
 impl Failure {
     /// The failed result's `msg`, as upstream's operator reads it from the
     /// event (`unknown playbook failure` when there is none, or it is not
-    /// text).
-    /// Cut at [`MAX_RESULT_MESSAGE`] bytes, so that a status write stays
-    /// far below the API server's object size limit.
+    /// text), cut at [`MAX_RESULT_MESSAGE`] bytes so that a status write
+    /// stays far below the API server's object size limit.
     pub fn result_message(&self) -> String {
         let msg = self
             .result
@@ -193,6 +192,11 @@ impl RunOutcome {
             return Some(self.failed_task_messages.join("\n"));
         }
         self.failure().map(|failure| failure.message.clone())
+    }
+
+    /// Whether upstream's operator counts the reconcile failed.
+    pub fn fails_reconcile(&self) -> bool {
+        !self.failed_task_messages.is_empty() || self.failure().is_some()
     }
 
     /// The failure, if any.

@@ -260,23 +260,29 @@ async fn exchange(client: &Client, request: http::Request<Vec<u8>>) -> Result<Js
         .await
         .map_err(api_error)?;
     let status = response.status();
-    let headers = response
-        .headers()
-        .iter()
-        .map(|(name, value)| {
-            (
-                name.as_str().to_owned(),
-                String::from_utf8_lossy(value.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
+    let failed = status.is_client_error() || status.is_server_error();
+    // Only a failure's headers are quoted; a success's are not copied.
+    let headers = if failed {
+        response
+            .headers()
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.as_str().to_owned(),
+                    String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let body = response
         .into_body()
         .collect()
         .await
         .map_err(|e| Error::Transport(format!("reading the answer: {e}")))?
         .to_bytes();
-    if status.is_client_error() || status.is_server_error() {
+    if failed {
         return Err(Error::from_answer(
             status.as_u16(),
             Answer {

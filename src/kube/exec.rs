@@ -57,32 +57,22 @@ pub async fn exec(
 /// library shows them. kube hands over the answer's `Status` only, so the
 /// request's audit id is not known here and is left empty.
 fn handshake_refused(err: kube::Error) -> Error {
-    let (code, reason, message, answer) = match api_error(err) {
-        Error::Api {
-            code,
-            reason,
-            message,
-            answer,
-        } => (code, reason, message, answer),
-        other => return other,
-    };
-    let body = answer.map(|a| a.body.clone()).unwrap_or_default();
-    let date = jiff::Timestamp::now()
-        .strftime("%a, %d %b %Y %H:%M:%S GMT")
-        .to_string();
-    let headers = vec![
-        ("audit-id".to_owned(), String::new()),
-        ("cache-control".to_owned(), "no-cache, private".to_owned()),
-        ("content-type".to_owned(), "application/json".to_owned()),
-        ("date".to_owned(), date),
-        ("content-length".to_owned(), body.len().to_string()),
-    ];
-    Error::Api {
-        code,
-        reason,
-        message,
-        answer: Some(std::sync::Arc::new(Answer { headers, body })),
+    let mut err = api_error(err);
+    if let Error::Api { answer, .. } = &mut err {
+        let body = answer.take().map(|a| a.body.clone()).unwrap_or_default();
+        let date = jiff::Timestamp::now()
+            .strftime("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        let headers = vec![
+            ("audit-id".to_owned(), String::new()),
+            ("cache-control".to_owned(), "no-cache, private".to_owned()),
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("date".to_owned(), date),
+            ("content-length".to_owned(), body.len().to_string()),
+        ];
+        *answer = Some(std::sync::Arc::new(Answer { headers, body }));
     }
+    err
 }
 
 /// The command's exit code from the stream's closing status. A failure with

@@ -203,29 +203,24 @@ impl Error {
             format!("{}.{}", resource.plural, resource.group)
         };
         let message = format!("{qualified} \"{name}\" not found");
-        let mut details = serde_json::Map::new();
-        details.insert("name".into(), name.into());
-        if !resource.group.is_empty() {
-            details.insert("group".into(), resource.group.clone().into());
-        }
-        details.insert("kind".into(), resource.plural.clone().into());
-        let status = serde_json::json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": "NotFound",
-            "details": details,
-            "code": 404,
-        });
+        let status = kube::core::Status {
+            details: Some(kube::core::response::StatusDetails {
+                name: name.to_owned(),
+                group: resource.group.clone(),
+                kind: resource.plural.clone(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: 0,
+            }),
+            ..kube::core::Status::failure(&message, "NotFound").with_code(404)
+        };
         Error::Api {
             code: 404,
             reason: "NotFound".into(),
             message,
             answer: Some(Arc::new(Answer {
                 headers: Vec::new(),
-                body: format!("{status}\n"),
+                body: status_text(&status),
             })),
         }
     }

@@ -41,12 +41,7 @@ pub fn quoted_body(err: &Error) -> String {
 
 /// A `Status` object as the API server writes it, for an error enka made.
 fn status_body(code: u16, reason: &str, message: &str) -> String {
-    crate::kube::status_text(&kube::core::Status {
-        code,
-        reason: reason.to_owned(),
-        message: message.to_owned(),
-        ..kube::core::Status::failure(message, reason)
-    })
+    crate::kube::status_text(&kube::core::Status::failure(message, reason).with_code(code))
 }
 
 /// How the Kubernetes Python client prints an API error

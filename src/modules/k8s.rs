@@ -253,6 +253,17 @@ impl One {
         }
     }
 
+    /// Nothing done, with the warning that says why.
+    fn nothing(warning: String) -> Self {
+        One {
+            result: empty_object(),
+            changed: false,
+            method: None,
+            warnings: vec![warning],
+            duration: None,
+        }
+    }
+
     fn into_output(self) -> Output {
         let mut output = Output::changed(self.changed).with("result", self.result);
         if let Some(method) = self.method {
@@ -367,14 +378,10 @@ async fn apply_one(
     let (result, changed, method) = match existing {
         None if state == "patched" => {
             // kubernetes.core warns and does nothing.
-            return Ok(One {
-                method: None,
-                warnings: vec![format!(
-                    "resource 'kind={kind},name={}' was not found but will not be created as 'state' parameter has been set to 'patched'",
-                    name.as_deref().unwrap_or("None")
-                )],
-                ..One::new(empty_object(), false, "update")
-            });
+            return Ok(One::nothing(format!(
+                "resource 'kind={kind},name={}' was not found but will not be created as 'state' parameter has been set to 'patched'",
+                name.as_deref().unwrap_or("None")
+            )));
         }
         None => {
             if options.apply && !options.server_side {

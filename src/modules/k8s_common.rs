@@ -331,26 +331,18 @@ where
         let started = Instant::now();
         let (ready, last) = check().await?;
         ctx.api_time += started.elapsed();
-        let seconds = began.elapsed().as_secs();
-        if ready || began.elapsed() >= timeout {
+        let past_deadline = ctx.deadline.is_some_and(|d| Instant::now() >= d);
+        if ready || began.elapsed() >= timeout || past_deadline {
             return Ok(Waited {
                 ready,
                 last,
-                seconds,
+                seconds: began.elapsed().as_secs(),
             });
         }
-        let pause = match ctx.deadline {
-            Some(deadline) if Instant::now() + sleep >= deadline => {
-                tokio::time::sleep_until(deadline.into()).await;
-                let (ready, last) = check().await?;
-                return Ok(Waited {
-                    ready,
-                    last,
-                    seconds: began.elapsed().as_secs(),
-                });
-            }
-            _ => sleep,
-        };
+        // The run's deadline may cut the sleep short: one last check then.
+        let pause = ctx.deadline.map_or(sleep, |d| {
+            sleep.min(d.saturating_duration_since(Instant::now()))
+        });
         tokio::time::sleep(pause).await;
     }
 }

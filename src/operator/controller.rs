@@ -744,7 +744,7 @@ async fn run_finalizer(
         return Ok(Next::AwaitChange);
     };
     let mut json = Arc::new(fresh);
-    if outcome.reconcile_failure().is_none() {
+    if !outcome.fails_reconcile() {
         let remaining: Vec<String> = json["metadata"]["finalizers"]
             .as_array()
             .into_iter()
