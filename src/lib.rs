@@ -9,6 +9,12 @@
 
 #![forbid(unsafe_code)]
 
+/// Ansible's Jinja on minijinja, a crate of its own (`crates/enka-template`).
+pub use enka_template as template;
+/// Ansible's `key=value` argument splitting (part of `enka-template`).
+pub use enka_template::freeform;
+/// Ansible's seconds and Kubernetes' timestamps (part of `enka-template`).
+pub use enka_template::time;
 /// The Ansible worker, a crate of its own (`crates/enka-worker`): it needs
 /// nothing of the rest.
 pub use enka_worker as worker;
@@ -20,7 +26,6 @@ pub mod cli;
 pub mod engine;
 #[doc(hidden)]
 pub mod evaluate;
-pub mod freeform;
 pub mod fuzz;
 pub mod inventory;
 pub mod kube;
@@ -31,7 +36,5 @@ pub mod operator;
 pub mod playbook;
 pub mod role;
 pub mod telemetry;
-pub mod template;
-pub mod time;
 pub mod version;
 pub mod watches;

@@ -267,7 +267,7 @@ fn write_python_json(value: &Json, out: &mut String) {
         Json::Null => out.push_str("null"),
         Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Json::Number(n) => out.push_str(&n.to_string()),
-        Json::String(s) => crate::template::filters::encoding::json_string(out, s, true),
+        Json::String(s) => crate::template::json_string(out, s, true),
         Json::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -286,7 +286,7 @@ fn write_python_json(value: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                crate::template::filters::encoding::json_string(out, key, true);
+                crate::template::json_string(out, key, true);
                 out.push(':');
                 write_python_json(&map[key.as_str()], out);
             }

@@ -10,8 +10,8 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Environment, Error, Value};
 
 use super::{add, defined, invalid};
-use crate::template::pyrepr;
-use crate::template::{convert, pyrepr::float_repr};
+use crate::pyrepr;
+use crate::{convert, pyrepr::float_repr};
 
 pub fn register(env: &mut Environment<'static>) {
     add!(env, "b64encode", b64encode);
@@ -272,7 +272,7 @@ struct JsonStyle {
 
 /// A string as Python's `json.dumps` writes it; with `ensure_ascii`,
 /// everything outside printable ASCII (DEL included) is a `\u` escape.
-pub(crate) fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
+pub fn json_string(out: &mut String, s: &str, ensure_ascii: bool) {
     out.push('"');
     for c in s.chars() {
         match c {
@@ -379,7 +379,7 @@ fn json_dump(
             newline(out, level);
             out.push('}');
         }
-        _ => match crate::template::pytime::to_json(value) {
+        _ => match crate::pytime::to_json(value) {
             Some(json) => match json? {
                 serde_json::Value::String(text) => json_string(out, &text, style.ensure_ascii),
                 other => out.push_str(&other.to_string()),
@@ -462,7 +462,7 @@ fn from_yaml(value: &Value) -> Result<Value, Error> {
     let Some(text) = value.as_str() else {
         return Ok(value.clone());
     };
-    match crate::yaml::load_one(text).map_err(|e| invalid(format!("from_yaml: {e}")))? {
+    match enka_yaml::load_one(text).map_err(|e| invalid(format!("from_yaml: {e}")))? {
         Some(node) => Ok(convert::from_yaml(&node)),
         None => Ok(Value::from(())),
     }
@@ -473,7 +473,7 @@ fn from_yaml_all(value: &Value) -> Result<Value, Error> {
     let Some(text) = value.as_str() else {
         return Ok(value.clone());
     };
-    let docs = crate::yaml::load_all(text).map_err(|e| invalid(format!("from_yaml_all: {e}")))?;
+    let docs = enka_yaml::load_all(text).map_err(|e| invalid(format!("from_yaml_all: {e}")))?;
     Ok(Value::from(
         docs.iter().map(convert::from_yaml).collect::<Vec<_>>(),
     ))
@@ -714,8 +714,8 @@ fn plain_allowed(s: &str, flow: bool) -> bool {
         return false;
     }
     if !matches!(
-        crate::yaml::resolve::resolve_plain(s),
-        crate::yaml::resolve::Resolved::Str
+        enka_yaml::resolve::resolve_plain(s),
+        enka_yaml::resolve::Resolved::Str
     ) {
         return false;
     }

@@ -5,7 +5,7 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Value};
 
 use super::{add, defined, invalid};
-use crate::template::pyrepr;
+use crate::pyrepr;
 
 pub fn register(env: &mut Environment<'static>) {
     env.add_filter("default", default);
@@ -55,7 +55,7 @@ fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
             msg.unwrap_or_else(|| {
                 format!(
                     "Mandatory variable {} not defined.",
-                    crate::template::UNDEFINED_NAME_MARK
+                    crate::UNDEFINED_NAME_MARK
                 )
             }),
         ));

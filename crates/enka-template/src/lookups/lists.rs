@@ -6,7 +6,7 @@ use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 
 use super::invalid;
-use crate::template::pyrepr;
+use crate::pyrepr;
 
 /// `listify_lookup_plugin_terms` once the term is templated: a string or a
 /// scalar becomes a one-item list, an iterable stays as it is.
@@ -289,7 +289,7 @@ mod tests {
 
     fn yaml(text: &str) -> Value {
         let json: serde_json::Value = serde_yaml::from_str(text).unwrap();
-        crate::template::convert::from_json(&json)
+        crate::convert::from_json(&json)
     }
 
     #[test]

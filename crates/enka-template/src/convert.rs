@@ -6,8 +6,6 @@ use minijinja::value::{Enumerator, Object, ObjectRepr, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 use serde_json::Value as Json;
 
-use crate::yaml;
-
 /// A template value as JSON. Undefined values are an error, like Ansible's
 /// JSON encoder failing on `AnsibleUndefined`.
 pub fn to_json(value: &Value) -> Result<serde_json::Value, Error> {
@@ -70,7 +68,7 @@ pub fn key_string(key: &Value) -> String {
         ValueKind::String => key.as_str().unwrap_or_default().to_owned(),
         ValueKind::None => "null".to_owned(),
         ValueKind::Bool => if key.is_true() { "true" } else { "false" }.to_owned(),
-        _ => crate::template::pyrepr::to_text(key),
+        _ => crate::pyrepr::to_text(key),
     }
 }
 
@@ -116,15 +114,17 @@ pub fn from_json_unsafe(json: &serde_json::Value) -> Value {
 }
 
 /// A parsed YAML node as a template value.
-pub fn from_yaml(node: &yaml::Node) -> Value {
+pub fn from_yaml(node: &enka_yaml::Node) -> Value {
     match &node.value {
-        yaml::Value::Null => Value::from(()),
-        yaml::Value::Bool(b) => Value::from(*b),
-        yaml::Value::Int(i) => Value::from(*i),
-        yaml::Value::Float(f) => Value::from(*f),
-        yaml::Value::Str(s) => Value::from(s.as_str()),
-        yaml::Value::Seq(items) => Value::from(items.iter().map(from_yaml).collect::<Vec<_>>()),
-        yaml::Value::Map(entries) => {
+        enka_yaml::Value::Null => Value::from(()),
+        enka_yaml::Value::Bool(b) => Value::from(*b),
+        enka_yaml::Value::Int(i) => Value::from(*i),
+        enka_yaml::Value::Float(f) => Value::from(*f),
+        enka_yaml::Value::Str(s) => Value::from(s.as_str()),
+        enka_yaml::Value::Seq(items) => {
+            Value::from(items.iter().map(from_yaml).collect::<Vec<_>>())
+        }
+        enka_yaml::Value::Map(entries) => {
             let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
             for (k, v) in entries {
                 let key = from_yaml(k);

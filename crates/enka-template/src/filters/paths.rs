@@ -5,7 +5,7 @@
 use minijinja::{Environment, Error, Value};
 
 use super::{add, defined, invalid};
-use crate::template::pyrepr;
+use crate::pyrepr;
 
 pub fn register(env: &mut Environment<'static>) {
     add!(env, "basename", basename);

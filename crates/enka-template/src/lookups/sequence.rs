@@ -5,7 +5,7 @@
 use minijinja::{Error, Value};
 
 use super::invalid;
-use crate::template::pyrepr;
+use crate::pyrepr;
 
 /// The sequence every term describes, one after the other.
 pub(super) fn run(terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Value>, Error> {

@@ -5,8 +5,8 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Environment, Error, Value};
 
 use super::{add, defined, invalid};
-use crate::template::pyrepr;
-use crate::template::pytime::PyDateTime;
+use crate::pyrepr;
+use crate::pytime::PyDateTime;
 
 pub fn register(env: &mut Environment<'static>) {
     add!(env, "strftime", strftime);

@@ -15,7 +15,7 @@ use super::Context;
 use super::convert::{from_json, to_json};
 use super::lookups::LookupPlugin;
 use super::scan::PluginKind;
-use crate::worker::AnsibleWorker;
+use enka_worker::AnsibleWorker;
 
 /// Registers `name` as a filter or test that Ansible runs.
 pub(super) fn register(
@@ -69,7 +69,7 @@ fn call(
     let request = json!({"op": op, "name": name, "args": positional, "kwargs": named});
     let answer = blocking(|| worker.call(request, None)).map_err(|err| match err {
         // The plugin's own error, worded as Ansible shows it.
-        crate::worker::WorkerError::Plugin(message) => {
+        enka_worker::WorkerError::Plugin(message) => {
             Error::new(ErrorKind::InvalidOperation, message)
         }
         other => Error::new(ErrorKind::InvalidOperation, format!("{op} {name}: {other}")),
@@ -150,7 +150,7 @@ impl LookupPlugin for PythonLookup {
         let request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs, "vars": vars});
         let answer = blocking(|| self.worker.call(request, None)).map_err(|err| match err {
             // The plugin's own error, as Ansible words it.
-            crate::worker::WorkerError::Plugin(message) => {
+            enka_worker::WorkerError::Plugin(message) => {
                 Error::new(ErrorKind::InvalidOperation, message)
             }
             other => Error::new(

@@ -17,11 +17,20 @@
 //!
 //! Every template of a project is compiled once, by [`TemplarBuilder`], and
 //! looked up by its source text at run time.
+//!
+//! The crate is the floor every other layer stands on: it uses only
+//! `enka-yaml` (for `from_yaml` and literal values) and `enka-worker` (for
+//! filters, tests and lookups it has no native code for). It also holds
+//! [`freeform`], Ansible's `key=value` splitting, and [`time`], Ansible's
+//! seconds and Kubernetes' timestamps, which every layer above reads.
+
+#![forbid(unsafe_code)]
 
 mod context;
 pub mod convert;
 mod error;
 pub(crate) mod filters;
+pub mod freeform;
 mod lookups;
 pub(crate) mod methods;
 mod mutable;
@@ -32,6 +41,7 @@ pub mod pyrepr;
 mod python;
 mod pytime;
 pub mod scan;
+pub mod time;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,8 +56,8 @@ pub use context::{
 };
 pub use error::{Error, ErrorKind, RUNTIME_SYNTAX_MARK, UNDEFINED_NAME_MARK};
 pub use filters::core_to_bool as to_bool;
-pub use filters::{merge_hash, python_json};
-pub(crate) use lookups::is_native as is_native_lookup;
+pub use filters::{json_string, merge_hash, python_json};
+pub use lookups::is_native as is_native_lookup;
 pub use lookups::{
     LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
 };
@@ -321,7 +331,7 @@ impl TemplarBuilder {
         &mut self,
         kind: scan::PluginKind,
         name: &str,
-        worker: &Arc<crate::worker::AnsibleWorker>,
+        worker: &Arc<enka_worker::AnsibleWorker>,
     ) {
         match kind {
             scan::PluginKind::Lookup => {

@@ -9,8 +9,8 @@ use rand::seq::SliceRandom;
 
 use super::pyset::{self, NumberSet};
 use super::{add, defined, defined_deep, invalid};
-use crate::template::context::{CONTEXT_VAR, Context};
-use crate::template::pyrepr;
+use crate::context::{CONTEXT_VAR, Context};
+use crate::pyrepr;
 
 pub fn register(env: &mut Environment<'static>) {
     add!(env, "combine", combine);
@@ -131,7 +131,7 @@ fn check_plugin_name(name: &str) -> Result<(), Error> {
         minijinja::ErrorKind::InvalidOperation,
         format!(
             "{}Could not load \"{name}\": 'invalid plugin name: {qualified}'",
-            crate::template::RUNTIME_SYNTAX_MARK
+            crate::RUNTIME_SYNTAX_MARK
         ),
     ))
 }
@@ -967,7 +967,7 @@ fn extract(item: &Value, container: &Value, morekeys: Option<Value>) -> Result<V
 }
 
 fn json_query(value: &Value, expr: &str) -> Result<Value, Error> {
-    let json = crate::template::convert::to_json(value)?;
+    let json = crate::convert::to_json(value)?;
     let compiled = jmespath::compile(expr)
         .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin:\n{e}")))?;
     let data = jmespath::Variable::from_json(&json.to_string())
@@ -977,5 +977,5 @@ fn json_query(value: &Value, expr: &str) -> Result<Value, Error> {
         .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin:\n{e}")))?;
     let result: serde_json::Value =
         serde_json::to_value(&*result).map_err(|e| invalid(format!("json_query: {e}")))?;
-    Ok(crate::template::convert::from_json(&result))
+    Ok(crate::convert::from_json(&result))
 }

@@ -186,7 +186,7 @@ pub(crate) fn short_name(name: &str) -> &str {
 }
 
 /// Whether enka runs lookup `name` itself.
-pub(crate) fn is_native(name: &str) -> bool {
+pub fn is_native(name: &str) -> bool {
     NATIVE.contains(&short_name(name))
 }
 

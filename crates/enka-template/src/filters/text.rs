@@ -11,8 +11,8 @@ use minijinja::value::{Kwargs, Rest, ValueOrKwargs};
 use minijinja::{Environment, Error, State, Value};
 
 use super::{add, defined, invalid};
-use crate::template::context::keep_unsafe;
-use crate::template::pyrepr;
+use crate::context::keep_unsafe;
+use crate::pyrepr;
 
 pub fn register(env: &mut Environment<'static>) {
     add!(env, "split", split);

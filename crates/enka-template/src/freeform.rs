@@ -106,7 +106,7 @@ fn count_blocks(token: &str, depth: usize, open: &str, close: &str) -> usize {
 
 /// The first word of `action: <name> <args>` and the text after it; a
 /// Jinja block in the name stays whole (`{{ prefix }}file path=x`).
-pub(crate) fn first_word(text: &str) -> (&str, &str) {
+pub fn first_word(text: &str) -> (&str, &str) {
     let bytes = text.as_bytes();
     let mut depth = 0usize;
     let mut i = 0;
@@ -269,7 +269,7 @@ const COMMAND_OPTIONS: &[&str] = &[
 ];
 
 /// `parse_kv(text, check_raw=True)`: only the command options are `k=v`.
-pub(crate) fn command_kv(text: &str) -> Vec<(String, String)> {
+pub fn command_kv(text: &str) -> Vec<(String, String)> {
     let mut options = Vec::new();
     let mut raw = Vec::new();
     for (k, v, word) in parse_kv_tokens(text) {

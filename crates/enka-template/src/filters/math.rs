@@ -7,7 +7,7 @@ use minijinja::value::{Kwargs, ValueKind};
 use minijinja::{Environment, Error, Value};
 
 use super::{add, defined, invalid, tuple};
-use crate::template::pyrepr;
+use crate::pyrepr;
 
 pub fn register(env: &mut Environment<'static>) {
     add!(env, "log", log);

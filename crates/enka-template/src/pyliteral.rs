@@ -417,7 +417,7 @@ fn parse_number(text: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::template::pyrepr::to_text;
+    use crate::pyrepr::to_text;
 
     fn eval(text: &str) -> Option<String> {
         literal_eval(text).map(|v| to_text(&v))
