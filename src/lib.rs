@@ -9,6 +9,8 @@
 
 #![forbid(unsafe_code)]
 
+/// The Kubernetes API as modules see it, a crate of its own (`crates/enka-kube`).
+pub use enka_kube as kube;
 /// Ansible's Jinja on minijinja, a crate of its own (`crates/enka-template`).
 pub use enka_template as template;
 /// Ansible's `key=value` argument splitting (part of `enka-template`).
@@ -28,7 +30,6 @@ pub mod engine;
 pub mod evaluate;
 pub mod fuzz;
 pub mod inventory;
-pub mod kube;
 pub mod logging;
 pub mod modules;
 pub mod molecule;

@@ -4,6 +4,12 @@
 //! over one shared `kube::Client` with a discovery cache) in the operator,
 //! or an in-memory one ([`memory::MemoryCluster`]) for the engine's
 //! benchmark. Objects travel as JSON, the way roles see them.
+//!
+//! It stands on `enka-template` only (the `k8s` lookup is a template
+//! lookup plugin, and kubernetes.core's failure texts are Python reprs);
+//! the modules, the engine and the operator stand on it.
+
+#![forbid(unsafe_code)]
 
 pub mod cache;
 #[cfg(test)]

@@ -175,7 +175,7 @@ impl MemoryCluster {
         meta.insert("generation".into(), json!(1));
         meta.insert(
             "creationTimestamp".into(),
-            Json::String(crate::time::now_rfc3339()),
+            Json::String(enka_template::time::now_rfc3339()),
         );
         match namespace {
             Some(ns) => {

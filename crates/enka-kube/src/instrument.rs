@@ -93,7 +93,7 @@ pub fn client(config: kube::Config, record: RecordRequest) -> Result<kube::Clien
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::canned::Canned;
+    use crate::canned::Canned;
     use std::sync::Mutex;
     use tower::{Layer, Service};
 

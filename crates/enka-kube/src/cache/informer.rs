@@ -13,8 +13,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use super::{Holds, StoreWriter, WatchCaches};
-use crate::kube::Resource;
-use crate::kube::object::{WatchedKind, WatchedObject};
+use crate::Resource;
+use crate::object::{WatchedKind, WatchedObject};
 
 /// Watches `resource` in `scope` (`None`: the whole cluster) into a store
 /// that `caches` serves, for as long as the process runs.
@@ -38,7 +38,7 @@ pub fn start(
     );
     let caches = caches.clone();
     tracing::info!(kind = %kind.kind, api_version = %kind.api_version, namespace = scope.as_deref().unwrap_or("(all)"), "watching a listed kind; its lists come from the cache once listed");
-    let config = watcher::Config::default().timeout(crate::kube::WATCH_TIMEOUT_SECONDS);
+    let config = watcher::Config::default().timeout(crate::WATCH_TIMEOUT_SECONDS);
     let types = TypeMeta {
         api_version: kind.api_version.clone(),
         kind: kind.kind.clone(),

@@ -11,7 +11,7 @@ use minijinja::{Error, ErrorKind, Value};
 use serde_json::Value as Json;
 
 use super::{Cluster, Error as KubeError};
-use crate::template::{Context, LookupPlugin, convert, pyrepr};
+use enka_template::{Context, LookupPlugin, convert, pyrepr};
 
 /// The `k8s` lookup over a cluster.
 #[derive(Debug)]

@@ -85,7 +85,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::canned::Canned;
+    use crate::canned::Canned;
     use tower::{Layer, Service};
 
     #[tokio::test(start_paused = true)]

@@ -16,7 +16,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use tokio::sync::watch;
 
-use crate::kube::object::{WatchedKind, WatchedObject};
+use crate::object::{WatchedKind, WatchedObject};
 
 /// Fills a store from a watch's events; the one place the store changes.
 pub struct StoreWriter {

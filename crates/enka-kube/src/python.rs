@@ -5,7 +5,7 @@
 //! `until` and `rescue`, and a Failure condition quotes them.
 
 use super::Error;
-use crate::template::pyrepr;
+use enka_template::pyrepr;
 
 /// The Python client's discovery error for a kind no group serves, as its
 /// `ResourceNotFoundError` says it (its last search: by short name).
@@ -41,7 +41,7 @@ pub fn quoted_body(err: &Error) -> String {
 
 /// A `Status` object as the API server writes it, for an error enka made.
 fn status_body(code: u16, reason: &str, message: &str) -> String {
-    crate::kube::status_text(&kube::core::Status::failure(message, reason).with_code(code))
+    crate::status_text(&kube::core::Status::failure(message, reason).with_code(code))
 }
 
 /// How the Kubernetes Python client prints an API error

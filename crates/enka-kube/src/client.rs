@@ -201,7 +201,7 @@ impl KubeCluster {
 
     /// A dynamic `Api` for `resource`: in `namespace` when the kind is
     /// namespaced and one is given, across the cluster otherwise.
-    pub(crate) fn api<K>(&self, resource: &Resource, namespace: Option<&str>) -> Api<K>
+    pub fn api<K>(&self, resource: &Resource, namespace: Option<&str>) -> Api<K>
     where
         K: kube::Resource<Scope = kube::core::DynamicResourceScope>,
         K::DynamicType: From<kube::api::ApiResource>,
