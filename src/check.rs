@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::modules::ModuleRef;
+use crate::catalogue::ModuleRef;
 use crate::role::{
     Action, Diagnostics, LoadOptions, Location, Project, Role, RoleFrom, RolePaths, Target, Task,
 };

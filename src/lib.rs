@@ -15,7 +15,7 @@ pub use enka_kube as kube;
 pub use enka_template as template;
 /// Ansible's `key=value` argument splitting (part of `enka-template`).
 pub use enka_template::freeform;
-/// Ansible's seconds and Kubernetes' timestamps (part of `enka-template`).
+/// Ansible's seconds, Go's durations and Kubernetes' timestamps (part of `enka-template`).
 pub use enka_template::time;
 /// The Ansible worker, a crate of its own (`crates/enka-worker`): it needs
 /// nothing of the rest.
@@ -23,6 +23,7 @@ pub use enka_worker as worker;
 /// YAML 1.1 with positions, a crate of its own (`crates/enka-yaml`).
 pub use enka_yaml as yaml;
 
+pub mod catalogue;
 pub mod check;
 pub mod cli;
 pub mod engine;

@@ -224,7 +224,7 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
     if text.parse::<f64>().is_ok() {
         return None;
     }
-    crate::modules::parse_duration(text)
+    crate::time::parse_duration(text)
 }
 
 /// Loads and validates a watches file. Role and playbook targets are

@@ -3092,8 +3092,16 @@ impl Runner {
             }
             _ => deadline,
         };
+        let not_a_module = Value::UNDEFINED;
         let mut module_ctx = ModuleContext {
-            task,
+            task: modules::TaskView {
+                name: task.name.as_deref(),
+                file: &task.location.file,
+                written_args: match &task.action {
+                    Action::Module { args, .. } => args,
+                    _ => &not_a_module,
+                },
+            },
             ctx,
             templar: &self.templar,
             cluster: self.cluster.as_ref(),

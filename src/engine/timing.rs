@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::role::{Action, Task};
 
 use super::result::{Failure, Stats};
-use crate::modules::ModuleRef;
+use crate::catalogue::ModuleRef;
 
 /// How a task ended, judged from its flow and what it added to the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -180,58 +180,9 @@ impl<'a> Args<'a> {
     }
 }
 
-/// Parses Go-style durations (`1s`, `1m30s`, `500ms`, `2h`) and plain seconds.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if let Ok(secs) = text.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
-    }
-    let mut total = 0f64;
-    let mut rest = text;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if number_len == 0 {
-            return None;
-        }
-        let number: f64 = rest[..number_len].parse().ok()?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += number * factor;
-        rest = &rest[unit_len..];
-    }
-    Some(Duration::from_secs_f64(total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_duration("1s"), Some(Duration::from_secs(1)));
-        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("soon"), None);
-        assert_eq!(parse_duration(""), None);
-    }
 
     #[test]
     fn booleans_and_lists() {

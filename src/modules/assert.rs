@@ -9,13 +9,12 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     // list's conditions keep their `{{ }}` (evaluated, and warned about,
     // as conditions) and show as written in `assertion`; a single string
     // is templated first, as it may name a list.
-    let written = match &ctx.task.action {
-        crate::role::Action::Module { args, .. } => args
-            .get_attr("that")
-            .ok()
-            .filter(|v| v.kind() == minijinja::value::ValueKind::Seq),
-        _ => None,
-    };
+    let written = ctx
+        .task
+        .written_args
+        .get_attr("that")
+        .ok()
+        .filter(|v| v.kind() == minijinja::value::ValueKind::Seq);
     // A single condition is one condition, commas and all (the assert
     // action wraps a non-list in a list; it does not split it).
     let that = match (written, args.get("that")) {

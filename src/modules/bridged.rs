@@ -9,53 +9,13 @@
 //! `ansible.builtin.template` does.
 
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use minijinja::Value;
 use serde_json::{Map, Value as Json, json};
 
-use super::{ModuleContext, Output};
-
-/// A task action that Ansible runs.
-#[derive(Debug)]
-pub struct AnsibleAction {
-    /// The action as the task wrote it (`command`, `ansible.builtin.file`,
-    /// `community.general.ini_file`).
-    pub name: Arc<str>,
-    /// The `collections` search list in force for the task.
-    pub collections: Arc<[String]>,
-    /// What Ansible resolved the name to (`ansible.builtin.stat`), once the
-    /// loader has asked it.
-    pub resolved: OnceLock<String>,
-}
-
-impl AnsibleAction {
-    /// An action as a task names it, with the task's collection search list.
-    pub fn new(name: &str, collections: Arc<[String]>) -> Self {
-        AnsibleAction {
-            name: Arc::from(name),
-            collections,
-            resolved: OnceLock::new(),
-        }
-    }
-
-    /// The fully qualified name when resolved, else the name as written.
-    pub fn qualified_name(&self) -> &str {
-        self.resolved.get().map_or(&self.name, String::as_str)
-    }
-
-    /// Whether this is ansible-core's own `short` action.
-    pub fn is_builtin(&self, short: &str) -> bool {
-        match self.resolved.get() {
-            Some(fqcn) => {
-                *fqcn == format!("ansible.builtin.{short}")
-                    || *fqcn == format!("ansible.legacy.{short}")
-            }
-            None => self.name.rsplit('.').next() == Some(short),
-        }
-    }
-}
+use super::{AnsibleAction, ModuleContext, Output};
 
 pub(super) async fn run(
     action: &AnsibleAction,
@@ -141,13 +101,7 @@ fn search_path(ctx: &ModuleContext<'_>) -> Vec<String> {
     if let Some(role) = ctx.role_path {
         paths.push(role.to_string_lossy().into_owned());
     }
-    if let Some(dir) = ctx
-        .task
-        .location
-        .file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-    {
+    if let Some(dir) = ctx.task.file.parent().filter(|d| !d.as_os_str().is_empty()) {
         let dir = dir.to_string_lossy().into_owned();
         if !paths.contains(&dir) {
             paths.push(dir);

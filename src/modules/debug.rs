@@ -36,7 +36,11 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
         } else {
             value.clone()
         };
-        tracing::info!(task = %ctx.task.display_name(), "{var}: {}", pyrepr::to_text(&shown));
+        tracing::info!(
+            task = ctx.task.name.unwrap_or("debug"),
+            "{var}: {}",
+            pyrepr::to_text(&shown)
+        );
         // Debug output is always shown in full (`_ansible_verbose_always`).
         return Ok(Output::changed(false)
             .with(&var, value)
@@ -44,7 +48,11 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     }
     let msg = args.get("msg").unwrap_or(Value::from("Hello world!"));
     if !ctx.no_log {
-        tracing::info!(task = %ctx.task.display_name(), "{}", pyrepr::to_text(&msg));
+        tracing::info!(
+            task = ctx.task.name.unwrap_or("debug"),
+            "{}",
+            pyrepr::to_text(&msg)
+        );
     }
     Ok(Output::changed(false)
         .with("msg", msg)

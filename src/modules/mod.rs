@@ -2,53 +2,11 @@
 //! [`bridged`] for everything else, which goes through Ansible itself in the
 //! worker (`crate::worker`).
 //!
-//! [`registry`] names every native module and its arguments (what the role
+//! `crate::catalogue` names every native module and its arguments (what the role
 //! loader validates against); the other files implement them. The engine
 //! calls [`run`] with a [`ModuleRef`] and never learns which way it ran.
 
-pub mod registry;
-
 use minijinja::Value;
-
-use registry::{ModuleId, ModuleSpec};
-
-/// Checks at load time what can be checked without running: arguments that
-/// must be present, and arguments that exclude each other. Arguments whose
-/// value is a template are only checked when the task runs.
-pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), String> {
-    let has = |name: &str| args.iter().any(|(k, _)| k.as_str() == Some(name));
-    let require_one = |names: &[&str]| -> Result<(), String> {
-        if names.iter().any(|n| has(n)) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} requires one of: {}",
-                spec.name,
-                names.join(", ")
-            ))
-        }
-    };
-    match spec.id {
-        ModuleId::Debug if has("msg") && has("var") => {
-            Err("debug: parameters are mutually exclusive: msg|var".to_owned())
-        }
-        ModuleId::Assert => require_one(&["that"]),
-        ModuleId::Meta => require_one(&["_raw_params"]),
-        ModuleId::RequeueAfter => require_one(&["time"]),
-        ModuleId::K8sStatus => {
-            for name in ["api_version", "kind", "name"] {
-                if !has(name) {
-                    return Err(format!("k8s_status requires {name}"));
-                }
-            }
-            Ok(())
-        }
-        ModuleId::K8sInfo => require_one(&["kind"]),
-        ModuleId::K8sExec => require_one(&["pod"]).and(require_one(&["command"])),
-        ModuleId::IncludeVars => require_one(&["_raw_params", "file", "dir"]),
-        _ => Ok(()),
-    }
-}
 
 mod args;
 mod assert;
@@ -76,18 +34,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use args::{Args, parse_duration};
-pub use bridged::AnsibleAction;
+pub use args::Args;
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 
+use crate::catalogue::modules::ModuleId;
+pub use crate::catalogue::{AnsibleAction, ModuleRef};
 use crate::kube::{Cluster, Owner};
-use crate::role::Task;
 use crate::template::{Context, Templar};
 
 /// What a module may look at while it runs.
 pub struct ModuleContext<'a> {
-    /// The task being run.
-    pub task: &'a Task,
+    /// What a module may know of the task being run.
+    pub task: TaskView<'a>,
     /// Its template context (for `debug: var=` and `assert: that=`).
     pub ctx: &'a Context,
     /// The project's templar.
@@ -123,6 +81,19 @@ pub struct ModuleContext<'a> {
     pub diff: bool,
     /// The task's `async` and `poll`, when it has `async`.
     pub asynchronous: Option<Asynchronous>,
+}
+
+/// The task being run, as far as a module reads it: its name for logs,
+/// its file for Ansible's search path, its arguments as written.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskView<'a> {
+    /// The task's `name`, when it has one.
+    pub name: Option<&'a str>,
+    /// The file the task is in.
+    pub file: &'a Path,
+    /// Its arguments as written, before templating (a mapping, or
+    /// undefined for a task that is not a module's).
+    pub written_args: &'a Value,
 }
 
 /// A task's `async` (seconds it may run in the background) and `poll`
@@ -271,86 +242,6 @@ impl From<&str> for ModuleFailure {
     }
 }
 
-/// What runs a task: enka's own code, or Ansible's through the worker.
-#[derive(Debug, Clone)]
-pub enum ModuleRef {
-    /// A module enka implements.
-    Native(&'static ModuleSpec),
-    /// A module, action plugin or collection module that Ansible runs.
-    Ansible(Arc<AnsibleAction>),
-}
-
-impl ModuleRef {
-    /// Whether Ansible's play recap counts the task: not `meta`, which
-    /// the strategy runs itself.
-    pub fn counts_in_recap(&self) -> bool {
-        !self.is_meta()
-    }
-
-    /// Whether it is `meta`, whose `when` and report the engine handles as
-    /// Ansible's strategy does (see [`meta::report`]).
-    pub fn is_meta(&self) -> bool {
-        matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
-    }
-
-    /// Whether the action runs on the controller alone, never reaching the
-    /// task's host (Ansible's action plugins that open no connection): it
-    /// runs even for a host that cannot be reached.
-    pub fn runs_on_controller(&self) -> bool {
-        /// Ansible's action plugins that never connect.
-        const CONTROLLER_ACTIONS: &[&str] = &[
-            "add_host",
-            "assert",
-            "debug",
-            "fail",
-            "group_by",
-            "include_vars",
-            "meta",
-            "pause",
-            "set_fact",
-            "set_stats",
-            "validate_argument_spec",
-        ];
-        match self {
-            ModuleRef::Native(spec) => !matches!(
-                spec.id,
-                ModuleId::K8s
-                    | ModuleId::K8sInfo
-                    | ModuleId::K8sStatus
-                    | ModuleId::K8sEvent
-                    | ModuleId::K8sScale
-                    | ModuleId::K8sLog
-                    | ModuleId::K8sExec
-            ),
-            ModuleRef::Ansible(action) => CONTROLLER_ACTIONS.iter().any(|a| action.is_builtin(a)),
-        }
-    }
-
-    /// The name to show (the native module's short name, or the name as
-    /// the task wrote it).
-    pub fn name(&self) -> &str {
-        match self {
-            ModuleRef::Native(spec) => spec.name,
-            ModuleRef::Ansible(action) => &action.name,
-        }
-    }
-
-    /// The name module timings are kept under: the native module's, or
-    /// `ansible` for everything the worker runs (one label, so a project's
-    /// many bridged names cannot grow the metric without bound).
-    pub fn timing_name(&self) -> &'static str {
-        match self {
-            ModuleRef::Native(spec) => spec.name,
-            ModuleRef::Ansible(_) => "ansible",
-        }
-    }
-
-    /// Whether this action runs through the Ansible worker.
-    pub fn is_bridged(&self) -> bool {
-        matches!(self, ModuleRef::Ansible(_))
-    }
-}
-
 /// The collection module a cluster-writing native module runs as in check
 /// mode; `None` for modules that write nothing.
 fn check_mode_through_ansible(id: ModuleId) -> Option<&'static str> {
@@ -386,7 +277,7 @@ pub async fn run(
                 spec.name
             ));
         }
-        let action = bridged::AnsibleAction::new(fqcn, Arc::from(Vec::new()));
+        let action = AnsibleAction::new(fqcn, Arc::from(Vec::new()));
         return bridged::run(&action, args, ctx).await;
     }
     let args = Args::new(spec.name, args);

@@ -129,7 +129,7 @@ impl Loader {
     fn judge_bridged(
         &mut self,
         location: &super::Location,
-        action: &crate::modules::AnsibleAction,
+        action: &crate::catalogue::AnsibleAction,
         answer: &Result<serde_json::Value, crate::worker::WorkerError>,
     ) {
         let answer = match answer {

@@ -9,7 +9,7 @@ use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
     VarList, VarsFile, VarsPrompt,
 };
-use crate::modules::AnsibleAction;
+use crate::catalogue::AnsibleAction;
 use crate::template::scan::{PluginKind, plugin_uses};
 use crate::template::{self, TemplarBuilder};
 use crate::worker::Config as WorkerConfig;

@@ -9,8 +9,8 @@ use minijinja::value::ValueKind;
 
 use super::loader::Loader;
 use super::{Action, Location, Loop, LoopControl, LoopKind, RoleFrom, RoleInclude, Task, VarList};
-use crate::modules::registry::{self, FreeForm};
-use crate::modules::{AnsibleAction, ModuleRef};
+use crate::catalogue::modules::{self as registry, FreeForm};
+use crate::catalogue::{AnsibleAction, ModuleRef};
 use crate::template::Var;
 use crate::template::convert::from_yaml;
 use crate::template::scan::PluginKind;
@@ -798,7 +798,7 @@ fn parse_action(
         ));
     }
     if !variable_params {
-        crate::modules::validate_args(spec, &pairs)
+        crate::catalogue::validate_args(spec, &pairs)
             .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
     }
     // load_list_of_tasks refuses it where there is no role to end.

@@ -1,6 +1,7 @@
 //! Time as roles and the API server spell it: Ansible's seconds
-//! (`delay: 5`, `pause: "0.5"`) and Kubernetes' RFC 3339 timestamps. The
-//! ground floor: every layer may use it, it uses none.
+//! (`delay: 5`, `pause: "0.5"`), Go's durations (`reconcilePeriod: 1m30s`)
+//! and Kubernetes' RFC 3339 timestamps. The ground floor: every layer may
+//! use it, it uses none.
 
 use std::time::Duration;
 
@@ -53,9 +54,58 @@ pub fn format_rfc3339(secs: u64) -> String {
     format!("{year:04}-{month:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
 }
 
+/// Parses Go-style durations (`1s`, `1m30s`, `500ms`, `2h`) and plain seconds.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if number_len == 0 {
+            return None;
+        }
+        let number: f64 = rest[..number_len].parse().ok()?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += number * factor;
+        rest = &rest[unit_len..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("1s"), Some(Duration::from_secs(1)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(parse_duration(""), None);
+    }
 
     #[test]
     fn rfc3339() {

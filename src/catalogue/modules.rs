@@ -4,6 +4,8 @@
 //! unknown module or a misspelt argument is an error when the role loads,
 //! never a surprise in the middle of a reconcile.
 
+use minijinja::Value;
+
 /// Every module enka runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ModuleId {
@@ -446,6 +448,44 @@ impl ModuleSpec {
                 .chain(OPERATOR_SDK)
                 .any(|c| self.collections.contains(c))
                 && K8S_AUTH.contains(&arg))
+    }
+}
+
+/// Checks at load time what can be checked without running: arguments that
+/// must be present, and arguments that exclude each other. Arguments whose
+/// value is a template are only checked when the task runs.
+pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), String> {
+    let has = |name: &str| args.iter().any(|(k, _)| k.as_str() == Some(name));
+    let require_one = |names: &[&str]| -> Result<(), String> {
+        if names.iter().any(|n| has(n)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} requires one of: {}",
+                spec.name,
+                names.join(", ")
+            ))
+        }
+    };
+    match spec.id {
+        ModuleId::Debug if has("msg") && has("var") => {
+            Err("debug: parameters are mutually exclusive: msg|var".to_owned())
+        }
+        ModuleId::Assert => require_one(&["that"]),
+        ModuleId::Meta => require_one(&["_raw_params"]),
+        ModuleId::RequeueAfter => require_one(&["time"]),
+        ModuleId::K8sStatus => {
+            for name in ["api_version", "kind", "name"] {
+                if !has(name) {
+                    return Err(format!("k8s_status requires {name}"));
+                }
+            }
+            Ok(())
+        }
+        ModuleId::K8sInfo => require_one(&["kind"]),
+        ModuleId::K8sExec => require_one(&["pod"]).and(require_one(&["command"])),
+        ModuleId::IncludeVars => require_one(&["_raw_params", "file", "dir"]),
+        _ => Ok(()),
     }
 }
 

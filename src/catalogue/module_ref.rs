@@ -1,0 +1,86 @@
+//! What a task's action resolved to when its role loaded.
+
+use std::sync::Arc;
+
+use super::AnsibleAction;
+use super::modules::{ModuleId, ModuleSpec};
+
+/// What runs a task: enka's own code, or Ansible's through the worker.
+#[derive(Debug, Clone)]
+pub enum ModuleRef {
+    /// A module enka implements.
+    Native(&'static ModuleSpec),
+    /// A module, action plugin or collection module that Ansible runs.
+    Ansible(Arc<AnsibleAction>),
+}
+
+impl ModuleRef {
+    /// Whether Ansible's play recap counts the task: not `meta`, which
+    /// the strategy runs itself.
+    pub fn counts_in_recap(&self) -> bool {
+        !self.is_meta()
+    }
+
+    /// Whether it is `meta`, whose `when` and report the engine handles as
+    /// Ansible's strategy does (see `modules::meta::report`).
+    pub fn is_meta(&self) -> bool {
+        matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
+    }
+
+    /// Whether the action runs on the controller alone, never reaching the
+    /// task's host (Ansible's action plugins that open no connection): it
+    /// runs even for a host that cannot be reached.
+    pub fn runs_on_controller(&self) -> bool {
+        /// Ansible's action plugins that never connect.
+        const CONTROLLER_ACTIONS: &[&str] = &[
+            "add_host",
+            "assert",
+            "debug",
+            "fail",
+            "group_by",
+            "include_vars",
+            "meta",
+            "pause",
+            "set_fact",
+            "set_stats",
+            "validate_argument_spec",
+        ];
+        match self {
+            ModuleRef::Native(spec) => !matches!(
+                spec.id,
+                ModuleId::K8s
+                    | ModuleId::K8sInfo
+                    | ModuleId::K8sStatus
+                    | ModuleId::K8sEvent
+                    | ModuleId::K8sScale
+                    | ModuleId::K8sLog
+                    | ModuleId::K8sExec
+            ),
+            ModuleRef::Ansible(action) => CONTROLLER_ACTIONS.iter().any(|a| action.is_builtin(a)),
+        }
+    }
+
+    /// The name to show (the native module's short name, or the name as
+    /// the task wrote it).
+    pub fn name(&self) -> &str {
+        match self {
+            ModuleRef::Native(spec) => spec.name,
+            ModuleRef::Ansible(action) => &action.name,
+        }
+    }
+
+    /// The name module timings are kept under: the native module's, or
+    /// `ansible` for everything the worker runs (one label, so a project's
+    /// many bridged names cannot grow the metric without bound).
+    pub fn timing_name(&self) -> &'static str {
+        match self {
+            ModuleRef::Native(spec) => spec.name,
+            ModuleRef::Ansible(_) => "ansible",
+        }
+    }
+
+    /// Whether this action runs through the Ansible worker.
+    pub fn is_bridged(&self) -> bool {
+        matches!(self, ModuleRef::Ansible(_))
+    }
+}
