@@ -11,6 +11,9 @@
 
 /// The Kubernetes API as modules see it, a crate of its own (`crates/enka-kube`).
 pub use enka_kube as kube;
+/// The project as loaded (watches, roles, inventories, the module
+/// catalogue), a crate of its own (`crates/enka-project`).
+pub use enka_project::{catalogue, inventory, role, watches};
 /// Ansible's Jinja on minijinja, a crate of its own (`crates/enka-template`).
 pub use enka_template as template;
 /// Ansible's `key=value` argument splitting (part of `enka-template`).
@@ -23,20 +26,16 @@ pub use enka_worker as worker;
 /// YAML 1.1 with positions, a crate of its own (`crates/enka-yaml`).
 pub use enka_yaml as yaml;
 
-pub mod catalogue;
 pub mod check;
 pub mod cli;
 pub mod engine;
 #[doc(hidden)]
 pub mod evaluate;
 pub mod fuzz;
-pub mod inventory;
 pub mod logging;
 pub mod modules;
 pub mod molecule;
 pub mod operator;
 pub mod playbook;
-pub mod role;
 pub mod telemetry;
 pub mod version;
-pub mod watches;

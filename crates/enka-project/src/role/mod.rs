@@ -12,7 +12,7 @@ mod loader;
 mod module_defaults;
 mod resolve;
 mod task;
-pub(crate) mod walk;
+pub mod walk;
 
 pub use ansible::reload_inventory;
 pub use walk::files_under;
@@ -33,7 +33,7 @@ pub use resolve::{RolePaths, resolve_role};
 pub use task::{VARIABLE_PARAMS, resolve_task_file};
 
 use crate::catalogue::ModuleRef;
-use crate::template::{Templar, Var};
+use enka_template::{Templar, Var};
 
 /// Variables as loaded: names in file order, values kept raw (templated on
 /// use).
@@ -56,10 +56,10 @@ pub struct Project {
     pub role_paths: RolePaths,
     /// The worker that runs what enka has no native code for; `None` when
     /// every task is native (then no Python ever starts).
-    pub ansible: Option<Arc<crate::worker::AnsibleWorker>>,
+    pub ansible: Option<Arc<enka_worker::AnsibleWorker>>,
     /// Filters, tests and lookups the templates name that Ansible runs, with
     /// the first place that names each.
-    pub python_plugins: Vec<(Location, crate::template::scan::PluginKind, String)>,
+    pub python_plugins: Vec<(Location, enka_template::scan::PluginKind, String)>,
     /// The inventory, when the project has one (`ANSIBLE_INVENTORY`,
     /// `inventory =` in ansible.cfg) or a play names hosts other than
     /// localhost: loaded by Ansible once.
@@ -257,7 +257,7 @@ pub struct Task {
     pub when: Arc<[Value]>,
     /// Where each of `when`'s conditions is written, for a string one
     /// (Ansible's strings carry their position; a `when: 1` does not).
-    pub when_positions: Arc<[Option<crate::yaml::Pos>]>,
+    pub when_positions: Arc<[Option<enka_yaml::Pos>]>,
     /// `register`.
     pub register: Option<Arc<str>>,
     /// Task (or block) `vars`.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use minijinja::Value;
 
 use crate::role::{Diagnostic, Diagnostics, Location, Target};
-use crate::template::convert::from_yaml;
-use crate::yaml::{self, Node};
+use enka_template::convert::from_yaml;
+use enka_yaml::{self as yaml, Node};
 
 /// A group, version and kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -224,7 +224,7 @@ pub fn parse_go_duration(text: &str) -> Option<Duration> {
     if text.parse::<f64>().is_ok() {
         return None;
     }
-    crate::time::parse_duration(text)
+    enka_template::time::parse_duration(text)
 }
 
 /// Loads and validates a watches file. Role and playbook targets are
@@ -396,7 +396,7 @@ fn parse_target(
             ));
             return None;
         }
-        return Some(Target::Playbook(crate::template::normalize_path(&path)));
+        return Some(Target::Playbook(enka_template::normalize_path(&path)));
     }
     string_field(node, "role", file, diags).map(Target::Role)
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use minijinja::Value;
 
-use crate::template::Var;
+use enka_template::Var;
 
 /// The inventory variables of a host (its groups' and its own).
 pub type HostVars = Arc<[(Arc<str>, Var)]>;

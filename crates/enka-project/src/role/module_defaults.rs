@@ -145,7 +145,7 @@ pub fn written_keys(entry: &Value) -> Result<Vec<String>, String> {
             return Err("The field 'module_defaults' is supposed to be a dictionary or list of dictionaries, the keys of which must be static action, module, or group names. Only the values may contain templates. For example: {'ping': \"{{ ping_defaults }}\"}".to_owned());
         }
         for key in item.try_iter().into_iter().flatten() {
-            keys.push(crate::template::pyrepr::to_text(&key));
+            keys.push(enka_template::pyrepr::to_text(&key));
         }
     }
     Ok(keys)

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::loader::Loader;
-use crate::template::scan::PluginKind;
-use crate::worker::{AnsibleWorker, Config};
-use crate::yaml::Node;
+use enka_template::scan::PluginKind;
+use enka_worker::{AnsibleWorker, Config};
+use enka_yaml::Node;
 
 /// How long resolving names may take (the first worker imports Ansible).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -96,7 +96,7 @@ impl Loader {
         let mut groups: Vec<(Arc<[String]>, Vec<String>)> = Vec::new();
         for (_, action) in &bridged {
             // A name that is a template is resolved when the task runs.
-            if crate::template::is_possibly_template(&action.name) {
+            if enka_template::is_possibly_template(&action.name) {
                 continue;
             }
             let name = action.name.to_string();
@@ -110,7 +110,7 @@ impl Loader {
             let request = json!({"op": "resolve", "modules": names, "collections": &*collections});
             let answer = worker.call(request, Some(RESOLVE_TIMEOUT));
             for (location, action) in bridged.iter().filter(|(_, a)| {
-                a.collections == collections && !crate::template::is_possibly_template(&a.name)
+                a.collections == collections && !enka_template::is_possibly_template(&a.name)
             }) {
                 self.judge_bridged(location, action, &answer);
             }
@@ -130,7 +130,7 @@ impl Loader {
         &mut self,
         location: &super::Location,
         action: &crate::catalogue::AnsibleAction,
-        answer: &Result<serde_json::Value, crate::worker::WorkerError>,
+        answer: &Result<serde_json::Value, enka_worker::WorkerError>,
     ) {
         let answer = match answer {
             Ok(answer) => answer,
@@ -469,7 +469,7 @@ fn inventory_from_answer(answer: &serde_json::Value) -> super::Inventory {
             .map(|(k, v)| {
                 (
                     Arc::from(k.as_str()),
-                    crate::template::Var::templated(crate::template::convert::from_json(v)),
+                    enka_template::Var::templated(enka_template::convert::from_json(v)),
                 )
             })
             .collect::<Vec<_>>()

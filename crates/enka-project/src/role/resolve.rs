@@ -94,7 +94,7 @@ pub fn resolve_role(paths: &RolePaths, name: &str) -> Result<PathBuf, Vec<PathBu
     candidates
         .iter()
         .find(|p| p.is_dir())
-        .map(|p| crate::template::normalize_path(p))
+        .map(|p| enka_template::normalize_path(p))
         .ok_or(candidates)
 }
 

@@ -10,10 +10,10 @@ use super::{
     VarList, VarsFile, VarsPrompt,
 };
 use crate::catalogue::AnsibleAction;
-use crate::template::scan::{PluginKind, plugin_uses};
-use crate::template::{self, TemplarBuilder};
-use crate::worker::Config as WorkerConfig;
-use crate::yaml::{self, Node, Pos};
+use enka_template::scan::{PluginKind, plugin_uses};
+use enka_template::{self as template, TemplarBuilder};
+use enka_worker::Config as WorkerConfig;
+use enka_yaml::{self as yaml, Node, Pos};
 
 /// Nesting bound for imports and role dependencies.
 const MAX_INCLUDE_DEPTH: usize = 32;
@@ -82,7 +82,7 @@ pub(crate) struct Loader {
     /// How to start an Ansible worker (`None` with `--native-only`).
     pub(crate) worker_config: Option<WorkerConfig>,
     /// The worker that decrypts Vault data while loading, once needed.
-    pub(crate) vault_worker: Option<std::sync::Arc<crate::worker::AnsibleWorker>>,
+    pub(crate) vault_worker: Option<std::sync::Arc<enka_worker::AnsibleWorker>>,
     /// Bridged tasks given free-form text that only the command family
     /// takes: the task's location and the text's.
     pub(crate) extra_params: Vec<(Location, Location)>,
@@ -506,7 +506,7 @@ impl Loader {
             let mut found = false;
             for (index, candidate) in candidates.iter().enumerate() {
                 let name = candidate.key_string();
-                if crate::template::is_possibly_template(&name) {
+                if enka_template::is_possibly_template(&name) {
                     for later in &candidates[index..] {
                         compile_in(self, at, later, "vars_files");
                     }
@@ -521,7 +521,7 @@ impl Loader {
                     break;
                 }
                 let searched = [base_dir.to_path_buf()];
-                if let Some(path) = crate::template::find_needle(&searched, "vars", &name) {
+                if let Some(path) = enka_template::find_needle(&searched, "vars", &name) {
                     out.push(VarsFile::Loaded(self.play_vars_file(&path)));
                     found = true;
                     break;
@@ -649,7 +649,7 @@ impl Loader {
     }
 
     fn tentative_role(&mut self, path: &Path) {
-        let path = crate::template::normalize_path(path);
+        let path = enka_template::normalize_path(path);
         if self.roles.contains_key(&path) || self.roles_loading.contains(&path) {
             return;
         }
@@ -1012,7 +1012,7 @@ impl Loader {
                     }
                 }
             }
-            let mut vars: Vec<(Arc<str>, crate::template::Var)> = play
+            let mut vars: Vec<(Arc<str>, enka_template::Var)> = play
                 .get("vars")
                 .map(|n| keyword_vars(self, &at, n, "Play"))
                 .unwrap_or_else(|| Arc::from(Vec::new()))

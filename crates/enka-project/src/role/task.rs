@@ -11,10 +11,10 @@ use super::loader::Loader;
 use super::{Action, Location, Loop, LoopControl, LoopKind, RoleFrom, RoleInclude, Task, VarList};
 use crate::catalogue::modules::{self as registry, FreeForm};
 use crate::catalogue::{AnsibleAction, ModuleRef};
-use crate::template::Var;
-use crate::template::convert::from_yaml;
-use crate::template::scan::PluginKind;
-use crate::yaml::{Node, Pos};
+use enka_template::Var;
+use enka_template::convert::from_yaml;
+use enka_template::scan::PluginKind;
+use enka_yaml::{Node, Pos};
 
 /// Keywords with an effect in enka.
 const KEYWORDS: &[&str] = &[
@@ -98,8 +98,8 @@ impl TaskFile<'_> {
 /// Parses a task list (a YAML sequence of mappings).
 pub(crate) fn parse_tasks(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Vec<Task> {
     match &node.value {
-        crate::yaml::Value::Null => Vec::new(),
-        crate::yaml::Value::Seq(items) => items
+        enka_yaml::Value::Null => Vec::new(),
+        enka_yaml::Value::Seq(items) => items
             .iter()
             .filter_map(|item| {
                 let before = loader.diagnostics.0.len();
@@ -135,7 +135,7 @@ fn key_of(node: &Node) -> String {
 
 fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) -> Arc<[Value]> {
     let items: Vec<&Node> = match &node.value {
-        crate::yaml::Value::Seq(items) => items.iter().collect(),
+        enka_yaml::Value::Seq(items) => items.iter().collect(),
         _ => vec![node],
     };
     let mut out = Vec::with_capacity(items.len());
@@ -148,7 +148,7 @@ fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
             loader.note_plugins(
                 &at.loc(item.pos),
                 expr,
-                !crate::template::is_possibly_template(expr),
+                !enka_template::is_possibly_template(expr),
             );
         } else if !matches!(
             value.kind(),
@@ -180,12 +180,12 @@ fn is_bare_expression(spec: &registry::ModuleSpec, name: &str) -> bool {
 /// them) names, so those enka lacks run through Ansible.
 fn note_expression_plugins(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) {
     match &node.value {
-        crate::yaml::Value::Str(expr) => loader.note_plugins(
+        enka_yaml::Value::Str(expr) => loader.note_plugins(
             &at.loc(node.pos),
             expr,
-            !crate::template::is_possibly_template(expr),
+            !enka_template::is_possibly_template(expr),
         ),
-        crate::yaml::Value::Seq(items) => {
+        enka_yaml::Value::Seq(items) => {
             for item in items {
                 note_expression_plugins(loader, at, item);
             }
@@ -208,7 +208,7 @@ fn templated(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
 
 pub(crate) fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
     match &node.value {
-        crate::yaml::Value::Str(s) => {
+        enka_yaml::Value::Str(s) => {
             if let Err(err) = loader.builder.add_template(s) {
                 let mut pos = node.pos;
                 if let Some(line) = err.line().filter(|&l| l > 1) {
@@ -218,12 +218,12 @@ pub(crate) fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, wh
             }
             loader.note_plugins(&at.loc(node.pos), s, false);
         }
-        crate::yaml::Value::Seq(items) => {
+        enka_yaml::Value::Seq(items) => {
             for item in items {
                 compile_in(loader, at, item, what);
             }
         }
-        crate::yaml::Value::Map(entries) => {
+        enka_yaml::Value::Map(entries) => {
             for (_, v) in entries {
                 compile_in(loader, at, v, what);
             }
@@ -245,7 +245,7 @@ pub(crate) fn keyword_vars(
     owner: &str,
 ) -> VarList {
     let Some(entries) = node.as_map() else {
-        if !matches!(node.value, crate::yaml::Value::Null) {
+        if !matches!(node.value, enka_yaml::Value::Null) {
             loader.error(
                 at.loc(node.pos),
                 format!("Vars in a {owner} must be specified as a dictionary"),
@@ -294,7 +294,7 @@ pub(crate) fn parse_vars(
     what: &str,
 ) -> VarList {
     let Some(entries) = node.as_map() else {
-        if !matches!(node.value, crate::yaml::Value::Null) {
+        if !matches!(node.value, enka_yaml::Value::Null) {
             loader.error(
                 at.loc(node.pos),
                 format!("{what} must be a mapping, not a {}", node.type_name()),
@@ -327,7 +327,7 @@ fn parse_task(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Tas
     };
     let name_node = node.get("name");
     let name: Option<Arc<str>> =
-        name_node.map(|n| Arc::from(crate::yaml::Node::key_string(n).as_str()));
+        name_node.map(|n| Arc::from(enka_yaml::Node::key_string(n).as_str()));
     if let (Some(n), Some(text)) = (name_node, &name)
         && let Err(err) = loader.builder.add_template(text)
     {
@@ -432,12 +432,12 @@ fn parse_task_body(
         .get("when")
         .map(|n| {
             let items: Vec<&Node> = match &n.value {
-                crate::yaml::Value::Seq(items) => items.iter().collect(),
+                enka_yaml::Value::Seq(items) => items.iter().collect(),
                 _ => vec![n],
             };
             items
                 .iter()
-                .map(|item| matches!(item.value, crate::yaml::Value::Str(_)).then_some(item.pos))
+                .map(|item| matches!(item.value, enka_yaml::Value::Str(_)).then_some(item.pos))
                 .collect()
         })
         .unwrap_or_else(|| Arc::from(Vec::new()));
@@ -525,8 +525,8 @@ fn parse_task_body(
     let names = |key: &str| -> Vec<String> {
         node.get(key)
             .map(|n| match &n.value {
-                crate::yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
-                crate::yaml::Value::Null => Vec::new(),
+                enka_yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+                enka_yaml::Value::Null => Vec::new(),
                 _ => vec![n.key_string()],
             })
             .unwrap_or_default()
@@ -574,7 +574,7 @@ fn parse_task_body(
 /// `tags` as Taggable loads them: a list, or one string split at commas.
 pub(crate) fn tag_list(node: &Node) -> Vec<String> {
     match &node.value {
-        crate::yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+        enka_yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
         _ => node
             .key_string()
             .split(',')
@@ -611,15 +611,15 @@ fn arg_entries(
     module: &str,
 ) -> Option<Vec<(String, Node)>> {
     match &node.value {
-        crate::yaml::Value::Null => Some(Vec::new()),
-        crate::yaml::Value::Map(entries) => Some(
+        enka_yaml::Value::Null => Some(Vec::new()),
+        enka_yaml::Value::Map(entries) => Some(
             entries
                 .iter()
                 .map(|(k, v)| (key_of(k), v.clone()))
                 .collect(),
         ),
-        crate::yaml::Value::Str(text) if free_form != FreeForm::No || !text.contains("{{") => {
-            let pairs = crate::freeform::parse_kv(text);
+        enka_yaml::Value::Str(text) if free_form != FreeForm::No || !text.contains("{{") => {
+            let pairs = enka_template::freeform::parse_kv(text);
             Some(
                 pairs
                     .into_iter()
@@ -627,7 +627,7 @@ fn arg_entries(
                         (
                             k,
                             Node {
-                                value: crate::yaml::Value::Str(v),
+                                value: enka_yaml::Value::Str(v),
                                 pos: node.pos,
                                 tag: None,
                             },
@@ -636,7 +636,7 @@ fn arg_entries(
                     .collect(),
             )
         }
-        crate::yaml::Value::Str(_) => None,
+        enka_yaml::Value::Str(_) => None,
         _ => {
             loader.error(
                 at.loc(node.pos),
@@ -661,16 +661,16 @@ fn parse_action(
     let mut value = value.clone();
     if module_name == "action" || module_name == "local_action" {
         match &value.value {
-            crate::yaml::Value::Str(text) => {
-                let (name, rest) = crate::freeform::first_word(text.trim());
+            enka_yaml::Value::Str(text) => {
+                let (name, rest) = enka_template::freeform::first_word(text.trim());
                 module_name = name.to_owned();
                 value = Node {
-                    value: crate::yaml::Value::Str(rest.trim().to_owned()),
+                    value: enka_yaml::Value::Str(rest.trim().to_owned()),
                     pos: value.pos,
                     tag: None,
                 };
             }
-            crate::yaml::Value::Map(entries) => {
+            enka_yaml::Value::Map(entries) => {
                 let Some(name) = value.get("module").and_then(Node::as_str) else {
                     loader.error(
                         at.loc(value.pos),
@@ -680,7 +680,7 @@ fn parse_action(
                 };
                 module_name = name.to_owned();
                 value = Node {
-                    value: crate::yaml::Value::Map(
+                    value: enka_yaml::Value::Map(
                         entries
                             .iter()
                             .filter(|(k, _)| k.as_str() != Some("module"))
@@ -713,13 +713,13 @@ fn parse_action(
         _ => {}
     }
 
-    if crate::template::is_possibly_template(&module_name) {
+    if enka_template::is_possibly_template(&module_name) {
         // Named when it runs; Ansible runs whatever it names.
         compile_in(
             loader,
             at,
             &Node {
-                value: crate::yaml::Value::Str(module_name.clone()),
+                value: enka_yaml::Value::Str(module_name.clone()),
                 pos: value.pos,
                 tag: None,
             },
@@ -893,11 +893,11 @@ fn parse_bridged(
     let is_command = COMMAND_MODULES.contains(&short)
         && (is_builtin_name(name) || name.starts_with("ansible.windows."));
     let mut entries: Vec<(String, Node)> = match &value.value {
-        crate::yaml::Value::Str(text) => {
+        enka_yaml::Value::Str(text) => {
             let pairs = if is_command {
-                crate::freeform::command_kv(text)
+                enka_template::freeform::command_kv(text)
             } else {
-                crate::freeform::parse_kv(text)
+                enka_template::freeform::parse_kv(text)
             };
             pairs
                 .into_iter()
@@ -905,7 +905,7 @@ fn parse_bridged(
                     (
                         k,
                         Node {
-                            value: crate::yaml::Value::Str(v),
+                            value: enka_yaml::Value::Str(v),
                             pos: value.pos,
                             tag: None,
                         },
@@ -1002,13 +1002,13 @@ fn check_source_file(
     };
     let remote = entries
         .iter()
-        .any(|(k, v)| k == "remote_src" && crate::template::to_bool(&from_yaml(v)));
+        .any(|(k, v)| k == "remote_src" && enka_template::to_bool(&from_yaml(v)));
     let Some((_, src)) = entries.iter().find(|(k, _)| k == "src") else {
         return;
     };
     let Some(text) = src
         .as_str()
-        .filter(|t| !crate::template::is_possibly_template(t))
+        .filter(|t| !enka_template::is_possibly_template(t))
     else {
         return;
     };
@@ -1017,7 +1017,7 @@ fn check_source_file(
     }
     let mut search: Vec<PathBuf> = at.role.map(Path::to_path_buf).into_iter().collect();
     search.push(at.dir());
-    if crate::template::find_needle(&search, subdir, text).is_none()
+    if enka_template::find_needle(&search, subdir, text).is_none()
         && !search
             .iter()
             .any(|dir| dir.join(subdir).join(text).is_dir() || dir.join(text).is_dir())
@@ -1032,7 +1032,7 @@ fn check_source_file(
 /// `include_tasks`' `apply`: its keywords parsed as a block's, for a block
 /// the included tasks run in (IncludedFile's apply block).
 fn apply_block(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Arc<Task>> {
-    let crate::yaml::Value::Map(entries) = &node.value else {
+    let enka_yaml::Value::Map(entries) = &node.value else {
         loader.error(
             at.loc(node.pos),
             "apply must be a mapping of task keywords".to_owned(),
@@ -1042,18 +1042,18 @@ fn apply_block(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Ar
     let mut entries = entries.clone();
     entries.push((
         Node {
-            value: crate::yaml::Value::Str("block".to_owned()),
+            value: enka_yaml::Value::Str("block".to_owned()),
             pos: node.pos,
             tag: None,
         },
         Node {
-            value: crate::yaml::Value::Seq(Vec::new()),
+            value: enka_yaml::Value::Seq(Vec::new()),
             pos: node.pos,
             tag: None,
         },
     ));
     let block = Node {
-        value: crate::yaml::Value::Map(entries),
+        value: enka_yaml::Value::Map(entries),
         pos: node.pos,
         tag: None,
     };
@@ -1102,7 +1102,7 @@ fn parse_include_tasks(
     let is_static = short(module) == "import_tasks";
     let Some(name) = file_value
         .as_str()
-        .filter(|s| !crate::template::is_possibly_template(s))
+        .filter(|s| !enka_template::is_possibly_template(s))
     else {
         if is_static {
             loader.error(
@@ -1166,7 +1166,7 @@ pub fn resolve_task_file(role: Option<&Path>, dir: &Path, name: &str) -> Option<
     }
     candidates
         .into_iter()
-        .map(|p| crate::template::normalize_path(&p))
+        .map(|p| enka_template::normalize_path(&p))
         .find(|p| p.is_file())
 }
 
@@ -1192,7 +1192,7 @@ fn parse_include_role(
             "tasks_from" => from.tasks = text(),
             "defaults_from" => from.defaults = text(),
             "vars_from" => from.vars = text(),
-            "public" => public = crate::template::to_bool(&from_yaml(v)),
+            "public" => public = enka_template::to_bool(&from_yaml(v)),
             "allow_duplicates" | "handlers_from" | "rolespec_validate" => {}
             other => other_include_arg(loader, at, module, other, v),
         }
@@ -1204,7 +1204,7 @@ fn parse_include_role(
     let name_value = templated(loader, at, name_node, module);
     let static_name = name_value
         .as_str()
-        .filter(|s| !crate::template::is_possibly_template(s))
+        .filter(|s| !enka_template::is_possibly_template(s))
         .map(str::to_owned);
     let role = match &static_name {
         // A role including itself (guarded by a condition) is resolved
@@ -1267,7 +1267,7 @@ fn parse_loop(loader: &mut Loader, at: &TaskFile<'_>, task: &Node) -> Option<Loo
             "with_dict" => LoopKind::Dict,
             other => match other.strip_prefix("with_") {
                 Some(lookup) => {
-                    if !crate::template::is_native_lookup(lookup) {
+                    if !enka_template::is_native_lookup(lookup) {
                         loader.note_plugin(&at.loc(k.pos), PluginKind::Lookup, lookup);
                     }
                     LoopKind::Lookup(lookup.to_owned())
@@ -1301,7 +1301,7 @@ fn parse_loop_control(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Lo
         match key_of(k).as_str() {
             "loop_var" => match v.as_str() {
                 Some(s) if is_identifier(s) => control.loop_var = Arc::from(s),
-                Some(s) if crate::template::is_possibly_template(s) => {
+                Some(s) if enka_template::is_possibly_template(s) => {
                     control.loop_var_template = Some(templated(loader, at, v, "loop_var"));
                 }
                 _ => loader.error(at.loc(v.pos), "loop_var must be a variable name".to_owned()),
@@ -1315,9 +1315,9 @@ fn parse_loop_control(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Lo
             },
             "label" => control.label = Some(templated(loader, at, v, "loop_control.label")),
             "pause" => control.pause = Some(templated(loader, at, v, "loop_control.pause")),
-            "extended" => control.extended = crate::template::to_bool(&from_yaml(v)),
+            "extended" => control.extended = enka_template::to_bool(&from_yaml(v)),
             "extended_allitems" => {
-                control.extended_allitems = crate::template::to_bool(&from_yaml(v));
+                control.extended_allitems = enka_template::to_bool(&from_yaml(v));
             }
             "break_when" => control.break_when = as_values(loader, at, v, "break_when").to_vec(),
             other => loader.error(

@@ -24,7 +24,7 @@ fn load(dir: &Path, role: &str) -> (Option<Arc<Project>>, Diagnostics) {
             base_dir: dir.to_path_buf(),
             ..RolePaths::default()
         },
-        templates: crate::template::Options::default(),
+        templates: enka_template::Options::default(),
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: None,

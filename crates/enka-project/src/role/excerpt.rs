@@ -69,7 +69,7 @@ fn offending_lines(path: &Path, line: usize) -> Result<Option<(String, String)>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::yaml::Pos;
+    use enka_yaml::Pos;
 
     #[test]
     fn the_line_before_the_line_and_an_arrow_under_the_column() {

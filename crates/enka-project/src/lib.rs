@@ -1,0 +1,19 @@
+//! An Ansible-operator project as enka loads it, before anything runs.
+//!
+//! [`watches`] reads `watches.yaml` with upstream's fields and defaults;
+//! [`role`] loads each role or playbook it names into validated tasks, with
+//! every template compiled once and diagnostics at `file:line:column`;
+//! [`inventory`] holds the hosts a playbook runs over; [`catalogue`] names
+//! what a task's action may be (enka's native modules with their arguments,
+//! or an action Ansible runs).
+//!
+//! It stands on `enka-template`, `enka-yaml` and `enka-worker` (names enka
+//! has no code for are resolved by Ansible once, at load); the modules, the
+//! engine and the operator stand on it.
+
+#![forbid(unsafe_code)]
+
+pub mod catalogue;
+pub mod inventory;
+pub mod role;
+pub mod watches;
