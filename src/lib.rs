@@ -11,6 +11,9 @@
 
 /// The Kubernetes API as modules see it, a crate of its own (`crates/enka-kube`).
 pub use enka_kube as kube;
+/// What runs a task's action, native or bridged, a crate of its own
+/// (`crates/enka-modules`).
+pub use enka_modules as modules;
 /// The project as loaded (watches, roles, inventories, the module
 /// catalogue), a crate of its own (`crates/enka-project`).
 pub use enka_project::{catalogue, inventory, role, watches};
@@ -33,7 +36,6 @@ pub mod engine;
 pub mod evaluate;
 pub mod fuzz;
 pub mod logging;
-pub mod modules;
 pub mod molecule;
 pub mod operator;
 pub mod playbook;

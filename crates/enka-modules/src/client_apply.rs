@@ -267,7 +267,7 @@ fn write_python_json(value: &Json, out: &mut String) {
         Json::Null => out.push_str("null"),
         Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Json::Number(n) => out.push_str(&n.to_string()),
-        Json::String(s) => crate::template::json_string(out, s, true),
+        Json::String(s) => enka_template::json_string(out, s, true),
         Json::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
@@ -286,7 +286,7 @@ fn write_python_json(value: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                crate::template::json_string(out, key, true);
+                enka_template::json_string(out, key, true);
                 out.push(':');
                 write_python_json(&map[key.as_str()], out);
             }
@@ -303,11 +303,12 @@ mod tests {
     /// create, or the same patch (or none) to send.
     #[test]
     fn matches_kubernetes_core() {
-        let recorded: Json =
-            serde_json::from_str(include_str!("../../tests/conformance/expected_apply.json"))
-                .expect("expected_apply.json");
+        let recorded: Json = serde_json::from_str(include_str!(
+            "../../../tests/conformance/expected_apply.json"
+        ))
+        .expect("expected_apply.json");
         let cases: Json =
-            serde_yaml::from_str(include_str!("../../tests/conformance/apply_cases.yaml"))
+            serde_yaml::from_str(include_str!("../../../tests/conformance/apply_cases.yaml"))
                 .expect("apply_cases.yaml");
         let cases = cases.as_array().expect("a list of cases");
         let expected = recorded["cases"].as_array().expect("recorded cases");

@@ -14,13 +14,13 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
             .with("msg", "the 'key' param is required when using group_by"));
     };
     // Spaces cannot be in group names (ActionModule of group_by).
-    let group = crate::template::pyrepr::to_text(&key).replace(' ', "-");
+    let group = enka_template::pyrepr::to_text(&key).replace(' ', "-");
     let parents: Vec<Value> = match args.get("parents") {
         None => vec![Value::from("all")],
         Some(_) => args
             .list("parents")?
             .iter()
-            .map(|p| Value::from(crate::template::pyrepr::to_text(p).replace(' ', "-")))
+            .map(|p| Value::from(enka_template::pyrepr::to_text(p).replace(' ', "-")))
             .collect(),
     };
     Ok(Output::changed(false)

@@ -5,8 +5,8 @@ use serde_json::Value as Json;
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
-use crate::kube::{Error as KubeError, Resource};
-use crate::template::pyrepr;
+use enka_kube::{Error as KubeError, Resource};
+use enka_template::pyrepr;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let api_version = args
@@ -102,7 +102,7 @@ impl Query {
     /// The objects there are now (none when the named one is not there).
     async fn fetch(
         &self,
-        cluster: &dyn crate::kube::Cluster,
+        cluster: &dyn enka_kube::Cluster,
         resource: &Resource,
     ) -> Result<Vec<Json>, KubeError> {
         let ns = self.namespace.as_deref().filter(|_| resource.namespaced);
@@ -138,7 +138,7 @@ impl Query {
         };
         format!(
             "Exception '{}' raised while trying to get resource using (name={}, namespace={}, label_selectors={}, field_selectors={})",
-            crate::kube::python::api_error_text(err),
+            enka_kube::python::api_error_text(err),
             optional(&self.name),
             optional(&self.namespace),
             list(&self.labels),

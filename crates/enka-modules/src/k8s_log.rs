@@ -79,9 +79,9 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
 
 /// The API server's message, as kubernetes.core's `get_exception_message`
 /// reads it from the answer's body.
-fn api_message(err: &crate::kube::Error) -> String {
+fn api_message(err: &enka_kube::Error) -> String {
     match err {
-        crate::kube::Error::Api { message, .. } => message.clone(),
+        enka_kube::Error::Api { message, .. } => message.clone(),
         other => other.to_string(),
     }
 }

@@ -72,7 +72,7 @@ fn float(options: &Args<'_>, kind: &str, name: &str) -> Result<f64, String> {
         .ok_or_else(|| {
             format!(
                 "argument '{name}' of {kind} is of type {} and we were unable to convert to float",
-                crate::template::pyrepr::type_name(&value)
+                enka_template::pyrepr::type_name(&value)
             )
         })
 }
@@ -164,7 +164,7 @@ mod tests {
     use super::*;
 
     fn kind_of(arguments: serde_json::Value) -> Result<MetricKind, String> {
-        let map = crate::template::convert::from_json(&arguments);
+        let map = enka_template::convert::from_json(&arguments);
         let output = run(&Args::new("osdk_metric", &map))?;
         Ok(output.metrics[0].kind.clone())
     }

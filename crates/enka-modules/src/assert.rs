@@ -39,7 +39,7 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
         let place = || {
             format!(
                 "unknown location (conditional: {})",
-                crate::template::pyrepr::repr(condition)
+                enka_template::pyrepr::repr(condition)
             )
         };
         if judgement.not_boolean.is_some()

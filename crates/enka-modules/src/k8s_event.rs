@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
-use crate::kube::event;
+use enka_kube::event;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let name = args.required_str("name")?;
@@ -38,7 +38,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         };
         return Ok(Output::changed(deleted));
     }
-    let now = crate::time::now_rfc3339();
+    let now = enka_template::time::now_rfc3339();
     let message = args.str("message")?;
     let source = match args.map("source")? {
         Some(v) => common::to_json(&v)?,
@@ -75,7 +75,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
             // client's error after them.
             event::Step::Create | event::Step::Update => format!(
                 "Unable to create event: {}",
-                crate::kube::python::api_error_text(&e)
+                enka_kube::python::api_error_text(&e)
             ),
             event::Step::Get => common::api_failure(step.action(), &e),
         })?;

@@ -7,8 +7,8 @@ use minijinja::Value;
 use serde_json::{Map, Value as Json, json};
 
 use super::{ModuleContext, ModuleFailure};
-use crate::kube::{Error as KubeError, Owner, Resource, python};
-use crate::template::convert;
+use enka_kube::{Error as KubeError, Owner, Resource, python};
+use enka_template::convert;
 
 /// API groups whose types support strategic merge patch.
 const BUILTIN_GROUPS: &[&str] = &[
@@ -282,7 +282,7 @@ pub fn wait_args(
                 c.get_attr(k)
                     .ok()
                     .filter(|v| !v.is_undefined() && !v.is_none())
-                    .map(|v| crate::template::pyrepr::to_text(&v))
+                    .map(|v| enka_template::pyrepr::to_text(&v))
             };
             Some(WaitCondition {
                 kind: field("type").ok_or("wait_condition needs a type")?,

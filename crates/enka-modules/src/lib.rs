@@ -1,10 +1,17 @@
 //! What runs a task's action: one file per module enka runs natively, and
 //! [`bridged`] for everything else, which goes through Ansible itself in the
-//! worker (`crate::worker`).
+//! worker (`enka-worker`).
 //!
-//! `crate::catalogue` names every native module and its arguments (what the role
-//! loader validates against); the other files implement them. The engine
-//! calls [`run`] with a [`ModuleRef`] and never learns which way it ran.
+//! `enka_project::catalogue` names every native module and its arguments
+//! (what the role loader validates against); the files here implement them.
+//! The engine calls [`run`] with a [`ModuleRef`] and never learns which way
+//! it ran.
+//!
+//! It stands on `enka-project` (the catalogue), `enka-kube` (the cluster
+//! the Kubernetes modules talk to), `enka-template` and `enka-worker`; only
+//! the engine and what is above it use it.
+
+#![forbid(unsafe_code)]
 
 use minijinja::Value;
 
@@ -37,10 +44,10 @@ use std::time::{Duration, Instant};
 pub use args::Args;
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 
-use crate::catalogue::modules::ModuleId;
-pub use crate::catalogue::{AnsibleAction, ModuleRef};
-use crate::kube::{Cluster, Owner};
-use crate::template::{Context, Templar};
+use enka_kube::{Cluster, Owner};
+use enka_project::catalogue::modules::ModuleId;
+pub use enka_project::catalogue::{AnsibleAction, ModuleRef};
+use enka_template::{Context, Templar};
 
 /// What a module may look at while it runs.
 pub struct ModuleContext<'a> {
@@ -69,9 +76,9 @@ pub struct ModuleContext<'a> {
     /// The custom resource the run is for.
     pub owner: Option<&'a Owner>,
     /// The owner's dependents this module wrote (for dependent watches).
-    pub dependents: Vec<crate::kube::Dependent>,
+    pub dependents: Vec<enka_kube::Dependent>,
     /// The project's Ansible worker, for actions enka has no code for.
-    pub ansible: Option<&'a Arc<crate::worker::AnsibleWorker>>,
+    pub ansible: Option<&'a Arc<enka_worker::AnsibleWorker>>,
     /// The task's templated `environment` (a mapping; empty when unset).
     pub environment: Value,
     /// Whether the run is a dry run (`--check`): bridged actions run in

@@ -3,7 +3,7 @@
 use minijinja::Value;
 
 use super::{Args, ModuleContext, Output};
-use crate::template::pyrepr;
+use enka_template::pyrepr;
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     let verbosity = args.int("verbosity")?.unwrap_or(0);
@@ -20,7 +20,7 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
         // stays unsafe.
         let unsafe_var = args.get("var").is_some_and(|v| v.is_safe());
         let value = if unsafe_var {
-            crate::template::mark_unsafe(&Value::from(format!("{{{{{var}}}}}")))
+            enka_template::mark_unsafe(&Value::from(format!("{{{{{var}}}}}")))
         } else {
             match ctx
                 .templar

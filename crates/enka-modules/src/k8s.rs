@@ -7,7 +7,7 @@ use serde_json::{Value as Json, json};
 use super::client_apply;
 use super::k8s_common::{self as common, WaitCondition};
 use super::{Args, ModuleContext, ModuleFailure, Output};
-use crate::kube::{PatchType, Resource};
+use enka_kube::{PatchType, Resource};
 
 /// The field manager enka applies with.
 pub const FIELD_MANAGER: &str = "enka";
@@ -85,7 +85,7 @@ impl Options {
         let merge_types: Vec<String> = args
             .list("merge_type")?
             .iter()
-            .map(crate::template::pyrepr::to_text)
+            .map(enka_template::pyrepr::to_text)
             .collect();
         for m in &merge_types {
             if !matches!(m.as_str(), "json" | "merge" | "strategic-merge") {
@@ -102,11 +102,11 @@ impl Options {
                 .filter(|v| !v.is_undefined() && !v.is_none())
         };
         let force_conflicts = match server_side_field("force_conflicts") {
-            Some(v) => crate::template::to_bool(&v),
+            Some(v) => enka_template::to_bool(&v),
             None => server_side.is_none(),
         };
         let field_manager = server_side_field("field_manager")
-            .map(|v| crate::template::pyrepr::to_text(&v))
+            .map(|v| enka_template::pyrepr::to_text(&v))
             .unwrap_or_else(|| FIELD_MANAGER.to_owned());
         Ok(Options {
             force_conflicts,
@@ -164,11 +164,11 @@ fn definitions(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Vec<Json>, St
                             .get_attr("path")
                             .ok()
                             .filter(|v| !v.is_undefined() && !v.is_none())
-                            .map(|v| crate::template::pyrepr::to_text(&v)),
-                        _ => Some(crate::template::pyrepr::to_text(&entry)),
+                            .map(|v| enka_template::pyrepr::to_text(&v)),
+                        _ => Some(enka_template::pyrepr::to_text(&entry)),
                     }
                     .ok_or("template needs a path")?;
-                    let (_, text) = crate::template::render_template_file(ctx.ctx, &path)
+                    let (_, text) = enka_template::render_template_file(ctx.ctx, &path)
                         .map_err(|e| format!("template {path}: {e}"))?;
                     values.extend(expand(&Value::from(text))?);
                 }
@@ -207,11 +207,11 @@ fn expand(value: &Value) -> Result<Vec<Value>, String> {
             Ok(out)
         }
         ValueKind::String => {
-            let docs = crate::yaml::load_all(value.as_str().unwrap_or_default())
+            let docs = enka_yaml::load_all(value.as_str().unwrap_or_default())
                 .map_err(|e| format!("definition is not valid YAML: {e}"))?;
             let mut out = Vec::new();
             for doc in docs {
-                let v = crate::template::convert::from_yaml(&doc);
+                let v = enka_template::convert::from_yaml(&doc);
                 if !v.is_none() {
                     out.extend(expand(&v)?);
                 }
@@ -221,13 +221,13 @@ fn expand(value: &Value) -> Result<Vec<Value>, String> {
         ValueKind::None => Ok(Vec::new()),
         _ => Err(format!(
             "definition must be a mapping, a list or YAML text, got {}",
-            crate::template::pyrepr::type_name(value)
+            enka_template::pyrepr::type_name(value)
         )),
     }
 }
 
 fn find_file(ctx: &ModuleContext<'_>, subdir: &str, name: &str) -> Option<std::path::PathBuf> {
-    crate::template::find_needle(&ctx.search_path(), subdir, name)
+    enka_template::find_needle(&ctx.search_path(), subdir, name)
 }
 
 /// One definition's result, as kubernetes.core's runner shapes it.
@@ -349,13 +349,13 @@ async fn apply_one(
 
     // Objects the role owns are dependents whose watch reconciles the owner.
     if ctx.owner.is_some() && !is_owner && state != "absent" {
-        let dependent = crate::kube::Dependent {
+        let dependent = enka_kube::Dependent {
             resource: resource.clone(),
             namespace: ns.map(str::to_owned),
             name: name.clone(),
             seen: None,
         };
-        crate::kube::Dependent::merge_into(&mut ctx.dependents, dependent);
+        enka_kube::Dependent::merge_into(&mut ctx.dependents, dependent);
     }
     let existing = match &name {
         Some(n) => ctx
@@ -492,7 +492,7 @@ async fn apply_one(
 
 /// The object one definition names, where it lives.
 struct Target<'a> {
-    cluster: &'a std::sync::Arc<dyn crate::kube::Cluster>,
+    cluster: &'a std::sync::Arc<dyn enka_kube::Cluster>,
     resource: &'a Resource,
     ns: Option<&'a str>,
     kind: &'a str,
@@ -513,7 +513,7 @@ impl Target<'_> {
     async fn check(
         &self,
         ready: impl Fn(Option<&Json>) -> bool,
-    ) -> Result<(bool, Option<Json>), crate::kube::Error> {
+    ) -> Result<(bool, Option<Json>), enka_kube::Error> {
         let object = match self.name {
             Some(name) => self.cluster.get(self.resource, self.ns, name).await?,
             None => None,
@@ -601,7 +601,7 @@ fn timed_out(target: &Target<'_>, one: One) -> ModuleFailure {
 
 async fn patch(
     ctx: &mut ModuleContext<'_>,
-    cluster: &std::sync::Arc<dyn crate::kube::Cluster>,
+    cluster: &std::sync::Arc<dyn enka_kube::Cluster>,
     resource: &Resource,
     ns: Option<&str>,
     name: &str,
@@ -652,8 +652,7 @@ fn note_seen(ctx: &mut ModuleContext<'_>, object: &Json) {
     if object.pointer("/metadata/managedFields").is_none() {
         return;
     }
-    let Ok(watched) = crate::kube::object::WatchedObject::from_json_text(&object.to_string())
-    else {
+    let Ok(watched) = enka_kube::object::WatchedObject::from_json_text(&object.to_string()) else {
         return;
     };
     let (namespace, name) = (

@@ -7,7 +7,7 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 
 use super::{Args, ModuleContext, Output};
-use crate::template::convert::from_yaml;
+use enka_template::convert::from_yaml;
 
 pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     // The action reports a file it cannot load under `message`, not `msg`.
@@ -50,10 +50,10 @@ async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String
     // now, recursively (combine_vars with merge).
     let merge = args.str("hash_behaviour")?.as_deref() == Some("merge");
     for key in data.try_iter().map_err(|e| e.to_string())? {
-        let name = crate::template::pyrepr::to_text(&key);
+        let name = enka_template::pyrepr::to_text(&key);
         let mut value = data.get_item(&key).unwrap_or_default();
         if merge && let Some(old) = ctx.ctx.resolve(&name) {
-            value = crate::template::merge_hash(&old, &value);
+            value = enka_template::merge_hash(&old, &value);
         }
         output.included_vars.push((Arc::from(name.as_str()), value));
     }
@@ -69,7 +69,7 @@ async fn load_file(path: &std::path::Path, ctx: &ModuleContext<'_>) -> Result<Va
     } else {
         text
     };
-    let node = crate::yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    let node = enka_yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
     let node = match node {
         Some(node) => Some(decrypt_inline(node, path, ctx).await?),
         None => None,
@@ -118,12 +118,12 @@ async fn load_dir(
             .try_iter()
             .into_iter()
             .flatten()
-            .map(|p| regex(&format!("{}$", crate::template::pyrepr::to_text(&p))))
+            .map(|p| regex(&format!("{}$", enka_template::pyrepr::to_text(&p))))
             .collect::<Result<_, _>>()?,
         Some(v) => {
             return Err(format!(
                 "{} must be a list",
-                crate::template::pyrepr::to_text(&v)
+                enka_template::pyrepr::to_text(&v)
             ));
         }
     };
@@ -132,7 +132,7 @@ async fn load_dir(
         Some(_) => args
             .list("extensions")?
             .iter()
-            .map(crate::template::pyrepr::to_text)
+            .map(enka_template::pyrepr::to_text)
             .collect(),
     };
     let ignore_unknown = args
@@ -247,7 +247,7 @@ fn find_dir(ctx: &ModuleContext<'_>, dir: &str) -> Option<PathBuf> {
 /// Looks as Ansible does: an absolute path as it is, else the role's
 /// `vars/`, the role, then the project.
 fn find(ctx: &ModuleContext<'_>, file: &str) -> Option<PathBuf> {
-    crate::template::find_needle(&ctx.search_path(), "vars", file)
+    enka_template::find_needle(&ctx.search_path(), "vars", file)
 }
 
 /// Vault text decrypted by Ansible, with the Vault secrets enka was given.
@@ -275,10 +275,10 @@ async fn decrypt(
 /// when it reads the file (upstream's advanced-molecule-operator reads such
 /// a value with `include_vars` and `--vault-password-file`).
 async fn decrypt_inline(
-    node: crate::yaml::Node,
+    node: enka_yaml::Node,
     path: &std::path::Path,
     ctx: &ModuleContext<'_>,
-) -> Result<crate::yaml::Node, String> {
+) -> Result<enka_yaml::Node, String> {
     let encrypted: Vec<String> = node
         .tagged_strings("vault")
         .into_iter()

@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
-use crate::kube::{Error as KubeError, PatchType};
+use enka_kube::{Error as KubeError, PatchType};
 
 const CONDITION_KEYS: &[&str] = &[
     "type",
@@ -112,7 +112,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
 fn status_refused(err: &KubeError) -> ModuleFailure {
     let msg = format!(
         "Failed to replace status: {}",
-        crate::kube::python::api_error_text(err)
+        enka_kube::python::api_error_text(err)
     );
     refused(msg, err)
 }
@@ -144,7 +144,7 @@ fn validate_condition(value: &Value) -> Result<Json, String> {
     }
     let mut out = Map::new();
     for key in value.try_iter().map_err(|e| e.to_string())? {
-        let k = crate::template::pyrepr::to_text(&key);
+        let k = enka_template::pyrepr::to_text(&key);
         if !CONDITION_KEYS.contains(&k.as_str()) {
             return Err(format!(
                 "condition key {k} is not one of {}",

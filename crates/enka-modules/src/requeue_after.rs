@@ -1,7 +1,7 @@
 //! `operator_sdk.util.requeue_after`: reconcile this object again later.
 
 use super::{Args, Control, Output};
-use crate::time::parse_duration;
+use enka_template::time::parse_duration;
 
 pub fn run(args: &Args<'_>) -> Result<Output, String> {
     let text = args.required_str("time")?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use crate::template::pyrepr;
+use enka_template::pyrepr;
 
 /// A module's arguments.
 pub struct Args<'a> {
@@ -158,7 +158,7 @@ impl<'a> Args<'a> {
     pub fn seconds(&self, name: &str) -> Result<Option<Duration>, String> {
         match self.get(name) {
             None => Ok(None),
-            Some(v) => crate::time::seconds(&v).map(Some).ok_or_else(|| {
+            Some(v) => enka_template::time::seconds(&v).map(Some).ok_or_else(|| {
                 format!(
                     "argument '{name}' of {} must be a number of seconds",
                     self.module

@@ -5,7 +5,7 @@ use serde_json::{Value as Json, json};
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
-use crate::kube::{Error as KubeError, PatchType};
+use enka_kube::{Error as KubeError, PatchType};
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let (api_version, kind, name, namespace) = match args.map("resource_definition")? {
@@ -48,7 +48,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         .map_err(|e| {
             format!(
                 "Failed to retrieve requested object: {}",
-                crate::kube::python::quoted_body(&e)
+                enka_kube::python::quoted_body(&e)
             )
         })?;
     let duration = || wait.then_some(0u64);
@@ -84,7 +84,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         .map_err(|e| {
             format!(
                 "Scale request failed: {}",
-                crate::kube::python::quoted_body(&e)
+                enka_kube::python::quoted_body(&e)
             )
         })?;
     if !wait {
@@ -120,7 +120,7 @@ fn with_duration(output: Output, duration: Option<u64>) -> Output {
 /// Ansible reports a module failure whose stderr ends with it.
 fn unhandled_not_found(api_version: &str, kind: &str) -> ModuleFailure {
     let mut stderr = String::from("kubernetes.dynamic.exceptions.ResourceNotFoundError: ");
-    stderr.push_str(&crate::kube::python::no_matches(api_version, kind));
+    stderr.push_str(&enka_kube::python::no_matches(api_version, kind));
     stderr.push('\n');
     ModuleFailure::result(
         "MODULE FAILURE: No start of json char found\nSee stdout/stderr for the exact error".into(),

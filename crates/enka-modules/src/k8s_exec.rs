@@ -3,7 +3,7 @@
 use minijinja::Value;
 
 use super::{Args, ModuleContext, ModuleFailure, Output};
-use crate::kube::Error as KubeError;
+use enka_kube::Error as KubeError;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let namespace = args
@@ -16,9 +16,9 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         Some(v) if v.kind() == minijinja::value::ValueKind::Seq => v
             .try_iter()
             .map_err(|e| e.to_string())?
-            .map(|x| crate::template::pyrepr::to_text(&x))
+            .map(|x| enka_template::pyrepr::to_text(&x))
             .collect(),
-        Some(v) => shell_words(&crate::template::pyrepr::to_text(&v))?,
+        Some(v) => shell_words(&enka_template::pyrepr::to_text(&v))?,
         None => return Err("missing required arguments: command".into()),
     };
     let cluster = ctx.cluster()?.clone();
@@ -61,9 +61,9 @@ fn refusal(err: &KubeError) -> String {
         if index > 0 {
             headers.push_str(", ");
         }
-        crate::template::pyrepr::write_str_repr(&mut headers, name);
+        enka_template::pyrepr::write_str_repr(&mut headers, name);
         headers.push_str(": ");
-        crate::template::pyrepr::write_str_repr(&mut headers, value);
+        enka_template::pyrepr::write_str_repr(&mut headers, value);
     }
     headers.push('}');
     format!(

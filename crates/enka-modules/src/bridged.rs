@@ -31,19 +31,19 @@ pub(super) async fn run(
     // An action named by a template (`action: "{{ prefix }}file"`) is
     // known only now, as Task.post_validate templates `action`.
     let templated_name;
-    let module: &str = if crate::template::is_possibly_template(&action.name) {
+    let module: &str = if enka_template::is_possibly_template(&action.name) {
         templated_name = ctx
             .ctx
             .templar()
             .template_str(&action.name, ctx.ctx)
             .map_err(|err| err.ansible_message())
-            .map(|name| crate::template::pyrepr::to_text(&name))?;
+            .map(|name| enka_template::pyrepr::to_text(&name))?;
         &templated_name
     } else {
         &action.name
     };
-    let args = crate::template::convert::to_json(args)
-        .map_err(|e| format!("arguments of {module}: {e}"))?;
+    let args =
+        enka_template::convert::to_json(args).map_err(|e| format!("arguments of {module}: {e}"))?;
     let mut request = json!({
         "op": "run",
         "module": module,
@@ -52,7 +52,7 @@ pub(super) async fn run(
         "check_mode": ctx.check_mode,
         "diff": ctx.diff,
         "no_log": ctx.no_log,
-        "environment": crate::template::convert::to_json(&ctx.environment).unwrap_or(Json::Null),
+        "environment": enka_template::convert::to_json(&ctx.environment).unwrap_or(Json::Null),
         "search_path": search_path(ctx),
         "vars": task_vars(ctx),
     });
@@ -73,7 +73,7 @@ pub(super) async fn run(
         let src = request["args"]["src"].as_str().map(str::to_owned);
         if let Some(src) = src {
             let (path, text) =
-                crate::template::render_template_file(ctx.ctx, &src).map_err(|err| {
+                enka_template::render_template_file(ctx.ctx, &src).map_err(|err| {
                     match err.python_exception() {
                         // The template action's words for what Jinja raised.
                         Some((class, text)) => format!("{class}: {text}"),
@@ -131,7 +131,7 @@ fn task_vars(ctx: &ModuleContext<'_>) -> Json {
             .templar
             .template_str(&format!("{{{{ {name} }}}}"), ctx.ctx)
             .ok()
-            .and_then(|v| crate::template::convert::to_json(&v).ok());
+            .and_then(|v| enka_template::convert::to_json(&v).ok());
         if let Some(value) = value {
             vars.insert((*name).into(), value);
         }
@@ -154,13 +154,13 @@ fn registered(result: Map<String, Json>) -> Output {
         for (name, value) in facts {
             output.plain_facts.push((
                 Arc::from(name.as_str()),
-                crate::template::convert::from_json(value),
+                enka_template::convert::from_json(value),
             ));
         }
     }
     output.fields = result
         .into_iter()
-        .map(|(key, value)| (key, crate::template::convert::from_json(&value)))
+        .map(|(key, value)| (key, enka_template::convert::from_json(&value)))
         .collect();
     output
 }
