@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use enka::engine::{self, Entry, RunOptions};
 use enka::kube::memory::MemoryCluster;
 use enka::kube::{Cluster, Owner};
-use enka::operator::vars::{VarOptions, extra_vars};
 use enka::role::{LoadOptions, Project, RolePaths, Target};
+use enka::vars::{VarOptions, extra_vars};
 use serde_json::json;
 
 // The allocator the enka binary ships with, so the figures match it.

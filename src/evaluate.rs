@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use crate::operator::vars::{VarOptions, extra_vars};
 use crate::template::{Context, Options, TemplarBuilder, Var, VarList, convert, pyrepr};
+use crate::vars::{VarOptions, extra_vars};
 
 /// The variable that names a template file for the lookup that renders it.
 const TEMPLATE_FILE_VAR: &str = "__enka_template_file";

@@ -144,15 +144,14 @@ pub fn custom_resource(data: &[u8]) {
         }
         builder.build()
     });
-    let options = crate::operator::vars::VarOptions {
+    let options = crate::vars::VarOptions {
         snake_case: true,
         ..Default::default()
     };
-    let mut vars: Vec<(String, Var)> =
-        crate::operator::vars::extra_vars(&object, "g", "K", &options)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
+    let mut vars: Vec<(String, Var)> = crate::vars::extra_vars(&object, "g", "K", &options)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     let render = |vars: &[(String, Var)], source: &str| {
         let ctx = Context::new(
             templar.clone(),

@@ -9,6 +9,8 @@
 
 #![forbid(unsafe_code)]
 
+/// Ansible's task semantics, a crate of its own (`crates/enka-engine`).
+pub use enka_engine as engine;
 /// The Kubernetes API as modules see it, a crate of its own (`crates/enka-kube`).
 pub use enka_kube as kube;
 /// What runs a task's action, native or bridged, a crate of its own
@@ -16,7 +18,7 @@ pub use enka_kube as kube;
 pub use enka_modules as modules;
 /// The project as loaded (watches, roles, inventories, the module
 /// catalogue), a crate of its own (`crates/enka-project`).
-pub use enka_project::{catalogue, inventory, role, watches};
+pub use enka_project::{catalogue, inventory, paramconv, role, vars, watches};
 /// Ansible's Jinja on minijinja, a crate of its own (`crates/enka-template`).
 pub use enka_template as template;
 /// Ansible's `key=value` argument splitting (part of `enka-template`).
@@ -31,7 +33,6 @@ pub use enka_yaml as yaml;
 
 pub mod check;
 pub mod cli;
-pub mod engine;
 #[doc(hidden)]
 pub mod evaluate;
 pub mod fuzz;

@@ -16,7 +16,6 @@ use super::events;
 use super::metrics::ReconcileResult;
 use super::reload::{ProjectHandle, ReloadState};
 use super::status;
-use super::vars::{VarOptions, extra_vars};
 use super::workqueue;
 use crate::engine::{self, Entry, RunOptions};
 use crate::kube::api_error;
@@ -25,6 +24,7 @@ use crate::kube::client::KubeCluster;
 use crate::kube::object::{WatchedKind, WatchedObject};
 use crate::kube::{Cluster, Owner, PatchType};
 use crate::role::{Project, Target};
+use crate::vars::{VarOptions, extra_vars};
 use crate::watches::{Gvk, Watch};
 
 /// The annotation that overrides the reconcile period of one object.

@@ -22,7 +22,7 @@ use crate::kube::dry_run::{DryRunCluster, Written};
 use crate::kube::{Cluster, Owner, Resource};
 use crate::role::{LoadOptions, Project};
 
-use super::vars::{VarOptions, extra_vars};
+use crate::vars::{VarOptions, extra_vars};
 
 /// Which custom resource to reconcile.
 #[derive(Debug, Clone)]

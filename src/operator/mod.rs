@@ -7,11 +7,9 @@ pub mod diff;
 mod events;
 pub mod leader;
 pub mod metrics;
-pub mod paramconv;
 pub mod reload;
 pub mod shard;
 pub mod status;
-pub mod vars;
 mod workqueue;
 
 use std::path::PathBuf;

@@ -5,7 +5,8 @@
 //! every template compiled once and diagnostics at `file:line:column`;
 //! [`inventory`] holds the hosts a playbook runs over; [`catalogue`] names
 //! what a task's action may be (enka's native modules with their arguments,
-//! or an action Ansible runs).
+//! or an action Ansible runs); [`vars`] makes a watched object into a run's
+//! variables as upstream's reconciler does.
 //!
 //! It stands on `enka-template`, `enka-yaml` and `enka-worker` (names enka
 //! has no code for are resolved by Ansible once, at load); the modules, the
@@ -15,5 +16,7 @@
 
 pub mod catalogue;
 pub mod inventory;
+pub mod paramconv;
 pub mod role;
+pub mod vars;
 pub mod watches;

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::role::{Action, Task};
+use enka_project::role::{Action, Task};
 
 use super::result::{Failure, Stats};
-use crate::catalogue::ModuleRef;
+use enka_project::catalogue::ModuleRef;
 
 /// How a task ended, judged from its flow and what it added to the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use minijinja::Value;
 
-use crate::role::{Inventory, VarList};
-use crate::template::{Var, VarSource};
+use enka_project::role::{Inventory, VarList};
+use enka_template::{Var, VarSource};
 
 /// What a host of the run has set (facts, registered results, included
 /// vars), kept between plays and read by other hosts through `hostvars`.
@@ -194,7 +194,7 @@ impl Scope {
                 && higher.value.kind() == minijinja::value::ValueKind::Map;
             merged = if both_maps {
                 Var {
-                    value: crate::template::merge_hash(&merged.value, &higher.value),
+                    value: enka_template::merge_hash(&merged.value, &higher.value),
                     lazy: merged.lazy || higher.lazy,
                     is_unsafe: merged.is_unsafe || higher.is_unsafe,
                 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use minijinja::Value;
 
-use crate::role::Task;
+use enka_project::role::Task;
 
 /// How a task ended, as Ansible's default callback names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,17 +7,20 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 
 use super::*;
-use crate::kube::memory::MemoryCluster;
-use crate::kube::{Cluster, Owner};
-use crate::operator::vars::{VarOptions, extra_vars};
-use crate::role::{LoadOptions, RolePaths, Target};
+use enka_kube::memory::MemoryCluster;
+use enka_kube::{Cluster, Owner};
+use enka_project::role::{LoadOptions, RolePaths, Target};
+use enka_project::vars::{VarOptions, extra_vars};
 
 const GROUP: &str = "zundokokiyoshi.kaitoy.github.com";
 
 fn fixture(name: &str) -> PathBuf {
+    // The workspace's fixtures, as one path (roles are found by theirs).
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
+        .join("../../tests/fixtures")
         .join(name)
+        .canonicalize()
+        .expect("the fixture exists")
 }
 
 fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
@@ -26,13 +29,13 @@ fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
             base_dir: base.to_path_buf(),
             ..RolePaths::default()
         },
-        templates: crate::template::Options {
+        templates: enka_template::Options {
             seed: Some(seed),
             ..Default::default()
         },
         origins: Vec::new(),
         lookups: Vec::new(),
-        ansible: Some(crate::worker::Config::from_env()),
+        ansible: Some(enka_worker::Config::from_env()),
     };
     let (project, diagnostics) = Project::load(&options, &[Target::Role(role.to_owned())]);
     for d in &diagnostics.0 {
@@ -200,7 +203,7 @@ async fn a_fixed_seed_gives_the_same_song() {
 async fn run_tasks(
     name: &str,
     tasks: &str,
-    vars: Vec<(Arc<str>, crate::template::Var)>,
+    vars: Vec<(Arc<str>, enka_template::Var)>,
 ) -> RunOutcome {
     let dir = std::env::temp_dir().join(format!("enka-{name}-{}", std::process::id()));
     let role = dir.join("roles").join(name);
@@ -220,10 +223,10 @@ async fn run_tasks(
 }
 
 /// A variable `pw` holding a password, as the no_log tests use it.
-fn password() -> Vec<(Arc<str>, crate::template::Var)> {
+fn password() -> Vec<(Arc<str>, enka_template::Var)> {
     vec![(
         Arc::from("pw"),
-        crate::template::Var::plain(minijinja::Value::from("hunter2")),
+        enka_template::Var::plain(minijinja::Value::from("hunter2")),
     )]
 }
 
@@ -347,7 +350,7 @@ async fn a_huge_failure_message_is_cut() {
     .await;
     let failure = outcome.failure().expect("the task fails");
     assert!(
-        failure.message.len() < crate::engine::result::MAX_FAILURE_MESSAGE + 64,
+        failure.message.len() < crate::result::MAX_FAILURE_MESSAGE + 64,
         "{} bytes",
         failure.message.len()
     );

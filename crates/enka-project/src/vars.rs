@@ -13,8 +13,8 @@ use std::sync::Arc;
 use minijinja::Value;
 use serde_json::{Map, Value as Json};
 
-use super::paramconv::to_snake;
-use crate::template::{Var, convert};
+use crate::paramconv::to_snake;
+use enka_template::{Var, convert};
 
 /// How the custom resource's values become variables.
 #[derive(Debug, Clone, Default)]

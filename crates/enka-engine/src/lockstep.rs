@@ -69,7 +69,7 @@ pub(crate) struct Lockstep {
 #[derive(Clone)]
 pub(crate) struct Shared {
     /// Facts and the registered result, as set on the host that ran it.
-    pub(crate) vars: Vec<(Arc<str>, crate::template::Var)>,
+    pub(crate) vars: Vec<(Arc<str>, enka_template::Var)>,
     /// The failure every host of the batch takes, when it failed.
     pub(crate) failure: Option<super::Failure>,
 }

@@ -5,6 +5,12 @@
 //! A run is driven by [`run`]: given a loaded [`Project`], what to run and
 //! the extra vars, it walks the compiled tasks and calls modules in-process.
 //! The engine is the one place that attaches a task's location to errors.
+//!
+//! It stands on `enka-project` (the loaded tasks), `enka-modules` (what a
+//! task's action runs), `enka-kube`, `enka-template` and `enka-worker`; the
+//! operator and the command line drive it.
+
+#![forbid(unsafe_code)]
 
 mod exec;
 mod lockstep;
@@ -24,17 +30,17 @@ use std::time::Instant;
 
 use minijinja::Value;
 
-pub(crate) use exec::censored_item;
+pub use exec::censored_item;
 pub use observe::{Observer, TaskEvent, TaskStatus};
 pub use result::{Failure, RunOutcome, RunStatus, Stats};
 use scope::{Facts, Scope};
 pub use tags::TagSelection;
-pub(crate) use tags::evaluate as evaluate_tags;
+pub use tags::evaluate as evaluate_tags;
 pub use timing::TaskTiming;
 
-use crate::kube::Cluster;
-use crate::role::{Project, VarList};
-use crate::template::Var;
+use enka_kube::Cluster;
+use enka_project::role::{Project, VarList};
+use enka_template::Var;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -57,7 +63,7 @@ pub struct RunOptions {
     /// Loop iterations allowed per task.
     pub max_loop_items: usize,
     /// The custom resource the run is for.
-    pub owner: Option<Arc<crate::kube::Owner>>,
+    pub owner: Option<Arc<enka_kube::Owner>>,
     /// Which task events are logged.
     pub log_events: LogEvents,
     /// Told each task's result as the run goes.
@@ -86,7 +92,7 @@ pub struct RunOptions {
     /// `--forks`: how many hosts of a play run a task at once.
     pub forks: usize,
     /// `--limit`: the hosts every play is narrowed to.
-    pub limit: Option<crate::inventory::HostLimit>,
+    pub limit: Option<enka_project::inventory::HostLimit>,
     /// `--connection`: the connection of hosts that name none, below the
     /// `connection` keyword (Ansible's default: `ssh`, `local` for
     /// localhost).

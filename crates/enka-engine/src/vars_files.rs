@@ -9,8 +9,8 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 
 use super::scope::{self, Scope};
-use crate::role::{VarList, VarsFile};
-use crate::template::{Context, Templar, Var};
+use enka_project::role::{VarList, VarsFile};
+use enka_template::{Context, Templar, Var};
 
 /// The play's vars for one host: its `vars`, then each `vars_files` entry
 /// in order, later ones winning. An entry whose name is undefined for the
@@ -59,7 +59,7 @@ pub(super) fn play_vars(
 pub(super) fn with_prompted(
     templar: &Arc<Templar>,
     scope: &Scope,
-    play: &crate::role::Play,
+    play: &enka_project::role::Play,
     base_dir: &std::path::Path,
 ) -> VarList {
     if play.vars_prompt.is_empty() {
@@ -73,13 +73,13 @@ pub(super) fn with_prompted(
             None => Value::from("None"),
             Some(default) => match templar.template_value(default, &ctx) {
                 Ok(value) if value.is_none() => Value::from("None"),
-                Ok(value) => Value::from(crate::template::pyrepr::to_text(&value)),
+                Ok(value) => Value::from(enka_template::pyrepr::to_text(&value)),
                 Err(err) => {
                     tracing::warn!(
                         "vars_prompt {}: {err}; its default is used as written",
                         prompt.name
                     );
-                    Value::from(crate::template::pyrepr::to_text(default))
+                    Value::from(enka_template::pyrepr::to_text(default))
                 }
             },
         };
@@ -112,7 +112,7 @@ fn first_found(
                 "Invalid vars_files entry found: {name:?}; vars_files entries should be either a string type or a list of string types after template expansion"
             ));
         };
-        let Some(path) = crate::template::find_needle(search_path, "vars", name) else {
+        let Some(path) = enka_template::find_needle(search_path, "vars", name) else {
             continue;
         };
         return read(&path).map(Some);
@@ -130,9 +130,9 @@ fn read(path: &std::path::Path) -> Result<VarList, String> {
             path.display()
         ));
     }
-    let node = crate::yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    let node = enka_yaml::load_one(&text).map_err(|e| format!("{}:{e}", path.display()))?;
     let data = node
-        .map(|n| crate::template::convert::from_yaml(&n))
+        .map(|n| enka_template::convert::from_yaml(&n))
         .unwrap_or(Value::from(()));
     if data.is_none() {
         return Ok(Arc::from(Vec::new()));

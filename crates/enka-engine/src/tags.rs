@@ -5,7 +5,7 @@
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use crate::template::{Context, Templar};
+use enka_template::{Context, Templar};
 
 /// The tags a run selects and skips.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,25 +26,25 @@ impl Default for TagSelection {
 /// Tags as Taggable.evaluate_tags has them: each templated with `ctx`
 /// when it is a template, lists flattened, strings split at commas; one
 /// that does not template stays as written.
-pub(crate) fn evaluate<'a>(
+pub fn evaluate<'a>(
     templar: &Templar,
     ctx: &Context,
     written: impl Iterator<Item = &'a String>,
 ) -> Vec<String> {
     let mut tags = Vec::new();
     for tag in written {
-        if !crate::template::is_possibly_template(tag) {
+        if !enka_template::is_possibly_template(tag) {
             tags.push(tag.clone());
             continue;
         }
         match templar.template_value(&Value::from(tag.as_str()), ctx) {
             Ok(value) if value.kind() == ValueKind::Seq => {
                 for item in value.try_iter().into_iter().flatten() {
-                    tags.push(crate::template::pyrepr::to_text(&item));
+                    tags.push(enka_template::pyrepr::to_text(&item));
                 }
             }
             Ok(value) => tags.extend(
-                crate::template::pyrepr::to_text(&value)
+                enka_template::pyrepr::to_text(&value)
                     .split(',')
                     .map(|t| t.trim().to_owned()),
             ),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use minijinja::Value;
 
-use crate::role::Location;
+use enka_project::role::Location;
 
 /// Counts of task results, as Ansible's play recap counts them (and
 /// upstream copies them into `ansibleResult`).
@@ -166,7 +166,7 @@ pub struct RunOutcome {
     /// Time spent inside Kubernetes calls.
     pub api_time: Duration,
     /// User metrics recorded by `osdk_metric`.
-    pub metrics: Vec<crate::modules::MetricUpdate>,
+    pub metrics: Vec<enka_modules::MetricUpdate>,
     /// The host's facts at the end (`set_fact`, `register`).
     pub facts: super::scope::Facts,
     /// Each module call: the module and how long it took.
@@ -174,7 +174,7 @@ pub struct RunOutcome {
     /// Each task that ran (blocks aside), in order.
     pub task_timings: Vec<super::TaskTiming>,
     /// The dependents the run wrote.
-    pub dependents: Vec<crate::kube::Dependent>,
+    pub dependents: Vec<enka_kube::Dependent>,
 }
 
 impl RunOutcome {

@@ -14,11 +14,11 @@ use super::result::{Failure, RunOutcome, RunStatus, Stats};
 use super::scope::{self, Scope};
 use super::timing::{self, TaskOutcome, TaskTiming, task_span};
 use super::{Entry, LogEvents, RunOptions, base_scope};
-use crate::kube::Cluster;
-use crate::modules::{self, Control, MetricUpdate, ModuleContext, ModuleRef};
-use crate::role::{Action, LoopKind, Project, Role, RoleFrom, Task, VarList};
-use crate::template::{Context, Error as TemplateError, Templar, Var};
-use crate::time::seconds;
+use enka_kube::Cluster;
+use enka_modules::{self as modules, Control, MetricUpdate, ModuleContext, ModuleRef};
+use enka_project::role::{Action, LoopKind, Project, Role, RoleFrom, Task, VarList};
+use enka_template::time::seconds;
+use enka_template::{Context, Error as TemplateError, Templar, Var};
 
 /// How a list of tasks ended.
 enum Flow {
@@ -128,7 +128,7 @@ pub(crate) struct Runner {
     metrics: Vec<MetricUpdate>,
     module_timings: Vec<(&'static str, Duration)>,
     task_timings: Vec<TaskTiming>,
-    dependents: Vec<crate::kube::Dependent>,
+    dependents: Vec<enka_kube::Dependent>,
     /// Role dependencies already run, by role and parameters: Ansible runs
     /// each once per play.
     dependencies_run: Vec<(std::path::PathBuf, VarList)>,
@@ -174,7 +174,7 @@ pub(crate) struct Runner {
     lockstep: Option<Arc<Lockstep>>,
     /// The inventory of a playbook run, changed by `add_host` and
     /// `group_by` for every host.
-    inventory: Option<Arc<std::sync::Mutex<Arc<crate::role::Inventory>>>>,
+    inventory: Option<Arc<std::sync::Mutex<Arc<enka_project::role::Inventory>>>>,
     /// Every host's facts, for later plays and `hostvars`.
     peers: Arc<scope::Peers>,
     /// Counters of each host, for the recap.
@@ -369,8 +369,8 @@ impl Runner {
     /// stop (a whole batch failed, or the play could not start).
     async fn run_play(
         &mut self,
-        playbook: &crate::role::Playbook,
-        play: &crate::role::Play,
+        playbook: &enka_project::role::Playbook,
+        play: &enka_project::role::Play,
         base: &Scope,
     ) -> bool {
         let mut scope = base.clone();
@@ -404,7 +404,7 @@ impl Runner {
         let (hosts, batch_sizes, strategy) = match selected {
             Ok(selected) => selected,
             Err(message) => {
-                let location = crate::role::Location::file(&playbook.path);
+                let location = enka_project::role::Location::file(&playbook.path);
                 let failure = Failure::new(name, location, message.clone(), fail_result(&message));
                 self.first_failure.get_or_insert(failure);
                 return false;
@@ -562,7 +562,7 @@ impl Runner {
     /// batches, and how its hosts take turns (`strategy`).
     fn play_hosts(
         &self,
-        play: &crate::role::Play,
+        play: &enka_project::role::Play,
         ctx: &Context,
     ) -> Result<(Vec<String>, Vec<usize>, Strategy), String> {
         let template = |value: &Value, what: &str| -> Result<Value, String> {
@@ -575,12 +575,12 @@ impl Runner {
                 .try_iter()
                 .into_iter()
                 .flatten()
-                .map(|p| crate::template::pyrepr::to_text(&p))
+                .map(|p| enka_template::pyrepr::to_text(&p))
                 .collect(),
-            v => vec![crate::template::pyrepr::to_text(&v)],
+            v => vec![enka_template::pyrepr::to_text(&v)],
         };
         let order = match &play.order {
-            Some(order) => crate::template::pyrepr::to_text(&template(order, "order")?),
+            Some(order) => enka_template::pyrepr::to_text(&template(order, "order")?),
             None => "inventory".to_owned(),
         };
         let inventory = self.live_inventory().unwrap_or_default();
@@ -591,7 +591,7 @@ impl Runner {
             None => Value::UNDEFINED,
         };
         let strategy = match &play.strategy {
-            Some(strategy) => Strategy::named(&crate::template::pyrepr::to_text(&template(
+            Some(strategy) => Strategy::named(&enka_template::pyrepr::to_text(&template(
                 strategy, "strategy",
             )?))?,
             None => Strategy::Linear,
@@ -600,7 +600,7 @@ impl Runner {
     }
 
     /// The live inventory as it is now (`None` outside playbooks).
-    fn live_inventory(&self) -> Option<Arc<crate::role::Inventory>> {
+    fn live_inventory(&self) -> Option<Arc<enka_project::role::Inventory>> {
         self.inventory
             .as_ref()
             .and_then(|shared| shared.lock().ok().map(|i| i.clone()))
@@ -655,7 +655,7 @@ impl Runner {
         self.module_timings.extend(runner.module_timings);
         self.task_timings.extend(runner.task_timings);
         for dependent in runner.dependents {
-            crate::kube::Dependent::merge_into(&mut self.dependents, dependent);
+            enka_kube::Dependent::merge_into(&mut self.dependents, dependent);
         }
     }
 
@@ -729,7 +729,7 @@ impl Runner {
 
     /// A play's sections on this runner's host: pre_tasks, roles, tasks,
     /// post_tasks, each followed by the handlers they notified.
-    async fn run_play_body(&mut self, play: &crate::role::Play, frame: Frame) -> Flow {
+    async fn run_play_body(&mut self, play: &enka_project::role::Play, frame: Frame) -> Flow {
         self.handlers.push(Handlers {
             tasks: handler_list(&play.handlers),
             frame: frame.clone(),
@@ -765,7 +765,7 @@ impl Runner {
 
     /// Whether the play runs a failed host's notified handlers
     /// (`force_handlers`, or `--force-handlers` for every play).
-    fn forces_handlers(&self, play: &crate::role::Play, frame: &Frame) -> bool {
+    fn forces_handlers(&self, play: &enka_project::role::Play, frame: &Frame) -> bool {
         if self.options.force_handlers {
             return true;
         }
@@ -779,7 +779,7 @@ impl Runner {
         );
         self.templar
             .template_value(raw, &ctx)
-            .is_ok_and(|v| crate::template::to_bool(&v))
+            .is_ok_and(|v| enka_template::to_bool(&v))
     }
 
     /// The handlers a play section notified: flushed when it went on, and
@@ -802,7 +802,7 @@ impl Runner {
     fn run_role_ref<'a>(
         &'a mut self,
         mut frame: Frame,
-        role_ref: &'a crate::role::RoleRef,
+        role_ref: &'a enka_project::role::RoleRef,
     ) -> BoxFlow<'a> {
         if !role_ref.when.is_empty() {
             frame.inherited.when.push(role_ref.when.clone());
@@ -1091,7 +1091,7 @@ impl Runner {
                 .collect();
             if !failed.is_empty() {
                 for name in ["ansible_play_hosts", "ansible_play_batch", "play_hosts"] {
-                    let left: Vec<Value> = crate::template::VarSource::get(&scope, name)
+                    let left: Vec<Value> = enka_template::VarSource::get(&scope, name)
                         .and_then(|v| v.value.try_iter().ok().map(Iterator::collect::<Vec<Value>>))
                         .unwrap_or_default()
                         .into_iter()
@@ -1107,7 +1107,7 @@ impl Runner {
                 "ansible_play_role_names",
                 "ansible_role_names",
             ] {
-                let mut names: Vec<Value> = crate::template::VarSource::get(&scope, name)
+                let mut names: Vec<Value> = enka_template::VarSource::get(&scope, name)
                     .and_then(|v| v.value.try_iter().ok().map(Iterator::collect))
                     .unwrap_or_default();
                 for included in &self.included_role_names {
@@ -1181,8 +1181,8 @@ impl Runner {
     fn deprecate_broken_conditional(
         &self,
         task: &Task,
-        at: Option<crate::yaml::Pos>,
-        judgement: &crate::template::Judgement,
+        at: Option<enka_yaml::Pos>,
+        judgement: &enka_template::Judgement,
     ) {
         let file = task.location.file.display();
         let place = match (at, task.location.pos) {
@@ -1206,7 +1206,7 @@ impl Runner {
             None => Ok(false),
             Some(v) => {
                 let v = self.templar.template_value(v, ctx)?;
-                Ok(crate::template::to_bool(&v))
+                Ok(enka_template::to_bool(&v))
             }
         }
     }
@@ -1231,8 +1231,8 @@ impl Runner {
         if value.is_none() || value.is_undefined() {
             return Ok(false);
         }
-        crate::template::strict_boolean(&value).ok_or_else(|| {
-            let text = crate::template::pyrepr::to_text(&value);
+        enka_template::strict_boolean(&value).ok_or_else(|| {
+            let text = enka_template::pyrepr::to_text(&value);
             KeywordError::NotBoolean(format!(
                 "the field '{keyword}' has an invalid value ({text}), and could not be converted to bool. The error was: The value '{text}' is not a valid boolean.  Valid booleans include: 'yes', 'on', 'true', '1', 't', 'y', 1, 1.0, True, 'no', 'off', 'false', '0', 'f', 'n', 0, 0.0, False"
             ))
@@ -1537,7 +1537,7 @@ impl Runner {
                     // mapping once templated, with a warning; the task runs.
                     _ => self.warn(format!(
                         "could not parse environment value, skipping: {}",
-                        crate::template::pyrepr::to_text(&item)
+                        enka_template::pyrepr::to_text(&item)
                     )),
                 }
             }
@@ -1641,7 +1641,7 @@ impl Runner {
             return Ok(task.loop_control.loop_var.clone());
         };
         match self.templar.template_value(template, ctx) {
-            Ok(name) => Ok(Arc::from(crate::template::pyrepr::to_text(&name).as_str())),
+            Ok(name) => Ok(Arc::from(enka_template::pyrepr::to_text(&name).as_str())),
             Err(err) => Err(self.template_failure(task, "loop_var", &err)),
         }
     }
@@ -1651,7 +1651,7 @@ impl Runner {
         let written = frame.inherited.tags.iter().chain(task.tags.iter());
         if !written
             .clone()
-            .any(|t| crate::template::is_possibly_template(t))
+            .any(|t| enka_template::is_possibly_template(t))
         {
             return self.options.tags.selects(written.map(String::as_str));
         }
@@ -1659,7 +1659,7 @@ impl Runner {
         // (Taggable.evaluate_tags).
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
-        let tags = crate::engine::tags::evaluate(&self.templar, &ctx, written);
+        let tags = crate::tags::evaluate(&self.templar, &ctx, written);
         self.options.tags.selects(tags.iter().map(String::as_str))
     }
 
@@ -1820,10 +1820,10 @@ impl Runner {
                     let scope = self.task_scope(&inner, task);
                     let ctx = self.context(&inner, &scope, task);
                     let name = match self.templar.template_value(file, &ctx) {
-                        Ok(v) => crate::template::pyrepr::to_text(&v),
+                        Ok(v) => enka_template::pyrepr::to_text(&v),
                         Err(err) => return self.template_failure(task, "include_tasks", &err),
                     };
-                    let path = crate::role::resolve_task_file(role.as_deref(), dir, &name);
+                    let path = enka_project::role::resolve_task_file(role.as_deref(), dir, &name);
                     let tasks = path
                         .as_ref()
                         .and_then(|p| self.project.task_files.get(p).cloned());
@@ -1871,11 +1871,14 @@ impl Runner {
                             let ctx = self.context(&inner, &scope, task);
                             match self.templar.template_value(&include.name, &ctx) {
                                 Ok(v) => {
-                                    let name = crate::template::pyrepr::to_text(&v);
-                                    crate::role::resolve_role(&self.project.role_paths, &name)
-                                        .ok()
-                                        .and_then(|p| self.project.role(&p).cloned())
-                                        .ok_or(name)
+                                    let name = enka_template::pyrepr::to_text(&v);
+                                    enka_project::role::resolve_role(
+                                        &self.project.role_paths,
+                                        &name,
+                                    )
+                                    .ok()
+                                    .and_then(|p| self.project.role(&p).cloned())
+                                    .ok_or(name)
                                 }
                                 Err(err) => {
                                     return self.template_failure(task, "include_role", &err);
@@ -1975,7 +1978,7 @@ impl Runner {
                 ValueKind::Seq => Ok(raw.try_iter().map(Iterator::collect).unwrap_or_default()),
                 _ => Err(format!(
                     "Invalid data passed to 'loop', it requires a list, got this instead: {}. Hint: If you passed a list/dict of just one element, try adding wantlist=True to your lookup invocation or use q/query instead of lookup.",
-                    crate::template::pyrepr::to_text(&raw)
+                    enka_template::pyrepr::to_text(&raw)
                 )),
             },
             LoopKind::Items => Ok(match raw.kind() {
@@ -2008,7 +2011,7 @@ impl Runner {
                     .unwrap_or_default()),
                 _ => Err(format!(
                     "with_dict expects a dict, got {}",
-                    crate::template::pyrepr::type_name(&raw)
+                    enka_template::pyrepr::type_name(&raw)
                 )),
             },
             // The list lookup takes its terms as they are: a dict is not a
@@ -2027,12 +2030,9 @@ impl Runner {
                     _ => vec![raw.clone()],
                 };
                 if lenient {
-                    terms.retain(|t| {
-                        !t.as_str()
-                            .is_some_and(crate::template::is_possibly_template)
-                    });
+                    terms.retain(|t| !t.as_str().is_some_and(enka_template::is_possibly_template));
                 }
-                crate::template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
+                enka_template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
             }
         };
         // Items of a with_* loop come from a lookup, which Ansible wraps as
@@ -2040,7 +2040,7 @@ impl Runner {
         // values.
         let items = match &looping.kind {
             LoopKind::List => items,
-            _ => items.map(|items| items.iter().map(crate::template::mark_unsafe).collect()),
+            _ => items.map(|items| items.iter().map(enka_template::mark_unsafe).collect()),
         };
         match items {
             Ok(items) if items.len() > self.options.max_loop_items => {
@@ -2235,8 +2235,7 @@ impl Runner {
                     let mut item_scope = scope.clone();
                     set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
                     let item_scope_loop =
-                        crate::template::VarSource::get(&item_scope, "ansible_loop")
-                            .map(|v| v.value);
+                        enka_template::VarSource::get(&item_scope, "ansible_loop").map(|v| v.value);
                     let break_scope =
                         (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
                     let unreachable_scope = item_scope.clone();
@@ -2324,7 +2323,7 @@ impl Runner {
                         tracing::warn!(
                             task = %task.display_name(),
                             location = %task.location,
-                            item = %crate::template::pyrepr::to_text(item),
+                            item = %enka_template::pyrepr::to_text(item),
                             "item failed: {}",
                             result.message()
                         );
@@ -2372,7 +2371,7 @@ impl Runner {
         if worker.config().inventory.is_empty() {
             return Ok(());
         }
-        let fresh = crate::role::reload_inventory(&worker, &self.project.base_dir).await?;
+        let fresh = enka_project::role::reload_inventory(&worker, &self.project.base_dir).await?;
         if let Ok(mut inventory) = shared.lock() {
             *inventory = Arc::new(inventory.refreshed(fresh));
         }
@@ -2686,7 +2685,7 @@ impl Runner {
     /// Ansible's strategy gives.
     fn meta_skipped(&self, task: &Task, action: &str) -> TaskResult {
         let (msg, skip_reason) =
-            crate::modules::meta::report(action, &self.host, task.role.as_deref(), false);
+            enka_modules::meta::report(action, &self.host, task.role.as_deref(), false);
         let mut fields = vec![("msg".into(), Value::from(msg))];
         if let Some(reason) = skip_reason {
             fields.push(("skipped".into(), Value::from(true)));
@@ -2716,7 +2715,7 @@ impl Runner {
             .and_then(|action| action.as_str().map(str::to_owned));
         let heeds_when = meta_action
             .as_deref()
-            .is_none_or(crate::modules::meta::heeds_when);
+            .is_none_or(enka_modules::meta::heeds_when);
         if heeds_when {
             match self.check_when(&ctx, &frame.inherited, task) {
                 Ok(Some(condition)) => {
@@ -2777,12 +2776,8 @@ impl Runner {
                 {
                     result = TaskResult::failed(message);
                 } else if let Some(action) = &meta_action {
-                    let (msg, _) = crate::modules::meta::report(
-                        action,
-                        &self.host,
-                        task.role.as_deref(),
-                        true,
-                    );
+                    let (msg, _) =
+                        enka_modules::meta::report(action, &self.host, task.role.as_deref(), true);
                     result.set("msg", Value::from(msg));
                 }
             }
@@ -2887,7 +2882,7 @@ impl Runner {
         let delegate = match &task.delegate_to {
             Some(value) => match self.templar.template_value(value, ctx) {
                 Ok(v) if v.is_none() || v.is_undefined() => None,
-                Ok(v) => Some(crate::template::pyrepr::to_text(&v)),
+                Ok(v) => Some(enka_template::pyrepr::to_text(&v)),
                 Err(err) => return Err(self.template_failure(task, "delegate_to", &err)),
             },
             None => None,
@@ -2920,7 +2915,7 @@ impl Runner {
                 .map(|c| Value::from(c.as_str())),
         };
         let connection = match connection {
-            Some(v) => crate::template::pyrepr::to_text(&v),
+            Some(v) => enka_template::pyrepr::to_text(&v),
             None if is_localhost(&target) => return Ok(None),
             None => "ssh".to_owned(),
         };
@@ -2995,7 +2990,7 @@ impl Runner {
             if defaults.kind() != ValueKind::Map {
                 return Err(format!(
                     "module_defaults: the defaults of {action} must be a mapping, got {}",
-                    crate::template::pyrepr::type_name(&defaults)
+                    enka_template::pyrepr::type_name(&defaults)
                 ));
             }
             for key in defaults.try_iter().into_iter().flatten() {
@@ -3058,7 +3053,7 @@ impl Runner {
             return TaskResult::task_error(format!(
                 "the arguments of {} must be a mapping, got {}",
                 module.name(),
-                crate::template::pyrepr::type_name(&templated)
+                enka_template::pyrepr::type_name(&templated)
             ));
         }
         let environment = match self.environment(frame, task, ctx) {
@@ -3127,7 +3122,7 @@ impl Runner {
         self.module_timings
             .push((module.timing_name(), started.elapsed()));
         for dependent in module_ctx.dependents.drain(..) {
-            crate::kube::Dependent::merge_into(&mut self.dependents, dependent);
+            enka_kube::Dependent::merge_into(&mut self.dependents, dependent);
         }
         self.api_time += module_ctx.api_time;
         match outcome {
@@ -3191,7 +3186,7 @@ impl Runner {
                 .templar
                 .template_value(raw, ctx)
                 .map_err(|err| format!("{what}: {}", err.ansible_message()))?;
-            crate::time::seconds(&value)
+            enka_template::time::seconds(&value)
                 .map(|d| Some(d.as_secs()))
                 .ok_or_else(|| format!("{what} must be a whole number of seconds, got {value}"))
         };
@@ -3214,7 +3209,7 @@ fn is_localhost(host: &str) -> bool {
 }
 
 fn variable_params(args: Value) -> Result<Value, String> {
-    let key = Value::from(crate::role::VARIABLE_PARAMS);
+    let key = Value::from(enka_project::role::VARIABLE_PARAMS);
     let Ok(params) = args.get_item(&key) else {
         return Ok(args);
     };
@@ -3224,7 +3219,7 @@ fn variable_params(args: Value) -> Result<Value, String> {
     if params.kind() != ValueKind::Map {
         return Err(format!(
             "invalid or malformed argument: '{}'",
-            crate::template::pyrepr::to_text(&params)
+            enka_template::pyrepr::to_text(&params)
         ));
     }
     let mut pairs: Vec<(Value, Value)> = Vec::new();
@@ -3247,7 +3242,7 @@ fn variable_params(args: Value) -> Result<Value, String> {
 
 /// The inventory a run changes (`add_host`, `group_by`): the project's,
 /// else localhost's.
-fn live_inventory(project: &Project) -> Arc<std::sync::Mutex<Arc<crate::role::Inventory>>> {
+fn live_inventory(project: &Project) -> Arc<std::sync::Mutex<Arc<enka_project::role::Inventory>>> {
     let inventory = project.inventory.as_deref().cloned().unwrap_or_default();
     Arc::new(std::sync::Mutex::new(Arc::new(inventory)))
 }
@@ -3259,10 +3254,10 @@ fn hosts_text(hosts: &Value) -> String {
             .try_iter()
             .into_iter()
             .flatten()
-            .map(|h| crate::template::pyrepr::to_text(&h))
+            .map(|h| enka_template::pyrepr::to_text(&h))
             .collect::<Vec<_>>()
             .join(","),
-        _ => crate::template::pyrepr::to_text(hosts),
+        _ => enka_template::pyrepr::to_text(hosts),
     }
 }
 
@@ -3285,7 +3280,7 @@ fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, String> {
         _ => vec![serial.clone()],
     };
     let size = |entry: &Value| -> Result<i64, String> {
-        let text = crate::template::pyrepr::to_text(entry);
+        let text = enka_template::pyrepr::to_text(entry);
         let text = text.trim();
         if let Some(percent) = text.strip_suffix('%') {
             let percent: f64 = percent
@@ -3341,7 +3336,7 @@ fn internal_failure(message: String) -> RunStatus {
     let result = fail_result(&message);
     RunStatus::Failed(Failure::new(
         "(run)".to_owned(),
-        crate::role::Location::file(std::path::Path::new(".")),
+        enka_project::role::Location::file(std::path::Path::new(".")),
         message,
         result,
     ))
@@ -3442,7 +3437,7 @@ fn undefined_in_arguments(task: &Task, err: &TemplateError) -> String {
         "The task includes an option with an undefined variable.. {}",
         err.message()
     );
-    if let Some(excerpt) = crate::role::ansible_excerpt(&task.location) {
+    if let Some(excerpt) = enka_project::role::ansible_excerpt(&task.location) {
         message.push_str("\n\n");
         message.push_str(&excerpt);
     }
@@ -3551,7 +3546,7 @@ fn default_no_log() -> bool {
     static DEFAULT: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
         std::env::var("ANSIBLE_NO_LOG")
             .ok()
-            .and_then(|v| crate::template::strict_boolean(&Value::from(v)))
+            .and_then(|v| enka_template::strict_boolean(&Value::from(v)))
             .unwrap_or(false)
     });
     *DEFAULT
@@ -3590,7 +3585,7 @@ fn censored(result: &TaskResult) -> Value {
 
 /// One loop item's result as shown when it is not to be: censored, and
 /// marked `_ansible_no_log` for the callback.
-pub(crate) fn censored_item(item: &Value) -> Value {
+pub fn censored_item(item: &Value) -> Value {
     let mut shown = censored_fields(item);
     shown.push((Value::from("_ansible_no_log"), Value::from(true)));
     Value::from_pairs(shown)
@@ -3600,7 +3595,7 @@ fn censored_fields(result: &Value) -> Vec<(Value, Value)> {
     let flag = |key: &str| {
         result
             .get_attr(key)
-            .is_ok_and(|v| crate::template::to_bool(&v))
+            .is_ok_and(|v| enka_template::to_bool(&v))
     };
     let mut pairs = vec![
         (Value::from("censored"), Value::from(NO_LOG_MESSAGE)),
@@ -3705,7 +3700,7 @@ impl TaskResult {
     }
 
     fn flag(&self, key: &str) -> bool {
-        self.get(key).is_some_and(crate::template::to_bool)
+        self.get(key).is_some_and(enka_template::to_bool)
     }
 
     /// TaskResult.is_failed: `failed_when_result` decides when the task
@@ -3713,7 +3708,7 @@ impl TaskResult {
     /// else `failed`.
     fn is_failed(&self) -> bool {
         match self.get("failed_when_result") {
-            Some(judged) => crate::template::to_bool(judged),
+            Some(judged) => enka_template::to_bool(judged),
             None => self.flag("failed"),
         }
     }
@@ -3739,7 +3734,7 @@ impl TaskResult {
                     .filter_map(|k| self.get(k))
                     .find(|v| v.kind() == ValueKind::String)
             })
-            .map(crate::template::pyrepr::to_text)
+            .map(enka_template::pyrepr::to_text)
             .or_else(|| {
                 // An exception's result: its traceback's last line.
                 let exception = self.get("exception")?;
