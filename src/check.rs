@@ -1,15 +1,14 @@
 //! `enka check`: load every watch and role, report every problem at once.
 
-use std::path::{Path, PathBuf};
-
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::catalogue::ModuleRef;
 use crate::role::{
-    Action, Diagnostics, LoadOptions, Location, Project, Role, RoleFrom, RolePaths, Target, Task,
+    Action, Diagnostics, LoadOptions, Location, Project, Role, RoleFrom, Target, Task,
 };
-use crate::watches;
+use crate::watches::{self, role_paths, targets};
 
 /// What `enka check` reads.
 #[derive(Debug, Clone)]
@@ -82,43 +81,6 @@ impl Report {
     pub fn ok(&self) -> bool {
         !self.diagnostics.has_problems()
     }
-}
-
-/// The role search paths for a project whose watches file is `watches_file`.
-pub fn role_paths(
-    watches_file: &Path,
-    roles_path: &[PathBuf],
-    collections_path: &[PathBuf],
-) -> RolePaths {
-    let base_dir = watches_file
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let base_dir = std::fs::canonicalize(&base_dir).unwrap_or(base_dir);
-    let mut paths = RolePaths::from_env(&base_dir);
-    paths.roles_path.splice(0..0, roles_path.iter().cloned());
-    paths
-        .collections_path
-        .splice(0..0, collections_path.iter().cloned());
-    paths
-}
-
-/// The targets (roles and playbooks) that the watches run.
-pub fn targets(watches: &[watches::Watch]) -> Vec<Target> {
-    let mut targets = Vec::new();
-    for watch in watches {
-        let mut add = |t: &Target| {
-            if !targets.contains(t) {
-                targets.push(t.clone());
-            }
-        };
-        add(&watch.target);
-        if let Some(Some(t)) = watch.finalizer.as_ref().map(|f| f.target.as_ref()) {
-            add(t);
-        }
-    }
-    targets
 }
 
 fn count_tasks(tasks: &[Task]) -> usize {

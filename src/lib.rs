@@ -16,6 +16,10 @@ pub use enka_kube as kube;
 /// What runs a task's action, native or bridged, a crate of its own
 /// (`crates/enka-modules`).
 pub use enka_modules as modules;
+/// The operator, a crate of its own (`crates/enka-operator`).
+pub use enka_operator as operator;
+/// What `enka version` prints (part of `enka-operator`, whose metrics report it).
+pub use enka_operator::version;
 /// The project as loaded (watches, roles, inventories, the module
 /// catalogue), a crate of its own (`crates/enka-project`).
 pub use enka_project::{catalogue, inventory, paramconv, role, vars, watches};
@@ -38,7 +42,5 @@ pub mod evaluate;
 pub mod fuzz;
 pub mod logging;
 pub mod molecule;
-pub mod operator;
 pub mod playbook;
 pub mod telemetry;
-pub mod version;

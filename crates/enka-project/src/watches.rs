@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use minijinja::Value;
 
-use crate::role::{Diagnostic, Diagnostics, Location, Target};
+use crate::role::{Diagnostic, Diagnostics, Location, RolePaths, Target};
 use enka_template::convert::from_yaml;
 use enka_yaml::{self as yaml, Node};
 
@@ -571,6 +571,43 @@ fn parse_selector(node: &Node, file: &Arc<Path>, diags: &mut Diagnostics) -> Sel
         }
     }
     selector
+}
+
+/// The role search paths for a project whose watches file is `watches_file`.
+pub fn role_paths(
+    watches_file: &Path,
+    roles_path: &[PathBuf],
+    collections_path: &[PathBuf],
+) -> RolePaths {
+    let base_dir = watches_file
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let base_dir = std::fs::canonicalize(&base_dir).unwrap_or(base_dir);
+    let mut paths = RolePaths::from_env(&base_dir);
+    paths.roles_path.splice(0..0, roles_path.iter().cloned());
+    paths
+        .collections_path
+        .splice(0..0, collections_path.iter().cloned());
+    paths
+}
+
+/// The targets (roles and playbooks) that the watches run.
+pub fn targets(watches: &[Watch]) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for watch in watches {
+        let mut add = |t: &Target| {
+            if !targets.contains(t) {
+                targets.push(t.clone());
+            }
+        };
+        add(&watch.target);
+        if let Some(Some(t)) = watch.finalizer.as_ref().map(|f| f.target.as_ref()) {
+            add(t);
+        }
+    }
+    targets
 }
 
 #[cfg(test)]

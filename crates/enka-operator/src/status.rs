@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value as Json, json};
 
-use crate::engine::{RunOutcome, Stats};
+use enka_engine::{RunOutcome, Stats};
 
 /// `ansibleResult` of a condition.
 pub fn ansible_result(stats: &Stats, completion: &str) -> Json {
@@ -191,15 +191,15 @@ mod tests {
         RunOutcome {
             hosts: Vec::new(),
             status: if failed {
-                crate::engine::RunStatus::Failed(crate::engine::Failure {
+                enka_engine::RunStatus::Failed(enka_engine::Failure {
                     task: "t".into(),
-                    location: crate::role::Location::file(std::path::Path::new("x")),
+                    location: enka_project::role::Location::file(std::path::Path::new("x")),
                     message: "boom".into(),
                     result: minijinja::Value::UNDEFINED,
                     action: std::sync::Arc::from(""),
                 })
             } else {
-                crate::engine::RunStatus::Successful
+                enka_engine::RunStatus::Successful
             },
             stats: Stats {
                 ok: 3,

@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
 
-use crate::engine::{self, RunOptions};
-use crate::kube::client::KubeCluster;
-use crate::kube::dry_run::{DryRunCluster, Written};
-use crate::kube::{Cluster, Owner, Resource};
-use crate::role::{LoadOptions, Project};
+use enka_engine::{self as engine, RunOptions};
+use enka_kube::client::KubeCluster;
+use enka_kube::dry_run::{DryRunCluster, Written};
+use enka_kube::{Cluster, Owner, Resource};
+use enka_project::role::{LoadOptions, Project};
 
-use crate::vars::{VarOptions, extra_vars};
+use enka_project::vars::{VarOptions, extra_vars};
 
 /// Which custom resource to reconcile.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ pub struct DiffOptions {
     /// `--ansible-collections-path`.
     pub collections_path: Vec<PathBuf>,
     /// The Ansible worker for tasks enka has no native code for.
-    pub ansible: Option<crate::worker::Config>,
+    pub ansible: Option<enka_worker::Config>,
     /// The custom resource.
     pub subject: Subject,
     /// How long the run may take.
@@ -159,7 +159,7 @@ impl DiffReport {
 fn read_manifest(path: &Path) -> Result<Json, DiffError> {
     let input = |message: String| DiffError::Input(format!("{}: {message}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| input(e.to_string()))?;
-    match crate::yaml::load_one(&text) {
+    match enka_yaml::load_one(&text) {
         Ok(Some(node)) => Ok(node.to_json()),
         Ok(None) => Err(input("empty".to_owned())),
         Err(e) => Err(input(e.to_string())),
@@ -232,7 +232,7 @@ fn change(id: String, before: Option<&Json>, after: Option<&Json>) -> Option<Obj
     })
 }
 
-fn kube_error(what: &str) -> impl Fn(crate::kube::Error) -> DiffError + '_ {
+fn kube_error(what: &str) -> impl Fn(enka_kube::Error) -> DiffError + '_ {
     move |e| DiffError::Kube(format!("{what}: {e}"))
 }
 
@@ -247,7 +247,7 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         client, "enka",
     ))));
 
-    let (watches, diagnostics) = crate::watches::load(&options.watches_file);
+    let (watches, diagnostics) = enka_project::watches::load(&options.watches_file);
     if diagnostics.has_errors() {
         let text: Vec<String> = diagnostics.0.iter().map(ToString::to_string).collect();
         return Err(DiffError::Load(text.join("\n")));
@@ -328,7 +328,7 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
     // fields over it; a manifest of nothing live is created (dry run, so
     // it has a uid for owner references).
     let object = match (before.as_ref(), manifest) {
-        (Some(live_object), Some(m)) => crate::kube::memory::merge_patch(live_object, &m),
+        (Some(live_object), Some(m)) => enka_kube::memory::merge_patch(live_object, &m),
         (Some(live_object), None) => live_object.clone(),
         (None, Some(m)) => cluster
             .create(&resource, ns, &m)
@@ -342,16 +342,16 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         }
     };
 
-    let paths = crate::check::role_paths(
+    let paths = enka_project::watches::role_paths(
         &options.watches_file,
         &options.roles_path,
         &options.collections_path,
     );
-    let k8s_lookup: Arc<dyn crate::template::LookupPlugin> =
-        Arc::new(crate::kube::lookup::K8sLookup::new(cluster.clone()));
+    let k8s_lookup: Arc<dyn enka_template::LookupPlugin> =
+        Arc::new(enka_kube::lookup::K8sLookup::new(cluster.clone()));
     let load = LoadOptions {
         role_paths: paths,
-        templates: crate::template::Options::from_env(),
+        templates: enka_template::Options::from_env(),
         origins: vec![(watch.target.clone(), watch.location.clone())],
         lookups: vec![("k8s".to_owned(), k8s_lookup)],
         ansible: options.ansible.clone(),
@@ -420,7 +420,7 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         changes.extend(change(id, live_object.as_ref(), after.as_ref()));
     }
     if watch.manage_status {
-        let now = crate::time::now_rfc3339();
+        let now = enka_template::time::now_rfc3339();
         let status = cr_after
             .as_object_mut()
             .map(|map| map.entry("status").or_insert_with(|| json!({})));

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::modules::{GaugeOp, MetricKind, MetricUpdate};
+use enka_modules::{GaugeOp, MetricKind, MetricUpdate};
 
 /// client_golang's `prometheus.DefBuckets`.
 const DEFAULT_BUCKETS: [f64; 11] = [
@@ -90,7 +90,7 @@ impl UserMetrics {
             (Value::Gauge(value), MetricKind::Gauge { op }) => match op {
                 Some(GaugeOp::Set(to)) => *value = *to,
                 Some(GaugeOp::Add(by)) => *value += by,
-                Some(GaugeOp::SetToCurrentTime) => *value = crate::time::unix_seconds(),
+                Some(GaugeOp::SetToCurrentTime) => *value = enka_template::time::unix_seconds(),
                 None => {}
             },
             // client_golang's Histogram and Summary share the Observe

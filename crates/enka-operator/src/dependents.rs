@@ -13,10 +13,10 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::kube::client::KubeCluster;
-use crate::kube::object::{WatchedKind, WatchedObject};
-use crate::kube::{Dependent, Resource};
-use crate::watches::Gvk;
+use enka_kube::client::KubeCluster;
+use enka_kube::object::{WatchedKind, WatchedObject};
+use enka_kube::{Dependent, Resource};
+use enka_project::watches::Gvk;
 
 /// How long a run waits for a new dependent watch's first list.
 const LIST_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -89,7 +89,7 @@ pub struct AssignedKinds {
 impl DependentWatches {
     /// Dependent watches for the owner kind of `watch`.
     pub fn new(
-        watch: &crate::watches::Watch,
+        watch: &enka_project::watches::Watch,
         owner_resource: ApiResource,
         owner_namespaced: bool,
         namespaces: Vec<String>,
@@ -277,7 +277,7 @@ impl DependentWatches {
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
         let mut first_list = Some(HashMap::new());
-        let mut config = watcher::Config::default().timeout(crate::kube::WATCH_TIMEOUT_SECONDS);
+        let mut config = watcher::Config::default().timeout(enka_kube::WATCH_TIMEOUT_SECONDS);
         if let Some(selector) = &selector {
             config = config.labels(selector);
         }
@@ -357,8 +357,8 @@ mod tests {
     use serde_json::json;
 
     fn dependents(watch_yaml: &str) -> DependentWatches {
-        let mut diagnostics = crate::role::Diagnostics::default();
-        let (watches, _) = crate::watches::parse(
+        let mut diagnostics = enka_project::role::Diagnostics::default();
+        let (watches, _) = enka_project::watches::parse(
             watch_yaml,
             std::path::Path::new("/p/watches.yaml"),
             &mut diagnostics,

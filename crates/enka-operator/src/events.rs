@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use tokio::sync::mpsc;
 
-use crate::kube::{Cluster, PatchType, event};
+use enka_kube::{Cluster, PatchType, event};
 
 /// Failures waiting to be recorded before new ones are dropped, as client-go's
 /// event broadcaster does when the API server cannot keep up.
@@ -102,7 +102,7 @@ pub async fn record_failure(
     let Ok(events) = cluster.resource("v1", "Event").await else {
         return;
     };
-    let now = crate::time::now_rfc3339();
+    let now = enka_template::time::now_rfc3339();
     let message: String = message.chars().take(1024).collect();
     let new_event = || {
         json!({
@@ -195,7 +195,7 @@ fn fnv(text: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::memory::MemoryCluster;
+    use enka_kube::memory::MemoryCluster;
 
     fn failed_object() -> Arc<Json> {
         Arc::new(json!({

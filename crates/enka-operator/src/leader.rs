@@ -44,7 +44,7 @@ pub fn identity() -> String {
 
 fn micro_time(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let base = crate::time::format_rfc3339(since.as_secs());
+    let base = enka_template::time::format_rfc3339(since.as_secs());
     format!(
         "{}.{:06}Z",
         base.trim_end_matches('Z'),

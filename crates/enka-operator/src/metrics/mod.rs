@@ -40,8 +40,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::engine::RunOutcome;
-use crate::modules::MetricUpdate;
+use enka_engine::RunOutcome;
+use enka_modules::MetricUpdate;
 use user::UserMetrics;
 
 // Upstream labels these `GVK`; the field name is the label name.
@@ -416,7 +416,7 @@ impl Default for Metrics {
     }
 }
 
-fn created_labels(gvk: &crate::watches::Gvk, namespace: &str, name: &str) -> CreatedLabels {
+fn created_labels(gvk: &enka_project::watches::Gvk, namespace: &str, name: &str) -> CreatedLabels {
     CreatedLabels {
         name: name.to_owned(),
         namespace: namespace.to_owned(),
@@ -627,7 +627,7 @@ impl Metrics {
     /// An object of a watched kind exists: `resource_created_at_seconds`.
     pub fn resource_seen(
         &self,
-        gvk: &crate::watches::Gvk,
+        gvk: &enka_project::watches::Gvk,
         namespace: &str,
         name: &str,
         created: f64,
@@ -638,7 +638,7 @@ impl Metrics {
     }
 
     /// An object of a watched kind is gone.
-    pub fn resource_gone(&self, gvk: &crate::watches::Gvk, namespace: &str, name: &str) {
+    pub fn resource_gone(&self, gvk: &enka_project::watches::Gvk, namespace: &str, name: &str) {
         self.created_at
             .remove(&created_labels(gvk, namespace, name));
     }
@@ -795,8 +795,8 @@ mod tests {
 
     #[test]
     fn reconciles_modules_and_user_metrics_are_encoded() {
-        use crate::engine::TaskTiming;
-        use crate::modules::MetricKind;
+        use enka_engine::TaskTiming;
+        use enka_modules::MetricKind;
         let metrics = Metrics::default();
         let controller = controller_name("K", "V1");
         assert_eq!(controller, "k-v1-controller");
@@ -903,7 +903,7 @@ mod tests {
     #[test]
     fn created_at_follows_the_objects_and_the_lease_status_its_holder() {
         let metrics = Metrics::default();
-        let gvk = crate::watches::Gvk {
+        let gvk = enka_project::watches::Gvk {
             group: "cache.example.com".into(),
             version: "v1alpha1".into(),
             kind: "Memcached".into(),

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::role::{Diagnostics, LoadOptions, Project, Target};
+use enka_project::role::{Diagnostics, LoadOptions, Project, Target};
 
 /// The loaded project, replaced as a whole when its files change.
 pub type ProjectHandle = Arc<RwLock<Arc<Project>>>;
@@ -105,7 +105,7 @@ fn fingerprint(project: &Project, unloaded: &[PathBuf]) -> Vec<(PathBuf, u64, Op
     roots.extend(unloaded.iter().cloned());
     let mut out: Vec<_> = roots
         .iter()
-        .flat_map(|root| crate::role::files_under(root))
+        .flat_map(|root| enka_project::role::files_under(root))
         .map(|path| match std::fs::metadata(&path) {
             Ok(meta) => {
                 let modified = meta.modified().ok();
@@ -135,7 +135,9 @@ pub async fn run(
             .iter()
             .filter_map(|(target, _)| match target {
                 Target::Playbook(path) => Some(path.clone()),
-                Target::Role(name) => crate::role::resolve_role(&options.role_paths, name).ok(),
+                Target::Role(name) => {
+                    enka_project::role::resolve_role(&options.role_paths, name).ok()
+                }
             })
             .collect()
     };

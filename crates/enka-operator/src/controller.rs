@@ -17,15 +17,15 @@ use super::metrics::ReconcileResult;
 use super::reload::{ProjectHandle, ReloadState};
 use super::status;
 use super::workqueue;
-use crate::engine::{self, Entry, RunOptions};
-use crate::kube::api_error;
-use crate::kube::cache::Holds;
-use crate::kube::client::KubeCluster;
-use crate::kube::object::{WatchedKind, WatchedObject};
-use crate::kube::{Cluster, Owner, PatchType};
-use crate::role::{Project, Target};
-use crate::vars::{VarOptions, extra_vars};
-use crate::watches::{Gvk, Watch};
+use enka_engine::{self as engine, Entry, RunOptions};
+use enka_kube::api_error;
+use enka_kube::cache::Holds;
+use enka_kube::client::KubeCluster;
+use enka_kube::object::{WatchedKind, WatchedObject};
+use enka_kube::{Cluster, Owner, PatchType};
+use enka_project::role::{Project, Target};
+use enka_project::vars::{VarOptions, extra_vars};
+use enka_project::watches::{Gvk, Watch};
 
 /// The annotation that overrides the reconcile period of one object.
 pub const RECONCILE_PERIOD_ANNOTATION: &str = "ansible.sdk.operatorframework.io/reconcile-period";
@@ -67,7 +67,7 @@ pub enum ReconcileError {
         action: &'static str,
         /// Why it failed.
         #[source]
-        source: crate::kube::Error,
+        source: enka_kube::Error,
     },
     /// The object could not be read as JSON.
     #[error("the object could not be encoded: {0}")]
@@ -163,7 +163,7 @@ pub(crate) fn entry_for(project: &Project, target: &Target) -> Option<Entry> {
         // expected where a project keeps its roles: once it is written
         // there, the reload loads it and its watch runs.
         Target::Role(name) => Some(Entry::Role(
-            crate::role::resolve_role(&project.role_paths, name)
+            enka_project::role::resolve_role(&project.role_paths, name)
                 .unwrap_or_else(|_| project.role_paths.base_dir.join("roles").join(name)),
         )),
         Target::Playbook(path) => Some(Entry::Playbook(path.clone())),
@@ -238,8 +238,8 @@ impl WatchContext {
         })
     }
 
-    fn resource_ref(&self) -> crate::kube::Resource {
-        crate::kube::Resource {
+    fn resource_ref(&self) -> enka_kube::Resource {
+        enka_kube::Resource {
             group: self.resource.group.clone(),
             version: self.resource.version.clone(),
             kind: self.resource.kind.clone(),
@@ -254,7 +254,7 @@ impl WatchContext {
             .and_then(|a| a.get(RECONCILE_PERIOD_ANNOTATION))
             .and_then(Json::as_str)
         {
-            return crate::watches::parse_go_duration(text)
+            return enka_project::watches::parse_go_duration(text)
                 .map(|d| (!d.is_zero()).then_some(d))
                 .ok_or_else(|| {
                     format!(
@@ -271,14 +271,14 @@ impl WatchContext {
 }
 
 fn now() -> String {
-    crate::time::now_rfc3339()
+    enka_template::time::now_rfc3339()
 }
 
 fn completion() -> String {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let base = crate::time::format_rfc3339(since.as_secs());
+    let base = enka_template::time::format_rfc3339(since.as_secs());
     format!(
         "{}.{:06}+00:00",
         base.trim_end_matches('Z'),
@@ -409,7 +409,7 @@ async fn set_finalizers(
 async fn report_undecodable(
     ctx: &WatchContext,
     object: &WatchedObject,
-    reason: &crate::kube::object::Undecodable,
+    reason: &enka_kube::object::Undecodable,
     api_wait: &mut Duration,
 ) -> ReconcileError {
     let message = reason.to_string();
@@ -917,7 +917,7 @@ pub async fn run_controller(
         (Some(ns), true) => Api::namespaced_with(client, ns, &ctx.resource),
         _ => Api::all_with(client, &ctx.resource),
     };
-    let mut config = WatcherConfig::default().timeout(crate::kube::WATCH_TIMEOUT_SECONDS);
+    let mut config = WatcherConfig::default().timeout(enka_kube::WATCH_TIMEOUT_SECONDS);
     let selector = match &ctx.settings.shard {
         Some(shard) => shard.selector(&ctx.watch.selector.to_query()),
         None => ctx.watch.selector.to_query(),
@@ -925,7 +925,7 @@ pub async fn run_controller(
     if !selector.is_empty() {
         config = config.labels(&selector);
     }
-    let mut writer = crate::kube::cache::StoreWriter::new(ctx.resource.clone());
+    let mut writer = enka_kube::cache::StoreWriter::new(ctx.resource.clone());
     let resource = ctx.resource.clone();
     let reader = writer.as_reader();
     // Roles' reads of their own objects by name come from this cache.

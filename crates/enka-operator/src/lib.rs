@@ -1,5 +1,12 @@
-//! The operator: one controller per watch, the variables of each run, status
-//! conditions and finalizers.
+//! The operator: one controller per watch with its work queue, dependent
+//! watches, status conditions and finalizers, events, reload of an edited
+//! project, metrics, leader election and shards; `enka diff`'s dry run.
+//!
+//! It drives `enka-engine` over a project from `enka-project`, with the
+//! cluster of `enka-kube`; only the command line (the `enka` crate) is
+//! above it.
+
+#![forbid(unsafe_code)]
 
 pub mod controller;
 pub mod dependents;
@@ -10,6 +17,7 @@ pub mod metrics;
 pub mod reload;
 pub mod shard;
 pub mod status;
+pub mod version;
 mod workqueue;
 
 use std::path::PathBuf;
@@ -20,10 +28,10 @@ use anyhow::{Context as _, bail};
 use kube::api::GroupVersionKind;
 use kube::discovery::{self, Scope};
 
-use crate::check::{role_paths, targets};
-use crate::kube::client::KubeCluster;
-use crate::role::{LoadOptions, Target};
 use controller::{Settings, WatchContext};
+use enka_kube::client::KubeCluster;
+use enka_project::role::{LoadOptions, Target};
+use enka_project::watches::{role_paths, targets};
 
 /// What `enka run` was asked to do.
 #[derive(Debug, Clone)]
@@ -49,15 +57,15 @@ pub struct OperatorOptions {
     /// Whether created objects get owner references.
     pub inject_owner_ref: bool,
     /// How the Ansible worker starts; `None` with `--native-only`.
-    pub ansible: Option<crate::worker::Config>,
+    pub ansible: Option<enka_worker::Config>,
     /// Template options (seed, commands).
-    pub templates: crate::template::Options,
+    pub templates: enka_template::Options,
     /// Where `/metrics` is served (`None`: not served).
     pub metrics_address: Option<std::net::SocketAddr>,
     /// HTTPS and access control of `/metrics`.
     pub metrics_serving: metrics::Serving,
     /// Which task events are logged (`--ansible-log-events`).
-    pub log_events: crate::engine::LogEvents,
+    pub log_events: enka_engine::LogEvents,
     /// Where `/healthz` and `/readyz` are served (`None`: not served).
     pub health_address: Option<std::net::SocketAddr>,
     /// Leader election, when more than one replica may run.
@@ -77,7 +85,7 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         .map(|a| a.to_string())
         .unwrap_or_default();
     let counted = metrics.clone();
-    let client = crate::kube::instrument::client(
+    let client = enka_kube::instrument::client(
         config,
         Arc::new(
             move |method: &str, code: &str, elapsed: std::time::Duration| {
@@ -86,7 +94,7 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         ),
     )
     .context("cannot build a Kubernetes client")?;
-    let (watches, mut diagnostics) = crate::watches::load(&options.watches_file);
+    let (watches, mut diagnostics) = enka_project::watches::load(&options.watches_file);
     let paths = role_paths(
         &options.watches_file,
         &options.roles_path,
@@ -98,8 +106,8 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
     cluster
         .watch_caches()
         .inform_lists_in(options.namespaces.clone());
-    let k8s_lookup: Arc<dyn crate::template::LookupPlugin> =
-        Arc::new(crate::kube::lookup::K8sLookup::new(cluster.clone()));
+    let k8s_lookup: Arc<dyn enka_template::LookupPlugin> =
+        Arc::new(enka_kube::lookup::K8sLookup::new(cluster.clone()));
     let load = LoadOptions {
         role_paths: paths,
         templates: options.templates.clone(),
@@ -138,7 +146,7 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
     // refuse what it would not run itself.
     let missing = unloaded.iter().any(|(target, _)| match target {
         Target::Playbook(path) => !path.exists(),
-        Target::Role(name) => crate::role::resolve_role(&load.role_paths, name).is_err(),
+        Target::Role(name) => enka_project::role::resolve_role(&load.role_paths, name).is_err(),
     });
     let strict = load.ansible.is_none() && !unloaded.is_empty();
     let Some(project) = project.filter(|_| !missing && !strict) else {
