@@ -122,6 +122,12 @@ lint: ## Run clippy with warnings as errors.
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+.PHONY: shape
+shape: ## The code's shape: the crate graph is docs/ARCHITECTURE.md's table; files ≤ 1000 lines, functions ≤ 100 (tools/shape/known.txt: what is left to cut).
+	@echo "==> shape: crate graph and lengths (tools/shape)"
+	$(CARGO) run --quiet -p shape -- graph
+	$(CARGO) run --quiet -p shape -- size
+
 .PHONY: conformance
 conformance: ## Replay the templating corpus recorded from ansible-core 2.18 (fails under 97%).
 	@echo "==> conformance corpus (tests/conformance, expected values from real ansible-core 2.18)"
@@ -192,7 +198,7 @@ e2e: kube-bin ansible-venv ## End-to-end tests only: the seed's Zundoko operator
 	@bash scripts/check-no-leftovers
 
 .PHONY: test
-test: host-packages fmt-check lint image-check kube-bin ansible-venv ## Format check, clippy and every test, real-control-plane ones included.
+test: host-packages fmt-check lint shape image-check kube-bin ansible-venv ## Format check, clippy and every test, real-control-plane ones included.
 	@echo "==> cargo test (unit + integration against a real kube-apiserver)"
 	$(TEST_ENV) $(CARGO) test --workspace
 	@$(MAKE) --no-print-directory ansible-tests
