@@ -1,0 +1,97 @@
+//! `block`, `rescue` and `always`.
+
+use std::sync::Arc;
+
+use enka_project::role::Task;
+use minijinja::Value;
+
+use super::Flow;
+use super::Frame;
+use super::Runner;
+use super::task_result::TaskResult;
+use crate::scope;
+
+impl Runner {
+    pub(super) async fn run_block(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        position: &Arc<[u32]>,
+        [block, rescue, always]: [&Arc<[Task]>; 3],
+    ) -> Flow {
+        let section = |runner: &Runner, frame: &Frame, index: usize| -> Frame {
+            let mut frame = frame.clone();
+            frame.position = runner.at(position, index);
+            frame
+        };
+        let mut inner = frame.clone();
+        inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
+        inner.inherited.enter_block(task);
+        let mut flow = self
+            .run_tasks(section(self, &inner, 0), block.clone())
+            .await;
+        // A host that cannot be reached leaves the play at once: its block
+        // runs no rescue and no always.
+        if matches!(&flow, Flow::Failed(f) if f.is_unreachable()) {
+            return flow;
+        }
+        if let Flow::Failed(failure) = &flow
+            && !rescue.is_empty()
+        {
+            let mut rescue_frame = inner.clone();
+            rescue_frame.scope.set_magic(
+                "ansible_failed_task",
+                Value::from_pairs([
+                    (Value::from("name"), Value::from(failure.task.as_str())),
+                    (Value::from("action"), Value::from(&*failure.action)),
+                    (
+                        Value::from("location"),
+                        Value::from(failure.location.to_string()),
+                    ),
+                ]),
+            );
+            rescue_frame
+                .scope
+                .set_magic("ansible_failed_result", failure.result.clone());
+            // A failure a rescue takes is counted rescued, not failed,
+            // whatever the rescue then does (StrategyBase's results).
+            self.stats.rescued += 1;
+            self.stats.failed = self.stats.failed.saturating_sub(1);
+            flow = self
+                .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
+                .await;
+        }
+        if !always.is_empty() && !matches!(flow, Flow::EndRole) {
+            self.host_errors_cleared = false;
+            let always_flow = self
+                .run_tasks(section(self, &inner, 2), always.clone())
+                .await;
+            if !matches!(always_flow, Flow::Continue) {
+                return always_flow;
+            }
+            // `meta: clear_host_errors` in `always` lets the host go on
+            // after the failure it ran for (the strategy re-adds it).
+            if std::mem::take(&mut self.host_errors_cleared) && matches!(flow, Flow::Failed(_)) {
+                flow = Flow::Continue;
+            }
+        }
+        flow
+    }
+}
+
+/// A task's failure as the failed result TaskExecutor.run returns for it;
+/// any other flow as it is.
+pub(super) fn as_failed_result(flow: Flow) -> Result<TaskResult, Flow> {
+    match flow {
+        Flow::Failed(failure) => {
+            let mut result = TaskResult::error(failure.message);
+            if let Ok(exception) = failure.result.get_attr("exception")
+                && !exception.is_undefined()
+            {
+                result.set("exception", exception);
+            }
+            Ok(result)
+        }
+        other => Err(other),
+    }
+}

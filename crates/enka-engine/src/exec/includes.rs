@@ -1,0 +1,195 @@
+//! `include_tasks`, `include_role` and `import_role` resolved at run time.
+
+use std::sync::Arc;
+
+use enka_project::role::Action;
+use enka_project::role::Task;
+use minijinja::Value;
+
+use super::Flow;
+use super::Frame;
+use super::Runner;
+use super::loops::set_loop_vars;
+use super::outcome::fail_result;
+use crate::scope;
+
+impl Runner {
+    pub(super) async fn run_include(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        position: &Arc<[u32]>,
+    ) -> Flow {
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        // An include's own `when` decides whether it runs; it is not passed
+        // down (unlike a block's or an import's).
+        match self.check_when(&ctx, &frame.inherited, task) {
+            Ok(Some(_)) => {
+                self.stats.skipped += 1;
+                return Flow::Continue;
+            }
+            Ok(None) => {}
+            Err(err) => return self.template_failure(task, "when", &err),
+        }
+        if frame.depth >= self.options.max_include_depth {
+            let message = format!(
+                "includes nested deeper than {} levels (recursive include?)",
+                self.options.max_include_depth
+            );
+            return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+        }
+        let items = match self.loop_items(task, &ctx, &frame.inherited) {
+            Ok(items) => items,
+            Err(flow) => return flow,
+        };
+        let loop_var = match self.loop_var(task, &ctx) {
+            Ok(name) => name,
+            Err(flow) => return flow,
+        };
+        let iterations: Vec<Option<usize>> = match &items {
+            None => vec![None],
+            Some(items) => (0..items.len()).map(Some).collect(),
+        };
+        let items: Arc<[Value]> = items.unwrap_or_default().into();
+        for iteration in iterations {
+            // Ansible counts each dynamic include (each item of a looped
+            // one) as a task that ran ok, before the tasks it brings in; an
+            // import is static and counts nothing itself.
+            if !matches!(task.action, Action::ImportRole { .. }) {
+                self.stats.ok += 1;
+            }
+            let mut inner = frame.clone();
+            inner.depth += 1;
+            inner.position = self.at(position, iteration.unwrap_or(0));
+            inner.scope.params = scope::push(&inner.scope.params, &task.vars);
+            if let Some(index) = iteration {
+                set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
+            }
+            let flow = match &task.action {
+                Action::IncludeTasks {
+                    file,
+                    role,
+                    dir,
+                    apply,
+                } => {
+                    let scope = self.task_scope(&inner, task);
+                    let ctx = self.context(&inner, &scope, task);
+                    let name = match self.templar.template_value(file, &ctx) {
+                        Ok(v) => enka_template::pyrepr::to_text(&v),
+                        Err(err) => return self.template_failure(task, "include_tasks", &err),
+                    };
+                    let path = enka_project::role::resolve_task_file(role.as_deref(), dir, &name);
+                    let tasks = path
+                        .as_ref()
+                        .and_then(|p| self.project.task_files.get(p).cloned());
+                    if let (Some(observer), Some(path), Some(_)) =
+                        (&self.options.observer, &path, &tasks)
+                    {
+                        let item = iteration.and_then(|index| items.get(index));
+                        observer.included(task, self.in_handlers, &self.host, path, item);
+                    }
+                    match tasks {
+                        Some(tasks) => match apply {
+                            Some(apply) => {
+                                let none: Arc<[Task]> = Arc::from(Vec::new());
+                                let at = inner.position.clone();
+                                self.run_block(&inner, apply, &at, [&tasks, &none, &none])
+                                    .await
+                            }
+                            None => self.run_tasks(inner, tasks).await,
+                        },
+                        None => {
+                            let broken = path
+                                .as_ref()
+                                .and_then(|p| self.project.unloadable_task_files.get(p));
+                            let message = match broken {
+                                Some(problem) => {
+                                    format!("include_tasks: {name} does not load: {problem}")
+                                }
+                                None => format!(
+                                    "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
+                                ),
+                            };
+                            return Flow::Failed(self.failure(
+                                task,
+                                message.clone(),
+                                fail_result(&message),
+                            ));
+                        }
+                    }
+                }
+                Action::IncludeRole(include) => {
+                    let role = match &include.role {
+                        Some(role) => Ok(role.clone()),
+                        None => {
+                            let scope = self.task_scope(&inner, task);
+                            let ctx = self.context(&inner, &scope, task);
+                            match self.templar.template_value(&include.name, &ctx) {
+                                Ok(v) => {
+                                    let name = enka_template::pyrepr::to_text(&v);
+                                    enka_project::role::resolve_role(
+                                        &self.project.role_paths,
+                                        &name,
+                                    )
+                                    .ok()
+                                    .and_then(|p| self.project.role(&p).cloned())
+                                    .ok_or(name)
+                                }
+                                Err(err) => {
+                                    return self.template_failure(task, "include_role", &err);
+                                }
+                            }
+                        }
+                    };
+                    let role = match role {
+                        Ok(role) => {
+                            let name = Value::from(role.name.as_str());
+                            if !self.included_role_names.contains(&name) {
+                                self.included_role_names.push(name);
+                            }
+                            role
+                        }
+                        Err(name) => {
+                            let message = format!(
+                                "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"
+                            );
+                            return Flow::Failed(self.failure(
+                                task,
+                                message.clone(),
+                                fail_result(&message),
+                            ));
+                        }
+                    };
+                    self.run_role(
+                        inner,
+                        role,
+                        include.from.clone(),
+                        Arc::from(Vec::new()),
+                        Some(task),
+                    )
+                    .await
+                }
+                Action::ImportRole { role, from } => {
+                    if !task.when.is_empty() {
+                        inner.inherited.when.push(task.when.clone());
+                    }
+                    inner.inherited.tags.extend(task.tags.iter().cloned());
+                    self.run_role(
+                        inner,
+                        role.clone(),
+                        from.clone(),
+                        Arc::from(Vec::new()),
+                        Some(task),
+                    )
+                    .await
+                }
+                _ => Flow::Continue,
+            };
+            if !matches!(flow, Flow::Continue) {
+                return flow;
+            }
+        }
+        Flow::Continue
+    }
+}

@@ -1,0 +1,356 @@
+//! Walking tasks: conditions, loops, retries, blocks and includes.
+//!
+//! The runner's state is here; what it does is in one module per job:
+//! - `play.rs`: plays: their hosts and batches (`serial`), a runner per host in step, and what a
+//!   play leaves to the next.
+//! - `roles.rs`: roles: dependencies (each once per play and parameters), `vars`/`defaults`,
+//!   handlers, `end_role`.
+//! - `handlers.rs`: handlers: `notify` (by name or `listen`), and running the notified ones when a
+//!   section ends or `flush_handlers` asks.
+//! - `walk.rs`: walking a task list: which task runs (tags, `--start-at-task`), on which host turn,
+//!   and what kind of task it is.
+//! - `variables.rs`: a task's variables and context: precedence, `environment`, `module_defaults`,
+//!   free-form `args`, `omit`.
+//! - `conditions.rs`: conditions and boolean keywords: `when`, `ignore_errors` and their kin,
+//!   judged as Ansible's strict booleans.
+//! - `warnings.rs`: warnings and deprecations as Ansible's display gives them: each said once per
+//!   run.
+//! - `blocks.rs`: `block`, `rescue` and `always`.
+//! - `includes.rs`: `include_tasks` and `include_role`: resolved, loaded and run when the task
+//!   runs.
+//! - `loops.rs`: loops: `loop` and `with_*` items, `loop_control`, the loop variables.
+//! - `module_task.rs`: a task that runs a module: once per host, or once for the batch
+//!   (`run_once`), its loop, `async`.
+//! - `inventory.rs`: the inventory as `add_host`, `group_by` and `refresh_inventory` change it
+//!   during a run.
+//! - `outcome.rs`: a task's end: its result counted, registered, logged and forgiven
+//!   (`ignore_errors`), or its failure.
+//! - `retries.rs`: one execution of a module task (one loop item): `when`, then `until` retries,
+//!   `changed_when` and `failed_when`.
+//! - `execute.rs`: the module call itself: check mode, arguments templated, the deadline, an
+//!   unreachable host.
+//! - `no_log.rs`: `no_log`: what a hidden result shows, and what it keeps.
+//! - `task_result.rs`: a task's result as Ansible registers it.
+
+mod blocks;
+mod conditions;
+mod execute;
+mod handlers;
+mod includes;
+mod inventory;
+mod loops;
+mod module_task;
+mod no_log;
+mod outcome;
+mod play;
+mod retries;
+mod roles;
+mod task_result;
+mod variables;
+mod walk;
+mod warnings;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use enka_kube::Cluster;
+use enka_modules::MetricUpdate;
+use enka_project::role::Project;
+use enka_project::role::Role;
+use enka_project::role::Task;
+use enka_project::role::VarList;
+use enka_template::Error as TemplateError;
+use enka_template::Templar;
+use minijinja::Value;
+
+use crate::RunOptions;
+use crate::lockstep::Lockstep;
+use crate::result::Failure;
+use crate::result::RunOutcome;
+use crate::result::RunStatus;
+use crate::result::Stats;
+use crate::scope;
+use crate::scope::Scope;
+use crate::timing::TaskTiming;
+
+pub use no_log::censored_item;
+use outcome::fail_result;
+
+/// How a list of tasks ended.
+enum Flow {
+    Continue,
+    Failed(Failure),
+    EndPlay,
+    /// `meta: end_role`: the tasks left in the role are skipped, `always`
+    /// sections included (the strategy skips to the role's end).
+    EndRole,
+}
+
+type BoxFlow<'a> = Pin<Box<dyn Future<Output = Flow> + Send + 'a>>;
+
+/// Why a boolean keyword has no value.
+enum KeywordError {
+    /// Templating it failed.
+    Template(TemplateError),
+    /// It is not a boolean (Ansible's strict conversion).
+    NotBoolean(String),
+}
+
+/// Conditions and settings a block passes down to its tasks.
+#[derive(Clone, Default)]
+struct Inherited {
+    when: Vec<Arc<[Value]>>,
+    ignore_errors: Vec<Value>,
+    ignore_unreachable: Vec<Value>,
+    /// `connection` of the blocks and play around the task.
+    connection: Vec<Value>,
+    run_once: Vec<Value>,
+    throttle: Vec<Value>,
+    any_errors_fatal: Vec<Value>,
+    no_log: Vec<Value>,
+    /// `check_mode` of the blocks and play around the task.
+    check_mode: Vec<Value>,
+    /// `diff` of the blocks and play around the task.
+    diff: Vec<Value>,
+    /// `environment` of the play and blocks around the task, outermost
+    /// first.
+    environment: Vec<Value>,
+    /// `module_defaults` of the play and blocks around the task, outermost
+    /// first.
+    module_defaults: Vec<Value>,
+    /// Tags of the blocks, imports and plays around the task.
+    tags: Vec<String>,
+    /// `notify` of the blocks around the task.
+    notify: Vec<String>,
+}
+
+impl Inherited {
+    /// What a block passes down to its tasks: its conditions, tags,
+    /// `notify` and keywords, inside those of the blocks around it.
+    fn enter_block(&mut self, block: &Task) {
+        self.tags.extend(block.tags.iter().cloned());
+        self.notify.extend(block.notify.iter().cloned());
+        if !block.when.is_empty() {
+            self.when.push(block.when.clone());
+        }
+        let keywords = [
+            (&block.ignore_errors, &mut self.ignore_errors),
+            (&block.ignore_unreachable, &mut self.ignore_unreachable),
+            (&block.connection, &mut self.connection),
+            (&block.run_once, &mut self.run_once),
+            (&block.throttle, &mut self.throttle),
+            (&block.any_errors_fatal, &mut self.any_errors_fatal),
+            (&block.no_log, &mut self.no_log),
+            (&block.check_mode, &mut self.check_mode),
+            (&block.diff, &mut self.diff),
+            (&block.environment, &mut self.environment),
+            (&block.module_defaults, &mut self.module_defaults),
+        ];
+        for (own, list) in keywords {
+            list.extend(own.iter().cloned());
+        }
+    }
+}
+
+/// Where a task list runs: variables plus what the block above passes down.
+#[derive(Clone)]
+struct Frame {
+    scope: Scope,
+    inherited: Inherited,
+    /// The role whose tasks these are, for includes and lookups.
+    role: Option<Arc<Role>>,
+    /// Where `template` and `file` lookups search (the role, the project).
+    search_path: Arc<[std::path::PathBuf]>,
+    depth: usize,
+    /// Where its task list sits in the play's tree, for the lockstep of
+    /// hosts (kept empty when a play runs on one host).
+    position: Arc<[u32]>,
+}
+
+pub(crate) struct Runner {
+    project: Arc<Project>,
+    templar: Arc<Templar>,
+    cluster: Option<Arc<dyn Cluster>>,
+    options: RunOptions,
+    facts: scope::Facts,
+    host_facts: scope::Facts,
+    included: scope::Facts,
+    stats: Stats,
+    /// The `msg` of each failed task result not ignored, in order (see
+    /// [`RunOutcome::failed_task_messages`]).
+    failed_task_messages: Vec<String>,
+    requeue_after: Option<Duration>,
+    api_time: Duration,
+    metrics: Vec<MetricUpdate>,
+    module_timings: Vec<(&'static str, Duration)>,
+    task_timings: Vec<TaskTiming>,
+    dependents: Vec<enka_kube::Dependent>,
+    /// Role dependencies already run, by role and parameters: Ansible runs
+    /// each once per play.
+    dependencies_run: Vec<(std::path::PathBuf, VarList)>,
+    /// How the module task running now ended, for the observer.
+    last_outcome: Option<(crate::TaskStatus, Value, Option<String>)>,
+    /// The play's handlers: its own, then each role's as the role runs.
+    handlers: Vec<Handlers>,
+    /// Handlers notified and not yet run, as (set, index) in `handlers`.
+    notified: Vec<(usize, usize)>,
+    /// `meta: flush_handlers` ran: flush after the task.
+    flush_requested: bool,
+    /// Whether the task running now is in check mode.
+    check_mode: bool,
+    /// Whether the task running now reports its changes (diff mode).
+    diff: bool,
+    /// `--start-at-task` until a task matches it.
+    waiting_for: Option<glob::Pattern>,
+    /// `meta: clear_host_errors` ran (in the `always` running now).
+    host_errors_cleared: bool,
+    /// `meta: clear_host_errors` ran on this host during the play: hosts
+    /// that failed or could not be reached take part in the next play
+    /// again (it clears the whole play's errors, as Ansible's).
+    cleared_play_errors: bool,
+    /// The host failed and runs the handlers it notified anyway
+    /// (`force_handlers`): outside the batch's turn-taking, whose stop
+    /// under any_errors_fatal would fail them.
+    forcing_handlers: bool,
+    /// Handlers run now (Ansible's output calls their tasks `RUNNING
+    /// HANDLER`).
+    in_handlers: bool,
+    /// Warnings given so far in this run, each said once (shared by the
+    /// hosts' runners, as Ansible's display says each once).
+    warned: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// Roles `include_role` ran in this play: Ansible adds them to the
+    /// play's role names (`role_names`, `ansible_role_names`, …).
+    included_role_names: Vec<Value>,
+    /// The host this runner runs tasks on.
+    host: Arc<str>,
+    /// Its place in the play's batch (the batch's hosts), and the batch's
+    /// turn-taking when the batch has several hosts.
+    host_index: usize,
+    batch: Arc<[String]>,
+    lockstep: Option<Arc<Lockstep>>,
+    /// The inventory of a playbook run, changed by `add_host` and
+    /// `group_by` for every host.
+    inventory: Option<Arc<std::sync::Mutex<Arc<enka_project::role::Inventory>>>>,
+    /// Every host's facts, for later plays and `hostvars`.
+    peers: Arc<scope::Peers>,
+    /// Counters of each host, for the recap.
+    host_stats: indexmap::IndexMap<String, Stats>,
+    /// Hosts that failed: later plays leave them out.
+    failed_hosts: Vec<String>,
+    /// The first task failure of a playbook run.
+    first_failure: Option<Failure>,
+    /// `meta: end_play` ran: the play's later batches do not run.
+    play_ended: bool,
+    /// The task now ending took another host's `run_once` result: the
+    /// observer is not told (Ansible shows the one host that ran it).
+    silent_task: bool,
+}
+
+/// Handlers of a play or a role, and the frame they run in.
+struct Handlers {
+    /// Each handler as (the list it is in, its index there): the handlers
+    /// file's tasks, and those of the files it imports.
+    tasks: Vec<(Arc<[Task]>, usize)>,
+    frame: Frame,
+    /// The role's name (handlers are also `<role> : <name>`) and path.
+    role: Option<(String, std::path::PathBuf)>,
+}
+
+impl Runner {
+    pub(crate) fn new(
+        project: Arc<Project>,
+        cluster: Option<Arc<dyn Cluster>>,
+        options: RunOptions,
+    ) -> Self {
+        let templar = project.templar.clone();
+        Runner {
+            host: Arc::from("localhost"),
+            host_index: 0,
+            batch: Arc::from(Vec::new()),
+            lockstep: None,
+            inventory: None,
+            peers: Arc::default(),
+            host_stats: indexmap::IndexMap::new(),
+            failed_hosts: Vec::new(),
+            first_failure: None,
+            play_ended: false,
+            silent_task: false,
+            host_errors_cleared: false,
+            cleared_play_errors: false,
+            forcing_handlers: false,
+            warned: Arc::default(),
+            in_handlers: false,
+            included_role_names: Vec::new(),
+            check_mode: options.check_mode,
+            diff: options.diff,
+            waiting_for: options.start_at_task.as_deref().map(|p| {
+                glob::Pattern::new(p)
+                    .unwrap_or_else(|_| glob::Pattern::escape(p).parse().unwrap_or_default())
+            }),
+            project,
+            templar,
+            cluster,
+            options,
+            host_facts: crate::empty_facts(),
+            facts: crate::empty_facts(),
+            included: crate::empty_facts(),
+            stats: Stats::default(),
+            requeue_after: None,
+            api_time: Duration::ZERO,
+            metrics: Vec::new(),
+            module_timings: Vec::new(),
+            failed_task_messages: Vec::new(),
+            task_timings: Vec::new(),
+            dependents: Vec::new(),
+            dependencies_run: Vec::new(),
+            last_outcome: None,
+            handlers: Vec::new(),
+            notified: Vec::new(),
+            flush_requested: false,
+        }
+    }
+
+    pub(crate) fn finish(self, status: RunStatus, elapsed: Duration) -> RunOutcome {
+        let mut hosts: Vec<(String, Stats)> = self.host_stats.into_iter().collect();
+        if hosts.is_empty() {
+            hosts.push((self.host.to_string(), self.stats.clone()));
+        }
+        RunOutcome {
+            status,
+            hosts,
+            stats: self.stats,
+            failed_task_messages: self.failed_task_messages,
+            requeue_after: self.requeue_after,
+            elapsed,
+            api_time: self.api_time,
+            metrics: self.metrics,
+            facts: self.facts,
+            module_timings: self.module_timings,
+            task_timings: self.task_timings,
+            dependents: self.dependents,
+        }
+    }
+
+    /// `position + [index]` when hosts run in lockstep (positions order
+    /// their turns), else nothing is built.
+    fn at(&self, position: &Arc<[u32]>, index: usize) -> Arc<[u32]> {
+        if self.lockstep.is_none() {
+            return position.clone();
+        }
+        let mut extended = position.to_vec();
+        extended.push(u32::try_from(index).unwrap_or(u32::MAX));
+        Arc::from(extended)
+    }
+}
+
+fn internal_failure(message: String) -> RunStatus {
+    let result = fail_result(&message);
+    RunStatus::Failed(Failure::new(
+        "(run)".to_owned(),
+        enka_project::role::Location::file(std::path::Path::new(".")),
+        message,
+        result,
+    ))
+}

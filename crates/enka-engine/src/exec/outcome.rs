@@ -1,0 +1,308 @@
+//! A task's end: its result counted, registered, logged and forgiven (`ignore_errors`), or its
+//! failure.
+
+use std::sync::Arc;
+
+use enka_modules::Control;
+use enka_project::role::Action;
+use enka_project::role::Task;
+use enka_template::Error as TemplateError;
+use enka_template::Var;
+use minijinja::Value;
+
+use super::Flow;
+use super::Frame;
+use super::Runner;
+use super::no_log::NO_LOG_MESSAGE;
+use super::no_log::censored;
+use super::no_log::shown_message;
+use super::task_result::TaskResult;
+use crate::LogEvents;
+use crate::result::Failure;
+
+impl Runner {
+    /// Records the result: register, stats, and whether the run goes on.
+    pub(super) fn finish_task(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        result: TaskResult,
+        no_log: bool,
+    ) -> Flow {
+        let failed = result.is_failed();
+        let skipped = result.is_skipped();
+        let changed = result.is_changed();
+        // An action may mark its own result as not to be shown
+        // (`_ansible_no_log`); `register` still keeps it whole.
+        let no_log = no_log || result.flag("_ansible_no_log");
+        let shown = if no_log {
+            censored(&result)
+        } else {
+            result.to_value()
+        };
+        self.log_result(task, &result, &shown, no_log);
+        if self.options.observer.is_some() {
+            let status = match (failed, skipped, changed) {
+                (true, _, _) => crate::TaskStatus::Failed,
+                (_, true, _) => crate::TaskStatus::Skipped,
+                (_, _, true) => crate::TaskStatus::Changed,
+                _ => crate::TaskStatus::Ok,
+            };
+            self.last_outcome = Some((status, shown.clone(), None));
+        }
+        if let Some(name) = &task.register {
+            self.warn_if_reserved([&**name]);
+            // A module's result is unsafe data, as Ansible wraps it.
+            Arc::make_mut(&mut self.facts)
+                .insert(name.clone(), Var::unsafe_data(&result.registered()));
+        }
+
+        if result.flag("unreachable") {
+            return self.finish_unreachable(frame, task, &result, shown, no_log);
+        }
+        // Meta tasks are not in Ansible's recap (`_execute_meta` counts
+        // nothing), whatever they do.
+        let is_meta = matches!(
+            &task.action,
+            Action::Module { module, .. } if !module.counts_in_recap()
+        );
+        if skipped {
+            if !is_meta {
+                self.stats.skipped += 1;
+            }
+            return Flow::Continue;
+        }
+        if changed && !failed {
+            let names: Vec<String> = frame
+                .inherited
+                .notify
+                .iter()
+                .chain(task.notify.iter())
+                .cloned()
+                .collect();
+            if !names.is_empty()
+                && let Err(message) = self.notify(&names)
+            {
+                return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+            }
+        }
+        if let Some(control) = result.control.clone() {
+            match control {
+                Control::FlushHandlers => self.flush_requested = true,
+                Control::ClearHostErrors => {
+                    self.host_errors_cleared = true;
+                    self.cleared_play_errors = true;
+                    if let Some(lockstep) = &self.lockstep {
+                        lockstep.clear_host_errors();
+                    }
+                }
+                Control::EndPlay => {
+                    if let Some(lockstep) = &self.lockstep {
+                        lockstep.end_play();
+                    }
+                    self.play_ended = true;
+                    return Flow::EndPlay;
+                }
+                Control::EndHost => return Flow::EndPlay,
+                Control::EndRole => return Flow::EndRole,
+                Control::Requeue(after) => self.requeue_after = Some(after),
+                Control::ClearFacts => {
+                    Arc::make_mut(&mut self.facts).clear();
+                    Arc::make_mut(&mut self.host_facts).clear();
+                }
+            }
+        }
+        if failed {
+            let ignore = match self.task_flag(
+                frame,
+                task,
+                task.ignore_errors.as_ref(),
+                &frame.inherited.ignore_errors,
+                "ignore_errors",
+            ) {
+                Ok(b) => b,
+                Err(flow) => return flow,
+            };
+            let message = shown_message(&result, no_log);
+            if ignore {
+                self.forgive(task, &message, changed, "task failed");
+                return Flow::Continue;
+            }
+            return Flow::Failed(self.failure(task, message, shown));
+        }
+        if !is_meta {
+            self.stats.ok += 1;
+            if changed {
+                self.stats.changed += 1;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// A failure or unreachable host `ignore_errors`/`ignore_unreachable`
+    /// forgave: shown as ignored, and the recap counts it as a task that
+    /// ran.
+    pub(super) fn forgive(&mut self, task: &Task, message: &str, changed: bool, what: &str) {
+        if let Some(outcome) = &mut self.last_outcome {
+            *outcome = (
+                crate::TaskStatus::Ignored,
+                outcome.1.clone(),
+                Some(message.to_owned()),
+            );
+        }
+        self.stats.ok += 1;
+        self.stats.ignored += 1;
+        if changed {
+            self.stats.changed += 1;
+        }
+        tracing::info!(task = %task.display_name(), location = %task.location, "{what}, ignoring: {message}");
+    }
+
+    /// A task whose host could not be reached: with `ignore_unreachable`
+    /// the host goes on and the recap counts the task ok and ignored;
+    /// otherwise the host leaves the play, counted unreachable, not failed.
+    pub(super) fn finish_unreachable(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        result: &TaskResult,
+        shown: Value,
+        no_log: bool,
+    ) -> Flow {
+        let ignore = match result.ignore_unreachable {
+            Some(judged) => judged,
+            None => match self.task_flag(
+                frame,
+                task,
+                task.ignore_unreachable.as_ref(),
+                &frame.inherited.ignore_unreachable,
+                "ignore_unreachable",
+            ) {
+                Ok(b) => b,
+                Err(flow) => return flow,
+            },
+        };
+        let message = shown_message(result, no_log);
+        if ignore {
+            self.forgive(task, &message, false, "host unreachable");
+            return Flow::Continue;
+        }
+        self.stats.unreachable += 1;
+        Flow::Failed(self.failure(task, message, shown))
+    }
+
+    /// The task events `--ansible-log-events` asks for: `debug` output and
+    /// failures with Tasks, every result with Everything. A failure is
+    /// logged when it happens, even if `ignore_errors` lets the run go on.
+    /// `shown` is already censored for `no_log`; so is every message here.
+    pub(super) fn log_result(&self, task: &Task, result: &TaskResult, shown: &Value, no_log: bool) {
+        let events = self.options.log_events;
+        if events == LogEvents::Nothing {
+            return;
+        }
+        let message = || {
+            if no_log {
+                return NO_LOG_MESSAGE.to_owned();
+            }
+            match shown.get_attr("msg") {
+                Ok(msg) if !msg.is_undefined() => msg.to_string(),
+                _ => result.message(),
+            }
+        };
+        if result.is_failed() {
+            tracing::error!(
+                event_type = "runner_on_failed",
+                task = %task.display_name(),
+                location = %task.location,
+                "[playbook task failed]: {}",
+                message()
+            );
+            return;
+        }
+        let skipped = result.is_skipped();
+        let is_debug =
+            matches!(&task.action, Action::Module { module, .. } if module.name() == "debug");
+        if is_debug && !skipped {
+            tracing::info!(
+                event_type = "runner_on_ok",
+                task = %task.display_name(),
+                "[playbook debug]: {}",
+                message()
+            );
+            return;
+        }
+        if events == LogEvents::Everything {
+            let event_type = if skipped {
+                "runner_on_skipped"
+            } else {
+                "runner_on_ok"
+            };
+            tracing::info!(
+                event_type,
+                task = %task.display_name(),
+                changed = result.is_changed(),
+                result = %shown,
+                "[playbook task result]"
+            );
+        }
+    }
+
+    pub(super) fn failure(&self, task: &Task, message: String, result: Value) -> Failure {
+        let mut failure = Failure::new(task.display_name(), task.location.clone(), message, result);
+        if let Action::Module { module, .. } = &task.action {
+            failure.action = Arc::from(module.name());
+        }
+        failure
+    }
+
+    pub(super) fn template_failure(&self, task: &Task, what: &str, err: &TemplateError) -> Flow {
+        let message = if err.is_undefined() {
+            format!(
+                "The task includes an option with an undefined variable. The error was: {err} ({what})"
+            )
+        } else {
+            format!("{what}: {err}")
+        };
+        Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+    }
+}
+
+/// Ansible's words for arguments that use an undefined variable (the
+/// task's `post_validate`): the cause after two dots, then where the task
+/// is, as its errors show it.
+pub(super) fn undefined_in_arguments(task: &Task, err: &TemplateError) -> String {
+    let mut message = format!(
+        "The task includes an option with an undefined variable.. {}",
+        err.message()
+    );
+    if let Some(excerpt) = enka_project::role::ansible_excerpt(&task.location) {
+        message.push_str("\n\n");
+        message.push_str(&excerpt);
+    }
+    message
+}
+
+/// The result of a task whose templating raised a Python exception that
+/// Ansible's templar lets through: TaskExecutor.run's, with the traceback
+/// as `exception` and no `msg` (its message is the traceback's last line,
+/// as ansible-playbook's "The error was: …").
+pub(super) fn exception_result(class: &str, text: &str, line: Option<usize>) -> TaskResult {
+    TaskResult::of(vec![
+        ("changed".into(), Value::from(false)),
+        (
+            "exception".into(),
+            Value::from(format!(
+                "Traceback (most recent call last):\n  File \"<template>\", line {}, in root\n{class}: {text}\n",
+                line.unwrap_or(1)
+            )),
+        ),
+        ("failed".into(), Value::from(true)),
+    ])
+}
+
+pub(super) fn fail_result(message: &str) -> Value {
+    Value::from_pairs([
+        (Value::from("failed"), Value::from(true)),
+        (Value::from("msg"), Value::from(message)),
+    ])
+}

@@ -1,0 +1,643 @@
+//! Plays: their hosts and batches (`serial`), a runner per host in step, and what a play leaves to
+//! the next.
+
+use std::sync::Arc;
+
+use enka_project::role::Project;
+use enka_project::role::RoleFrom;
+use enka_project::role::VarList;
+use enka_template::Context;
+use enka_template::Var;
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use super::Flow;
+use super::Frame;
+use super::Handlers;
+use super::Inherited;
+use super::Runner;
+use super::handlers::handler_list;
+use super::internal_failure;
+use super::outcome::fail_result;
+use super::roles::with_dependencies;
+use crate::Entry;
+use crate::base_scope;
+use crate::lockstep::Lockstep;
+use crate::lockstep::Strategy;
+use crate::result::Failure;
+use crate::result::RunStatus;
+use crate::scope;
+use crate::scope::Scope;
+
+impl Runner {
+    pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
+        self.warn_if_reserved(extra.iter().map(|(name, _)| &**name));
+        let mut base = base_scope(extra);
+        // The run's options as Ansible's magic variables show them.
+        let (check, diff) = (self.options.check_mode, self.options.diff);
+        let tags = &self.options.tags;
+        let names =
+            |names: &[String]| Value::from(names.iter().map(Value::from).collect::<Vec<_>>());
+        base.builtins = base
+            .builtins
+            .iter()
+            .map(|(k, v)| match &**k {
+                "ansible_check_mode" if check => (k.clone(), Var::plain(Value::from(true))),
+                "ansible_diff_mode" if diff => (k.clone(), Var::plain(Value::from(true))),
+                "ansible_run_tags" => (k.clone(), Var::plain(names(tags.run_tags()))),
+                "ansible_skip_tags" => (k.clone(), Var::plain(names(tags.skip_tags()))),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect::<Vec<_>>()
+            .into();
+        // `playbook_dir`: the playbook's directory, or the project's for a
+        // role (upstream runs a role from a playbook it writes there).
+        let playbook_dir = match entry {
+            Entry::Playbook(path) => path.parent().map(std::path::Path::to_path_buf),
+            Entry::Role(_) => None,
+        }
+        .unwrap_or_else(|| self.project.base_dir.clone());
+        let mut builtins: Vec<(Arc<str>, Var)> = base.builtins.iter().cloned().collect();
+        if let Some(limit) = &self.options.limit {
+            builtins.push((
+                Arc::from("ansible_limit"),
+                Var::plain(Value::from(limit.text.as_str())),
+            ));
+        }
+        builtins.push((
+            Arc::from("playbook_dir"),
+            Var::plain(Value::from(playbook_dir.to_string_lossy().as_ref())),
+        ));
+        base.builtins = builtins.into();
+        let flow = match entry {
+            Entry::Role(path) => match self.project.role(path).cloned() {
+                Some(role) => {
+                    let frame = Frame {
+                        scope: base,
+                        inherited: Inherited::default(),
+                        role: None,
+                        search_path: Arc::from(vec![self.project.base_dir.clone()]),
+                        depth: 0,
+                        position: Arc::from(Vec::new()),
+                    };
+                    let end = frame.position.clone();
+                    let flow = self
+                        .run_role(
+                            frame,
+                            role,
+                            RoleFrom::default(),
+                            Arc::from(Vec::new()),
+                            None,
+                        )
+                        .await;
+                    self.flush_handlers_after(flow, end).await
+                }
+                None => return internal_failure(format!("role {} is not loaded", path.display())),
+            },
+            Entry::Playbook(path) => match self.project.playbooks.get(path).cloned() {
+                Some(playbook) => {
+                    self.inventory = Some(live_inventory(&self.project));
+                    for play in &playbook.plays {
+                        if !self.run_play(&playbook, play, &base).await {
+                            break;
+                        }
+                    }
+                    match self.first_failure.take() {
+                        Some(failure) => Flow::Failed(failure),
+                        None => Flow::Continue,
+                    }
+                }
+                None => {
+                    return internal_failure(format!("playbook {} is not loaded", path.display()));
+                }
+            },
+        };
+        match flow {
+            // (A role ends its own `end_role`.)
+            Flow::Continue | Flow::EndPlay | Flow::EndRole => RunStatus::Successful,
+            Flow::Failed(failure) => RunStatus::Failed(failure),
+        }
+    }
+
+    /// Runs a play on the hosts its `hosts` selects, batch by batch
+    /// (`serial`), each batch in lockstep; `false` when the playbook must
+    /// stop (a whole batch failed, or the play could not start).
+    pub(super) async fn run_play(
+        &mut self,
+        playbook: &enka_project::role::Playbook,
+        play: &enka_project::role::Play,
+        base: &Scope,
+    ) -> bool {
+        let mut scope = base.clone();
+        scope.play_vars = scope::push(&None, &play.vars);
+        // vars_prompt answers rank as play vars, beside the play's own.
+        let play_vars =
+            crate::vars_files::with_prompted(&self.templar, &scope, play, &self.project.base_dir);
+        scope.play_vars = scope::push(&None, &play_vars);
+        let search_path: Arc<[std::path::PathBuf]> = Arc::from(vec![
+            playbook
+                .path
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            self.project.base_dir.clone(),
+        ]);
+        let ctx = Context::new(
+            self.templar.clone(),
+            Arc::new(scope.clone()),
+            search_path.clone(),
+        );
+        let selected = self.play_hosts(play, &ctx);
+        let name = match &play.name {
+            Some(name) => name.clone(),
+            None => hosts_text(&play.hosts),
+        };
+        if let Some(observer) = &self.options.observer {
+            let count = selected.as_ref().map_or(0, |(hosts, _, _)| hosts.len());
+            observer.play_started(&name, count);
+        }
+        let (hosts, batch_sizes, strategy) = match selected {
+            Ok(selected) => selected,
+            Err(message) => {
+                let location = enka_project::role::Location::file(&playbook.path);
+                let failure = Failure::new(name, location, message.clone(), fail_result(&message));
+                self.first_failure.get_or_insert(failure);
+                return false;
+            }
+        };
+        // Roles listed in a play expose their defaults and vars to the
+        // whole play (Ansible's default, with private role vars off), each
+        // after its dependencies' (Role.get_vars).
+        let mut dependent_names: Vec<Value> = Vec::new();
+        for role_ref in &play.roles {
+            let mut chain = Vec::new();
+            with_dependencies(&role_ref.role, &mut chain);
+            for role in chain {
+                scope.defaults = scope::push(&scope.defaults, &role.defaults("main"));
+                scope.role_vars = scope::push(&scope.role_vars, &role.vars("main"));
+                let name = Value::from(role.name.as_str());
+                if role.path != role_ref.role.path && !dependent_names.contains(&name) {
+                    dependent_names.push(name);
+                }
+            }
+        }
+        // The play's role names: listed (`role_names`,
+        // `ansible_play_role_names`), dependencies, and all.
+        let play_names: Vec<Value> = play
+            .roles
+            .iter()
+            .map(|r| Value::from(r.role.name.as_str()))
+            .collect();
+        let mut all_names = play_names.clone();
+        for name in &dependent_names {
+            if !all_names.contains(name) {
+                all_names.push(name.clone());
+            }
+        }
+        let mut builtins: Vec<(Arc<str>, Var)> = scope.builtins.iter().cloned().collect();
+        builtins.extend([
+            (
+                Arc::from("role_names"),
+                Var::plain(Value::from(play_names.clone())),
+            ),
+            (
+                Arc::from("ansible_play_role_names"),
+                Var::plain(Value::from(play_names)),
+            ),
+            (
+                Arc::from("ansible_dependent_role_names"),
+                Var::plain(Value::from(dependent_names)),
+            ),
+            (
+                Arc::from("ansible_role_names"),
+                Var::plain(Value::from(all_names)),
+            ),
+            (
+                Arc::from("ansible_play_hosts_all"),
+                Var::plain(names_value(&hosts)),
+            ),
+        ]);
+        scope.builtins = builtins.into();
+        let frame = Frame {
+            scope,
+            inherited: Inherited {
+                check_mode: play.check_mode.iter().cloned().collect(),
+                diff: play.diff.iter().cloned().collect(),
+                environment: play.environment.iter().cloned().collect(),
+                module_defaults: play.module_defaults.iter().cloned().collect(),
+                ignore_errors: play.ignore_errors.iter().cloned().collect(),
+                ignore_unreachable: play.ignore_unreachable.iter().cloned().collect(),
+                connection: play.connection.iter().cloned().collect(),
+                run_once: play.run_once.iter().cloned().collect(),
+                any_errors_fatal: play.any_errors_fatal.iter().cloned().collect(),
+                no_log: play.no_log.iter().cloned().collect(),
+                tags: play.tags.clone(),
+                ..Inherited::default()
+            },
+            role: None,
+            search_path,
+            depth: 0,
+            position: Arc::from(Vec::new()),
+        };
+        let mut remaining = hosts.as_slice();
+        for size in batch_sizes {
+            let (batch, rest) = remaining.split_at(size.min(remaining.len()));
+            remaining = rest;
+            let lockstep =
+                (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks, strategy));
+            let batch_names: Arc<[String]> = Arc::from(batch);
+            // ansible_play_hosts: the play's hosts that have not failed.
+            let active: Vec<String> = hosts
+                .iter()
+                .filter(|h| !self.failed_hosts.contains(h))
+                .cloned()
+                .collect();
+            let runs = batch.iter().enumerate().map(|(index, host)| {
+                let mut runner = self.for_host(host, &batch_names, index, lockstep.clone());
+                let mut frame = runner.host_frame(&frame, host, &active, batch);
+                if !play.vars_files.is_empty() {
+                    let mut scope = frame.scope.clone();
+                    scope.facts = runner.facts.clone();
+                    scope.host_facts = runner.host_facts.clone();
+                    scope.included = runner.included.clone();
+                    frame.scope.play_vars = crate::vars_files::play_vars(
+                        &self.templar,
+                        &scope,
+                        &play_vars,
+                        &play.vars_files,
+                        &frame.search_path,
+                    );
+                }
+                async move {
+                    let flow = runner.run_play_body(play, frame).await;
+                    if let Some(lockstep) = &runner.lockstep {
+                        lockstep.done(runner.host_index, matches!(flow, Flow::Failed(_)));
+                    }
+                    (runner, flow)
+                }
+            });
+            let finished = futures::future::join_all(runs).await;
+            let cleared = finished
+                .iter()
+                .any(|(runner, _)| runner.cleared_play_errors);
+            let mut failed = 0;
+            let mut ended = false;
+            for (runner, flow) in finished {
+                let host = runner.host.clone();
+                self.absorb(runner);
+                match flow {
+                    Flow::Failed(failure) => {
+                        failed += 1;
+                        self.failed_hosts.push(host.to_string());
+                        self.first_failure.get_or_insert(failure);
+                    }
+                    Flow::EndPlay => ended = true,
+                    Flow::Continue | Flow::EndRole => {}
+                }
+            }
+            if cleared {
+                self.failed_hosts.clear();
+                failed = 0;
+            }
+            // A batch whose every host failed ends the playbook
+            // (PlaybookExecutor's break_play).
+            if failed == batch.len() {
+                return false;
+            }
+            if ended && self.play_ended {
+                break;
+            }
+        }
+        self.play_ended = false;
+        true
+    }
+
+    /// The hosts a play runs on (its `hosts` templated, in its `order`,
+    /// without hosts that failed earlier), the sizes of its `serial`
+    /// batches, and how its hosts take turns (`strategy`).
+    pub(super) fn play_hosts(
+        &self,
+        play: &enka_project::role::Play,
+        ctx: &Context,
+    ) -> Result<(Vec<String>, Vec<usize>, Strategy), String> {
+        let template = |value: &Value, what: &str| -> Result<Value, String> {
+            self.templar
+                .template_value(value, ctx)
+                .map_err(|err| format!("{what}: {}", err.ansible_message()))
+        };
+        let patterns: Vec<String> = match template(&play.hosts, "hosts")? {
+            v if v.kind() == ValueKind::Seq => v
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .map(|p| enka_template::pyrepr::to_text(&p))
+                .collect(),
+            v => vec![enka_template::pyrepr::to_text(&v)],
+        };
+        let order = match &play.order {
+            Some(order) => enka_template::pyrepr::to_text(&template(order, "order")?),
+            None => "inventory".to_owned(),
+        };
+        let inventory = self.live_inventory().unwrap_or_default();
+        let mut hosts = inventory.select_limited(&patterns, &order, self.options.limit.as_ref())?;
+        hosts.retain(|h| !self.failed_hosts.contains(h));
+        let serial = match &play.serial {
+            Some(serial) => template(serial, "serial")?,
+            None => Value::UNDEFINED,
+        };
+        let strategy = match &play.strategy {
+            Some(strategy) => Strategy::named(&enka_template::pyrepr::to_text(&template(
+                strategy, "strategy",
+            )?))?,
+            None => Strategy::Linear,
+        };
+        Ok((hosts.clone(), batch_sizes(&serial, hosts.len())?, strategy))
+    }
+
+    /// The live inventory as it is now (`None` outside playbooks).
+    pub(super) fn live_inventory(&self) -> Option<Arc<enka_project::role::Inventory>> {
+        self.inventory
+            .as_ref()
+            .and_then(|shared| shared.lock().ok().map(|i| i.clone()))
+    }
+
+    /// A runner for one host of a play: the run's settings and shared
+    /// state, the host's facts so far, and counters of its own.
+    pub(super) fn for_host(
+        &self,
+        host: &str,
+        batch: &Arc<[String]>,
+        index: usize,
+        lockstep: Option<Arc<Lockstep>>,
+    ) -> Runner {
+        let state = self.peers.get(host);
+        let mut runner = Runner::new(
+            self.project.clone(),
+            self.cluster.clone(),
+            self.options.clone(),
+        );
+        runner.batch = batch.clone();
+        runner.host = Arc::from(host);
+        runner.host_index = index;
+        runner.lockstep = lockstep;
+        runner.inventory = self.inventory.clone();
+        runner.peers = self.peers.clone();
+        runner.facts = state.facts;
+        runner.host_facts = state.host_facts;
+        runner.included = state.included;
+        runner.waiting_for = self.waiting_for.clone();
+        runner.warned = self.warned.clone();
+        runner
+    }
+
+    /// Takes back what a host's runner did: its facts (kept for later
+    /// plays and other hosts' `hostvars`) and its counters.
+    pub(super) fn absorb(&mut self, runner: Runner) {
+        self.peers.set(&runner.host, runner.host_state());
+        self.facts = runner.facts.clone();
+        let host_stats = self.host_stats.entry(runner.host.to_string()).or_default();
+        host_stats.add(&runner.stats);
+        self.stats.add(&runner.stats);
+        self.failed_task_messages
+            .extend(runner.failed_task_messages);
+        if runner.waiting_for.is_none() {
+            self.waiting_for = None;
+        }
+        self.play_ended |= runner.play_ended;
+        self.requeue_after = self.requeue_after.or(runner.requeue_after);
+        self.api_time += runner.api_time;
+        self.metrics.extend(runner.metrics);
+        self.module_timings.extend(runner.module_timings);
+        self.task_timings.extend(runner.task_timings);
+        for dependent in runner.dependents {
+            enka_kube::Dependent::merge_into(&mut self.dependents, dependent);
+        }
+    }
+
+    pub(super) fn host_state(&self) -> scope::HostState {
+        scope::HostState {
+            facts: self.facts.clone(),
+            host_facts: self.host_facts.clone(),
+            included: self.included.clone(),
+        }
+    }
+
+    /// The play's frame for `host`: its inventory variables (below the
+    /// play's) and the magic variables naming it, the play's hosts that
+    /// have not failed (`ansible_play_hosts`) and its batch
+    /// (`ansible_play_batch`, `play_hosts`), as VariableManager has them.
+    pub(super) fn host_frame(
+        &self,
+        play_frame: &Frame,
+        host: &str,
+        active: &[String],
+        batch: &[String],
+    ) -> Frame {
+        let mut frame = play_frame.clone();
+        let scope = &mut frame.scope;
+        let inventory = self.live_inventory();
+        let host_vars = inventory
+            .as_ref()
+            .and_then(|i| i.host_vars(host).cloned())
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        let address = host_vars
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == "ansible_host")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| Var::plain(Value::from(host)));
+        scope.inventory_vars = scope::push(&None, &host_vars);
+        // Only localhost is reached through `local` by default; another
+        // host's connection is its inventory's, or the task's or play's
+        // keyword (see `unreachable`).
+        let localhost = is_localhost(host);
+        let mut builtins: Vec<(Arc<str>, Var)> = scope
+            .builtins
+            .iter()
+            .filter(|(k, _)| {
+                !matches!(
+                    &**k,
+                    "inventory_hostname"
+                        | "inventory_hostname_short"
+                        | "ansible_host"
+                        | "ansible_play_hosts"
+                        | "ansible_play_batch"
+                        | "play_hosts"
+                ) && (localhost || &**k != "ansible_connection")
+            })
+            .cloned()
+            .collect();
+        builtins.extend(scope::host_magic(host));
+        builtins.push((Arc::from("ansible_host"), address));
+        builtins.push((
+            Arc::from("ansible_play_hosts"),
+            Var::plain(names_value(active)),
+        ));
+        for name in ["ansible_play_batch", "play_hosts"] {
+            builtins.push((Arc::from(name), Var::plain(names_value(batch))));
+        }
+        scope.builtins = builtins.into();
+        scope.inventory = inventory;
+        scope.peers = Some(self.peers.clone());
+        frame
+    }
+
+    /// A play's sections on this runner's host: pre_tasks, roles, tasks,
+    /// post_tasks, each followed by the handlers they notified.
+    pub(super) async fn run_play_body(
+        &mut self,
+        play: &enka_project::role::Play,
+        frame: Frame,
+    ) -> Flow {
+        self.handlers.push(Handlers {
+            tasks: handler_list(&play.handlers),
+            frame: frame.clone(),
+            role: None,
+        });
+        let section = |index: u32| -> Frame {
+            let mut frame = frame.clone();
+            frame.position = Arc::from(vec![index]);
+            frame
+        };
+        let after = |index: u32| -> Arc<[u32]> { Arc::from(vec![index, u32::MAX]) };
+        self.warn_if_reserved(play.vars.iter().map(|(name, _)| &**name));
+        let forced = self.forces_handlers(play, &frame);
+        let mut flow = self.run_tasks(section(0), play.pre_tasks.clone()).await;
+        flow = self.end_section(flow, after(0), forced).await;
+        for (index, role_ref) in play.roles.iter().enumerate() {
+            if !matches!(flow, Flow::Continue) {
+                break;
+            }
+            let mut role_frame = section(1);
+            role_frame.position = Arc::from(vec![1, index as u32]);
+            flow = self.run_role_ref(role_frame, role_ref).await;
+        }
+        if matches!(flow, Flow::Continue) {
+            flow = self.run_tasks(section(2), play.tasks.clone()).await;
+        }
+        flow = self.end_section(flow, after(2), forced).await;
+        if matches!(flow, Flow::Continue) {
+            flow = self.run_tasks(section(3), play.post_tasks.clone()).await;
+        }
+        self.end_section(flow, after(3), forced).await
+    }
+
+    /// Whether the play runs a failed host's notified handlers
+    /// (`force_handlers`, or `--force-handlers` for every play).
+    pub(super) fn forces_handlers(&self, play: &enka_project::role::Play, frame: &Frame) -> bool {
+        if self.options.force_handlers {
+            return true;
+        }
+        let Some(raw) = &play.force_handlers else {
+            return false;
+        };
+        let ctx = Context::new(
+            self.templar.clone(),
+            Arc::new(frame.scope.clone()),
+            frame.search_path.clone(),
+        );
+        self.templar
+            .template_value(raw, &ctx)
+            .is_ok_and(|v| enka_template::to_bool(&v))
+    }
+
+    /// The handlers a play section notified: flushed when it went on, and
+    /// when it failed too if `forced`; the section's failure stands
+    /// whatever the handlers do.
+    pub(super) async fn end_section(
+        &mut self,
+        flow: Flow,
+        after: Arc<[u32]>,
+        forced: bool,
+    ) -> Flow {
+        match flow {
+            Flow::Failed(failure) if forced && !self.notified.is_empty() => {
+                self.forcing_handlers = true;
+                self.flush_handlers_after(Flow::Continue, after).await;
+                self.forcing_handlers = false;
+                Flow::Failed(failure)
+            }
+            flow => self.flush_handlers_after(flow, after).await,
+        }
+    }
+}
+
+/// Ansible's names of the implicit localhost (`C.LOCALHOST`).
+pub(super) fn is_localhost(host: &str) -> bool {
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// The inventory a run changes (`add_host`, `group_by`): the project's,
+/// else localhost's.
+pub(super) fn live_inventory(
+    project: &Project,
+) -> Arc<std::sync::Mutex<Arc<enka_project::role::Inventory>>> {
+    let inventory = project.inventory.as_deref().cloned().unwrap_or_default();
+    Arc::new(std::sync::Mutex::new(Arc::new(inventory)))
+}
+
+/// A play's `hosts` as its name when it has none (Play.get_name).
+pub(super) fn hosts_text(hosts: &Value) -> String {
+    match hosts.kind() {
+        ValueKind::Seq => hosts
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|h| enka_template::pyrepr::to_text(&h))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => enka_template::pyrepr::to_text(hosts),
+    }
+}
+
+pub(super) fn names_value(names: &[String]) -> Value {
+    Value::from(
+        names
+            .iter()
+            .map(|n| Value::from(n.as_str()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The batch sizes `serial` makes of `hosts` hosts: one batch without it;
+/// else each entry (a count, or a percentage of all hosts, at least one)
+/// in turn, the last repeating (PlaybookExecutor._get_serialized_batches).
+pub(super) fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, String> {
+    let entries: Vec<Value> = match serial.kind() {
+        ValueKind::Undefined | ValueKind::None => Vec::new(),
+        ValueKind::Seq => serial.try_iter().into_iter().flatten().collect(),
+        _ => vec![serial.clone()],
+    };
+    let size = |entry: &Value| -> Result<i64, String> {
+        let text = enka_template::pyrepr::to_text(entry);
+        let text = text.trim();
+        if let Some(percent) = text.strip_suffix('%') {
+            let percent: f64 = percent
+                .trim()
+                .parse()
+                .map_err(|_| format!("serial: {text} is not a number or a percentage"))?;
+            let count = (hosts as f64 * percent / 100.0) as i64;
+            return Ok(count.max(1));
+        }
+        text.parse::<i64>()
+            .map_err(|_| format!("serial: {text} is not a number or a percentage"))
+    };
+    if entries.is_empty() {
+        return Ok(vec![hosts.max(1)]);
+    }
+    let mut sizes = Vec::new();
+    let mut left = hosts;
+    let mut index = 0;
+    while left > 0 {
+        let size = size(&entries[index])?;
+        if size <= 0 {
+            sizes.push(left);
+            break;
+        }
+        let size = (size as usize).min(left);
+        sizes.push(size);
+        left -= size;
+        index = (index + 1).min(entries.len() - 1);
+    }
+    Ok(sizes)
+}

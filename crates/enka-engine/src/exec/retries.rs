@@ -1,0 +1,212 @@
+//! One execution of a module task (one loop item): `when`, then `until` retries, `changed_when` and
+//! `failed_when`.
+
+use std::time::Duration;
+use std::time::Instant;
+
+use enka_modules::ModuleRef;
+use enka_project::role::Task;
+use enka_template::time::seconds;
+use minijinja::Value;
+
+use super::Flow;
+use super::Frame;
+use super::Runner;
+use super::conditions::all_true;
+use super::conditions::conditional_error;
+use super::task_result::TaskResult;
+use crate::scope::Scope;
+
+impl Runner {
+    /// One execution of a module task (one loop item), with `when`,
+    /// `until`, `changed_when` and `failed_when`.
+    pub(super) async fn run_item(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        module: &ModuleRef,
+        args: &Value,
+        scope: Scope,
+        no_log: bool,
+    ) -> Result<TaskResult, Flow> {
+        let ctx = self.context(frame, &scope, task);
+        // A meta task's condition decides what it does, and it reports in
+        // its own words (the strategy's _execute_meta).
+        let meta_action = module
+            .is_meta()
+            .then(|| args.get_attr("_raw_params").ok())
+            .flatten()
+            .and_then(|action| action.as_str().map(str::to_owned));
+        let heeds_when = meta_action
+            .as_deref()
+            .is_none_or(enka_modules::meta::heeds_when);
+        if heeds_when {
+            match self.check_when(&ctx, &frame.inherited, task) {
+                Ok(Some(condition)) => {
+                    return Ok(match &meta_action {
+                        Some(action) => self.meta_skipped(task, action),
+                        None => TaskResult::skipped(condition),
+                    });
+                }
+                Ok(None) => {}
+                Err(err) => return Err(self.conditional_failure(task, &err)),
+            }
+        }
+        // `retries` without `until` retries until the task succeeds
+        // (TaskExecutor: `until or [not result['failed']]`).
+        let until = task.until.clone();
+        let (attempts, delay) = if until.is_some() || task.retries.is_some() {
+            let retries = match &task.retries {
+                Some(v) => match self.templar.template_value(v, &ctx) {
+                    Ok(v) => i64::try_from(v.clone())
+                        .ok()
+                        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                        .unwrap_or(3),
+                    Err(err) => return Err(self.template_failure(task, "retries", &err)),
+                },
+                None => 3,
+            };
+            let delay = match &task.delay {
+                Some(v) => match self.templar.template_value(v, &ctx) {
+                    Ok(v) => seconds(&v).unwrap_or(Duration::from_secs(5)),
+                    Err(err) => return Err(self.template_failure(task, "delay", &err)),
+                },
+                None => Duration::from_secs(5),
+            };
+            (1 + retries.max(0) as u64, delay)
+        } else {
+            (1, Duration::ZERO)
+        };
+        if !module.runs_on_controller() {
+            match self.unreachable_reason(frame, task, &ctx) {
+                Ok(None) => {}
+                Ok(Some(message)) => return Ok(TaskResult::unreachable(message)),
+                Err(flow) => return Err(flow),
+            }
+        }
+        let mut attempt = 0u64;
+        loop {
+            attempt += 1;
+            let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
+            // Raised, not returned, in Ansible: no condition judges it and
+            // `until` does not retry it.
+            if result.fails_task {
+                return Ok(result);
+            }
+            if !result.is_failed() {
+                self.change_inventory(&mut result);
+                if meta_action.as_deref().map(str::trim) == Some("refresh_inventory")
+                    && let Err(message) = self.refresh_inventory().await
+                {
+                    result = TaskResult::failed(message);
+                } else if let Some(action) = &meta_action {
+                    let (msg, _) =
+                        enka_modules::meta::report(action, &self.host, task.role.as_deref(), true);
+                    result.set("msg", Value::from(msg));
+                }
+            }
+            // TaskExecutor's defaults: every result says whether it failed
+            // and whether it changed something.
+            if result.get("failed").is_none() {
+                result.set("failed", Value::from(false));
+            }
+            if result.get("changed").is_none() {
+                result.set("changed", Value::from(false));
+            }
+            // Conditions below see the result under the registered name.
+            let mut judged_scope = scope.clone();
+            judged_scope.facts = self.facts.clone();
+            judged_scope.host_facts = self.host_facts.clone();
+            if let Some(name) = &task.register {
+                judged_scope.set_magic(name, result.to_value());
+            }
+            let judged_ctx = self.context(frame, &judged_scope, task);
+            // A condition that cannot be evaluated fails the result, its
+            // error under `<cond>_when_result`, as TaskExecutor does.
+            if let Some(conditions) = &task.changed_when {
+                match all_true(&self.templar, conditions, &judged_ctx) {
+                    Ok(changed) => result.set("changed", Value::from(changed)),
+                    Err(err) => {
+                        result.set("failed", Value::from(true));
+                        result.set("changed_when_result", Value::from(conditional_error(&err)));
+                    }
+                }
+            }
+            if let Some(conditions) = &task.failed_when {
+                match all_true(&self.templar, conditions, &judged_ctx) {
+                    Ok(failed) => {
+                        result.set("failed_when_result", Value::from(failed));
+                        result.set("failed", Value::from(failed));
+                    }
+                    Err(err) => {
+                        result.set("failed", Value::from(true));
+                        result.set("failed_when_result", Value::from(conditional_error(&err)));
+                    }
+                }
+            }
+            // With `retries: 0` Ansible runs the task once and never judges
+            // `until`.
+            if attempts <= 1 {
+                return Ok(result);
+            }
+            // Ansible counts the attempt before judging `until`.
+            result.set("attempts", Value::from(attempt));
+            let done = match &until {
+                Some(until) => {
+                    if let Some(name) = &task.register {
+                        judged_scope.set_magic(name, result.to_value());
+                    }
+                    let judged_ctx = self.context(frame, &judged_scope, task);
+                    match all_true(&self.templar, until, &judged_ctx) {
+                        Ok(done) => done,
+                        Err(err) => return Err(self.conditional_failure(task, &err)),
+                    }
+                }
+                None => !result.is_failed(),
+            };
+            if done {
+                return Ok(result);
+            }
+            if attempt >= attempts || self.past_deadline(delay) {
+                result.set("failed", Value::from(true));
+                // Ansible reports the retries, not the runs, once they ran out.
+                if attempt >= attempts {
+                    result.set("attempts", Value::from(attempt - 1));
+                }
+                let why = if attempt >= attempts {
+                    format!("the until condition never held in {attempt} attempts")
+                } else {
+                    format!(
+                        "the reconcile timeout (--reconcile-timeout) ended the until loop after {attempt} of {attempts} attempts"
+                    )
+                };
+                // The registered result keeps the module's own msg, as
+                // Ansible's does; the run's failure message says why, so a
+                // Failure condition does not read "polling".
+                result.set(UNTIL_REASON, Value::from(why));
+                return Ok(result);
+            }
+            tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
+            self.sleep(delay).await;
+        }
+    }
+
+    pub(super) fn past_deadline(&self, upcoming: Duration) -> bool {
+        self.options
+            .deadline
+            .is_some_and(|d| Instant::now() + upcoming >= d)
+    }
+
+    pub(super) async fn sleep(&self, duration: Duration) {
+        let duration = match self.options.deadline {
+            Some(deadline) => duration.min(deadline.saturating_duration_since(Instant::now())),
+            None => duration,
+        };
+        tokio::time::sleep(duration).await;
+    }
+}
+
+/// Why an `until` loop ended without success: an internal key of the
+/// result (stripped from what `register` keeps and callbacks show) that
+/// the run's failure message adds to the module's `msg`.
+pub(super) const UNTIL_REASON: &str = "_ansible_enka_until";

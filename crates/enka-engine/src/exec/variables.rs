@@ -1,0 +1,321 @@
+//! A task's variables and context: precedence, `environment`, `module_defaults`, free-form `args`,
+//! `omit`.
+
+use std::sync::Arc;
+
+use enka_modules::ModuleRef;
+use enka_project::role::Task;
+use enka_template::Context;
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use super::Frame;
+use super::Runner;
+use crate::scope;
+use crate::scope::Scope;
+
+impl Runner {
+    /// The templating context of `task`: its scope, and where lookups
+    /// search, as Ansible's `ansible_search_path`: the role, the task file's
+    /// own directory, then the project (the playbook's directory).
+    pub(super) fn context(&self, frame: &Frame, scope: &Scope, task: &Task) -> Context {
+        let mut search_path = Vec::new();
+        if let Some(role) = &frame.role {
+            search_path.push(role.path.clone());
+        }
+        if let Some(dir) = task.location.file.parent()
+            && !search_path.iter().any(|p| p == dir)
+        {
+            search_path.push(dir.to_path_buf());
+        }
+        if !search_path.contains(&self.project.base_dir) {
+            search_path.push(self.project.base_dir.clone());
+        }
+        Context::new(
+            self.templar.clone(),
+            Arc::new(scope.clone()),
+            Arc::from(search_path),
+        )
+    }
+
+    /// The scope a task sees: the frame's, with the task's vars and the
+    /// current facts.
+    pub(super) fn task_scope(&self, frame: &Frame, task: &Task) -> Scope {
+        let mut scope = frame.scope.clone();
+        scope.locals = scope::push(&scope.locals, &task.vars);
+        scope.facts = self.facts.clone();
+        scope.host_facts = self.host_facts.clone();
+        scope.included = self.included.clone();
+        if self.inventory.is_some() {
+            // add_host and group_by change groups and so variables.
+            let inventory = self.live_inventory();
+            if let Some(vars) = inventory.as_ref().and_then(|i| i.host_vars(&self.host)) {
+                scope.inventory_vars = scope::push(&None, vars);
+            }
+            scope.inventory = inventory;
+        }
+        // Hosts that failed out of the play leave ansible_play_hosts and
+        // ansible_play_batch.
+        if let Some(lockstep) = &self.lockstep {
+            let failed: Vec<&str> = lockstep
+                .failed()
+                .into_iter()
+                .filter_map(|i| self.batch.get(i).map(String::as_str))
+                .collect();
+            if !failed.is_empty() {
+                for name in ["ansible_play_hosts", "ansible_play_batch", "play_hosts"] {
+                    let left: Vec<Value> = enka_template::VarSource::get(&scope, name)
+                        .and_then(|v| v.value.try_iter().ok().map(Iterator::collect::<Vec<Value>>))
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|h: &Value| !h.as_str().is_some_and(|h| failed.contains(&h)))
+                        .collect();
+                    scope.set_magic(name, Value::from(left));
+                }
+            }
+        }
+        if !self.included_role_names.is_empty() {
+            for name in [
+                "role_names",
+                "ansible_play_role_names",
+                "ansible_role_names",
+            ] {
+                let mut names: Vec<Value> = enka_template::VarSource::get(&scope, name)
+                    .and_then(|v| v.value.try_iter().ok().map(Iterator::collect))
+                    .unwrap_or_default();
+                for included in &self.included_role_names {
+                    if !names.contains(included) {
+                        names.push(included.clone());
+                    }
+                }
+                scope.set_magic(name, Value::from(names));
+            }
+        }
+        scope
+    }
+
+    /// The task's `environment`: the play's, its blocks' and its own
+    /// merged in that order, each a mapping or a list of them
+    /// (Task._post_validate_environment); `None` when there is none.
+    pub(super) fn environment(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+    ) -> Result<Value, String> {
+        let layers: Vec<&Value> = frame
+            .inherited
+            .environment
+            .iter()
+            .chain(task.environment.as_ref())
+            .collect();
+        if layers.is_empty() {
+            return Ok(Value::from(()));
+        }
+        let mut merged: Vec<(Value, Value)> = Vec::new();
+        for layer in layers {
+            let items = match layer.kind() {
+                ValueKind::Seq => layer.try_iter().map(Iterator::collect).unwrap_or_default(),
+                _ => vec![layer.clone()],
+            };
+            for item in items {
+                // A mapping is templated value by value (Task's
+                // _post_validate_environment): a value that needs the
+                // `ansible_env` fact before facts are gathered is left out.
+                let templated = if item.kind() == ValueKind::Map {
+                    let mut pairs = Vec::new();
+                    for key in item.try_iter().into_iter().flatten() {
+                        let raw = item.get_item(&key).unwrap_or_default();
+                        match self.templar.template_value(&raw, ctx) {
+                            Ok(value) => pairs.push((key, value)),
+                            Err(err)
+                                if err.to_string().contains("ansible_env")
+                                    && (err.is_undefined()
+                                        || err.to_string().contains("undefined")) => {}
+                            Err(err) => {
+                                return Err(format!("environment: {}", err.ansible_message()));
+                            }
+                        }
+                    }
+                    Value::from_pairs(pairs)
+                } else {
+                    self.templar
+                        .template_value(&item, ctx)
+                        .map_err(|err| format!("environment: {}", err.ansible_message()))?
+                };
+                match templated.kind() {
+                    ValueKind::None => {}
+                    ValueKind::Map => {
+                        for key in templated.try_iter().into_iter().flatten() {
+                            let value = templated.get_item(&key).unwrap_or_default();
+                            match merged.iter_mut().find(|(k, _)| *k == key) {
+                                Some(slot) => slot.1 = value,
+                                None => merged.push((key, value)),
+                            }
+                        }
+                    }
+                    // Task._post_validate_environment skips what is no
+                    // mapping once templated, with a warning; the task runs.
+                    _ => self.warn(format!(
+                        "could not parse environment value, skipping: {}",
+                        enka_template::pyrepr::to_text(&item)
+                    )),
+                }
+            }
+        }
+        Ok(Value::from_pairs(merged))
+    }
+
+    /// Templates every string inside `value`, keeping a string as written
+    /// when it meets an undefined variable (Ansible's
+    /// `fail_on_undefined=False`); other errors keep it too, for the
+    /// lookup to report.
+    pub(super) fn template_leniently(&self, value: &Value, ctx: &Context) -> Value {
+        match value.kind() {
+            ValueKind::String => self
+                .templar
+                .template_value(value, ctx)
+                .unwrap_or_else(|_| value.clone()),
+            ValueKind::Seq => Value::from(
+                value
+                    .try_iter()
+                    .into_iter()
+                    .flatten()
+                    .map(|item| self.template_leniently(&item, ctx))
+                    .collect::<Vec<_>>(),
+            ),
+            ValueKind::Map => Value::from_pairs(
+                value
+                    .try_iter()
+                    .into_iter()
+                    .flatten()
+                    .map(|key| {
+                        let item = value.get_item(&key).unwrap_or_default();
+                        (key, self.template_leniently(&item, ctx))
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            _ => value.clone(),
+        }
+    }
+
+    /// The task's arguments over the `module_defaults` in force for its
+    /// action (get_action_args_with_defaults); `None` when there are none.
+    pub(super) fn with_module_defaults(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        module: &ModuleRef,
+        args: &Value,
+        ctx: &Context,
+    ) -> Result<Option<Value>, String> {
+        if frame.inherited.module_defaults.is_empty() && task.module_defaults.is_none() {
+            return Ok(None);
+        }
+        let action = match module {
+            ModuleRef::Native(spec) => spec.fqcn(),
+            ModuleRef::Ansible(action) => action.qualified_name().to_owned(),
+        };
+        let entries: Vec<Value> = frame
+            .inherited
+            .module_defaults
+            .iter()
+            .chain(task.module_defaults.as_ref())
+            .cloned()
+            .collect();
+        let applied = self.project.module_defaults.for_action(&action, &entries);
+        if applied.is_empty() {
+            return Ok(None);
+        }
+        let mut pairs: Vec<(Value, Value)> = Vec::new();
+        let mut set = |key: Value, value: Value| match pairs.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, kept)) => *kept = value,
+            None => pairs.push((key, value)),
+        };
+        for defaults in applied {
+            let defaults = self
+                .templar
+                .template_value(&defaults, ctx)
+                .map_err(|err| format!("module_defaults: {}", err.ansible_message()))?;
+            if defaults.kind() != ValueKind::Map {
+                return Err(format!(
+                    "module_defaults: the defaults of {action} must be a mapping, got {}",
+                    enka_template::pyrepr::type_name(&defaults)
+                ));
+            }
+            for key in defaults.try_iter().into_iter().flatten() {
+                let value = defaults.get_item(&key).unwrap_or_default();
+                set(key, value);
+            }
+        }
+        // Arguments written as one template become their mapping first.
+        let own = if args.kind() == ValueKind::Map {
+            args.clone()
+        } else {
+            self.templar
+                .template_value(args, ctx)
+                .map_err(|err| err.ansible_message())?
+        };
+        for key in own.try_iter().into_iter().flatten() {
+            let value = own.get_item(&key).unwrap_or_default();
+            set(key, value);
+        }
+        Ok(Some(Value::from_pairs(pairs)))
+    }
+}
+
+/// Arguments whose templated free-form text rendered to a mapping: that
+/// mapping, the arguments written beside it winning (Task._post_validate_args).
+pub(super) fn variable_params(args: Value) -> Result<Value, String> {
+    let key = Value::from(enka_project::role::VARIABLE_PARAMS);
+    let Ok(params) = args.get_item(&key) else {
+        return Ok(args);
+    };
+    if params.is_undefined() {
+        return Ok(args);
+    }
+    if params.kind() != ValueKind::Map {
+        return Err(format!(
+            "invalid or malformed argument: '{}'",
+            enka_template::pyrepr::to_text(&params)
+        ));
+    }
+    let mut pairs: Vec<(Value, Value)> = Vec::new();
+    for k in params.try_iter().into_iter().flatten() {
+        if let Ok(v) = params.get_item(&k) {
+            pairs.push((k, v));
+        }
+    }
+    for k in args.try_iter().into_iter().flatten() {
+        if k == key {
+            continue;
+        }
+        if let Ok(v) = args.get_item(&k) {
+            pairs.retain(|(existing, _)| *existing != k);
+            pairs.push((k, v));
+        }
+    }
+    Ok(Value::from_pairs(pairs))
+}
+
+/// Drops arguments equal to the `omit` placeholder, recursively.
+pub(super) fn remove_omit(value: &Value, omit: &str) -> Value {
+    match value.kind() {
+        ValueKind::Map => {
+            Value::from_pairs(value.try_iter().into_iter().flatten().filter_map(|k| {
+                let v = value.get_item(&k).unwrap_or_default();
+                (v.as_str() != Some(omit)).then(|| (k, remove_omit(&v, omit)))
+            }))
+        }
+        ValueKind::Seq => Value::from(
+            value
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .filter(|v| v.as_str() != Some(omit))
+                .map(|v| remove_omit(&v, omit))
+                .collect::<Vec<_>>(),
+        ),
+        _ => value.clone(),
+    }
+}

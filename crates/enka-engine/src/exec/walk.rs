@@ -1,0 +1,291 @@
+//! Walking a task list: which task runs (tags, `--start-at-task`), on which host turn, and what
+//! kind of task it is.
+
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+
+use enka_project::role::Action;
+use enka_project::role::Task;
+use minijinja::Value;
+use tracing::Instrument;
+
+use super::BoxFlow;
+use super::Flow;
+use super::Frame;
+use super::Runner;
+use super::outcome::fail_result;
+use crate::lockstep::Turn;
+use crate::timing;
+use crate::timing::TaskOutcome;
+use crate::timing::TaskTiming;
+use crate::timing::task_span;
+
+impl Runner {
+    pub(super) fn run_tasks(&mut self, frame: Frame, tasks: Arc<[Task]>) -> BoxFlow<'_> {
+        Box::pin(async move {
+            for (index, task) in tasks.iter().enumerate() {
+                let position = self.at(&frame.position, index);
+                let mut flow = self.run_task(&frame, task, &position).await;
+                if std::mem::take(&mut self.flush_requested) {
+                    let after = self.at(&position, u32::MAX as usize);
+                    flow = self.flush_handlers_after(flow, after).await;
+                }
+                match flow {
+                    Flow::Continue => {}
+                    other => return other,
+                }
+            }
+            Flow::Continue
+        })
+    }
+
+    pub(super) fn run_task<'a>(
+        &'a mut self,
+        frame: &'a Frame,
+        task: &'a Task,
+        position: &'a Arc<[u32]>,
+    ) -> BoxFlow<'a> {
+        Box::pin(async move {
+            self.warn_if_reserved(task.vars.iter().map(|(name, _)| &**name));
+            if let Some(deadline) = self.options.deadline
+                && Instant::now() >= deadline
+            {
+                let message = "the reconcile timed out before this task could run".to_owned();
+                return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+            }
+            let static_parent = matches!(
+                task.action,
+                Action::Block { .. } | Action::ImportRole { .. }
+            );
+            if !static_parent && !self.selected(frame, task) {
+                return Flow::Continue;
+            }
+            if !static_parent && !self.reached_start(frame, task) {
+                return Flow::Continue;
+            }
+            // ANSIBLE_GATHERING=smart: facts are gathered once per host in a
+            // run (PlayIterator skips its setup task once they are).
+            if task.is_implicit_fact_gathering() && self.facts_gathered_smartly() {
+                return Flow::Continue;
+            }
+            // Hosts of a batch take turns task by task (the linear strategy).
+            if !static_parent
+                && !self.forcing_handlers
+                && let Some(lockstep) = self.lockstep.clone()
+            {
+                let throttle = self.throttle(frame, task);
+                match lockstep
+                    .arrive(self.host_index, position.to_vec(), throttle)
+                    .await
+                {
+                    Turn::Go => {}
+                    Turn::EndPlay => return Flow::EndPlay,
+                    // Another host failed under any_errors_fatal: this one
+                    // stops as failed, with nothing of its own to report.
+                    Turn::Fatal => {
+                        let message =
+                            "any_errors_fatal: another host of the play failed".to_owned();
+                        return Flow::Failed(self.failure(
+                            task,
+                            message.clone(),
+                            fail_result(&message),
+                        ));
+                    }
+                }
+            }
+            let started = Instant::now();
+            let is_block = matches!(task.action, Action::Block { .. });
+            let observed = match is_block {
+                true => None,
+                false => self.options.observer.clone(),
+            };
+            if let Some(observer) = &observed {
+                observer.task_started(task);
+                self.last_outcome = None;
+            }
+            let span = match is_block {
+                true => tracing::Span::none(),
+                false => task_span(task),
+            };
+            let counted_before = self.stats.clone();
+            let flow = async {
+                match &task.action {
+                    Action::Block {
+                        block,
+                        rescue,
+                        always,
+                    } => {
+                        self.run_block(frame, task, position, [block, rescue, always])
+                            .await
+                    }
+                    Action::Module { .. } => {
+                        self.run_module_task_in_batch(frame, task, position).await
+                    }
+                    Action::IncludeTasks { .. }
+                    | Action::IncludeRole(_)
+                    | Action::ImportRole { .. } => self.run_include(frame, task, position).await,
+                }
+            }
+            .instrument(span.clone())
+            .await;
+            if self.lockstep.is_some() {
+                self.peers.set(&self.host, self.host_state());
+            }
+            // A failure is counted once, on the task it arose in: a block or
+            // an include that passes on a failure of a task inside it is not
+            // a second failed result (Ansible's recap counts results).
+            if let Flow::Failed(failure) = &flow
+                && !failure.is_unreachable()
+                && failure.location == task.location
+                && !matches!(task.action, Action::Block { .. })
+            {
+                self.stats.failed += 1;
+                self.failed_task_messages.push(failure.result_message());
+                if let Some(lockstep) = &self.lockstep {
+                    lockstep.task_failed(self.host_index, position);
+                    if self.any_errors_fatal(frame, task) {
+                        lockstep.fail_all(self.host_index, position);
+                    }
+                }
+            }
+            let took = started.elapsed();
+            if let Some(observer) = observed {
+                self.observe(&*observer, task, &flow, took);
+            }
+            if !is_block {
+                let failure = match &flow {
+                    Flow::Failed(failure) => Some(failure),
+                    _ => None,
+                };
+                let outcome = TaskOutcome::judge(task, failure, &counted_before, &self.stats);
+                span.record("outcome", outcome.word());
+                timing::log_task(task, outcome, took, self.options.profile_tasks);
+                self.task_timings.push(TaskTiming {
+                    role: task.role.clone(),
+                    task: timing::timing_name(task),
+                    took,
+                });
+            }
+            // A host that could not be reached leaves the play where it is:
+            // a later `meta: clear_host_errors` on any host takes it back
+            // from its next task (the linear strategy keeps its place).
+            if !is_block
+                && !static_parent
+                && matches!(&flow, Flow::Failed(f) if f.is_unreachable())
+                && let Some(lockstep) = self.lockstep.clone()
+                && lockstep.park(self.host_index).await == Turn::Go
+            {
+                return Flow::Continue;
+            }
+            flow
+        })
+    }
+
+    /// Whether a failure of `task` stops every host (`any_errors_fatal`
+    /// of the task, else of its blocks and play).
+    pub(super) fn any_errors_fatal(&self, frame: &Frame, task: &Task) -> bool {
+        if task.any_errors_fatal.is_none() && frame.inherited.any_errors_fatal.is_empty() {
+            return false;
+        }
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        self.flag(
+            &ctx,
+            task.any_errors_fatal.as_ref(),
+            &frame.inherited.any_errors_fatal,
+        )
+        .unwrap_or(false)
+    }
+
+    /// How many hosts may run `task` at once (its `throttle`, else its
+    /// blocks'); 0 when it sets no limit.
+    pub(super) fn throttle(&self, frame: &Frame, task: &Task) -> usize {
+        let Some(raw) = task.throttle.as_ref().or(frame.inherited.throttle.last()) else {
+            return 0;
+        };
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        self.templar
+            .template_value(raw, &ctx)
+            .ok()
+            .and_then(|v| {
+                i64::try_from(v.clone())
+                    .ok()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            })
+            .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Whether `--start-at-task` lets `task` run: every task from the
+    /// first whose name, or `role : name`, matches the pattern on (the
+    /// PlayIterator's start_at_task).
+    pub(super) fn reached_start(&mut self, frame: &Frame, task: &Task) -> bool {
+        let Some(pattern) = &self.waiting_for else {
+            return true;
+        };
+        let Some(name) = task.name.as_deref() else {
+            return false;
+        };
+        let matched = pattern.matches(name)
+            || frame
+                .role
+                .as_ref()
+                .is_some_and(|role| pattern.matches(&format!("{} : {name}", role.name)));
+        if matched {
+            self.waiting_for = None;
+        }
+        matched
+    }
+
+    /// Whether `--tags`/`--skip-tags` (and `never`) let `task` run.
+    pub(super) fn selected(&self, frame: &Frame, task: &Task) -> bool {
+        let written = frame.inherited.tags.iter().chain(task.tags.iter());
+        if !written
+            .clone()
+            .any(|t| enka_template::is_possibly_template(t))
+        {
+            return self.options.tags.selects(written.map(String::as_str));
+        }
+        // `tags: "{{ list }}"` takes its value from the task's variables
+        // (Taggable.evaluate_tags).
+        let scope = self.task_scope(frame, task);
+        let ctx = self.context(frame, &scope, task);
+        let tags = crate::tags::evaluate(&self.templar, &ctx, written);
+        self.options.tags.selects(tags.iter().map(String::as_str))
+    }
+
+    /// Tells the observer how `task` ended: a failure from the flow, else
+    /// what `finish_task` recorded (an include that ran is `ok`).
+    pub(super) fn observe(
+        &mut self,
+        observer: &dyn crate::Observer,
+        task: &Task,
+        flow: &Flow,
+        duration: Duration,
+    ) {
+        use crate::{TaskEvent, TaskStatus};
+        let recorded = self.last_outcome.take();
+        let (status, result, message) = match (flow, recorded) {
+            (Flow::Failed(failure), _) => (
+                TaskStatus::Failed,
+                failure.result.clone(),
+                Some(failure.message.clone()),
+            ),
+            (_, Some(recorded)) => recorded,
+            (_, None) => (TaskStatus::Ok, Value::UNDEFINED, None),
+        };
+        if std::mem::take(&mut self.silent_task) {
+            return;
+        }
+        observer.task_finished(&TaskEvent {
+            task,
+            host: &self.host,
+            status,
+            result: &result,
+            message: message.as_deref(),
+            duration,
+            handler: self.in_handlers,
+        });
+    }
+}
