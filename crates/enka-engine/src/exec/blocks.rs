@@ -5,10 +5,8 @@ use std::sync::Arc;
 use enka_project::role::Task;
 use minijinja::Value;
 
-use super::Flow;
-use super::Frame;
-use super::Runner;
 use super::task_result::TaskResult;
+use super::{Flow, Frame, Runner};
 use crate::scope;
 
 impl Runner {

@@ -2,17 +2,11 @@
 //! strict booleans.
 
 use enka_project::role::Task;
-use enka_template::Context;
-use enka_template::Error as TemplateError;
-use enka_template::Templar;
+use enka_template::{Context, Error as TemplateError, Templar};
 use minijinja::Value;
 
-use super::Flow;
-use super::Frame;
-use super::Inherited;
-use super::KeywordError;
-use super::Runner;
 use super::outcome::fail_result;
+use super::{Flow, Frame, Inherited, KeywordError, Runner};
 
 impl Runner {
     /// Evaluates the inherited and own conditions; `Ok(None)` means run,

@@ -1,29 +1,32 @@
 //! The module call itself: check mode, arguments templated, the deadline, an unreachable host.
 
 use std::sync::Arc;
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use enka_modules as modules;
-use enka_modules::ModuleContext;
-use enka_modules::ModuleRef;
-use enka_project::role::Action;
-use enka_project::role::Task;
-use enka_template::Context;
-use enka_template::Var;
+use enka_modules::{ModuleContext, ModuleRef};
+use enka_project::role::{Action, Task};
 use enka_template::time::seconds;
+use enka_template::{Context, Var};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use super::Flow;
-use super::Frame;
-use super::Runner;
-use super::outcome::exception_result;
-use super::outcome::undefined_in_arguments;
+use super::outcome::{exception_result, undefined_in_arguments};
 use super::play::is_localhost;
 use super::task_result::TaskResult;
-use super::variables::remove_omit;
-use super::variables::variable_params;
+use super::variables::{remove_omit, variable_params};
+use super::{Flow, Frame, Runner, TaskModes};
+
+/// How long a module may run.
+struct TimeLimits {
+    /// The task's own `timeout`, which a timed-out result names.
+    task_timeout: Option<Duration>,
+    /// When it must stop: the run's deadline, `timeout`'s or `async`'s,
+    /// the earliest.
+    deadline: Option<Instant>,
+    /// The task's `async` and `poll`.
+    asynchronous: Option<modules::Asynchronous>,
+}
 
 impl Runner {
     /// Templates the arguments and calls the module.
@@ -34,71 +37,24 @@ impl Runner {
         module: &ModuleRef,
         args: &Value,
         ctx: &Context,
-        no_log: bool,
+        modes: TaskModes,
     ) -> TaskResult {
-        let with_defaults;
-        let args = match self.with_module_defaults(frame, task, module, args, ctx) {
-            Ok(Some(merged)) => {
-                with_defaults = merged;
-                &with_defaults
-            }
-            Ok(None) => args,
-            Err(message) => return TaskResult::task_error(message),
+        let no_log = modes.no_log;
+        let templated = match self.templated_args(frame, task, module, args, ctx) {
+            Ok(templated) => templated,
+            Err(refused) => return refused,
         };
-        let templated = match self.templar.template_value(args, ctx) {
-            Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
-                Ok(v) => v,
-                Err(message) => return TaskResult::task_error(message),
-            },
-            Err(err) => {
-                if let Some((class, text)) = err.python_exception() {
-                    return exception_result(class, &text, err.line());
-                }
-                let message = if err.is_undefined() {
-                    undefined_in_arguments(task, &err)
-                } else {
-                    err.ansible_message()
-                };
-                return TaskResult::task_error(message);
-            }
-        };
-        if templated.kind() != ValueKind::Map {
-            return TaskResult::task_error(format!(
-                "the arguments of {} must be a mapping, got {}",
-                module.name(),
-                enka_template::pyrepr::type_name(&templated)
-            ));
-        }
         let environment = match self.environment(frame, task, ctx) {
             Ok(environment) => environment,
             Err(message) => return TaskResult::task_error(message),
         };
-        let task_timeout = match &task.timeout {
-            Some(raw) => match self.templar.template_value(raw, ctx) {
-                Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
-                Err(err) => return TaskResult::task_error(format!("timeout: {err}")),
-            },
-            None => None,
-        };
-        let deadline = match task_timeout {
-            Some(t) => {
-                let own = Instant::now() + t;
-                Some(self.options.deadline.map_or(own, |d| d.min(own)))
-            }
-            None => self.options.deadline,
-        };
-        let asynchronous = match self.asynchronous(task, ctx) {
-            Ok(asynchronous) => asynchronous,
+        let TimeLimits {
+            task_timeout,
+            deadline,
+            asynchronous,
+        } = match self.time_limits(task, module, ctx) {
+            Ok(limits) => limits,
             Err(message) => return TaskResult::task_error(message),
-        };
-        // A native action has no background: it runs to completion, within
-        // the time `async` gives it when the task waits for it.
-        let deadline = match asynchronous {
-            Some(a) if a.poll > 0 && !module.is_bridged() => {
-                let own = Instant::now() + Duration::from_secs(a.seconds);
-                Some(deadline.map_or(own, |d| d.min(own)))
-            }
-            _ => deadline,
         };
         let not_a_module = Value::UNDEFINED;
         let mut module_ctx = ModuleContext {
@@ -126,8 +82,8 @@ impl Runner {
             environment,
             // A dry run's cluster writes nothing; Ansible's own modules
             // are kept from writing by its check mode.
-            check_mode: self.check_mode || (self.options.dry_run && module.is_bridged()),
-            diff: self.diff,
+            check_mode: modes.check_mode || (self.options.dry_run && module.is_bridged()),
+            diff: modes.diff,
             asynchronous,
         };
         let started = Instant::now();
@@ -139,45 +95,7 @@ impl Runner {
         }
         self.api_time += module_ctx.api_time;
         match outcome {
-            Ok(output) => {
-                self.warn_if_reserved(
-                    output
-                        .facts
-                        .iter()
-                        .chain(&output.included_vars)
-                        .map(|(name, _)| &**name),
-                );
-                if !output.facts.is_empty() {
-                    let facts = Arc::make_mut(&mut self.facts);
-                    for (k, v) in &output.facts {
-                        facts.insert(k.clone(), Var::templated(v.clone()));
-                    }
-                }
-                if !output.plain_facts.is_empty() {
-                    self.add_module_facts(&output.plain_facts);
-                    // What gather_facts tells the executor (smart
-                    // gathering then skips the next plays' gathering).
-                    if module.name().rsplit('.').next() == Some("gather_facts") {
-                        Arc::make_mut(&mut self.host_facts).insert(
-                            Arc::from("_ansible_facts_gathered"),
-                            Var::plain(Value::from(true)),
-                        );
-                    }
-                }
-                if !output.included_vars.is_empty() {
-                    let included = Arc::make_mut(&mut self.included);
-                    for (k, v) in &output.included_vars {
-                        included.insert(k.clone(), Var::templated(v.clone()));
-                    }
-                }
-                self.metrics.extend(output.metrics);
-                TaskResult {
-                    fields: output.fields,
-                    control: output.control,
-                    ignore_unreachable: None,
-                    fails_task: false,
-                }
-            }
+            Ok(output) => self.take_output(module, output),
             Err(message) => TaskResult::failed(message),
         }
     }
@@ -243,5 +161,133 @@ impl Runner {
                 "Failed to connect to the host via {connection}: enka runs every task on its own machine, and host {target} asks for a {connection} connection"
             )
         }))
+    }
+
+    /// The task's arguments with `module_defaults`, templated, `omit`
+    /// dropped and free-form `args` merged; a failed result when they
+    /// cannot be, or are not a mapping.
+    fn templated_args(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        module: &ModuleRef,
+        args: &Value,
+        ctx: &Context,
+    ) -> Result<Value, TaskResult> {
+        let with_defaults;
+        let args = match self.with_module_defaults(frame, task, module, args, ctx) {
+            Ok(Some(merged)) => {
+                with_defaults = merged;
+                &with_defaults
+            }
+            Ok(None) => args,
+            Err(message) => return Err(TaskResult::task_error(message)),
+        };
+        let templated = match self.templar.template_value(args, ctx) {
+            Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
+                Ok(v) => v,
+                Err(message) => return Err(TaskResult::task_error(message)),
+            },
+            Err(err) => {
+                if let Some((class, text)) = err.python_exception() {
+                    return Err(exception_result(class, &text, err.line()));
+                }
+                let message = if err.is_undefined() {
+                    undefined_in_arguments(task, &err)
+                } else {
+                    err.ansible_message()
+                };
+                return Err(TaskResult::task_error(message));
+            }
+        };
+        if templated.kind() != ValueKind::Map {
+            return Err(TaskResult::task_error(format!(
+                "the arguments of {} must be a mapping, got {}",
+                module.name(),
+                enka_template::pyrepr::type_name(&templated)
+            )));
+        }
+        Ok(templated)
+    }
+
+    /// The task's own `timeout`, the deadline the module runs to (the
+    /// run's, `timeout`'s or `async`'s, the earliest) and its `async`.
+    fn time_limits(
+        &self,
+        task: &Task,
+        module: &ModuleRef,
+        ctx: &Context,
+    ) -> Result<TimeLimits, String> {
+        let task_timeout = match &task.timeout {
+            Some(raw) => match self.templar.template_value(raw, ctx) {
+                Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
+                Err(err) => return Err(format!("timeout: {err}")),
+            },
+            None => None,
+        };
+        let deadline = match task_timeout {
+            Some(t) => {
+                let own = Instant::now() + t;
+                Some(self.options.deadline.map_or(own, |d| d.min(own)))
+            }
+            None => self.options.deadline,
+        };
+        let asynchronous = self.asynchronous(task, ctx)?;
+        // A native action has no background: it runs to completion, within
+        // the time `async` gives it when the task waits for it.
+        let deadline = match asynchronous {
+            Some(a) if a.poll > 0 && !module.is_bridged() => {
+                let own = Instant::now() + Duration::from_secs(a.seconds);
+                Some(deadline.map_or(own, |d| d.min(own)))
+            }
+            _ => deadline,
+        };
+        Ok(TimeLimits {
+            task_timeout,
+            deadline,
+            asynchronous,
+        })
+    }
+
+    /// A module's output taken into the run: facts, module facts, included
+    /// variables and metrics kept, the rest its result.
+    fn take_output(&mut self, module: &ModuleRef, output: modules::Output) -> TaskResult {
+        self.warn_if_reserved(
+            output
+                .facts
+                .iter()
+                .chain(&output.included_vars)
+                .map(|(name, _)| &**name),
+        );
+        if !output.facts.is_empty() {
+            let facts = Arc::make_mut(&mut self.facts);
+            for (k, v) in &output.facts {
+                facts.insert(k.clone(), Var::templated(v.clone()));
+            }
+        }
+        if !output.plain_facts.is_empty() {
+            self.add_module_facts(&output.plain_facts);
+            // What gather_facts tells the executor (smart
+            // gathering then skips the next plays' gathering).
+            if module.name().rsplit('.').next() == Some("gather_facts") {
+                Arc::make_mut(&mut self.host_facts).insert(
+                    Arc::from("_ansible_facts_gathered"),
+                    Var::plain(Value::from(true)),
+                );
+            }
+        }
+        if !output.included_vars.is_empty() {
+            let included = Arc::make_mut(&mut self.included);
+            for (k, v) in &output.included_vars {
+                included.insert(k.clone(), Var::templated(v.clone()));
+            }
+        }
+        self.metrics.extend(output.metrics);
+        TaskResult {
+            fields: output.fields,
+            control: output.control,
+            ignore_unreachable: None,
+            fails_task: false,
+        }
     }
 }

@@ -3,12 +3,9 @@
 
 use std::sync::Arc;
 
-use enka_project::role::Action;
-use enka_project::role::Task;
+use enka_project::role::{Action, Task};
 
-use super::BoxFlow;
-use super::Flow;
-use super::Runner;
+use super::{BoxFlow, Flow, Runner, TaskReport};
 
 impl Runner {
     /// Marks the handlers `names` calls for (by name, `<role> : <name>`, or
@@ -73,7 +70,12 @@ impl Runner {
                     let frame = self.handlers[set].frame.clone();
                     let position = self.at(&self.at(&round_at, set), index);
                     let outer = std::mem::replace(&mut self.in_handlers, true);
-                    let flow = self.run_task(&frame, &list[at], &position).await;
+                    // A handler's own `meta: flush_handlers` has nothing
+                    // to flush: the handlers are running.
+                    let mut report = TaskReport::default();
+                    let flow = self
+                        .run_task(&frame, &list[at], &position, &mut report)
+                        .await;
                     self.in_handlers = outer;
                     if !matches!(flow, Flow::Continue) {
                         return flow;

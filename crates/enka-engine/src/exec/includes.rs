@@ -2,15 +2,12 @@
 
 use std::sync::Arc;
 
-use enka_project::role::Action;
-use enka_project::role::Task;
+use enka_project::role::{Action, Task};
 use minijinja::Value;
 
-use super::Flow;
-use super::Frame;
-use super::Runner;
 use super::loops::set_loop_vars;
 use super::outcome::fail_result;
+use super::{Flow, Frame, Runner};
 use crate::scope;
 
 impl Runner {

@@ -2,17 +2,29 @@
 
 use std::sync::Arc;
 
-use enka_project::role::LoopKind;
-use enka_project::role::Task;
-use enka_template::Context;
+use enka_project::role::{Action, LoopKind, Task};
+use enka_template::time::seconds;
+use enka_template::{Context, Var};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use super::Flow;
-use super::Inherited;
-use super::Runner;
+use super::blocks::as_failed_result;
+use super::conditions::all_true;
+use super::no_log::censor;
 use super::outcome::fail_result;
+use super::task_result::TaskResult;
+use super::{Flow, Frame, Inherited, Runner, TaskModes};
 use crate::scope::Scope;
+
+/// One item of a loop, as its result names it.
+struct Item<'a> {
+    /// The loop variable (`item`, or `loop_control.loop_var`).
+    name: &'a str,
+    value: &'a Value,
+    index: usize,
+    /// `ansible_loop` as the item saw it (`loop_control.extended`).
+    ansible_loop: Option<Value>,
+}
 
 impl Runner {
     /// The items of a task's loop, or `None` when it has no loop.
@@ -153,6 +165,198 @@ impl Runner {
             Err(err) => Err(self.template_failure(task, "loop_var", &err)),
         }
     }
+
+    /// A module task's loop: each item run in turn with its loop variables,
+    /// its result named and labelled as TaskExecutor._run_loop does, until
+    /// the items end, `break_when` holds, or an item cannot even be
+    /// templated (then the task fails as a whole).
+    pub(super) async fn run_loop(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+        scope: Scope,
+        items: Vec<Value>,
+        modes: TaskModes,
+    ) -> Result<TaskResult, Flow> {
+        let Action::Module { module, args } = &task.action else {
+            return Err(Flow::Continue);
+        };
+        let no_log = modes.no_log;
+        let loop_var = match self.loop_var(task, ctx) {
+            Ok(name) => name,
+            Err(flow) => return Err(censor(flow, no_log)),
+        };
+        let mut results = Vec::with_capacity(items.len());
+        let mut scope = scope;
+        // TaskExecutor.run: an item whose condition or arguments
+        // cannot be templated ends the loop, and the task fails as
+        // a whole with that error: no `results`, and none of the
+        // facts the items before it set.
+        let before = (
+            self.facts.clone(),
+            self.host_facts.clone(),
+            self.included.clone(),
+        );
+        let mut aborted = None;
+        for (index, item) in items.iter().enumerate() {
+            let mut item_scope = scope.clone();
+            set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
+            let item_scope_loop =
+                enka_template::VarSource::get(&item_scope, "ansible_loop").map(|v| v.value);
+            let break_scope =
+                (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
+            let unreachable_scope = item_scope.clone();
+            let label_scope = task.loop_control.label.as_ref().map(|_| item_scope.clone());
+            let mut result = match self
+                .run_item(frame, task, module, args, item_scope, modes)
+                .await
+            {
+                Ok(result) => result,
+                Err(flow) => match as_failed_result(censor(flow, no_log)) {
+                    Ok(result) => TaskResult {
+                        fails_task: true,
+                        ..result
+                    },
+                    Err(flow) => return Err(flow),
+                },
+            };
+            if result.fails_task {
+                (self.facts, self.host_facts, self.included) = before;
+                aborted = Some(result);
+                break;
+            }
+            if result.flag("unreachable") {
+                self.judge_unreachable(frame, task, &mut result, &unreachable_scope);
+            }
+            self.see_item_result(&mut scope, task, &result);
+            self.name_item_result(
+                frame,
+                task,
+                &mut result,
+                Item {
+                    name: &loop_var,
+                    value: item,
+                    index,
+                    ansible_loop: item_scope_loop,
+                },
+                label_scope.map(|mut label_scope| {
+                    label_scope.facts = scope.facts.clone();
+                    label_scope
+                }),
+            );
+            if result.is_failed() && !no_log {
+                log_failed_item(task, item, &result);
+            }
+            let stop = match break_scope {
+                Some(break_scope) => self.breaks_loop(frame, task, &result, break_scope)?,
+                None => false,
+            };
+            results.push(result);
+            if stop {
+                break;
+            }
+            if let Some(pause) = task.loop_control.pause.as_ref().and_then(seconds) {
+                self.sleep(pause).await;
+            }
+        }
+        Ok(aborted.unwrap_or_else(|| TaskResult::combine(results)))
+    }
+
+    /// Names an item's result as TaskExecutor's: under the loop variable,
+    /// with `ansible_loop_var`, the index and `ansible_loop` when asked;
+    /// `loop_control.label`, templated with the item and its result under
+    /// `register` (`label_scope`), is what the callback shows for it
+    /// (`_ansible_item_label`), and a label that cannot be templated fails
+    /// the item (TaskExecutor._run_loop).
+    fn name_item_result(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        result: &mut TaskResult,
+        item: Item<'_>,
+        label_scope: Option<Scope>,
+    ) {
+        result.set(item.name, item.value.clone());
+        result.set("ansible_loop_var", Value::from(item.name));
+        if let Some(index_var) = &task.loop_control.index_var {
+            result.set(index_var, Value::from(item.index));
+            result.set("ansible_index_var", Value::from(&**index_var));
+        }
+        if task.loop_control.extended {
+            result.set("ansible_loop", item.ansible_loop.unwrap_or_default());
+        }
+        let (Some(label), Some(label_scope)) = (&task.loop_control.label, label_scope) else {
+            return;
+        };
+        let label_ctx = self.context(frame, &label_scope, task);
+        match self.templar.template_value(label, &label_ctx) {
+            Ok(shown) => result.set("_ansible_item_label", shown),
+            Err(err) => {
+                result.set("failed", Value::from(true));
+                result.set(
+                    "msg",
+                    Value::from(format!(
+                        "Failed to template loop_control.label: {}",
+                        err.message()
+                    )),
+                );
+            }
+        }
+    }
+
+    /// Whether `break_when` holds after an item: it sees the item's
+    /// variables and its result under `register`, as TaskExecutor._run_loop.
+    fn breaks_loop(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        result: &TaskResult,
+        mut break_scope: Scope,
+    ) -> Result<bool, Flow> {
+        break_scope.facts = self.facts.clone();
+        if let Some(name) = &task.register {
+            Arc::make_mut(&mut break_scope.facts)
+                .insert(name.clone(), Var::unsafe_data(&result.registered()));
+        }
+        let break_ctx = self.context(frame, &break_scope, task);
+        all_true(&self.templar, &task.loop_control.break_when, &break_ctx)
+            .map_err(|err| self.conditional_failure(task, &err))
+    }
+
+    /// Whether an unreachable item is forgiven: its `ignore_unreachable`,
+    /// judged with the item's variables. One that cannot be templated does
+    /// not forgive: the host leaves the play.
+    fn judge_unreachable(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        result: &mut TaskResult,
+        scope: &Scope,
+    ) {
+        let item_ctx = self.context(frame, scope, task);
+        result.ignore_unreachable = Some(
+            self.flag(
+                &item_ctx,
+                task.ignore_unreachable.as_ref(),
+                &frame.inherited.ignore_unreachable,
+            )
+            .unwrap_or(false),
+        );
+    }
+
+    /// Later items see what earlier ones set (facts, and the item's result
+    /// under `register`), as TaskExecutor updates the task's variables
+    /// after each item.
+    fn see_item_result(&self, scope: &mut Scope, task: &Task, result: &TaskResult) {
+        scope.facts = self.facts.clone();
+        scope.host_facts = self.host_facts.clone();
+        scope.included = self.included.clone();
+        if let Some(name) = &task.register {
+            Arc::make_mut(&mut scope.facts)
+                .insert(name.clone(), Var::unsafe_data(&result.registered()));
+        }
+    }
 }
 
 /// The loop variables of item `index` of `items`: `loop_var`,
@@ -212,4 +416,17 @@ pub(super) fn ansible_loop(items: &[Value], index: usize) -> Value {
         pairs.push((Value::from("previtem"), items[index - 1].clone()));
     }
     Value::from_pairs(pairs)
+}
+
+/// A failed item in the log: the task's own failure says only "One or more
+/// items failed", as Ansible's does; each item's reason is in the log, as
+/// Ansible prints it.
+fn log_failed_item(task: &Task, item: &Value, result: &TaskResult) {
+    tracing::warn!(
+        task = %task.display_name(),
+        location = %task.location,
+        item = %enka_template::pyrepr::to_text(item),
+        "item failed: {}",
+        result.message()
+    );
 }

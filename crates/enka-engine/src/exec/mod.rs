@@ -190,18 +190,10 @@ pub(crate) struct Runner {
     /// Role dependencies already run, by role and parameters: Ansible runs
     /// each once per play.
     dependencies_run: Vec<(std::path::PathBuf, VarList)>,
-    /// How the module task running now ended, for the observer.
-    last_outcome: Option<(crate::TaskStatus, Value, Option<String>)>,
     /// The play's handlers: its own, then each role's as the role runs.
     handlers: Vec<Handlers>,
     /// Handlers notified and not yet run, as (set, index) in `handlers`.
     notified: Vec<(usize, usize)>,
-    /// `meta: flush_handlers` ran: flush after the task.
-    flush_requested: bool,
-    /// Whether the task running now is in check mode.
-    check_mode: bool,
-    /// Whether the task running now reports its changes (diff mode).
-    diff: bool,
     /// `--start-at-task` until a task matches it.
     waiting_for: Option<glob::Pattern>,
     /// `meta: clear_host_errors` ran (in the `always` running now).
@@ -243,9 +235,31 @@ pub(crate) struct Runner {
     first_failure: Option<Failure>,
     /// `meta: end_play` ran: the play's later batches do not run.
     play_ended: bool,
-    /// The task now ending took another host's `run_once` result: the
-    /// observer is not told (Ansible shows the one host that ran it).
-    silent_task: bool,
+}
+
+/// What one task tells the list it runs in, beside how it ended: per-task
+/// state, made fresh for each task and never kept on the runner.
+#[derive(Default)]
+struct TaskReport {
+    /// How its module ended, for the observer: status, the result as
+    /// shown, and a message.
+    outcome: Option<(crate::TaskStatus, Value, Option<String>)>,
+    /// It took another host's `run_once` result: the observer is not told
+    /// (Ansible shows the one host that ran it).
+    silent: bool,
+    /// `meta: flush_handlers` ran: the notified handlers run after it.
+    flush_handlers: bool,
+}
+
+/// How a module task runs, judged once per task from its own keywords,
+/// else its blocks' and play's, else the run's: whether its output is
+/// hidden (`no_log`), whether it runs in check mode, whether it reports its
+/// changes (diff mode).
+#[derive(Debug, Clone, Copy)]
+struct TaskModes {
+    no_log: bool,
+    check_mode: bool,
+    diff: bool,
 }
 
 /// Handlers of a play or a role, and the frame they run in.
@@ -276,15 +290,12 @@ impl Runner {
             failed_hosts: Vec::new(),
             first_failure: None,
             play_ended: false,
-            silent_task: false,
             host_errors_cleared: false,
             cleared_play_errors: false,
             forcing_handlers: false,
             warned: Arc::default(),
             in_handlers: false,
             included_role_names: Vec::new(),
-            check_mode: options.check_mode,
-            diff: options.diff,
             waiting_for: options.start_at_task.as_deref().map(|p| {
                 glob::Pattern::new(p)
                     .unwrap_or_else(|_| glob::Pattern::escape(p).parse().unwrap_or_default())
@@ -305,10 +316,8 @@ impl Runner {
             task_timings: Vec::new(),
             dependents: Vec::new(),
             dependencies_run: Vec::new(),
-            last_outcome: None,
             handlers: Vec::new(),
             notified: Vec::new(),
-            flush_requested: false,
         }
     }
 

@@ -4,19 +4,13 @@
 use std::sync::Arc;
 
 use enka_modules::Control;
-use enka_project::role::Action;
-use enka_project::role::Task;
-use enka_template::Error as TemplateError;
-use enka_template::Var;
+use enka_project::role::{Action, Task};
+use enka_template::{Error as TemplateError, Var};
 use minijinja::Value;
 
-use super::Flow;
-use super::Frame;
-use super::Runner;
-use super::no_log::NO_LOG_MESSAGE;
-use super::no_log::censored;
-use super::no_log::shown_message;
+use super::no_log::{NO_LOG_MESSAGE, censored, shown_message};
 use super::task_result::TaskResult;
+use super::{Flow, Frame, Runner, TaskReport};
 use crate::LogEvents;
 use crate::result::Failure;
 
@@ -28,6 +22,7 @@ impl Runner {
         task: &Task,
         result: TaskResult,
         no_log: bool,
+        report: &mut TaskReport,
     ) -> Flow {
         let failed = result.is_failed();
         let skipped = result.is_skipped();
@@ -48,7 +43,7 @@ impl Runner {
                 (_, _, true) => crate::TaskStatus::Changed,
                 _ => crate::TaskStatus::Ok,
             };
-            self.last_outcome = Some((status, shown.clone(), None));
+            report.outcome = Some((status, shown.clone(), None));
         }
         if let Some(name) = &task.register {
             self.warn_if_reserved([&**name]);
@@ -58,7 +53,7 @@ impl Runner {
         }
 
         if result.flag("unreachable") {
-            return self.finish_unreachable(frame, task, &result, shown, no_log);
+            return self.finish_unreachable(frame, task, &result, shown, no_log, report);
         }
         // Meta tasks are not in Ansible's recap (`_execute_meta` counts
         // nothing), whatever they do.
@@ -86,31 +81,10 @@ impl Runner {
                 return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
             }
         }
-        if let Some(control) = result.control.clone() {
-            match control {
-                Control::FlushHandlers => self.flush_requested = true,
-                Control::ClearHostErrors => {
-                    self.host_errors_cleared = true;
-                    self.cleared_play_errors = true;
-                    if let Some(lockstep) = &self.lockstep {
-                        lockstep.clear_host_errors();
-                    }
-                }
-                Control::EndPlay => {
-                    if let Some(lockstep) = &self.lockstep {
-                        lockstep.end_play();
-                    }
-                    self.play_ended = true;
-                    return Flow::EndPlay;
-                }
-                Control::EndHost => return Flow::EndPlay,
-                Control::EndRole => return Flow::EndRole,
-                Control::Requeue(after) => self.requeue_after = Some(after),
-                Control::ClearFacts => {
-                    Arc::make_mut(&mut self.facts).clear();
-                    Arc::make_mut(&mut self.host_facts).clear();
-                }
-            }
+        if let Some(control) = result.control.clone()
+            && let Some(flow) = self.obey(control, report)
+        {
+            return flow;
         }
         if failed {
             let ignore = match self.task_flag(
@@ -125,7 +99,7 @@ impl Runner {
             };
             let message = shown_message(&result, no_log);
             if ignore {
-                self.forgive(task, &message, changed, "task failed");
+                self.forgive(task, &message, changed, "task failed", report);
                 return Flow::Continue;
             }
             return Flow::Failed(self.failure(task, message, shown));
@@ -138,12 +112,48 @@ impl Runner {
         }
         Flow::Continue
     }
+    /// Does what a module asked of the run beyond its result (`meta`,
+    /// `requeue_after`); a flow when the task list ends here.
+    fn obey(&mut self, control: Control, report: &mut TaskReport) -> Option<Flow> {
+        match control {
+            Control::FlushHandlers => report.flush_handlers = true,
+            Control::ClearHostErrors => {
+                self.host_errors_cleared = true;
+                self.cleared_play_errors = true;
+                if let Some(lockstep) = &self.lockstep {
+                    lockstep.clear_host_errors();
+                }
+            }
+            Control::EndPlay => {
+                if let Some(lockstep) = &self.lockstep {
+                    lockstep.end_play();
+                }
+                self.play_ended = true;
+                return Some(Flow::EndPlay);
+            }
+            Control::EndHost => return Some(Flow::EndPlay),
+            Control::EndRole => return Some(Flow::EndRole),
+            Control::Requeue(after) => self.requeue_after = Some(after),
+            Control::ClearFacts => {
+                Arc::make_mut(&mut self.facts).clear();
+                Arc::make_mut(&mut self.host_facts).clear();
+            }
+        }
+        None
+    }
 
     /// A failure or unreachable host `ignore_errors`/`ignore_unreachable`
     /// forgave: shown as ignored, and the recap counts it as a task that
     /// ran.
-    pub(super) fn forgive(&mut self, task: &Task, message: &str, changed: bool, what: &str) {
-        if let Some(outcome) = &mut self.last_outcome {
+    pub(super) fn forgive(
+        &mut self,
+        task: &Task,
+        message: &str,
+        changed: bool,
+        what: &str,
+        report: &mut TaskReport,
+    ) {
+        if let Some(outcome) = &mut report.outcome {
             *outcome = (
                 crate::TaskStatus::Ignored,
                 outcome.1.clone(),
@@ -168,6 +178,7 @@ impl Runner {
         result: &TaskResult,
         shown: Value,
         no_log: bool,
+        report: &mut TaskReport,
     ) -> Flow {
         let ignore = match result.ignore_unreachable {
             Some(judged) => judged,
@@ -184,7 +195,7 @@ impl Runner {
         };
         let message = shown_message(result, no_log);
         if ignore {
-            self.forgive(task, &message, false, "host unreachable");
+            self.forgive(task, &message, false, "host unreachable", report);
             return Flow::Continue;
         }
         self.stats.unreachable += 1;

@@ -3,31 +3,19 @@
 
 use std::sync::Arc;
 
-use enka_project::role::Project;
-use enka_project::role::RoleFrom;
-use enka_project::role::VarList;
-use enka_template::Context;
-use enka_template::Var;
+use enka_project::role::{Project, RoleFrom, VarList};
+use enka_template::{Context, Var};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use super::Flow;
-use super::Frame;
-use super::Handlers;
-use super::Inherited;
-use super::Runner;
 use super::handlers::handler_list;
-use super::internal_failure;
 use super::outcome::fail_result;
 use super::roles::with_dependencies;
-use crate::Entry;
-use crate::base_scope;
-use crate::lockstep::Lockstep;
-use crate::lockstep::Strategy;
-use crate::result::Failure;
-use crate::result::RunStatus;
-use crate::scope;
-use crate::scope::Scope;
+use super::{Flow, Frame, Handlers, Inherited, Runner, internal_failure};
+use crate::lockstep::{Lockstep, Strategy};
+use crate::result::{Failure, RunStatus};
+use crate::scope::{self, Scope};
+use crate::{Entry, base_scope};
 
 impl Runner {
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {

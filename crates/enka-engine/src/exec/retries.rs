@@ -1,20 +1,16 @@
 //! One execution of a module task (one loop item): `when`, then `until` retries, `changed_when` and
 //! `failed_when`.
 
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use enka_modules::ModuleRef;
 use enka_project::role::Task;
 use enka_template::time::seconds;
 use minijinja::Value;
 
-use super::Flow;
-use super::Frame;
-use super::Runner;
-use super::conditions::all_true;
-use super::conditions::conditional_error;
+use super::conditions::{all_true, conditional_error};
 use super::task_result::TaskResult;
+use super::{Flow, Frame, Runner, TaskModes};
 use crate::scope::Scope;
 
 impl Runner {
@@ -27,7 +23,7 @@ impl Runner {
         module: &ModuleRef,
         args: &Value,
         scope: Scope,
-        no_log: bool,
+        modes: TaskModes,
     ) -> Result<TaskResult, Flow> {
         let ctx = self.context(frame, &scope, task);
         // A meta task's condition decides what it does, and it reports in
@@ -87,7 +83,7 @@ impl Runner {
         let mut attempt = 0u64;
         loop {
             attempt += 1;
-            let mut result = self.execute(frame, task, module, args, &ctx, no_log).await;
+            let mut result = self.execute(frame, task, module, args, &ctx, modes).await;
             // Raised, not returned, in Ansible: no condition judges it and
             // `until` does not retry it.
             if result.fails_task {

@@ -3,19 +3,12 @@
 
 use std::sync::Arc;
 
-use enka_project::role::Role;
-use enka_project::role::RoleFrom;
-use enka_project::role::Task;
-use enka_project::role::VarList;
+use enka_project::role::{Role, RoleFrom, Task, VarList};
 use enka_template::Var;
 use minijinja::Value;
 
-use super::BoxFlow;
-use super::Flow;
-use super::Frame;
-use super::Handlers;
-use super::Runner;
 use super::handlers::handler_list;
+use super::{BoxFlow, Flow, Frame, Handlers, Runner};
 use crate::scope;
 
 impl Runner {

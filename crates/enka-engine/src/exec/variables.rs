@@ -9,10 +9,8 @@ use enka_template::Context;
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use super::Frame;
-use super::Runner;
-use crate::scope;
-use crate::scope::Scope;
+use super::{Frame, Runner};
+use crate::scope::{self, Scope};
 
 impl Runner {
     /// The templating context of `task`: its scope, and where lookups

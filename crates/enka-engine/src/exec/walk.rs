@@ -2,32 +2,26 @@
 //! kind of task it is.
 
 use std::sync::Arc;
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use enka_project::role::Action;
-use enka_project::role::Task;
+use enka_project::role::{Action, Task};
 use minijinja::Value;
 use tracing::Instrument;
 
-use super::BoxFlow;
-use super::Flow;
-use super::Frame;
-use super::Runner;
 use super::outcome::fail_result;
+use super::{BoxFlow, Flow, Frame, Runner, TaskReport};
 use crate::lockstep::Turn;
-use crate::timing;
-use crate::timing::TaskOutcome;
-use crate::timing::TaskTiming;
-use crate::timing::task_span;
+use crate::result::Stats;
+use crate::timing::{self, TaskOutcome, TaskTiming, task_span};
 
 impl Runner {
     pub(super) fn run_tasks(&mut self, frame: Frame, tasks: Arc<[Task]>) -> BoxFlow<'_> {
         Box::pin(async move {
             for (index, task) in tasks.iter().enumerate() {
                 let position = self.at(&frame.position, index);
-                let mut flow = self.run_task(&frame, task, &position).await;
-                if std::mem::take(&mut self.flush_requested) {
+                let mut report = TaskReport::default();
+                let mut flow = self.run_task(&frame, task, &position, &mut report).await;
+                if report.flush_handlers {
                     let after = self.at(&position, u32::MAX as usize);
                     flow = self.flush_handlers_after(flow, after).await;
                 }
@@ -45,54 +39,15 @@ impl Runner {
         frame: &'a Frame,
         task: &'a Task,
         position: &'a Arc<[u32]>,
+        report: &'a mut TaskReport,
     ) -> BoxFlow<'a> {
         Box::pin(async move {
-            self.warn_if_reserved(task.vars.iter().map(|(name, _)| &**name));
-            if let Some(deadline) = self.options.deadline
-                && Instant::now() >= deadline
-            {
-                let message = "the reconcile timed out before this task could run".to_owned();
-                return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
-            }
             let static_parent = matches!(
                 task.action,
                 Action::Block { .. } | Action::ImportRole { .. }
             );
-            if !static_parent && !self.selected(frame, task) {
-                return Flow::Continue;
-            }
-            if !static_parent && !self.reached_start(frame, task) {
-                return Flow::Continue;
-            }
-            // ANSIBLE_GATHERING=smart: facts are gathered once per host in a
-            // run (PlayIterator skips its setup task once they are).
-            if task.is_implicit_fact_gathering() && self.facts_gathered_smartly() {
-                return Flow::Continue;
-            }
-            // Hosts of a batch take turns task by task (the linear strategy).
-            if !static_parent
-                && !self.forcing_handlers
-                && let Some(lockstep) = self.lockstep.clone()
-            {
-                let throttle = self.throttle(frame, task);
-                match lockstep
-                    .arrive(self.host_index, position.to_vec(), throttle)
-                    .await
-                {
-                    Turn::Go => {}
-                    Turn::EndPlay => return Flow::EndPlay,
-                    // Another host failed under any_errors_fatal: this one
-                    // stops as failed, with nothing of its own to report.
-                    Turn::Fatal => {
-                        let message =
-                            "any_errors_fatal: another host of the play failed".to_owned();
-                        return Flow::Failed(self.failure(
-                            task,
-                            message.clone(),
-                            fail_result(&message),
-                        ));
-                    }
-                }
+            if let Some(flow) = self.gate(frame, task, position, static_parent).await {
+                return flow;
             }
             let started = Instant::now();
             let is_block = matches!(task.action, Action::Block { .. });
@@ -102,7 +57,6 @@ impl Runner {
             };
             if let Some(observer) = &observed {
                 observer.task_started(task);
-                self.last_outcome = None;
             }
             let span = match is_block {
                 true => tracing::Span::none(),
@@ -120,7 +74,8 @@ impl Runner {
                             .await
                     }
                     Action::Module { .. } => {
-                        self.run_module_task_in_batch(frame, task, position).await
+                        self.run_module_task_in_batch(frame, task, position, report)
+                            .await
                     }
                     Action::IncludeTasks { .. }
                     | Action::IncludeRole(_)
@@ -132,40 +87,13 @@ impl Runner {
             if self.lockstep.is_some() {
                 self.peers.set(&self.host, self.host_state());
             }
-            // A failure is counted once, on the task it arose in: a block or
-            // an include that passes on a failure of a task inside it is not
-            // a second failed result (Ansible's recap counts results).
-            if let Flow::Failed(failure) = &flow
-                && !failure.is_unreachable()
-                && failure.location == task.location
-                && !matches!(task.action, Action::Block { .. })
-            {
-                self.stats.failed += 1;
-                self.failed_task_messages.push(failure.result_message());
-                if let Some(lockstep) = &self.lockstep {
-                    lockstep.task_failed(self.host_index, position);
-                    if self.any_errors_fatal(frame, task) {
-                        lockstep.fail_all(self.host_index, position);
-                    }
-                }
-            }
+            self.count_failure(frame, task, position, &flow);
             let took = started.elapsed();
             if let Some(observer) = observed {
-                self.observe(&*observer, task, &flow, took);
+                self.observe(&*observer, task, &flow, took, report);
             }
             if !is_block {
-                let failure = match &flow {
-                    Flow::Failed(failure) => Some(failure),
-                    _ => None,
-                };
-                let outcome = TaskOutcome::judge(task, failure, &counted_before, &self.stats);
-                span.record("outcome", outcome.word());
-                timing::log_task(task, outcome, took, self.options.profile_tasks);
-                self.task_timings.push(TaskTiming {
-                    role: task.role.clone(),
-                    task: timing::timing_name(task),
-                    took,
-                });
+                self.record_timing(task, &flow, &counted_before, took, &span);
             }
             // A host that could not be reached leaves the play where it is:
             // a later `meta: clear_host_errors` on any host takes it back
@@ -263,9 +191,10 @@ impl Runner {
         task: &Task,
         flow: &Flow,
         duration: Duration,
+        report: &mut TaskReport,
     ) {
         use crate::{TaskEvent, TaskStatus};
-        let recorded = self.last_outcome.take();
+        let recorded = report.outcome.take();
         let (status, result, message) = match (flow, recorded) {
             (Flow::Failed(failure), _) => (
                 TaskStatus::Failed,
@@ -275,7 +204,7 @@ impl Runner {
             (_, Some(recorded)) => recorded,
             (_, None) => (TaskStatus::Ok, Value::UNDEFINED, None),
         };
-        if std::mem::take(&mut self.silent_task) {
+        if report.silent {
             return;
         }
         observer.task_finished(&TaskEvent {
@@ -286,6 +215,110 @@ impl Runner {
             message: message.as_deref(),
             duration,
             handler: self.in_handlers,
+        });
+    }
+
+    /// Whether the task runs at all, and when: past the deadline it fails;
+    /// tags, `--start-at-task` and smart fact gathering may skip it; the
+    /// hosts of a batch take turns task by task (the linear strategy). A
+    /// flow when the task does not run now.
+    async fn gate(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        position: &Arc<[u32]>,
+        static_parent: bool,
+    ) -> Option<Flow> {
+        self.warn_if_reserved(task.vars.iter().map(|(name, _)| &**name));
+        if let Some(deadline) = self.options.deadline
+            && Instant::now() >= deadline
+        {
+            let message = "the reconcile timed out before this task could run".to_owned();
+            return Some(Flow::Failed(self.failure(
+                task,
+                message.clone(),
+                fail_result(&message),
+            )));
+        }
+        if !static_parent && !self.selected(frame, task) {
+            return Some(Flow::Continue);
+        }
+        if !static_parent && !self.reached_start(frame, task) {
+            return Some(Flow::Continue);
+        }
+        // ANSIBLE_GATHERING=smart: facts are gathered once per host in a
+        // run (PlayIterator skips its setup task once they are).
+        if task.is_implicit_fact_gathering() && self.facts_gathered_smartly() {
+            return Some(Flow::Continue);
+        }
+        // Hosts of a batch take turns task by task (the linear strategy).
+        if !static_parent
+            && !self.forcing_handlers
+            && let Some(lockstep) = self.lockstep.clone()
+        {
+            let throttle = self.throttle(frame, task);
+            match lockstep
+                .arrive(self.host_index, position.to_vec(), throttle)
+                .await
+            {
+                Turn::Go => {}
+                Turn::EndPlay => return Some(Flow::EndPlay),
+                // Another host failed under any_errors_fatal: this one
+                // stops as failed, with nothing of its own to report.
+                Turn::Fatal => {
+                    let message = "any_errors_fatal: another host of the play failed".to_owned();
+                    return Some(Flow::Failed(self.failure(
+                        task,
+                        message.clone(),
+                        fail_result(&message),
+                    )));
+                }
+            }
+        }
+        None
+    }
+
+    /// Counts a failure once, on the task it arose in: a block or an
+    /// include that passes on a failure of a task inside it is not a
+    /// second failed result (Ansible's recap counts results).
+    fn count_failure(&mut self, frame: &Frame, task: &Task, position: &[u32], flow: &Flow) {
+        if let Flow::Failed(failure) = flow
+            && !failure.is_unreachable()
+            && failure.location == task.location
+            && !matches!(task.action, Action::Block { .. })
+        {
+            self.stats.failed += 1;
+            self.failed_task_messages.push(failure.result_message());
+            if let Some(lockstep) = &self.lockstep {
+                lockstep.task_failed(self.host_index, position);
+                if self.any_errors_fatal(frame, task) {
+                    lockstep.fail_all(self.host_index, position);
+                }
+            }
+        }
+    }
+
+    /// The task's timing and outcome, for the log, the span and the run's
+    /// timings.
+    fn record_timing(
+        &mut self,
+        task: &Task,
+        flow: &Flow,
+        counted_before: &Stats,
+        took: Duration,
+        span: &tracing::Span,
+    ) {
+        let failure = match flow {
+            Flow::Failed(failure) => Some(failure),
+            _ => None,
+        };
+        let outcome = TaskOutcome::judge(task, failure, counted_before, &self.stats);
+        span.record("outcome", outcome.word());
+        timing::log_task(task, outcome, took, self.options.profile_tasks);
+        self.task_timings.push(TaskTiming {
+            role: task.role.clone(),
+            task: timing::timing_name(task),
+            took,
         });
     }
 }
