@@ -129,12 +129,9 @@ shape: ## The code's shape: the crate graph is docs/ARCHITECTURE.md's table; fil
 	$(CARGO) run --quiet -p shape -- size
 
 .PHONY: conformance
-conformance: ## Replay the templating corpus recorded from ansible-core 2.18 (fails under 97%).
+conformance: ## The corpus recorded from ansible-core 2.18, one named test per case (CASES=… picks; known failures listed with reasons in tests/conformance/main.rs).
 	@echo "==> conformance corpus (tests/conformance, expected values from real ansible-core 2.18)"
-	@mkdir -p target; status=0; \
-	  ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) test --quiet --test integration conformance -- --nocapture > target/conformance.log 2>&1 || status=$$?; \
-	  grep -h '^conformance:' target/conformance.log | awk '{x += $$2; y += $$4} END {if (y) printf "conformance: %d of %d cases match ansible-core 2.18\n", x, y}'; \
-	  if [ $$status -ne 0 ]; then grep -E '^(MISMATCH|  ansible:|  enka:)|panicked' target/conformance.log | head -40; fi; exit $$status
+	ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) test --quiet --test conformance -- $(CASES)
 
 .PHONY: ansible-tests
 ansible-tests: ansible-venv ## ansible-core 2.18's own integration targets run by enka (sdist from PyPI, cached): "ansible-tests: X of Y targets pass".

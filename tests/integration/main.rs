@@ -9,7 +9,6 @@ mod bridged;
 mod cached_reads;
 mod check;
 mod cli;
-mod conformance;
 mod control_plane;
 mod deploy;
 mod diff;

@@ -1,0 +1,184 @@
+//! `cases.yaml`: templates and conditions, through the library and through
+//! `enka template`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use enka::template::{Context, Options, Templar, TemplarBuilder, Var, VarList, convert, pyrepr};
+use libtest_mimic::Trial;
+use minijinja::Value;
+use serde_json::Value as Json;
+
+use super::{Outcome, corpus, dir, matches, shown, trial};
+
+/// One case of the corpus.
+struct Case {
+    group: String,
+    kind: &'static str,
+    source: String,
+    vars: Arc<VarList>,
+    /// The group's vars as `enka template --vars` reads them.
+    vars_json: Arc<Json>,
+    compile_error: Option<String>,
+    want: Json,
+}
+
+/// Every case, twice: through the library and through `enka template`.
+pub fn trials() -> Vec<Trial> {
+    let (cases, templar) = cases();
+    let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
+    let scratch = std::env::temp_dir().join(format!("enka-conformance-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).expect("a scratch directory");
+    assert!(
+        cases.len() >= 400,
+        "the corpus must have at least 400 cases, has {}",
+        cases.len()
+    );
+    for case in &cases {
+        let vars_file = scratch.join(format!("{}.json", case.group));
+        std::fs::write(&vars_file, case.vars_json.to_string()).expect("writing a vars file");
+    }
+    let mut trials = Vec::with_capacity(cases.len() * 2);
+    for case in cases.into_iter().map(Arc::new) {
+        let key = format!("{}::{}", case.group, case.source);
+        let (library, templar, search_path) = (case.clone(), templar.clone(), search_path.clone());
+        trials.push(trial(
+            format!("{}::{key}", case.kind),
+            key.clone(),
+            move || check(&library.want, &render(&library, &templar, &search_path)),
+        ));
+        let vars_file = scratch.join(format!("{}.json", case.group));
+        trials.push(trial(format!("enka-template::{key}"), key, move || {
+            check(&case.want, &through_command(&case, &vars_file)?)
+        }));
+    }
+    trials
+}
+
+fn check(want: &Json, got: &Outcome) -> Result<(), String> {
+    match matches(want, got) {
+        true => Ok(()),
+        false => Err(format!(
+            "ansible-core: {}\nenka:         {got:?}",
+            shown(want)
+        )),
+    }
+}
+
+/// The corpus's cases with what ansible-core gave, and one templar with
+/// every template compiled, as a project compiles its own.
+fn cases() -> (Vec<Case>, Arc<Templar>) {
+    let (groups, expected) = corpus("cases.yaml", "expected.json");
+    let recorded: HashMap<(&str, &str), &Json> = expected
+        .iter()
+        .filter_map(|c| {
+            let group = c["id"].as_str()?.split('/').next()?;
+            Some(((group, c["source"].as_str()?), c))
+        })
+        .collect();
+    let mut builder = TemplarBuilder::new(Options::default());
+    add_template_files(&mut builder, &dir().join("files/templates"));
+    let mut cases = Vec::new();
+    for group in groups.as_seq().unwrap_or_default() {
+        let name = group
+            .get("group")
+            .map(|g| g.key_string())
+            .unwrap_or_default();
+        let vars: Vec<(String, Var)> = group
+            .get("vars")
+            .and_then(|v| v.as_map())
+            .unwrap_or_default()
+            .iter()
+            .map(|(k, v)| (k.key_string(), Var::templated(convert::from_yaml(v))))
+            .collect();
+        let vars = Arc::new(VarList(vars));
+        let vars_json = Arc::new(group.get("vars").map(|v| v.to_json()).unwrap_or(Json::Null));
+        for (kind, key) in [("template", "templates"), ("condition", "conditions")] {
+            for item in group.get(key).and_then(|n| n.as_seq()).unwrap_or_default() {
+                let source = item.as_str().unwrap_or_default().to_owned();
+                let compiled = match kind {
+                    "template" => builder.add_template(&source),
+                    _ => builder.add_condition(&source),
+                };
+                let want = Json::clone(
+                    recorded.get(&(name.as_str(), source.as_str())).unwrap_or_else(|| {
+                        panic!("{name}::{source} is missing from expected.json; run tests/conformance/generate.py")
+                    }),
+                );
+                cases.push(Case {
+                    group: name.clone(),
+                    kind,
+                    source,
+                    vars: vars.clone(),
+                    vars_json: vars_json.clone(),
+                    compile_error: compiled.err().map(|e| e.to_string()),
+                    want,
+                });
+            }
+        }
+    }
+    (cases, builder.build())
+}
+
+fn add_template_files(builder: &mut TemplarBuilder, root: &std::path::Path) {
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            add_template_files(builder, &path);
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            builder
+                .add_file(&path.to_string_lossy(), text)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}
+
+/// The case through the library, as a task's template or condition.
+fn render(case: &Case, templar: &Arc<Templar>, search_path: &Arc<[PathBuf]>) -> Outcome {
+    if let Some(err) = &case.compile_error {
+        return Err(err.clone());
+    }
+    let ctx = Context::new(templar.clone(), case.vars.clone(), search_path.clone());
+    let rendered = match case.kind {
+        "template" => templar.template_str(&case.source, &ctx),
+        _ => templar
+            .evaluate(&Value::from(case.source.as_str()), &ctx)
+            .map(Value::from),
+    };
+    let value = rendered.map_err(|e| e.to_string())?;
+    Ok((
+        pyrepr::type_name(&value).to_owned(),
+        convert::to_json(&value).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// The case through `enka template`, run as a user runs it: the group's
+/// vars in a file, the case as its argument (`--when` for a condition),
+/// from the directory of the corpus's files.
+fn through_command(case: &Case, vars_file: &std::path::Path) -> Result<Outcome, String> {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_enka"));
+    command
+        .current_dir(dir().join("files"))
+        .args(["template", "-o", "json", "--vars"])
+        .arg(vars_file)
+        .args((case.kind == "condition").then_some("--when"))
+        .arg(&case.source);
+    let out = command
+        .output()
+        .map_err(|e| format!("running enka template: {e}"))?;
+    match out.status.code() {
+        Some(0) => {
+            let printed: Json = serde_json::from_slice(&out.stdout)
+                .map_err(|e| format!("enka template printed no JSON ({e}): {out:?}"))?;
+            Ok(Ok((
+                printed["type"].as_str().unwrap_or_default().to_owned(),
+                printed["value"].clone(),
+            )))
+        }
+        Some(1) => Ok(Err(String::from_utf8_lossy(&out.stderr).into_owned())),
+        _ => Err(format!(
+            "enka template neither rendered nor failed: {out:?}"
+        )),
+    }
+}
