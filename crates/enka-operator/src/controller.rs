@@ -57,9 +57,24 @@ pub struct Settings {
 /// Why a reconcile did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// A task failed (the message names it).
+    /// A task failed: which, where, and its result, as the engine judged it.
     #[error("{0}")]
-    RunFailed(String),
+    TaskFailed(Box<engine::Failure>),
+    /// A failure that a `rescue` took: upstream fails the reconcile all the
+    /// same (its collector does not see `rescued`).
+    #[error(
+        "a task failed and a rescue took it; upstream fails the reconcile all the same: {0}"
+    )]
+    RescuedFailure(String),
+    /// The watch's role or playbook does not load.
+    #[error("the role or playbook does not load: {0}")]
+    NotLoaded(String),
+    /// The object's fields cannot be decoded (nested too deep).
+    #[error("{0}")]
+    Undecodable(String),
+    /// The object's reconcile-period annotation is no duration.
+    #[error("Unable to parse reconcile period annotation: invalid duration {0:?}")]
+    InvalidReconcilePeriod(String),
     /// The API refused a write of the runtime itself (status, finalizer).
     #[error("failed to {action}: {source}")]
     Api {
@@ -248,7 +263,7 @@ impl WatchContext {
         }
     }
 
-    fn period_for(&self, object: &Json) -> Result<Option<Duration>, String> {
+    fn period_for(&self, object: &Json) -> Result<Option<Duration>, ReconcileError> {
         if let Some(text) = object
             .pointer("/metadata/annotations")
             .and_then(|a| a.get(RECONCILE_PERIOD_ANNOTATION))
@@ -256,11 +271,7 @@ impl WatchContext {
         {
             return enka_project::watches::parse_go_duration(text)
                 .map(|d| (!d.is_zero()).then_some(d))
-                .ok_or_else(|| {
-                    format!(
-                        "Unable to parse reconcile period annotation: invalid duration {text:?}"
-                    )
-                });
+                .ok_or_else(|| ReconcileError::InvalidReconcilePeriod(text.to_owned()));
         }
         let period = self
             .watch
@@ -440,7 +451,7 @@ async fn report_undecodable(
             };
         }
     }
-    ReconcileError::RunFailed(message)
+    ReconcileError::Undecodable(message)
 }
 
 /// When a reconcile that succeeded wants to run again.
@@ -584,14 +595,15 @@ async fn reconcile_object(
 
     let period = match ctx.period_for(&json) {
         Ok(period) => period,
-        Err(message) => {
+        Err(refused) => {
             if ctx.watch.manage_status {
+                let message = refused.to_string();
                 write_status(&ctx, ns, &name, json, api_wait, |s| {
                     status::mark_error(s, &message, &now())
                 })
                 .await?;
             }
-            return Err(ReconcileError::RunFailed(message));
+            return Err(refused);
         }
     };
 
@@ -680,7 +692,8 @@ async fn report_unloaded(
     reason: &str,
     api_wait: &mut Duration,
 ) -> ReconcileError {
-    let message = format!("the role or playbook does not load: {reason}");
+    let refused = ReconcileError::NotLoaded(reason.to_string());
+    let message = refused.to_string();
     if ctx.watch.manage_status {
         let written = write_status(ctx, ns, name, json.clone(), api_wait, |s| {
             status::mark_error(s, &message, &now())
@@ -691,7 +704,7 @@ async fn report_unloaded(
         }
     }
     ctx.events.failure(&json, "(load)", &message);
-    ReconcileError::RunFailed(message)
+    refused
 }
 
 /// The finalizer's run of an object being deleted, as upstream's
@@ -787,17 +800,18 @@ fn failed_reconcile(
     outcome: &engine::RunOutcome,
 ) -> Option<ReconcileError> {
     let message = outcome.reconcile_failure()?;
-    let (task, text) = match outcome.failure() {
-        Some(failure) => (failure.task.clone(), failure.to_string()),
+    let (task, refused) = match outcome.failure() {
+        Some(failure) => (
+            failure.task.clone(),
+            ReconcileError::TaskFailed(Box::new(failure.clone())),
+        ),
         None => (
             "(a rescued task)".to_owned(),
-            format!(
-                "a task failed and a rescue took it; upstream fails the reconcile all the same: {message}"
-            ),
+            ReconcileError::RescuedFailure(message),
         ),
     };
-    ctx.events.failure(object, &task, &text);
-    Some(ReconcileError::RunFailed(text))
+    ctx.events.failure(object, &task, &refused.to_string());
+    Some(refused)
 }
 
 async fn run_once(

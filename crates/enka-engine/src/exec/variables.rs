@@ -120,6 +120,8 @@ impl Runner {
                 // A mapping is templated value by value (Task's
                 // _post_validate_environment): a value that needs the
                 // `ansible_env` fact before facts are gathered is left out.
+                // Ansible decides this on the undefined error's text
+                // (`'ansible_env' in error`), so the text is what is matched.
                 let templated = if item.kind() == ValueKind::Map {
                     let mut pairs = Vec::new();
                     for key in item.try_iter().into_iter().flatten() {
