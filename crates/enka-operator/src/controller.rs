@@ -18,6 +18,8 @@ use super::reload::{ProjectHandle, ReloadState};
 use super::status;
 use super::workqueue;
 use enka_engine::{self as engine, Entry, RunOptions};
+
+pub use crate::error::ReconcileError;
 use enka_kube::api_error;
 use enka_kube::cache::Holds;
 use enka_kube::client::KubeCluster;
@@ -52,54 +54,6 @@ pub struct Settings {
     /// This replica's shard (`--sharding-ring`): it watches and reconciles
     /// only the objects assigned to it.
     pub shard: Option<Arc<super::shard::Shard>>,
-}
-
-/// Why a reconcile did not finish.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// A task failed: which, where, and its result, as the engine judged it.
-    #[error("{0}")]
-    TaskFailed(Box<engine::Failure>),
-    /// A failure that a `rescue` took: upstream fails the reconcile all the
-    /// same (its collector does not see `rescued`).
-    #[error(
-        "a task failed and a rescue took it; upstream fails the reconcile all the same: {0}"
-    )]
-    RescuedFailure(String),
-    /// The watch's role or playbook does not load.
-    #[error("the role or playbook does not load: {0}")]
-    NotLoaded(String),
-    /// The object's fields cannot be decoded (nested too deep).
-    #[error("{0}")]
-    Undecodable(String),
-    /// The object's reconcile-period annotation is no duration.
-    #[error("Unable to parse reconcile period annotation: invalid duration {0:?}")]
-    InvalidReconcilePeriod(String),
-    /// The API refused a write of the runtime itself (status, finalizer).
-    #[error("failed to {action}: {source}")]
-    Api {
-        /// What was being done.
-        action: &'static str,
-        /// Why it failed.
-        #[source]
-        source: enka_kube::Error,
-    },
-    /// The object could not be read as JSON.
-    #[error("the object could not be encoded: {0}")]
-    Encode(String),
-    /// The status subresource answered 404 while the object exists.
-    #[error(
-        "cannot write the status of {0}: its CustomResourceDefinition has no status subresource (add `subresources: {{status: {{}}}}` to the version, or set manageStatus: false in watches.yaml)"
-    )]
-    NoStatusSubresource(String),
-    /// The reconcile panicked: a bug in enka, recovered as controller-runtime
-    /// recovers one, so the object is retried and its kind goes on.
-    #[error("the reconcile panicked (a bug in enka; please report it): {0}")]
-    Panicked(String),
-    /// The reconcile outlived `--reconcile-timeout` and the time to write
-    /// its status: an API server that stopped answering.
-    #[error("the reconcile did not finish within {0:?}; is the API server answering?")]
-    TimedOut(Duration),
 }
 
 /// Time a reconcile gets beyond `--reconcile-timeout` (which bounds the
@@ -593,19 +547,7 @@ async fn reconcile_object(
         return Err(report_unloaded(&ctx, ns, &name, json, &reason, api_wait).await);
     }
 
-    let period = match ctx.period_for(&json) {
-        Ok(period) => period,
-        Err(refused) => {
-            if ctx.watch.manage_status {
-                let message = refused.to_string();
-                write_status(&ctx, ns, &name, json, api_wait, |s| {
-                    status::mark_error(s, &message, &now())
-                })
-                .await?;
-            }
-            return Err(refused);
-        }
-    };
+    let period = reconcile_period(&ctx, ns, &name, &json, api_wait).await?;
 
     if ctx.watch.manage_status {
         if status::shows_run_in_flight(&json["status"]) {
@@ -678,6 +620,29 @@ async fn reconcile_object(
         (None, Some(period)) => Next::After(period),
         (None, None) => Next::AwaitChange,
     })
+}
+
+/// The object's requeue period (its annotation, else the watch's); an
+/// annotation that is no duration fails the object, on its status too.
+async fn reconcile_period(
+    ctx: &WatchContext,
+    ns: Option<&str>,
+    name: &str,
+    json: &Arc<Json>,
+    api_wait: &mut Duration,
+) -> Result<Option<Duration>, ReconcileError> {
+    let refused = match ctx.period_for(json) {
+        Ok(period) => return Ok(period),
+        Err(refused) => refused,
+    };
+    if ctx.watch.manage_status {
+        let message = refused.to_string();
+        write_status(ctx, ns, name, json.clone(), api_wait, |s| {
+            status::mark_error(s, &message, &now())
+        })
+        .await?;
+    }
+    Err(refused)
 }
 
 /// A reconcile of a watch whose role or playbook does not load fails as

@@ -11,6 +11,7 @@
 pub mod controller;
 pub mod dependents;
 pub mod diff;
+mod error;
 mod events;
 pub mod leader;
 pub mod metrics;

@@ -7,7 +7,7 @@
 //!   100, tests aside; a longer one says why in a `// Long: …` comment above
 //!   it (`//! Long: …` for a file), or is listed in `tools/shape/known.txt`,
 //!   the shrinking list of what is still to be cut. A listed item that grew,
-//!   or that is no longer long, fails too, so the list stays exact.
+//!   shrank or is no longer long fails too, so the list stays exact.
 
 #![forbid(unsafe_code)]
 

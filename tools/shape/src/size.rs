@@ -62,6 +62,10 @@ pub fn check(root: &Path, report: bool) -> anyhow::Result<Vec<String>> {
                 "{} grew from {was} to {} lines; it is listed in {KNOWN} to shrink",
                 long.what, long.lines
             )),
+            Some(&was) if long.lines < was => problems.push(format!(
+                "{} shrank from {was} to {} lines: write {} in {KNOWN}, so it cannot grow back",
+                long.what, long.lines, long.lines
+            )),
             Some(_) => {}
         }
     }

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::keywords;
 use super::task::{TaskFile, compile_in, keyword_vars, parse_tasks, parse_vars, tag_list};
 use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
@@ -985,7 +986,7 @@ impl Loader {
             }
             for (k, _) in play.as_map().unwrap_or_default() {
                 let key = k.key_string();
-                if !PLAY_KEYWORDS.contains(&key.as_str()) {
+                if !keywords::of_play(&key) {
                     self.error(
                         Location::new(&file, k.pos),
                         format!("'{key}' is not a valid attribute for a Play"),
@@ -1382,52 +1383,6 @@ struct Mark {
     parsed: usize,
     roles: HashSet<PathBuf>,
 }
-
-/// Every keyword of a play (ansible-core 2.18's `Play` attributes).
-const PLAY_KEYWORDS: &[&str] = &[
-    "any_errors_fatal",
-    "become",
-    "become_exe",
-    "become_flags",
-    "become_method",
-    "become_user",
-    "check_mode",
-    "collections",
-    "connection",
-    "debugger",
-    "diff",
-    "environment",
-    "fact_path",
-    "force_handlers",
-    "gather_facts",
-    "gather_subset",
-    "gather_timeout",
-    "handlers",
-    "hosts",
-    "ignore_errors",
-    "ignore_unreachable",
-    "max_fail_percentage",
-    "module_defaults",
-    "name",
-    "no_log",
-    "order",
-    "port",
-    "post_tasks",
-    "pre_tasks",
-    "remote_user",
-    "roles",
-    "run_once",
-    "serial",
-    "strategy",
-    "tags",
-    "tasks",
-    "throttle",
-    "timeout",
-    "user",
-    "vars",
-    "vars_files",
-    "vars_prompt",
-];
 
 fn clone_play(play: &Play) -> Play {
     Play {

@@ -8,6 +8,7 @@
 mod ansible;
 mod diagnostic;
 mod excerpt;
+pub mod keywords;
 mod loader;
 mod module_defaults;
 mod resolve;

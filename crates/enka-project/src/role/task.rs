@@ -7,6 +7,7 @@ use std::sync::Arc;
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
+use super::keywords;
 use super::loader::Loader;
 use super::{Action, Location, Loop, LoopControl, LoopKind, RoleFrom, RoleInclude, Task, VarList};
 use crate::catalogue::modules::{self as registry, FreeForm};
@@ -15,59 +16,6 @@ use enka_template::Var;
 use enka_template::convert::from_yaml;
 use enka_template::scan::PluginKind;
 use enka_yaml::{Node, Pos};
-
-/// Keywords with an effect in enka.
-const KEYWORDS: &[&str] = &[
-    "name",
-    "when",
-    "register",
-    "vars",
-    "loop",
-    "loop_control",
-    "until",
-    "retries",
-    "delay",
-    "changed_when",
-    "failed_when",
-    "ignore_errors",
-    "no_log",
-    "check_mode",
-    "diff",
-    "tags",
-    "args",
-    "block",
-    "rescue",
-    "always",
-    "action",
-    "local_action",
-    "environment",
-    "timeout",
-    "async",
-    "poll",
-    "notify",
-    "listen",
-    "connection",
-    "ignore_unreachable",
-    "delegate_to",
-];
-
-/// Keywords Ansible has that mean nothing in-process: accepted silently.
-const HARMLESS: &[&str] = &[
-    "become",
-    "become_user",
-    "become_method",
-    "become_flags",
-    "become_exe",
-    "run_once",
-    "collections",
-    "module_defaults",
-    "throttle",
-    "debugger",
-    "any_errors_fatal",
-    "remote_user",
-    "port",
-    "delegate_facts",
-];
 
 /// Where the task list being parsed comes from.
 pub(crate) struct TaskFile<'a> {
@@ -364,7 +312,7 @@ fn parse_task_body(
     let mut is_block = false;
     for (k, v) in entries {
         let key = key_of(k);
-        if KEYWORDS.contains(&key.as_str()) || HARMLESS.contains(&key.as_str()) {
+        if keywords::of_task_or_block(&key) {
             if matches!(key.as_str(), "block" | "rescue" | "always") {
                 is_block = true;
             }
