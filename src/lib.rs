@@ -16,13 +16,15 @@ pub use enka_kube as kube;
 /// What runs a task's action, native or bridged, a crate of its own
 /// (`crates/enka-modules`).
 pub use enka_modules as modules;
+/// The module catalogue (part of `enka-modules`).
+pub use enka_modules::catalogue;
 /// The operator, a crate of its own (`crates/enka-operator`).
 pub use enka_operator as operator;
 /// What `enka version` prints (part of `enka-operator`, whose metrics report it).
 pub use enka_operator::version;
 /// The project as loaded (watches, roles, inventories, the module
 /// catalogue), a crate of its own (`crates/enka-project`).
-pub use enka_project::{catalogue, inventory, paramconv, role, vars, watches};
+pub use enka_project::{inventory, paramconv, role, vars, watches};
 /// Ansible's Jinja on minijinja, a crate of its own (`crates/enka-template`).
 pub use enka_template as template;
 /// Ansible's `key=value` argument splitting (part of `enka-template`).

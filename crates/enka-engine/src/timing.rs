@@ -9,7 +9,7 @@ use std::time::Duration;
 use enka_project::role::{Action, Task};
 
 use super::result::{Failure, Stats};
-use enka_project::catalogue::ModuleRef;
+use enka_modules::catalogue::ModuleRef;
 
 /// How a task ended, judged from its flow and what it added to the counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 use minijinja::Value;
 
 use super::{Args, ModuleContext, Output};
+use crate::catalogue;
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
     // The action reads `that` as the task wrote it (untemplated_args): a
@@ -89,3 +90,18 @@ fn shown_in_full(output: Output, quiet: bool) -> Output {
         output.with("_ansible_verbose_always", true)
     }
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "assert",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &["that", "fail_msg", "msg", "success_msg", "quiet"],
+    any_args: false,
+    free_form: catalogue::FreeForm::KeyValue,
+    requires: &[catalogue::Requirement::OneOf(&["that"])],
+    expressions: &["that"],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Now(run),
+};

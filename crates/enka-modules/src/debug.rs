@@ -3,6 +3,7 @@
 use minijinja::Value;
 
 use super::{Args, ModuleContext, Output};
+use crate::catalogue;
 use enka_template::pyrepr;
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
@@ -58,3 +59,18 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
         .with("msg", msg)
         .with("_ansible_verbose_always", true))
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "debug",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &["msg", "var", "verbosity"],
+    any_args: false,
+    free_form: catalogue::FreeForm::KeyValue,
+    requires: &[catalogue::Requirement::Exclusive(&["msg", "var"])],
+    expressions: &["var"],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Now(run),
+};

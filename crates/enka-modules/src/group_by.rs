@@ -6,6 +6,7 @@
 use minijinja::Value;
 
 use super::{Args, Output};
+use crate::catalogue;
 
 pub fn run(args: &Args<'_>) -> Result<Output, String> {
     let Some(key) = args.get("key") else {
@@ -27,3 +28,18 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
         .with("add_group", group)
         .with("parent_groups", Value::from(parents)))
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "group_by",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &["key", "parents"],
+    any_args: false,
+    free_form: catalogue::FreeForm::KeyValue,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Now(|args, _| run(args)),
+};

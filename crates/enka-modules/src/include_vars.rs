@@ -7,6 +7,7 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 
 use super::{Args, ModuleContext, Output};
+use crate::catalogue;
 use enka_template::convert::from_yaml;
 
 pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
@@ -294,3 +295,35 @@ async fn decrypt_inline(
     let mut next = encrypted.iter().zip(plain);
     Ok(node.replace_tagged("vault", &mut |_, _| next.next().map(|(_, p)| p)))
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "include_vars",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &[
+        "_raw_params",
+        "file",
+        "dir",
+        "name",
+        "depth",
+        "files_matching",
+        "ignore_files",
+        "extensions",
+        "ignore_unknown_extensions",
+        "hash_behaviour",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::Raw,
+    requires: &[catalogue::Requirement::OneOf(&[
+        "_raw_params",
+        "file",
+        "dir",
+    ])],
+    expressions: &[],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Later(|args, ctx| {
+        Box::pin(async move { run(args, ctx).await.map_err(crate::ModuleFailure::from) })
+    }),
+};

@@ -7,6 +7,7 @@ use serde_json::{Value as Json, json};
 use super::client_apply;
 use super::k8s_common::{self as common, WaitCondition};
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 use enka_kube::{PatchType, Resource};
 
 /// The field manager enka applies with.
@@ -670,3 +671,45 @@ fn note_seen(ctx: &mut ModuleContext<'_>, object: &Json) {
         dependent.seen = Some(fingerprint);
     }
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s",
+    aliases: &[],
+    collections: catalogue::KUBERNETES,
+    params: &[
+        "state",
+        "definition",
+        "resource_definition",
+        "src",
+        "template",
+        "kind",
+        "api_version",
+        "version",
+        "name",
+        "namespace",
+        "label_selectors",
+        "apply",
+        "server_side_apply",
+        "merge_type",
+        "force",
+        "wait",
+        "wait_condition",
+        "wait_timeout",
+        "wait_sleep",
+        "validate",
+        "append_hash",
+        "continue_on_error",
+        "delete_options",
+        "generate_name",
+        "delete_all",
+        "hidden_fields",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: Some("kubernetes.core.k8s"),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};

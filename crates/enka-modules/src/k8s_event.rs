@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 use enka_kube::event;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
@@ -81,3 +82,31 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         })?;
     Ok(Output::changed(true).with("result", common::view(written)))
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s_event",
+    aliases: &[],
+    collections: catalogue::OPERATOR_SDK,
+    params: &[
+        "state",
+        "name",
+        "namespace",
+        "message",
+        "reason",
+        "type",
+        "source",
+        "involvedObject",
+        "involved_object",
+        "reportingComponent",
+        "reportingInstance",
+        "appendTimestamp",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: Some("operator_sdk.util.k8s_event"),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};

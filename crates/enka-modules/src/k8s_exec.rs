@@ -3,6 +3,7 @@
 use minijinja::Value;
 
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 use enka_kube::Error as KubeError;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
@@ -129,6 +130,24 @@ fn shell_words(text: &str) -> Result<Vec<String>, String> {
     }
     Ok(words)
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s_exec",
+    aliases: &[],
+    collections: catalogue::KUBERNETES,
+    params: &["namespace", "pod", "container", "command"],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[
+        catalogue::Requirement::OneOf(&["pod"]),
+        catalogue::Requirement::OneOf(&["command"]),
+    ],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: Some("kubernetes.core.k8s_exec"),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};
 
 #[cfg(test)]
 mod tests {

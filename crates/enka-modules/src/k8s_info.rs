@@ -5,6 +5,7 @@ use serde_json::Value as Json;
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 use enka_kube::{Error as KubeError, Resource};
 use enka_template::pyrepr;
 
@@ -162,3 +163,31 @@ fn meta(object: &Json, field: &str) -> Option<String> {
 fn meta_kind(object: &Json) -> Option<&str> {
     object.get("kind").and_then(Json::as_str)
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s_info",
+    aliases: &["k8s_facts"],
+    collections: catalogue::KUBERNETES,
+    params: &[
+        "kind",
+        "api_version",
+        "version",
+        "name",
+        "namespace",
+        "label_selectors",
+        "field_selectors",
+        "wait",
+        "wait_condition",
+        "wait_timeout",
+        "wait_sleep",
+        "hidden_fields",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[catalogue::Requirement::OneOf(&["kind"])],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: None,
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};

@@ -5,6 +5,7 @@ use serde_json::Value as Json;
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
     let kind = args.str("kind")?.unwrap_or_else(|| "Pod".into());
@@ -85,3 +86,29 @@ fn api_message(err: &enka_kube::Error) -> String {
         other => other.to_string(),
     }
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s_log",
+    aliases: &[],
+    collections: catalogue::KUBERNETES,
+    params: &[
+        "api_version",
+        "kind",
+        "name",
+        "namespace",
+        "label_selectors",
+        "container",
+        "since_seconds",
+        "tail_lines",
+        "previous",
+        "all_containers",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: None,
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};

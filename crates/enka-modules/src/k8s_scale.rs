@@ -5,6 +5,7 @@ use serde_json::{Value as Json, json};
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 use enka_kube::{Error as KubeError, PatchType};
 
 pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
@@ -131,3 +132,32 @@ fn unhandled_not_found(api_version: &str, kind: &str) -> ModuleFailure {
         ],
     )
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s_scale",
+    aliases: &[],
+    collections: catalogue::KUBERNETES,
+    params: &[
+        "api_version",
+        "kind",
+        "name",
+        "namespace",
+        "label_selectors",
+        "replicas",
+        "current_replicas",
+        "resource_version",
+        "resource_definition",
+        "src",
+        "wait",
+        "wait_timeout",
+        "wait_sleep",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: Some("kubernetes.core.k8s_scale"),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};

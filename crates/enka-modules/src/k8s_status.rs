@@ -8,6 +8,7 @@ use serde_json::{Map, Value as Json, json};
 
 use super::k8s_common as common;
 use super::{Args, ModuleContext, ModuleFailure, Output};
+use crate::catalogue;
 use enka_kube::{Error as KubeError, PatchType};
 
 const CONDITION_KEYS: &[&str] = &[
@@ -225,6 +226,34 @@ fn is_subset(new: &Json, old: &Json, replace_lists: bool) -> bool {
         (n, o) => n == o,
     }
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "k8s_status",
+    aliases: &[],
+    collections: catalogue::OPERATOR_SDK,
+    params: &[
+        "api_version",
+        "kind",
+        "name",
+        "namespace",
+        "status",
+        "conditions",
+        "replace_lists",
+        "force",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[catalogue::Requirement::Each(&[
+        "api_version",
+        "kind",
+        "name",
+    ])],
+    expressions: &[],
+    uses_cluster: true,
+    check_mode_through: Some("operator_sdk.util.k8s_status"),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
+};
 
 #[cfg(test)]
 mod tests {

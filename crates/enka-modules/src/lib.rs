@@ -2,14 +2,14 @@
 //! [`bridged`] for everything else, which goes through Ansible itself in the
 //! worker (`enka-worker`).
 //!
-//! `enka_project::catalogue` names every native module and its arguments
-//! (what the role loader validates against); the files here implement them.
-//! The engine calls [`run`] with a [`ModuleRef`] and never learns which way
-//! it ran.
+//! [`catalogue`] lists every native module, each defined in its own file
+//! (names, arguments, what the role loader checks, check mode, its code);
+//! adding a module is its file plus one line there. The engine calls [`run`]
+//! with a [`ModuleRef`] and never learns which way it ran.
 //!
-//! It stands on `enka-project` (the catalogue), `enka-kube` (the cluster
-//! the Kubernetes modules talk to), `enka-template` and `enka-worker`; only
-//! the engine and what is above it use it.
+//! It stands on `enka-kube` (the cluster the Kubernetes modules talk to),
+//! `enka-template` and `enka-worker`; project loading (for the catalogue),
+//! the engine and what is above them use it.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +18,7 @@ use minijinja::Value;
 mod args;
 mod assert;
 mod bridged;
+pub mod catalogue;
 mod client_apply;
 mod debug;
 mod fail;
@@ -44,9 +45,8 @@ use std::time::{Duration, Instant};
 pub use args::Args;
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 
+pub use crate::catalogue::{AnsibleAction, ModuleRef};
 use enka_kube::{Cluster, Owner};
-use enka_project::catalogue::modules::ModuleId;
-pub use enka_project::catalogue::{AnsibleAction, ModuleRef};
 use enka_template::{Context, Templar};
 
 /// What a module may look at while it runs.
@@ -249,19 +249,6 @@ impl From<&str> for ModuleFailure {
     }
 }
 
-/// The collection module a cluster-writing native module runs as in check
-/// mode; `None` for modules that write nothing.
-fn check_mode_through_ansible(id: ModuleId) -> Option<&'static str> {
-    match id {
-        ModuleId::K8s => Some("kubernetes.core.k8s"),
-        ModuleId::K8sScale => Some("kubernetes.core.k8s_scale"),
-        ModuleId::K8sExec => Some("kubernetes.core.k8s_exec"),
-        ModuleId::K8sStatus => Some("operator_sdk.util.k8s_status"),
-        ModuleId::K8sEvent => Some("operator_sdk.util.k8s_event"),
-        _ => None,
-    }
-}
-
 /// Runs `module` with templated `args`. An `Err` is a failed result with
 /// that message.
 pub async fn run(
@@ -274,7 +261,7 @@ pub async fn run(
         ModuleRef::Ansible(action) => return bridged::run(action, args, ctx).await,
     };
     if ctx.check_mode
-        && let Some(fqcn) = check_mode_through_ansible(spec.id)
+        && let Some(fqcn) = spec.check_mode_through
     {
         // enka's own cluster writes have no dry run yet; the collection's
         // module does check mode itself (a server-side dry run).
@@ -290,24 +277,8 @@ pub async fn run(
     let args = Args::new(spec.name, args);
     // The Kubernetes modules may fail with a whole result, as their
     // collections do; the others with a message.
-    let kubernetes = match spec.id {
-        ModuleId::SetFact => return set_fact::run(&args),
-        ModuleId::Debug => return debug::run(&args, ctx),
-        ModuleId::Fail => return fail::run(&args),
-        ModuleId::GroupBy => return group_by::run(&args),
-        ModuleId::Assert => return assert::run(&args, ctx),
-        ModuleId::Meta => return meta::run(&args),
-        ModuleId::Pause => return pause::run(&args, ctx).await,
-        ModuleId::IncludeVars => return include_vars::run(&args, ctx).await,
-        ModuleId::RequeueAfter => return requeue_after::run(&args),
-        ModuleId::OsdkMetric => return osdk_metric::run(&args),
-        ModuleId::K8s => k8s::run(&args, ctx).await,
-        ModuleId::K8sInfo => k8s_info::run(&args, ctx).await,
-        ModuleId::K8sStatus => k8s_status::run(&args, ctx).await,
-        ModuleId::K8sEvent => k8s_event::run(&args, ctx).await,
-        ModuleId::K8sScale => k8s_scale::run(&args, ctx).await,
-        ModuleId::K8sLog => k8s_log::run(&args, ctx).await,
-        ModuleId::K8sExec => k8s_exec::run(&args, ctx).await,
-    };
-    kubernetes.or_else(ModuleFailure::into_answer)
+    match spec.run {
+        catalogue::Run::Now(run) => run(&args, ctx),
+        catalogue::Run::Later(run) => run(&args, ctx).await.or_else(ModuleFailure::into_answer),
+    }
 }

@@ -6,6 +6,7 @@
 //! names the action and the host; [`report`] gives that text.
 
 use super::{Args, Control, Output};
+use crate::catalogue;
 
 pub fn run(args: &Args<'_>) -> Result<Output, String> {
     let action = args.required_str("_raw_params")?;
@@ -73,6 +74,21 @@ pub fn report(action: &str, host: &str, role: Option<&str>, ran: bool) -> (Strin
     };
     (msg, Some(skip_reason))
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "meta",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &["_raw_params"],
+    any_args: false,
+    free_form: catalogue::FreeForm::Raw,
+    requires: &[catalogue::Requirement::OneOf(&["_raw_params"])],
+    expressions: &[],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Now(|args, _| run(args)),
+};
 
 #[cfg(test)]
 mod tests {

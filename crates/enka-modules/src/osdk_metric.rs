@@ -6,6 +6,7 @@
 //! registers the metric, `histogram: {}` observes 0.
 
 use super::{Args, Output};
+use crate::catalogue;
 
 /// What an `osdk_metric` task does to its metric.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,6 +157,28 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
     });
     Ok(output)
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "osdk_metric",
+    aliases: &[],
+    collections: catalogue::OPERATOR_SDK,
+    params: &[
+        "name",
+        "description",
+        "counter",
+        "gauge",
+        "histogram",
+        "summary",
+    ],
+    any_args: false,
+    free_form: catalogue::FreeForm::No,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Now(|args, _| run(args)),
+};
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Args, ModuleContext, Output};
+use crate::catalogue;
 
 /// Longest pause allowed, so a role cannot stall a worker for long.
 const MAX_PAUSE: Duration = Duration::from_secs(3600);
@@ -31,3 +32,20 @@ pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, Str
             format!("Paused for {:.2} seconds", elapsed.as_secs_f64()),
         ))
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "pause",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &["seconds", "minutes", "prompt", "echo"],
+    any_args: false,
+    free_form: catalogue::FreeForm::KeyValue,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Later(|args, ctx| {
+        Box::pin(async move { run(args, ctx).await.map_err(crate::ModuleFailure::from) })
+    }),
+};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use minijinja::Value;
 
 use super::{Args, Output};
+use crate::catalogue;
 
 pub fn run(args: &Args<'_>) -> Result<Output, String> {
     let mut output = Output::changed(false);
@@ -42,3 +43,18 @@ fn is_identifier(s: &str) -> bool {
     chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
+
+/// The module as the catalogue lists it.
+pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
+    name: "set_fact",
+    aliases: &[],
+    collections: catalogue::BUILTIN,
+    params: &[],
+    any_args: true,
+    free_form: catalogue::FreeForm::KeyValue,
+    requires: &[],
+    expressions: &[],
+    uses_cluster: false,
+    check_mode_through: None,
+    run: catalogue::Run::Now(|args, _| run(args)),
+};

@@ -129,7 +129,7 @@ impl Loader {
     fn judge_bridged(
         &mut self,
         location: &super::Location,
-        action: &crate::catalogue::AnsibleAction,
+        action: &enka_modules::catalogue::AnsibleAction,
         answer: &Result<serde_json::Value, enka_worker::WorkerError>,
     ) {
         let answer = match answer {

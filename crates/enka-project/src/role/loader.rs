@@ -10,7 +10,7 @@ use super::{
     Diagnostic, Diagnostics, Location, Play, Playbook, Project, Role, RolePaths, RoleRef, Task,
     VarList, VarsFile, VarsPrompt,
 };
-use crate::catalogue::AnsibleAction;
+use enka_modules::catalogue::AnsibleAction;
 use enka_template::scan::{PluginKind, plugin_uses};
 use enka_template::{self as template, TemplarBuilder};
 use enka_worker::Config as WorkerConfig;

@@ -33,7 +33,7 @@ pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};
 pub use task::{VARIABLE_PARAMS, resolve_task_file};
 
-use crate::catalogue::ModuleRef;
+use enka_modules::catalogue::ModuleRef;
 use enka_template::{Templar, Var};
 
 /// Variables as loaded: names in file order, values kept raw (templated on

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use crate::catalogue::modules as registry;
+use enka_modules::catalogue::modules as registry;
 
 /// What `module_defaults` keys resolved to, for one project.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -10,8 +10,8 @@ use minijinja::value::ValueKind;
 use super::keywords;
 use super::loader::Loader;
 use super::{Action, Location, Loop, LoopControl, LoopKind, RoleFrom, RoleInclude, Task, VarList};
-use crate::catalogue::modules::{self as registry, FreeForm};
-use crate::catalogue::{AnsibleAction, ModuleRef};
+use enka_modules::catalogue::modules::{self as registry, FreeForm};
+use enka_modules::catalogue::{AnsibleAction, ModuleRef};
 use enka_template::Var;
 use enka_template::convert::from_yaml;
 use enka_template::scan::PluginKind;
@@ -118,10 +118,7 @@ fn as_values(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
 /// Arguments that are bare Jinja expressions, not templates: `assert`'s
 /// `that` and `debug`'s `var`.
 fn is_bare_expression(spec: &registry::ModuleSpec, name: &str) -> bool {
-    matches!(
-        (spec.id, name),
-        (registry::ModuleId::Assert, "that") | (registry::ModuleId::Debug, "var")
-    )
+    spec.expressions.contains(&name)
 }
 
 /// Notes the filters, tests and lookups a bare expression (or a list of
@@ -746,11 +743,11 @@ fn parse_action(
         ));
     }
     if !variable_params {
-        crate::catalogue::validate_args(spec, &pairs)
+        enka_modules::catalogue::validate_args(spec, &pairs)
             .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
     }
     // load_list_of_tasks refuses it where there is no role to end.
-    if spec.id == registry::ModuleId::Meta
+    if spec.name == "meta"
         && at.role.is_none()
         && pairs
             .iter()

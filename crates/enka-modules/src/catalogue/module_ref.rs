@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::AnsibleAction;
-use super::modules::{ModuleId, ModuleSpec};
+use super::modules::ModuleSpec;
 
 /// What runs a task: enka's own code, or Ansible's through the worker.
 #[derive(Debug, Clone)]
@@ -24,7 +24,7 @@ impl ModuleRef {
     /// Whether it is `meta`, whose `when` and report the engine handles as
     /// Ansible's strategy does (see `modules::meta::report`).
     pub fn is_meta(&self) -> bool {
-        matches!(self, ModuleRef::Native(spec) if spec.id == ModuleId::Meta)
+        matches!(self, ModuleRef::Native(spec) if spec.name == "meta")
     }
 
     /// Whether the action runs on the controller alone, never reaching the
@@ -46,16 +46,7 @@ impl ModuleRef {
             "validate_argument_spec",
         ];
         match self {
-            ModuleRef::Native(spec) => !matches!(
-                spec.id,
-                ModuleId::K8s
-                    | ModuleId::K8sInfo
-                    | ModuleId::K8sStatus
-                    | ModuleId::K8sEvent
-                    | ModuleId::K8sScale
-                    | ModuleId::K8sLog
-                    | ModuleId::K8sExec
-            ),
+            ModuleRef::Native(spec) => !spec.uses_cluster,
             ModuleRef::Ansible(action) => CONTROLLER_ACTIONS.iter().any(|a| action.is_builtin(a)),
         }
     }
