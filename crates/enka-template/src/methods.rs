@@ -123,6 +123,9 @@ fn fill_char(args: &[Value]) -> Result<char, Error> {
     }
 }
 
+// Long: one arm per Python method, a table read top to bottom; each arm is
+// the method's few lines.
+/// Python's `str` methods that take arguments, by name.
 fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>, Error> {
     Ok(Some(match method {
         "zfill" => {

@@ -64,99 +64,14 @@ impl Runner {
                 set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
             }
             let flow = match &task.action {
-                Action::IncludeTasks {
-                    file,
-                    role,
-                    dir,
-                    apply,
-                } => {
-                    let scope = self.task_scope(&inner, task);
-                    let ctx = self.context(&inner, &scope, task);
-                    let name = match self.templar.template_value(file, &ctx) {
-                        Ok(v) => enka_template::pyrepr::to_text(&v),
-                        Err(err) => return self.template_failure(task, "include_tasks", &err),
-                    };
-                    let path = enka_project::role::resolve_task_file(role.as_deref(), dir, &name);
-                    let tasks = path
-                        .as_ref()
-                        .and_then(|p| self.project.task_files.get(p).cloned());
-                    if let (Some(observer), Some(path), Some(_)) =
-                        (&self.options.observer, &path, &tasks)
-                    {
-                        let item = iteration.and_then(|index| items.get(index));
-                        observer.included(task, self.in_handlers, &self.host, path, item);
-                    }
-                    match tasks {
-                        Some(tasks) => match apply {
-                            Some(apply) => {
-                                let none: Arc<[Task]> = Arc::from(Vec::new());
-                                let at = inner.position.clone();
-                                self.run_block(&inner, apply, &at, [&tasks, &none, &none])
-                                    .await
-                            }
-                            None => self.run_tasks(inner, tasks).await,
-                        },
-                        None => {
-                            let broken = path
-                                .as_ref()
-                                .and_then(|p| self.project.unloadable_task_files.get(p));
-                            let message = match broken {
-                                Some(problem) => {
-                                    format!("include_tasks: {name} does not load: {problem}")
-                                }
-                                None => format!(
-                                    "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
-                                ),
-                            };
-                            return Flow::Failed(self.failure(
-                                task,
-                                message.clone(),
-                                fail_result(&message),
-                            ));
-                        }
-                    }
+                Action::IncludeTasks { .. } => {
+                    let item = iteration.and_then(|index| items.get(index));
+                    self.include_tasks(inner, task, item).await
                 }
                 Action::IncludeRole(include) => {
-                    let role = match &include.role {
-                        Some(role) => Ok(role.clone()),
-                        None => {
-                            let scope = self.task_scope(&inner, task);
-                            let ctx = self.context(&inner, &scope, task);
-                            match self.templar.template_value(&include.name, &ctx) {
-                                Ok(v) => {
-                                    let name = enka_template::pyrepr::to_text(&v);
-                                    enka_project::role::resolve_role(
-                                        &self.project.role_paths,
-                                        &name,
-                                    )
-                                    .ok()
-                                    .and_then(|p| self.project.role(&p).cloned())
-                                    .ok_or(name)
-                                }
-                                Err(err) => {
-                                    return self.template_failure(task, "include_role", &err);
-                                }
-                            }
-                        }
-                    };
-                    let role = match role {
-                        Ok(role) => {
-                            let name = Value::from(role.name.as_str());
-                            if !self.included_role_names.contains(&name) {
-                                self.included_role_names.push(name);
-                            }
-                            role
-                        }
-                        Err(name) => {
-                            let message = format!(
-                                "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"
-                            );
-                            return Flow::Failed(self.failure(
-                                task,
-                                message.clone(),
-                                fail_result(&message),
-                            ));
-                        }
+                    let role = match self.included_role(&inner, task, include) {
+                        Ok(role) => role,
+                        Err(flow) => return flow,
                     };
                     self.run_role(
                         inner,
@@ -188,5 +103,107 @@ impl Runner {
             }
         }
         Flow::Continue
+    }
+
+    /// One run of `include_tasks`: its file templated and found among the
+    /// files loaded with the project, its tasks run (inside `apply`'s
+    /// block when it has one).
+    async fn include_tasks(&mut self, inner: Frame, task: &Task, item: Option<&Value>) -> Flow {
+        let Action::IncludeTasks {
+            file,
+            role,
+            dir,
+            apply,
+        } = &task.action
+        else {
+            return Flow::Continue;
+        };
+        let scope = self.task_scope(&inner, task);
+        let ctx = self.context(&inner, &scope, task);
+        let name = match self.templar.template_value(file, &ctx) {
+            Ok(v) => enka_template::pyrepr::to_text(&v),
+            Err(err) => return self.template_failure(task, "include_tasks", &err),
+        };
+        let path = enka_project::role::resolve_task_file(role.as_deref(), dir, &name);
+        let tasks = path
+            .as_ref()
+            .and_then(|p| self.project.task_files.get(p).cloned());
+        if let (Some(observer), Some(path), Some(_)) = (&self.options.observer, &path, &tasks) {
+            observer.included(task, self.in_handlers, &self.host, path, item);
+        }
+        match tasks {
+            Some(tasks) => match apply {
+                Some(apply) => {
+                    let none: Arc<[Task]> = Arc::from(Vec::new());
+                    let at = inner.position.clone();
+                    self.run_block(&inner, apply, &at, [&tasks, &none, &none])
+                        .await
+                }
+                None => self.run_tasks(inner, tasks).await,
+            },
+            None => {
+                let broken = path
+                    .as_ref()
+                    .and_then(|p| self.project.unloadable_task_files.get(p));
+                let message = match broken {
+                    Some(problem) => {
+                        format!("include_tasks: {name} does not load: {problem}")
+                    }
+                    None => format!(
+                        "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
+                    ),
+                };
+                Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+            }
+        }
+    }
+
+    /// The role `include_role` names (templated when it is a template),
+    /// added to the play's role names; a failure when it is not part of the
+    /// loaded project.
+    fn included_role(
+        &mut self,
+        inner: &Frame,
+        task: &Task,
+        include: &enka_project::role::RoleInclude,
+    ) -> Result<Arc<enka_project::role::Role>, Flow> {
+        let role = match &include.role {
+            Some(role) => Ok(role.clone()),
+            None => {
+                let scope = self.task_scope(inner, task);
+                let ctx = self.context(inner, &scope, task);
+                match self.templar.template_value(&include.name, &ctx) {
+                    Ok(v) => {
+                        let name = enka_template::pyrepr::to_text(&v);
+                        enka_project::role::resolve_role(&self.project.role_paths, &name)
+                            .ok()
+                            .and_then(|p| self.project.role(&p).cloned())
+                            .ok_or(name)
+                    }
+                    Err(err) => {
+                        return Err(self.template_failure(task, "include_role", &err));
+                    }
+                }
+            }
+        };
+        match role {
+            Ok(role) => {
+                let name = Value::from(role.name.as_str());
+                if !self.included_role_names.contains(&name) {
+                    self.included_role_names.push(name);
+                }
+                Ok(role)
+            }
+            Err(name) => {
+                let message = format!(
+                    "include_role: role {name} is not part of the loaded project (a role named by a template must exist when enka starts)"
+                );
+                Err(Flow::Failed(self.failure(
+                    task,
+                    message.clone(),
+                    fail_result(&message),
+                )))
+            }
+        }
     }
 }

@@ -153,80 +153,8 @@ impl Runner {
                 return false;
             }
         };
-        // Roles listed in a play expose their defaults and vars to the
-        // whole play (Ansible's default, with private role vars off), each
-        // after its dependencies' (Role.get_vars).
-        let mut dependent_names: Vec<Value> = Vec::new();
-        for role_ref in &play.roles {
-            let mut chain = Vec::new();
-            with_dependencies(&role_ref.role, &mut chain);
-            for role in chain {
-                scope.defaults = scope::push(&scope.defaults, &role.defaults("main"));
-                scope.role_vars = scope::push(&scope.role_vars, &role.vars("main"));
-                let name = Value::from(role.name.as_str());
-                if role.path != role_ref.role.path && !dependent_names.contains(&name) {
-                    dependent_names.push(name);
-                }
-            }
-        }
-        // The play's role names: listed (`role_names`,
-        // `ansible_play_role_names`), dependencies, and all.
-        let play_names: Vec<Value> = play
-            .roles
-            .iter()
-            .map(|r| Value::from(r.role.name.as_str()))
-            .collect();
-        let mut all_names = play_names.clone();
-        for name in &dependent_names {
-            if !all_names.contains(name) {
-                all_names.push(name.clone());
-            }
-        }
-        let mut builtins: Vec<(Arc<str>, Var)> = scope.builtins.iter().cloned().collect();
-        builtins.extend([
-            (
-                Arc::from("role_names"),
-                Var::plain(Value::from(play_names.clone())),
-            ),
-            (
-                Arc::from("ansible_play_role_names"),
-                Var::plain(Value::from(play_names)),
-            ),
-            (
-                Arc::from("ansible_dependent_role_names"),
-                Var::plain(Value::from(dependent_names)),
-            ),
-            (
-                Arc::from("ansible_role_names"),
-                Var::plain(Value::from(all_names)),
-            ),
-            (
-                Arc::from("ansible_play_hosts_all"),
-                Var::plain(names_value(&hosts)),
-            ),
-        ]);
-        scope.builtins = builtins.into();
-        let frame = Frame {
-            scope,
-            inherited: Inherited {
-                check_mode: play.check_mode.iter().cloned().collect(),
-                diff: play.diff.iter().cloned().collect(),
-                environment: play.environment.iter().cloned().collect(),
-                module_defaults: play.module_defaults.iter().cloned().collect(),
-                ignore_errors: play.ignore_errors.iter().cloned().collect(),
-                ignore_unreachable: play.ignore_unreachable.iter().cloned().collect(),
-                connection: play.connection.iter().cloned().collect(),
-                run_once: play.run_once.iter().cloned().collect(),
-                any_errors_fatal: play.any_errors_fatal.iter().cloned().collect(),
-                no_log: play.no_log.iter().cloned().collect(),
-                tags: play.tags.clone(),
-                ..Inherited::default()
-            },
-            role: None,
-            search_path,
-            depth: 0,
-            position: Arc::from(Vec::new()),
-        };
+        add_play_roles(&mut scope, play, &hosts);
+        let frame = play_frame(play, scope, search_path);
         let mut remaining = hosts.as_slice();
         for size in batch_sizes {
             let (batch, rest) = remaining.split_at(size.min(remaining.len()));
@@ -265,28 +193,7 @@ impl Runner {
                 }
             });
             let finished = futures::future::join_all(runs).await;
-            let cleared = finished
-                .iter()
-                .any(|(runner, _)| runner.cleared_play_errors);
-            let mut failed = 0;
-            let mut ended = false;
-            for (runner, flow) in finished {
-                let host = runner.host.clone();
-                self.absorb(runner);
-                match flow {
-                    Flow::Failed(failure) => {
-                        failed += 1;
-                        self.failed_hosts.push(host.to_string());
-                        self.first_failure.get_or_insert(failure);
-                    }
-                    Flow::EndPlay => ended = true,
-                    Flow::Continue | Flow::EndRole => {}
-                }
-            }
-            if cleared {
-                self.failed_hosts.clear();
-                failed = 0;
-            }
+            let (failed, ended) = self.absorb_batch(finished);
             // A batch whose every host failed ends the playbook
             // (PlaybookExecutor's break_play).
             if failed == batch.len() {
@@ -548,6 +455,35 @@ impl Runner {
             flow => self.flush_handlers_after(flow, after).await,
         }
     }
+
+    /// Takes the hosts of a batch back: their state, and how many failed
+    /// (a `meta: clear_host_errors` on any of them clears the play's
+    /// failures) and whether one ended the play.
+    fn absorb_batch(&mut self, finished: Vec<(Runner, Flow)>) -> (usize, bool) {
+        let cleared = finished
+            .iter()
+            .any(|(runner, _)| runner.cleared_play_errors);
+        let mut failed = 0;
+        let mut ended = false;
+        for (runner, flow) in finished {
+            let host = runner.host.clone();
+            self.absorb(runner);
+            match flow {
+                Flow::Failed(failure) => {
+                    failed += 1;
+                    self.failed_hosts.push(host.to_string());
+                    self.first_failure.get_or_insert(failure);
+                }
+                Flow::EndPlay => ended = true,
+                Flow::Continue | Flow::EndRole => {}
+            }
+        }
+        if cleared {
+            self.failed_hosts.clear();
+            failed = 0;
+        }
+        (failed, ended)
+    }
 }
 
 /// Ansible's names of the implicit localhost (`C.LOCALHOST`).
@@ -628,4 +564,91 @@ pub(super) fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, St
         index = (index + 1).min(entries.len() - 1);
     }
     Ok(sizes)
+}
+
+/// What the roles listed in a play give the whole play: their defaults and
+/// vars (Ansible's default, with private role vars off), each after its
+/// dependencies' (Role.get_vars), and the play's role names (`role_names`,
+/// `ansible_play_role_names`, dependencies, and all) with its hosts.
+fn add_play_roles(scope: &mut Scope, play: &enka_project::role::Play, hosts: &[String]) {
+    let mut dependent_names: Vec<Value> = Vec::new();
+    for role_ref in &play.roles {
+        let mut chain = Vec::new();
+        with_dependencies(&role_ref.role, &mut chain);
+        for role in chain {
+            scope.defaults = scope::push(&scope.defaults, &role.defaults("main"));
+            scope.role_vars = scope::push(&scope.role_vars, &role.vars("main"));
+            let name = Value::from(role.name.as_str());
+            if role.path != role_ref.role.path && !dependent_names.contains(&name) {
+                dependent_names.push(name);
+            }
+        }
+    }
+    // The play's role names: listed (`role_names`,
+    // `ansible_play_role_names`), dependencies, and all.
+    let play_names: Vec<Value> = play
+        .roles
+        .iter()
+        .map(|r| Value::from(r.role.name.as_str()))
+        .collect();
+    let mut all_names = play_names.clone();
+    for name in &dependent_names {
+        if !all_names.contains(name) {
+            all_names.push(name.clone());
+        }
+    }
+    let mut builtins: Vec<(Arc<str>, Var)> = scope.builtins.iter().cloned().collect();
+    builtins.extend([
+        (
+            Arc::from("role_names"),
+            Var::plain(Value::from(play_names.clone())),
+        ),
+        (
+            Arc::from("ansible_play_role_names"),
+            Var::plain(Value::from(play_names)),
+        ),
+        (
+            Arc::from("ansible_dependent_role_names"),
+            Var::plain(Value::from(dependent_names)),
+        ),
+        (
+            Arc::from("ansible_role_names"),
+            Var::plain(Value::from(all_names)),
+        ),
+        (
+            Arc::from("ansible_play_hosts_all"),
+            Var::plain(names_value(hosts)),
+        ),
+    ]);
+    scope.builtins = builtins.into();
+}
+
+/// The frame a play's tasks start in: its scope, and its keywords as what
+/// it passes down to its blocks and tasks.
+fn play_frame(
+    play: &enka_project::role::Play,
+    scope: Scope,
+    search_path: Arc<[std::path::PathBuf]>,
+) -> Frame {
+    Frame {
+        scope,
+        inherited: Inherited {
+            check_mode: play.check_mode.iter().cloned().collect(),
+            diff: play.diff.iter().cloned().collect(),
+            environment: play.environment.iter().cloned().collect(),
+            module_defaults: play.module_defaults.iter().cloned().collect(),
+            ignore_errors: play.ignore_errors.iter().cloned().collect(),
+            ignore_unreachable: play.ignore_unreachable.iter().cloned().collect(),
+            connection: play.connection.iter().cloned().collect(),
+            run_once: play.run_once.iter().cloned().collect(),
+            any_errors_fatal: play.any_errors_fatal.iter().cloned().collect(),
+            no_log: play.no_log.iter().cloned().collect(),
+            tags: play.tags.clone(),
+            ..Inherited::default()
+        },
+        role: None,
+        search_path,
+        depth: 0,
+        position: Arc::from(Vec::new()),
+    }
 }

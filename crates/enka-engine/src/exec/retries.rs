@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use enka_modules::ModuleRef;
 use enka_project::role::Task;
+use enka_template::Context;
 use enka_template::time::seconds;
 use minijinja::Value;
 
@@ -48,31 +49,8 @@ impl Runner {
                 Err(err) => return Err(self.conditional_failure(task, &err)),
             }
         }
-        // `retries` without `until` retries until the task succeeds
-        // (TaskExecutor: `until or [not result['failed']]`).
         let until = task.until.clone();
-        let (attempts, delay) = if until.is_some() || task.retries.is_some() {
-            let retries = match &task.retries {
-                Some(v) => match self.templar.template_value(v, &ctx) {
-                    Ok(v) => i64::try_from(v.clone())
-                        .ok()
-                        .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-                        .unwrap_or(3),
-                    Err(err) => return Err(self.template_failure(task, "retries", &err)),
-                },
-                None => 3,
-            };
-            let delay = match &task.delay {
-                Some(v) => match self.templar.template_value(v, &ctx) {
-                    Ok(v) => seconds(&v).unwrap_or(Duration::from_secs(5)),
-                    Err(err) => return Err(self.template_failure(task, "delay", &err)),
-                },
-                None => Duration::from_secs(5),
-            };
-            (1 + retries.max(0) as u64, delay)
-        } else {
-            (1, Duration::ZERO)
-        };
+        let (attempts, delay) = self.retry_plan(task, &ctx)?;
         if !module.runs_on_controller() {
             match self.unreachable_reason(frame, task, &ctx) {
                 Ok(None) => {}
@@ -101,45 +79,7 @@ impl Runner {
                     result.set("msg", Value::from(msg));
                 }
             }
-            // TaskExecutor's defaults: every result says whether it failed
-            // and whether it changed something.
-            if result.get("failed").is_none() {
-                result.set("failed", Value::from(false));
-            }
-            if result.get("changed").is_none() {
-                result.set("changed", Value::from(false));
-            }
-            // Conditions below see the result under the registered name.
-            let mut judged_scope = scope.clone();
-            judged_scope.facts = self.facts.clone();
-            judged_scope.host_facts = self.host_facts.clone();
-            if let Some(name) = &task.register {
-                judged_scope.set_magic(name, result.to_value());
-            }
-            let judged_ctx = self.context(frame, &judged_scope, task);
-            // A condition that cannot be evaluated fails the result, its
-            // error under `<cond>_when_result`, as TaskExecutor does.
-            if let Some(conditions) = &task.changed_when {
-                match all_true(&self.templar, conditions, &judged_ctx) {
-                    Ok(changed) => result.set("changed", Value::from(changed)),
-                    Err(err) => {
-                        result.set("failed", Value::from(true));
-                        result.set("changed_when_result", Value::from(conditional_error(&err)));
-                    }
-                }
-            }
-            if let Some(conditions) = &task.failed_when {
-                match all_true(&self.templar, conditions, &judged_ctx) {
-                    Ok(failed) => {
-                        result.set("failed_when_result", Value::from(failed));
-                        result.set("failed", Value::from(failed));
-                    }
-                    Err(err) => {
-                        result.set("failed", Value::from(true));
-                        result.set("failed_when_result", Value::from(conditional_error(&err)));
-                    }
-                }
-            }
+            let mut judged_scope = self.judge_result(frame, task, &scope, &mut result);
             // With `retries: 0` Ansible runs the task once and never judges
             // `until`.
             if attempts <= 1 {
@@ -164,22 +104,7 @@ impl Runner {
                 return Ok(result);
             }
             if attempt >= attempts || self.past_deadline(delay) {
-                result.set("failed", Value::from(true));
-                // Ansible reports the retries, not the runs, once they ran out.
-                if attempt >= attempts {
-                    result.set("attempts", Value::from(attempt - 1));
-                }
-                let why = if attempt >= attempts {
-                    format!("the until condition never held in {attempt} attempts")
-                } else {
-                    format!(
-                        "the reconcile timeout (--reconcile-timeout) ended the until loop after {attempt} of {attempts} attempts"
-                    )
-                };
-                // The registered result keeps the module's own msg, as
-                // Ansible's does; the run's failure message says why, so a
-                // Failure condition does not read "polling".
-                result.set(UNTIL_REASON, Value::from(why));
+                out_of_retries(&mut result, attempt, attempts);
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
@@ -200,9 +125,106 @@ impl Runner {
         };
         tokio::time::sleep(duration).await;
     }
+
+    /// How many times the task may run and the pause between runs:
+    /// `retries` (default 3) and `delay` (default 5 s) when it has `until`
+    /// or `retries`; `retries` without `until` retries until the task
+    /// succeeds (TaskExecutor: `until or [not result['failed']]`).
+    fn retry_plan(&self, task: &Task, ctx: &Context) -> Result<(u64, Duration), Flow> {
+        if task.until.is_none() && task.retries.is_none() {
+            return Ok((1, Duration::ZERO));
+        }
+        let retries = match &task.retries {
+            Some(v) => match self.templar.template_value(v, ctx) {
+                Ok(v) => i64::try_from(v.clone())
+                    .ok()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                    .unwrap_or(3),
+                Err(err) => return Err(self.template_failure(task, "retries", &err)),
+            },
+            None => 3,
+        };
+        let delay = match &task.delay {
+            Some(v) => match self.templar.template_value(v, ctx) {
+                Ok(v) => seconds(&v).unwrap_or(Duration::from_secs(5)),
+                Err(err) => return Err(self.template_failure(task, "delay", &err)),
+            },
+            None => Duration::from_secs(5),
+        };
+        Ok((1 + retries.max(0) as u64, delay))
+    }
+
+    /// Judges a result as TaskExecutor does: every result says whether it
+    /// failed and whether it changed something, then `changed_when` and
+    /// `failed_when` see it under the registered name (a condition that
+    /// cannot be evaluated fails the result, its error under
+    /// `<cond>_when_result`). Returns the scope the conditions saw.
+    fn judge_result(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        scope: &Scope,
+        result: &mut TaskResult,
+    ) -> Scope {
+        if result.get("failed").is_none() {
+            result.set("failed", Value::from(false));
+        }
+        if result.get("changed").is_none() {
+            result.set("changed", Value::from(false));
+        }
+        let mut judged_scope = scope.clone();
+        judged_scope.facts = self.facts.clone();
+        judged_scope.host_facts = self.host_facts.clone();
+        if let Some(name) = &task.register {
+            judged_scope.set_magic(name, result.to_value());
+        }
+        let judged_ctx = self.context(frame, &judged_scope, task);
+        if let Some(conditions) = &task.changed_when {
+            match all_true(&self.templar, conditions, &judged_ctx) {
+                Ok(changed) => result.set("changed", Value::from(changed)),
+                Err(err) => {
+                    result.set("failed", Value::from(true));
+                    result.set("changed_when_result", Value::from(conditional_error(&err)));
+                }
+            }
+        }
+        if let Some(conditions) = &task.failed_when {
+            match all_true(&self.templar, conditions, &judged_ctx) {
+                Ok(failed) => {
+                    result.set("failed_when_result", Value::from(failed));
+                    result.set("failed", Value::from(failed));
+                }
+                Err(err) => {
+                    result.set("failed", Value::from(true));
+                    result.set("failed_when_result", Value::from(conditional_error(&err)));
+                }
+            }
+        }
+        judged_scope
+    }
 }
 
 /// Why an `until` loop ended without success: an internal key of the
 /// result (stripped from what `register` keeps and callbacks show) that
 /// the run's failure message adds to the module's `msg`.
 pub(super) const UNTIL_REASON: &str = "_ansible_enka_until";
+
+/// Fails a result whose `until` never held, or that the reconcile's
+/// deadline stopped. The registered result keeps the module's own msg, as
+/// Ansible's does; the run's failure message says why, so a Failure
+/// condition does not read "polling".
+fn out_of_retries(result: &mut TaskResult, attempt: u64, attempts: u64) {
+    result.set("failed", Value::from(true));
+    // Ansible reports the retries, not the runs, once they ran out.
+    if attempt >= attempts {
+        result.set("attempts", Value::from(attempt - 1));
+    }
+    let why = if attempt >= attempts {
+        format!("the until condition never held in {attempt} attempts")
+    } else {
+        format!(
+            "the reconcile timeout (--reconcile-timeout) ended the until loop after {attempt} of {attempts} attempts"
+        )
+    };
+    result.set(UNTIL_REASON, Value::from(why));
+}

@@ -244,6 +244,8 @@ impl std::fmt::Debug for Metrics {
 }
 
 impl Default for Metrics {
+    // Long: one registration per metric family, in upstream's order, each
+    // with its name and help text as upstream exposes them.
     fn default() -> Self {
         let mut registry = Registry::default();
         let build_info = Family::<BuildLabels, Gauge>::default();

@@ -149,29 +149,6 @@ fn template_terms(ctx: &Context, terms: &[Value]) -> Result<Vec<Value>, Error> {
         .collect()
 }
 
-/// Lookups enka runs itself (besides those other layers add, such as `k8s`).
-const NATIVE: &[&str] = &[
-    "template",
-    "file",
-    "fileglob",
-    "env",
-    "vars",
-    "varnames",
-    "items",
-    "list",
-    "dict",
-    "password",
-    "pipe",
-    "lines",
-    "sequence",
-    "nested",
-    "together",
-    "indexed_items",
-    "subelements",
-    "random_choice",
-    "k8s",
-];
-
 /// The most items one lookup makes: far beyond any real loop, and a
 /// `count` or a product from a custom resource cannot exhaust memory.
 const MAX_LOOKUP_ITEMS: usize = 1_000_000;
@@ -187,7 +164,8 @@ pub(crate) fn short_name(name: &str) -> &str {
 
 /// Whether enka runs lookup `name` itself.
 pub fn is_native(name: &str) -> bool {
-    NATIVE.contains(&short_name(name))
+    let name = short_name(name);
+    LOOKUPS.iter().any(|(n, _)| *n == name) || PLUGINS.contains(&name)
 }
 
 /// Runs lookup `name` as `query(name, *terms)` would (for `with_<lookup>`).
@@ -208,126 +186,270 @@ fn run(
     if let Some(plugin) = ctx.templar().lookup_plugin(name) {
         return plugin.run(ctx, terms, options);
     }
-    match name {
-        "template" => terms
-            .iter()
-            .map(|t| template(ctx, &pyrepr::to_text(t), options))
-            .collect(),
-        "file" => terms
-            .iter()
-            .map(|t| file(ctx, &pyrepr::to_text(t), options))
-            .collect(),
-        "env" => Ok(terms
-            .iter()
-            .map(|t| match std::env::var(pyrepr::to_text(t)) {
-                Ok(v) => Value::from(v),
-                Err(_) => option(options, "default")
-                    .cloned()
-                    .unwrap_or(Value::from("")),
-            })
-            .collect()),
-        "vars" => terms
-            .iter()
-            .map(|t| {
-                let Some(name) = t.as_str().map(str::to_owned) else {
-                    return Err(invalid(format!(
-                        "Invalid setting identifier, \"{}\" is not a string, its a <class '{}'>",
-                        pyrepr::to_text(t),
-                        pyrepr::type_name(t)
-                    )));
-                };
-                match ctx.resolve(&name) {
-                    Some(v) if !v.is_undefined() => Ok(v),
-                    _ => option(options, "default").cloned().ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::UndefinedError,
-                            format!("No variable found with this name: {name}"),
-                        )
-                    }),
-                }
-            })
-            .collect(),
-        "varnames" => {
-            let names = ctx.vars().names();
-            let mut out = Vec::new();
-            for term in terms {
-                let Some(pattern) = term.as_str() else {
-                    return Err(invalid(format!(
-                        "Invalid setting identifier, \"{}\" is not a string, it is a {}",
-                        pyrepr::to_text(term),
-                        pyrepr::type_name(term)
-                    )));
-                };
-                let re = fancy_regex::Regex::new(pattern).map_err(|e| {
-                    invalid(format!(
-                        "Unable to use \"{pattern}\" as a search parameter: {}",
-                        super::filters::python_regex_error(&e)
-                    ))
-                })?;
-                for name in &names {
-                    if re.is_match(&**name).unwrap_or(false) {
-                        out.push(Value::from(&**name));
-                    }
-                }
-            }
-            Ok(out)
-        }
-        "items" => Ok(terms
-            .iter()
-            .flat_map(|t| match t.kind() {
-                ValueKind::Seq => t
-                    .try_iter()
-                    .map(Iterator::collect::<Vec<_>>)
-                    .unwrap_or_default(),
-                _ => vec![t.clone()],
-            })
-            .collect()),
-        "list" => Ok(terms.to_vec()),
-        "dict" => {
-            let mut out = Vec::new();
-            for term in terms {
-                if term.kind() != ValueKind::Map {
-                    return Err(invalid("with_dict expects a dict"));
-                }
-                for key in term.try_iter()? {
-                    let value = term.get_item(&key)?;
-                    out.push(Value::from_pairs([
-                        (Value::from("key"), key),
-                        (Value::from("value"), value),
-                    ]));
-                }
-            }
-            Ok(out)
-        }
-        "password" => terms
-            .iter()
-            .map(|t| password(ctx, &pyrepr::to_text(t), options))
-            .collect(),
-        "pipe" => terms
-            .iter()
-            .map(|t| shell_output(ctx, "pipe", &pyrepr::to_text(t)))
-            .map(|out| out.map(|text| Value::from(text.trim_end())))
-            .collect(),
-        "lines" => {
-            let mut out = Vec::new();
-            for term in terms {
-                let text = shell_output(ctx, "lines", &pyrepr::to_text(term))?;
-                out.extend(text.lines().map(Value::from));
-            }
-            Ok(out)
-        }
-        "fileglob" => Ok(terms
-            .iter()
-            .flat_map(|t| fileglob(ctx, &pyrepr::to_text(t)))
-            .collect()),
-        "sequence" => sequence::run(terms, options),
-        "nested" => lists::nested(terms, MAX_LOOKUP_ITEMS),
-        "together" => lists::together(terms),
-        "indexed_items" => Ok(lists::indexed_items(terms)),
-        "subelements" => lists::subelements(terms),
-        "random_choice" => Ok(lists::random_choice(terms)),
-        other => Err(invalid(format!("lookup plugin ({other}) not found"))),
+    match LOOKUPS.iter().find(|(n, _)| *n == name) {
+        Some((_, lookup)) => lookup(ctx, terms, options),
+        None => Err(invalid(format!("lookup plugin ({name}) not found"))),
     }
+}
+
+/// A lookup enka runs itself: what `query(name, *terms, **options)` returns.
+type Lookup = fn(&Context, &[Value], &[(String, Value)]) -> Result<Vec<Value>, Error>;
+
+/// Every lookup enka runs itself, in one table.
+const LOOKUPS: &[(&str, Lookup)] = &[
+    ("template", template_lookup),
+    ("file", file_lookup),
+    ("env", env),
+    ("vars", vars),
+    ("varnames", varnames),
+    ("items", items),
+    ("list", list),
+    ("dict", dict),
+    ("password", password_lookup),
+    ("pipe", pipe),
+    ("lines", lines),
+    ("fileglob", fileglob_lookup),
+    ("sequence", sequence_lookup),
+    ("nested", nested),
+    ("together", together),
+    ("indexed_items", indexed_items),
+    ("subelements", subelements),
+    ("random_choice", random_choice),
+];
+
+/// Lookups run natively by a plugin another crate registers per project
+/// (`enka-kube`'s `k8s`).
+const PLUGINS: &[&str] = &["k8s"];
+
+fn template_lookup(
+    ctx: &Context,
+    terms: &[Value],
+    options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    terms
+        .iter()
+        .map(|t| template(ctx, &pyrepr::to_text(t), options))
+        .collect()
+}
+
+fn file_lookup(
+    ctx: &Context,
+    terms: &[Value],
+    options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    terms
+        .iter()
+        .map(|t| file(ctx, &pyrepr::to_text(t), options))
+        .collect()
+}
+
+fn env(_ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
+    Ok(terms
+        .iter()
+        .map(|t| match std::env::var(pyrepr::to_text(t)) {
+            Ok(v) => Value::from(v),
+            Err(_) => option(options, "default")
+                .cloned()
+                .unwrap_or(Value::from("")),
+        })
+        .collect())
+}
+
+fn vars(ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
+    terms
+        .iter()
+        .map(|t| {
+            let Some(name) = t.as_str().map(str::to_owned) else {
+                return Err(invalid(format!(
+                    "Invalid setting identifier, \"{}\" is not a string, its a <class '{}'>",
+                    pyrepr::to_text(t),
+                    pyrepr::type_name(t)
+                )));
+            };
+            match ctx.resolve(&name) {
+                Some(v) if !v.is_undefined() => Ok(v),
+                _ => option(options, "default").cloned().ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::UndefinedError,
+                        format!("No variable found with this name: {name}"),
+                    )
+                }),
+            }
+        })
+        .collect()
+}
+
+fn varnames(
+    ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    {
+        let names = ctx.vars().names();
+        let mut out = Vec::new();
+        for term in terms {
+            let Some(pattern) = term.as_str() else {
+                return Err(invalid(format!(
+                    "Invalid setting identifier, \"{}\" is not a string, it is a {}",
+                    pyrepr::to_text(term),
+                    pyrepr::type_name(term)
+                )));
+            };
+            let re = fancy_regex::Regex::new(pattern).map_err(|e| {
+                invalid(format!(
+                    "Unable to use \"{pattern}\" as a search parameter: {}",
+                    super::filters::python_regex_error(&e)
+                ))
+            })?;
+            for name in &names {
+                if re.is_match(&**name).unwrap_or(false) {
+                    out.push(Value::from(&**name));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn items(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    Ok(terms
+        .iter()
+        .flat_map(|t| match t.kind() {
+            ValueKind::Seq => t
+                .try_iter()
+                .map(Iterator::collect::<Vec<_>>)
+                .unwrap_or_default(),
+            _ => vec![t.clone()],
+        })
+        .collect())
+}
+
+fn list(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    Ok(terms.to_vec())
+}
+
+fn dict(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    {
+        let mut out = Vec::new();
+        for term in terms {
+            if term.kind() != ValueKind::Map {
+                return Err(invalid("with_dict expects a dict"));
+            }
+            for key in term.try_iter()? {
+                let value = term.get_item(&key)?;
+                out.push(Value::from_pairs([
+                    (Value::from("key"), key),
+                    (Value::from("value"), value),
+                ]));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn password_lookup(
+    ctx: &Context,
+    terms: &[Value],
+    options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    terms
+        .iter()
+        .map(|t| password(ctx, &pyrepr::to_text(t), options))
+        .collect()
+}
+
+fn pipe(ctx: &Context, terms: &[Value], _options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
+    terms
+        .iter()
+        .map(|t| shell_output(ctx, "pipe", &pyrepr::to_text(t)))
+        .map(|out| out.map(|text| Value::from(text.trim_end())))
+        .collect()
+}
+
+fn lines(
+    ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    {
+        let mut out = Vec::new();
+        for term in terms {
+            let text = shell_output(ctx, "lines", &pyrepr::to_text(term))?;
+            out.extend(text.lines().map(Value::from));
+        }
+        Ok(out)
+    }
+}
+
+fn fileglob_lookup(
+    ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    Ok(terms
+        .iter()
+        .flat_map(|t| fileglob(ctx, &pyrepr::to_text(t)))
+        .collect())
+}
+
+fn sequence_lookup(
+    _ctx: &Context,
+    terms: &[Value],
+    options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    sequence::run(terms, options)
+}
+
+fn nested(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    lists::nested(terms, MAX_LOOKUP_ITEMS)
+}
+
+fn together(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    lists::together(terms)
+}
+
+fn indexed_items(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    Ok(lists::indexed_items(terms))
+}
+
+fn subelements(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    lists::subelements(terms)
+}
+
+fn random_choice(
+    _ctx: &Context,
+    terms: &[Value],
+    _options: &[(String, Value)],
+) -> Result<Vec<Value>, Error> {
+    Ok(lists::random_choice(terms))
 }
 
 /// What `/bin/sh -c command` prints, for `pipe` and `lines`, which run
