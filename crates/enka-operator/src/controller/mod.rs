@@ -6,25 +6,31 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, TypeMeta};
+use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Config as WatcherConfig};
 use kube::runtime::{Predicate, WatchStreamExt, predicates};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
-use super::events;
-use super::metrics::ReconcileResult;
-use super::reload::{ProjectHandle, ReloadState};
-use super::status;
-use super::workqueue;
+mod failures;
+mod write_back;
+
+use crate::events;
+use crate::metrics::ReconcileResult;
+use crate::reload::{ProjectHandle, ReloadState};
+use crate::status;
+use crate::workqueue;
 use enka_engine::{self as engine, Entry, RunOptions};
+pub use failures::{backoff, error_policy};
+use failures::{failed_reconcile, report_undecodable, report_unloaded};
+use write_back::{completion, now, set_finalizers, write_status};
 
 pub use crate::error::ReconcileError;
 use enka_kube::api_error;
 use enka_kube::cache::Holds;
 use enka_kube::client::KubeCluster;
 use enka_kube::object::{WatchedKind, WatchedObject};
-use enka_kube::{Cluster, Owner, PatchType};
+use enka_kube::{Cluster, Owner};
 use enka_project::role::{Project, Target};
 use enka_project::vars::{VarOptions, extra_vars};
 use enka_project::watches::{Gvk, Watch};
@@ -235,179 +241,6 @@ impl WatchContext {
     }
 }
 
-fn now() -> String {
-    enka_template::time::now_rfc3339()
-}
-
-fn completion() -> String {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let base = enka_template::time::format_rfc3339(since.as_secs());
-    format!(
-        "{}.{:06}+00:00",
-        base.trim_end_matches('Z'),
-        since.subsec_micros()
-    )
-}
-
-/// Writes the status `update` makes of `known`, the object as last seen, and
-/// returns the object as the API server stored it, so no read is needed
-/// before or after. The watch cache may know a newer version (the role
-/// wrote the object, and the cache remembers its own writes): that one is
-/// written over. A `known` stale all the same costs one conflict and one
-/// read.
-async fn write_status(
-    ctx: &WatchContext,
-    namespace: Option<&str>,
-    name: &str,
-    known: Arc<Json>,
-    api_wait: &mut Duration,
-    update: impl Fn(&mut Json),
-) -> Result<Arc<Json>, ReconcileError> {
-    let resource = ctx.resource_ref();
-    let known_version = known
-        .pointer("/metadata/resourceVersion")
-        .and_then(Json::as_str);
-    let newer = ctx
-        .cluster
-        .watch_caches()
-        .newer_than(&resource, namespace, name, known_version);
-    let mut live = match newer {
-        Some(newer) => Arc::new(newer),
-        None => known,
-    };
-    for attempt in 0..3 {
-        let before = live.get("status").cloned().unwrap_or_else(|| json!({}));
-        let mut status = before.clone();
-        update(&mut status);
-        if status == before {
-            return Ok(live);
-        }
-        let mut object = (*live).clone();
-        object["status"] = status;
-        let started = Instant::now();
-        let written = ctx
-            .cluster
-            .replace(&resource, namespace, name, &object, Some("status"))
-            .await;
-        *api_wait += started.elapsed();
-        match written {
-            Ok(written) => return Ok(Arc::new(written)),
-            // Deleted meanwhile (no status left to write), or a kind whose
-            // CRD has no status subresource: only a read tells which.
-            Err(err) if err.is_not_found() => {
-                let started = Instant::now();
-                let still = ctx
-                    .cluster
-                    .get_from_server(&resource, namespace, name)
-                    .await;
-                *api_wait += started.elapsed();
-                return match still {
-                    Ok(None) => Ok(live),
-                    Ok(Some(_)) => Err(ReconcileError::NoStatusSubresource(
-                        ctx.watch.gvk.to_string(),
-                    )),
-                    Err(source) => Err(ReconcileError::Api {
-                        action: "read the object",
-                        source,
-                    }),
-                };
-            }
-            Err(err) if err.is_conflict() && attempt < 2 => {
-                let started = Instant::now();
-                let fresh = ctx
-                    .cluster
-                    .get_from_server(&resource, namespace, name)
-                    .await;
-                *api_wait += started.elapsed();
-                match fresh.map_err(|source| ReconcileError::Api {
-                    action: "read the object",
-                    source,
-                })? {
-                    Some(fresh) => live = Arc::new(fresh),
-                    None => return Ok(live),
-                }
-            }
-            Err(source) => {
-                return Err(ReconcileError::Api {
-                    action: "update the status",
-                    source,
-                });
-            }
-        }
-    }
-    Ok(live)
-}
-
-/// Sets the finalizers of `object`; the object as stored afterwards.
-async fn set_finalizers(
-    ctx: &WatchContext,
-    object: &Json,
-    finalizers: Vec<String>,
-) -> Result<Json, ReconcileError> {
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Json::as_str)
-        .unwrap_or_default();
-    let namespace = object.pointer("/metadata/namespace").and_then(Json::as_str);
-    let patch = json!({"metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": object.pointer("/metadata/resourceVersion"),
-    }});
-    // Through the cluster, so the watch cache serves the roles' reads of the
-    // object with its finalizers.
-    let resource = ctx.resource_ref();
-    ctx.cluster
-        .patch(&resource, namespace, name, &patch, &PatchType::Merge, None)
-        .await
-        .map_err(|source| ReconcileError::Api {
-            action: "update the finalizers",
-            source,
-        })
-}
-
-/// An object whose fields could not be decoded (nested too deep) fails
-/// alone: a Failure condition and an Event say why, and its kind goes on.
-/// Its status is merge-patched, and the answer read as a [`WatchedObject`],
-/// since neither side can decode the whole object.
-async fn report_undecodable(
-    ctx: &WatchContext,
-    object: &WatchedObject,
-    reason: &enka_kube::object::Undecodable,
-    api_wait: &mut Duration,
-) -> ReconcileError {
-    let message = reason.to_string();
-    let head = Arc::new(object.head_json());
-    ctx.events.failure(&head, "(reading the object)", &message);
-    if ctx.watch.manage_status {
-        let name = object.metadata.name.as_deref().unwrap_or_default();
-        let client = ctx.cluster.client().clone();
-        let api: Api<WatchedObject> = match object.metadata.namespace.as_deref() {
-            Some(ns) if ctx.namespaced => Api::namespaced_with(client, ns, &ctx.resource),
-            _ => Api::all_with(client, &ctx.resource),
-        };
-        let mut status = json!({});
-        status::mark_error(&mut status, &message, &now());
-        let started = Instant::now();
-        let written = api
-            .patch_status(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({ "status": status })),
-            )
-            .await;
-        *api_wait += started.elapsed();
-        if let Err(e) = written {
-            return ReconcileError::Api {
-                action: "update the status",
-                source: api_error(e),
-            };
-        }
-    }
-    ReconcileError::Undecodable(message)
-}
-
 /// When a reconcile that succeeded wants to run again.
 pub enum Next {
     /// After this long, even if nothing changes.
@@ -487,51 +320,14 @@ async fn reconcile_object(
     let name = object.metadata.name.clone().unwrap_or_default();
     let namespace = object.metadata.namespace.clone();
     let ns = namespace.as_deref();
-    if let Some(shard) = &ctx.settings.shard {
-        let labels = object.metadata.labels.as_ref();
-        // A requeue may bring an object that has moved to another shard.
-        if !shard.holds(labels) {
-            return Ok(Next::AwaitChange);
-        }
-        if shard.is_draining(labels) {
-            // From here this replica does nothing more with the object: the
-            // write below hands it over, and another shard may start on it
-            // as soon as the write is done.
-            tracing::debug!("handing the object over");
-            let started = Instant::now();
-            let acknowledged = shard
-                .acknowledge_drain(
-                    &ctx.api_for(ns),
-                    &name,
-                    object.metadata.resource_version.as_deref(),
-                )
-                .await;
-            *api_wait += started.elapsed();
-            acknowledged.map_err(|e| ReconcileError::Api {
-                action: "hand the object over to another shard",
-                source: api_error(e),
-            })?;
-            tracing::info!(%name, namespace = ns.unwrap_or(""), shard = %shard.name, "drained: the object moves to another shard");
-            return Ok(Next::AwaitChange);
-        }
+    if let Some(next) = shard_keeps(&ctx, &object, ns, &name, api_wait).await? {
+        return Ok(next);
     }
     let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
-    let deleting = object.metadata.deletion_timestamp.is_some();
-    let finalizer_name = ctx.watch.finalizer.as_ref().map(|f| f.name.clone());
-
-    if deleting {
-        let Some(finalizer) = finalizer_name.filter(|f| finalizers.contains(f)) else {
-            return Ok(Next::AwaitChange);
-        };
-        let finalizer_target = ctx.watch.finalizer.as_ref().and_then(|f| f.target.as_ref());
-        if let Some(reason) = ctx
-            .reload
-            .unloaded(finalizer_target.unwrap_or(&ctx.watch.target))
-        {
-            return Err(report_unloaded(&ctx, ns, &name, json, &reason, api_wait).await);
-        }
-        return run_finalizer(&ctx, json, &finalizer, api_wait).await;
+    if object.metadata.deletion_timestamp.is_some() {
+        return finalize(&ctx, json, ns, &name, &finalizers, api_wait).await;
     }
+    let finalizer_name = ctx.watch.finalizer.as_ref().map(|f| f.name.clone());
     let mut json = json;
     if let Some(finalizer) = finalizer_name.filter(|f| !finalizers.contains(f)) {
         let mut list = finalizers.clone();
@@ -592,18 +388,7 @@ async fn reconcile_object(
     if let Some(message) = &broken_edit {
         ctx.events.failure(&json, "(role reload)", message);
     }
-    tracing::info!(
-        kind = %ctx.watch.gvk.kind,
-        %name,
-        namespace = ns.unwrap_or(""),
-        ok = outcome.stats.ok,
-        changed = outcome.stats.changed,
-        failed = outcome.stats.failed,
-        skipped = outcome.stats.skipped,
-        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
-        api_ms = outcome.api_time.as_secs_f64() * 1e3,
-        "reconciled"
-    );
+    log_reconciled(&ctx, &name, ns, &outcome, started);
     let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
     if let Some(failed) = failed_reconcile(&ctx, &json, &outcome) {
         if let Some(after) = outcome.requeue_after {
@@ -620,6 +405,96 @@ async fn reconcile_object(
         (None, Some(period)) => Next::After(period),
         (None, None) => Next::AwaitChange,
     })
+}
+
+/// An object being deleted: its finalizer's run, when the finalizer is
+/// still on it and its role or playbook loads.
+async fn finalize(
+    ctx: &Arc<WatchContext>,
+    json: Arc<Json>,
+    ns: Option<&str>,
+    name: &str,
+    finalizers: &[String],
+    api_wait: &mut Duration,
+) -> Result<Next, ReconcileError> {
+    let Some(finalizer) = ctx
+        .watch
+        .finalizer
+        .as_ref()
+        .filter(|f| finalizers.contains(&f.name))
+    else {
+        return Ok(Next::AwaitChange);
+    };
+    let target = finalizer.target.as_ref().unwrap_or(&ctx.watch.target);
+    if let Some(reason) = ctx.reload.unloaded(target) {
+        return Err(report_unloaded(ctx, ns, name, json, &reason, api_wait).await);
+    }
+    run_finalizer(ctx, json, &finalizer.name, api_wait).await
+}
+
+/// What a shard does with an object before reconciling it: nothing, for
+/// an object that moved to another shard (a requeue may bring one), or
+/// hand it over when the sharder drains it; `None` when it is this shard's
+/// to reconcile.
+async fn shard_keeps(
+    ctx: &WatchContext,
+    object: &WatchedObject,
+    ns: Option<&str>,
+    name: &str,
+    api_wait: &mut Duration,
+) -> Result<Option<Next>, ReconcileError> {
+    let Some(shard) = &ctx.settings.shard else {
+        return Ok(None);
+    };
+    let labels = object.metadata.labels.as_ref();
+    // A requeue may bring an object that has moved to another shard.
+    if !shard.holds(labels) {
+        return Ok(Some(Next::AwaitChange));
+    }
+    if shard.is_draining(labels) {
+        // From here this replica does nothing more with the object: the
+        // write below hands it over, and another shard may start on it
+        // as soon as the write is done.
+        tracing::debug!("handing the object over");
+        let started = Instant::now();
+        let acknowledged = shard
+            .acknowledge_drain(
+                &ctx.api_for(ns),
+                name,
+                object.metadata.resource_version.as_deref(),
+            )
+            .await;
+        *api_wait += started.elapsed();
+        acknowledged.map_err(|e| ReconcileError::Api {
+            action: "hand the object over to another shard",
+            source: api_error(e),
+        })?;
+        tracing::info!(%name, namespace = ns.unwrap_or(""), shard = %shard.name, "drained: the object moves to another shard");
+        return Ok(Some(Next::AwaitChange));
+    }
+    Ok(None)
+}
+
+/// The log line of a reconcile that ran.
+fn log_reconciled(
+    ctx: &WatchContext,
+    name: &str,
+    ns: Option<&str>,
+    outcome: &engine::RunOutcome,
+    started: Instant,
+) {
+    tracing::info!(
+        kind = %ctx.watch.gvk.kind,
+        %name,
+        namespace = ns.unwrap_or(""),
+        ok = outcome.stats.ok,
+        changed = outcome.stats.changed,
+        failed = outcome.stats.failed,
+        skipped = outcome.stats.skipped,
+        elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+        api_ms = outcome.api_time.as_secs_f64() * 1e3,
+        "reconciled"
+    );
 }
 
 /// The object's requeue period (its annotation, else the watch's); an
@@ -643,33 +518,6 @@ async fn reconcile_period(
         .await?;
     }
     Err(refused)
-}
-
-/// A reconcile of a watch whose role or playbook does not load fails as
-/// upstream's run of it would: the status's Failure condition (manageStatus)
-/// and an Event say why, and the object is retried with backoff (after a fix,
-/// the reload loads it and the retry runs it).
-async fn report_unloaded(
-    ctx: &WatchContext,
-    ns: Option<&str>,
-    name: &str,
-    json: Arc<Json>,
-    reason: &str,
-    api_wait: &mut Duration,
-) -> ReconcileError {
-    let refused = ReconcileError::NotLoaded(reason.to_string());
-    let message = refused.to_string();
-    if ctx.watch.manage_status {
-        let written = write_status(ctx, ns, name, json.clone(), api_wait, |s| {
-            status::mark_error(s, &message, &now())
-        })
-        .await;
-        if let Err(err) = written {
-            return err;
-        }
-    }
-    ctx.events.failure(&json, "(load)", &message);
-    refused
 }
 
 /// The finalizer's run of an object being deleted, as upstream's
@@ -755,30 +603,6 @@ async fn run_finalizer(
     }
 }
 
-/// Whether the run fails the reconcile, as upstream decides it: a task
-/// result failed and was not ignored (a rescued one too), or the run itself
-/// failed. The Event and the error name the task and where it is; the
-/// status says only what upstream's does (see `status::mark_done`).
-fn failed_reconcile(
-    ctx: &WatchContext,
-    object: &Arc<Json>,
-    outcome: &engine::RunOutcome,
-) -> Option<ReconcileError> {
-    let message = outcome.reconcile_failure()?;
-    let (task, refused) = match outcome.failure() {
-        Some(failure) => (
-            failure.task.clone(),
-            ReconcileError::TaskFailed(Box::new(failure.clone())),
-        ),
-        None => (
-            "(a rescued task)".to_owned(),
-            ReconcileError::RescuedFailure(message),
-        ),
-    };
-    ctx.events.failure(object, &task, &refused.to_string());
-    Some(refused)
-}
-
 async fn run_once(
     ctx: &WatchContext,
     object: &Arc<Json>,
@@ -840,48 +664,6 @@ fn verbosity_for(object: &Json) -> Option<u8> {
     }
 }
 
-/// Exponential backoff per object, from 5 ms to 1000 s, reset on success:
-/// the delay before the failed object runs again.
-pub fn error_policy(
-    object: Arc<WatchedObject>,
-    error: &ReconcileError,
-    ctx: Arc<WatchContext>,
-) -> Duration {
-    let key = ObjectRef::from_obj_with(&*object, ctx.resource.clone());
-    let attempts = {
-        let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let count = failures.entry(key).or_insert(0);
-        *count = count.saturating_add(1);
-        *count
-    };
-    let delay = backoff(attempts);
-    ctx.metrics.requeued(
-        &ctx.controller_name,
-        object_key(
-            object.metadata.namespace.as_deref(),
-            object.metadata.name.as_deref().unwrap_or_default(),
-        ),
-        delay,
-        true,
-    );
-    tracing::warn!(
-        kind = %ctx.watch.gvk.kind,
-        name = object.metadata.name.as_deref().unwrap_or(""),
-        namespace = object.metadata.namespace.as_deref().unwrap_or(""),
-        retry_in_ms = delay.as_millis() as u64,
-        "reconcile failed: {error}"
-    );
-    delay
-}
-
-/// The delay before retry number `attempts`.
-pub fn backoff(attempts: u32) -> Duration {
-    let exponent = attempts.saturating_sub(1).min(32);
-    Duration::from_millis(5)
-        .saturating_mul(1u32 << exponent.min(31))
-        .min(Duration::from_secs(1000))
-}
-
 /// Runs the controller of one watch until shutdown.
 pub async fn run_controller(
     ctx: Arc<WatchContext>,
@@ -904,8 +686,7 @@ pub async fn run_controller(
     if !selector.is_empty() {
         config = config.labels(&selector);
     }
-    let mut writer = enka_kube::cache::StoreWriter::new(ctx.resource.clone());
-    let resource = ctx.resource.clone();
+    let writer = enka_kube::cache::StoreWriter::new(ctx.resource.clone());
     let reader = writer.as_reader();
     // Roles' reads of their own objects by name come from this cache.
     let caches = ctx.cluster.watch_caches().clone();
@@ -916,13 +697,52 @@ pub async fn run_controller(
         Holds::Selected
     };
     let _serving = caches.serve(ctx.resource.clone(), scope, reader.clone(), holds);
-    // Upstream's predicates: reconcile on a change of generation (spec,
-    // deletion), of annotations when asked, and on any change of objects
-    // without a generation (a Secret, a ConfigMap). Not on finalizers: the
-    // run that adds its finalizer goes on with the object as updated, and
-    // that update must not bring a second run (the differential harness saw
-    // one).
-    // A shard reacts to the sharder's drain label whatever else changed.
+    let triggers = triggers(&ctx, api, config, writer, caches);
+    let owners = {
+        let ctx = ctx.clone();
+        owners.inspect(move |owner| {
+            let key = object_key(owner.namespace.as_deref(), &owner.name);
+            ctx.metrics.queued(&ctx.controller_name, key);
+        })
+    };
+    ctx.metrics
+        .controller_started(&ctx.controller_name, concurrency);
+    tracing::info!(gvk = %ctx.watch.gvk, namespace = namespace.as_deref().unwrap_or("(all)"), "starting controller");
+    let sources = workqueue::Sources {
+        triggers: futures::stream::select(triggers, owners),
+        reloads,
+        shutdown,
+    };
+    let all_keys = {
+        let (reader, resource) = (reader.clone(), ctx.resource.clone());
+        move || {
+            let objects = reader.state();
+            let keys = objects.iter();
+            keys.map(|object| ObjectRef::from_obj_with(&**object, resource.clone()))
+                .collect()
+        }
+    };
+    workqueue::run(sources, all_keys, usize::from(concurrency), move |key| {
+        run_key(ctx.clone(), reader.clone(), key)
+    })
+    .await;
+}
+
+/// The watch of the kind as the keys to reconcile, with upstream's
+/// predicates: a change of generation (spec, deletion), of annotations when
+/// asked, and any change of objects without a generation (a Secret, a
+/// ConfigMap); not finalizers: the run that adds its finalizer goes on with
+/// the object as updated, and that update must not bring a second run (the
+/// differential harness saw one). A shard reacts to the sharder's drain
+/// label whatever else changed. Every event also fills the controller's
+/// store and the roles' watch cache.
+fn triggers(
+    ctx: &Arc<WatchContext>,
+    api: Api<WatchedObject>,
+    config: WatcherConfig,
+    mut writer: enka_kube::cache::StoreWriter,
+    caches: Arc<enka_kube::cache::WatchCaches>,
+) -> impl futures::Stream<Item = ObjectRef<WatchedObject>> + Send + 'static {
     let drain_label = ctx.settings.shard.as_ref().map(|shard| shard.drain_label());
     let draining = move |object: &WatchedObject| {
         let label = drain_label.as_ref()?;
@@ -932,6 +752,7 @@ pub async fn run_controller(
     let predicate = predicates::generation
         .fallback(predicates::resource_version)
         .combine(draining);
+    let resource = ctx.resource.clone();
     let stream = watcher(api, config)
         .default_backoff()
         // (WatchedObject leaves managedFields out as it decodes.)
@@ -983,7 +804,7 @@ pub async fn run_controller(
             }
         }
     };
-    let triggers = triggers.inspect(queued).filter_map({
+    triggers.inspect(queued).filter_map({
         let resource = ctx.resource.clone();
         move |object| {
             let key = match object {
@@ -995,55 +816,34 @@ pub async fn run_controller(
             };
             futures::future::ready(key)
         }
-    });
-    let owners = {
-        let ctx = ctx.clone();
-        owners.inspect(move |owner| {
-            let key = object_key(owner.namespace.as_deref(), &owner.name);
-            ctx.metrics.queued(&ctx.controller_name, key);
-        })
-    };
-    ctx.metrics
-        .controller_started(&ctx.controller_name, concurrency);
-    tracing::info!(gvk = %ctx.watch.gvk, namespace = namespace.as_deref().unwrap_or("(all)"), "starting controller");
-    let sources = workqueue::Sources {
-        triggers: futures::stream::select(triggers, owners),
-        reloads,
-        shutdown,
-    };
-    let all_keys = {
-        let (reader, resource) = (reader.clone(), ctx.resource.clone());
-        move || {
-            let objects = reader.state();
-            let keys = objects.iter();
-            keys.map(|object| ObjectRef::from_obj_with(&**object, resource.clone()))
-                .collect()
-        }
-    };
-    workqueue::run(sources, all_keys, usize::from(concurrency), move |key| {
-        let (ctx, reader) = (ctx.clone(), reader.clone());
-        async move {
-            // The first list's objects enter the cache together when it
-            // ends: until then no run starts (as kube-runtime's applier).
-            if reader.wait_until_ready().await.is_err() {
-                return None;
-            }
-            // A trigger for an object gone before its turn never starts a
-            // reconcile; it leaves the queue here.
-            let Some(object) = reader.get(&key) else {
-                let key = object_key(key.namespace.as_deref(), &key.name);
-                tracing::debug!(%key, "a trigger for an object not in the cache: no run");
-                ctx.metrics.forget(&ctx.controller_name, &key);
-                return None;
-            };
-            match reconcile(object.clone(), ctx.clone()).await {
-                Ok(Next::After(after)) => Some(after),
-                Ok(Next::AwaitChange) => None,
-                Err(err) => Some(error_policy(object, &err, ctx)),
-            }
-        }
     })
-    .await;
+}
+
+/// One key's turn in the work queue: its reconcile, once the first list is
+/// in the cache, and when to come back.
+async fn run_key(
+    ctx: Arc<WatchContext>,
+    reader: enka_kube::cache::StoreReader,
+    key: ObjectRef<WatchedObject>,
+) -> Option<Duration> {
+    // The first list's objects enter the cache together when it ends:
+    // until then no run starts (as kube-runtime's applier).
+    if reader.wait_until_ready().await.is_err() {
+        return None;
+    }
+    // A trigger for an object gone before its turn never starts a
+    // reconcile; it leaves the queue here.
+    let Some(object) = reader.get(&key) else {
+        let key = object_key(key.namespace.as_deref(), &key.name);
+        tracing::debug!(%key, "a trigger for an object not in the cache: no run");
+        ctx.metrics.forget(&ctx.controller_name, &key);
+        return None;
+    };
+    match reconcile(object.clone(), ctx.clone()).await {
+        Ok(Next::After(after)) => Some(after),
+        Ok(Next::AwaitChange) => None,
+        Err(err) => Some(error_policy(object, &err, ctx)),
+    }
 }
 
 /// `resource_created_at_seconds` follows the watch: set for each object
@@ -1082,6 +882,7 @@ fn watcher(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[tokio::test]
     async fn a_panicking_reconcile_is_an_error_not_a_dead_controller() {

@@ -1,0 +1,264 @@
+//! What a template's source says before it renders: whether it is one
+//! variable (Ansible's fast path) or one text-keeping filter, its filter
+//! chains bounded, and its backslashes as Python's string literals read
+//! them.
+
+use crate::{Error, ErrorKind, STRING_TYPE_FILTERS};
+
+/// The most filters one expression may chain. minijinja compiles a chain
+/// by recursion, one frame per filter, and about 2 000 overflow a 2 MiB
+/// thread stack; no real role comes near this.
+pub(crate) const MAX_FILTER_CHAIN: usize = 500;
+
+/// Refuses, before minijinja compiles it, a template with an expression
+/// chaining more than [`MAX_FILTER_CHAIN`] filters (a stack overflow aborts
+/// the process; an error fails one task), or a call that repeats a keyword
+/// argument, which Python refuses when Jinja compiles the template and
+/// minijinja would let the last one win.
+pub(crate) fn check_filter_chains(source: &str) -> Result<(), Error> {
+    let bytes = source.as_bytes();
+    let mut i = 0;
+    let (mut inside, mut quote, mut pipes) = (false, None::<u8>, 0usize);
+    // Per open bracket: the keyword arguments seen, for a call's `(`.
+    let mut frames: Vec<Option<Vec<&str>>> = Vec::new();
+    while i < bytes.len() {
+        let pair = bytes.get(i..i + 2);
+        match (inside, quote) {
+            (false, _) => {
+                if matches!(pair, Some(b"{{" | b"{%")) {
+                    inside = true;
+                    pipes = 0;
+                    frames.clear();
+                    i += 1;
+                }
+            }
+            (true, Some(q)) => {
+                if bytes[i] == b'\\' {
+                    i += 1;
+                } else if bytes[i] == q {
+                    quote = None;
+                }
+            }
+            (true, None) => match bytes[i] {
+                b'\'' | b'"' => quote = Some(bytes[i]),
+                b'|' => {
+                    pipes += 1;
+                    if pipes > MAX_FILTER_CHAIN {
+                        return Err(Error::new(
+                            ErrorKind::Limit,
+                            format!("an expression chains more than {MAX_FILTER_CHAIN} filters"),
+                        )
+                        .in_template(source));
+                    }
+                }
+                b'(' => frames.push(Some(Vec::new())),
+                b'[' | b'{' if !matches!(pair, Some(b"{{" | b"{%")) => frames.push(None),
+                b')' | b']' | b'}' if !matches!(pair, Some(b"}}")) => {
+                    frames.pop();
+                }
+                b'=' if !matches!(pair, Some(b"=="))
+                    && i > 0
+                    && !b"=!<>".contains(&bytes[i - 1]) =>
+                {
+                    if let Some(Some(seen)) = frames.last_mut()
+                        && let Some(name) = keyword_before(source, i)
+                    {
+                        if seen.contains(&name) {
+                            return Err(Error::new(
+                                ErrorKind::Syntax,
+                                format!("template syntax error: keyword argument repeated: {name}"),
+                            )
+                            .in_template(source));
+                        }
+                        seen.push(name);
+                    }
+                }
+                _ if matches!(pair, Some(b"}}" | b"%}")) => {
+                    inside = false;
+                    i += 1;
+                }
+                _ => {}
+            },
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// The argument name before the `=` at `at` when it follows `(` or `,`:
+/// `default` of `f(1, default=2)`.
+pub(crate) fn keyword_before(source: &str, at: usize) -> Option<&str> {
+    let head = source.get(..at)?.trim_end();
+    let start = head
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !(c.is_alphanumeric() || *c == '_'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let name = &head[start..];
+    let before = head[..start].trim_end();
+    (!name.is_empty() && (before.ends_with('(') || before.ends_with(','))).then_some(name)
+}
+
+/// Ansible's `SINGLE_VAR`: `^{{\s*(\w*)\s*}}$`.
+pub(crate) fn single_var(source: &str) -> Option<&str> {
+    let inner = source.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    (!inner.is_empty() && inner.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(inner)
+}
+
+/// Whether the template is one expression whose value is what a filter
+/// Ansible marks as text returns (`_wrap_native_text`: a `NativeJinjaText`,
+/// which `ansible_eval_concat` hands back without parsing it into data).
+/// That is so only when the filter applies to the whole expression:
+/// `x | string` keeps text, `x | string == '1'` is a comparison whose
+/// `True` becomes a boolean, `[x | string]` a list.
+pub(crate) fn keeps_text(source: &str) -> bool {
+    let Some(inner) = source
+        .strip_prefix("{{")
+        .and_then(|s| s.trim_end_matches('\n').strip_suffix("}}"))
+    else {
+        return false;
+    };
+    if inner.contains("{{") || inner.contains("}}") {
+        return false;
+    }
+    let Some(tail) = outermost_filter(strip_enclosing_parens(inner.trim())) else {
+        return false;
+    };
+    let name: String = tail
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
+        .collect();
+    let after = tail.trim_start()[name.len()..].trim();
+    let call_or_nothing = after.is_empty()
+        || (after.starts_with('(')
+            && after.ends_with(')')
+            && strip_enclosing_parens(after).len() + 2 == after.len());
+    let name = name.strip_prefix("ansible.builtin.").unwrap_or(&name);
+    call_or_nothing && STRING_TYPE_FILTERS.contains(&name)
+}
+
+/// An expression without the parentheses that enclose all of it.
+pub(crate) fn strip_enclosing_parens(mut expr: &str) -> &str {
+    while expr.starts_with('(') && expr.ends_with(')') {
+        let spans_all = top_level(expr)
+            .find(|(i, _)| *i > 0)
+            .is_none_or(|(i, _)| i == expr.len() - 1);
+        if !spans_all {
+            break;
+        }
+        expr = expr[1..expr.len() - 1].trim();
+    }
+    expr
+}
+
+/// The characters of an expression outside brackets and string literals,
+/// with their byte offsets (a closing bracket that returns to the top is
+/// included, as is the opening one).
+pub(crate) fn top_level(expr: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    expr.char_indices().filter(move |&(_, c)| {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            return false;
+        }
+        match c {
+            '\'' | '"' => {
+                quote = Some(c);
+                false
+            }
+            '(' | '[' | '{' => {
+                depth += 1;
+                depth == 1
+            }
+            ')' | ']' | '}' => {
+                depth = depth.saturating_sub(1);
+                depth == 0
+            }
+            _ => depth == 0,
+        }
+    })
+}
+
+/// What follows the last top-level `|` of an expression made only of a
+/// value and its filters: `None` when there is no filter, or when an
+/// operator (`==`, `~`, `in`, `is`, `and`, `if`, …) at the top level
+/// makes something else the expression's value.
+pub(crate) fn outermost_filter(expr: &str) -> Option<&str> {
+    const OPERATOR_WORDS: &[&str] = &["in", "is", "and", "or", "not", "if", "else"];
+    let mut last_pipe = None;
+    let mut word = String::new();
+    for (i, c) in top_level(expr) {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        if OPERATOR_WORDS.contains(&word.as_str()) {
+            return None;
+        }
+        word.clear();
+        match c {
+            '|' => last_pipe = Some(i),
+            '+' | '-' | '*' | '/' | '%' | '~' | '<' | '>' | '=' | '!' if i > 0 => return None,
+            _ => {}
+        }
+    }
+    if OPERATOR_WORDS.contains(&word.as_str()) {
+        return None;
+    }
+    last_pipe.map(|i| &expr[i + 1..])
+}
+
+/// Ansible doubles every backslash inside the string literals of `{{ … }}`
+/// blocks (`_escape_backslashes`), so a YAML `'\\.'` reaches Jinja as a
+/// literal backslash and dot. String extents follow Jinja's lexer, where a
+/// backslash skips the next character.
+pub(crate) fn escape_backslashes(source: &str) -> String {
+    if !source.contains('\\') || !source.contains("{{") {
+        return source.to_owned();
+    }
+    let mut out = String::with_capacity(source.len() + 8);
+    let mut in_var = false;
+    let mut i = 0;
+    while i < source.len() {
+        let rest = &source[i..];
+        if !in_var && rest.starts_with("{{") {
+            in_var = true;
+            out.push_str("{{");
+            i += 2;
+            continue;
+        }
+        if in_var && rest.starts_with("}}") {
+            in_var = false;
+            out.push_str("}}");
+            i += 2;
+            continue;
+        }
+        let Some(c) = rest.chars().next() else { break };
+        if in_var && (c == '\'' || c == '"') {
+            let bytes = rest.as_bytes();
+            let mut j = 1;
+            while j < bytes.len() && bytes[j] != c as u8 {
+                j += if bytes[j] == b'\\' { 2 } else { 1 };
+            }
+            if j >= bytes.len() {
+                out.push_str(rest);
+                break;
+            }
+            out.push_str(&rest[..=j].replace('\\', "\\\\"));
+            i += j + 1;
+            continue;
+        }
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
