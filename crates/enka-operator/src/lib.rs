@@ -26,7 +26,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use kube::api::GroupVersionKind;
+use kube::api::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Scope};
 
 use controller::{Settings, WatchContext};
@@ -80,13 +80,235 @@ pub struct OperatorOptions {
 /// against the cluster `config` points at.
 pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Result<()> {
     let metrics = Arc::new(metrics::Metrics::default());
+    let client = api_client(config, &metrics)?;
+    let cluster = Arc::new(KubeCluster::new(client.clone(), "enka"));
+    let Loaded {
+        watches,
+        watch_targets,
+        load,
+        project,
+        unloaded,
+    } = load(&options, &cluster)?;
+    let reload_state = Arc::new(reload::ReloadState::with_unloaded(unloaded));
+    let handle = Arc::new(RwLock::new(project));
+    serve_endpoints(&options, &metrics, &client).await?;
+    let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
+    tokio::spawn(reload::run(
+        load,
+        watch_targets,
+        handle.clone(),
+        reload_state.clone(),
+        changed_tx,
+    ));
+    let settings = settings(&options);
+    let leadership = lead(&options, &client, &metrics).await;
+    // A shard that stops gracefully gives its Lease up, so the sharder
+    // moves its objects at once instead of after the Lease expires.
+    let releaser = leadership
+        .as_ref()
+        .filter(|_| options.sharding.is_some())
+        .map(|(leadership, _)| leadership.releaser());
+    let controlled = controlled_kinds(&options, &client).await;
+    let shutdown = shutdown_signal();
+    let events = events::Recorder::start(cluster.clone());
+    let mut controllers = Vec::new();
+    for watch in watches {
+        let gvk = GroupVersionKind::gvk(&watch.gvk.group, &watch.gvk.version, &watch.gvk.kind);
+        let (resource, caps) = discovery::pinned_kind(&client, &gvk)
+            .await
+            .with_context(|| {
+                format!(
+                    "the API server does not serve {} (is its CRD installed?)",
+                    watch.gvk
+                )
+            })?;
+        let concurrency = concurrency_for(&watch.gvk, options.max_concurrent_reconciles);
+        let namespaced = caps.scope == Scope::Namespaced;
+        let gvk_name = watch.gvk.to_string();
+        let shared = controller::Shared {
+            project: handle.clone(),
+            cluster: cluster.clone(),
+            settings: settings.clone(),
+            reload: reload_state.clone(),
+            metrics: metrics.clone(),
+            events: events.clone(),
+        };
+        let triggers = dependents::Triggers::default();
+        let dependent_watches = watch.watch_dependent_resources.then(|| {
+            dependent_watches(
+                &options,
+                &watch,
+                &resource,
+                namespaced,
+                &triggers,
+                &controlled,
+            )
+        });
+        let ctx = WatchContext::new(watch, resource, namespaced, shared, dependent_watches)
+            .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
+        let ctx = Arc::new(ctx);
+        for namespace in watch_scopes(&options.namespaces, namespaced) {
+            let owners = triggers.stream(namespace.clone());
+            controllers.push(tokio::spawn(controller::run_controller(
+                ctx.clone(),
+                namespace,
+                concurrency,
+                reload::triggers(changed_rx.clone()),
+                owners,
+                shutdown.clone(),
+            )));
+        }
+    }
+    metrics.set_ready();
+    tracing::info!(controllers = controllers.len(), "enka is running");
+    let stopped = Stopping {
+        shutdown,
+        grace: options.graceful_shutdown_timeout,
+        leadership,
+        releaser,
+    };
+    run_until_stopped(controllers, stopped, &metrics).await?;
+    tracing::info!("enka stopped");
+    Ok(())
+}
+
+/// How a running enka stops: the shutdown signal and the grace after it,
+/// and the Lease whose loss stops it and which it gives up.
+struct Stopping {
+    shutdown: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
+    grace: Duration,
+    leadership: Option<(leader::Leadership, String)>,
+    releaser: Option<leader::Releaser>,
+}
+
+/// Runs the controllers until a signal (plus the graceful-shutdown time
+/// for the reconciles in flight), a controller's end, or the loss of the
+/// Lease; a shard then gives its Lease up.
+async fn run_until_stopped(
+    controllers: Vec<tokio::task::JoinHandle<()>>,
+    stopping: Stopping,
+    metrics: &Arc<metrics::Metrics>,
+) -> anyhow::Result<()> {
+    let signalled = stopping.shutdown.clone();
+    let all = supervise(controllers, move || signalled.peek().is_some(), metrics);
+    let Stopping {
+        shutdown,
+        grace,
+        leadership,
+        releaser,
+    } = stopping;
+    let grace_over = async move {
+        shutdown.await;
+        tokio::time::sleep(grace).await;
+    };
+    let leader_metrics = metrics.clone();
+    let lost_leadership = async move {
+        match leadership {
+            Some((leadership, lease_name)) => {
+                leadership.keep().await;
+                leader_metrics.set_leader(&lease_name, false);
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = all => result?,
+        () = grace_over => tracing::warn!(
+            "reconciles still running {}s after the shutdown signal; stopping anyway",
+            grace.as_secs_f64()
+        ),
+        () = lost_leadership => bail!("leadership lost; stopping so that another replica takes over"),
+    }
+    if let Some(releaser) = releaser {
+        releaser.release().await;
+    }
+    Ok(())
+}
+
+/// The dependent watches of a watch; a shard's watch only the dependents
+/// its ring assigns with their owner.
+fn dependent_watches(
+    options: &OperatorOptions,
+    watch: &enka_project::watches::Watch,
+    resource: &ApiResource,
+    namespaced: bool,
+    triggers: &dependents::Triggers,
+    controlled: &Option<std::collections::HashSet<shard::GroupResource>>,
+) -> Arc<dependents::DependentWatches> {
+    let watches = dependents::DependentWatches::new(
+        watch,
+        resource.clone(),
+        namespaced,
+        options.namespaces.clone(),
+        triggers.clone(),
+    );
+    Arc::new(match (&options.sharding, controlled) {
+        (Some(sharding), Some(kinds)) => watches.assigned(dependents::AssignedKinds {
+            selector: sharding.shard.selector(""),
+            kinds: kinds.clone(),
+        }),
+        _ => watches,
+    })
+}
+
+/// The Lease this replica holds while its controllers run, once acquired:
+/// a shard's own, or the leader's; `None` without either.
+async fn lead(
+    options: &OperatorOptions,
+    client: &kube::Client,
+    metrics: &Arc<metrics::Metrics>,
+) -> Option<(leader::Leadership, String)> {
+    // A shard holds a Lease of its own as a leader holds the one Lease:
+    // its controllers run only while it does.
+    let lease = options
+        .sharding
+        .as_ref()
+        .map(|sharding| sharding.lease.clone())
+        .or_else(|| options.leader_election.clone());
+    match lease {
+        Some(config) => {
+            metrics.set_leader(&config.lease_name, false);
+            let lease_name = config.lease_name.clone();
+            let leadership = leader::acquire(client, config).await;
+            metrics.set_leader(&lease_name, true);
+            Some((leadership, lease_name))
+        }
+        None => None,
+    }
+}
+
+/// The dependents the ring assigns with their owner: only this shard's are
+/// watched. Without the ring's list, all are (correct, if larger).
+async fn controlled_kinds(
+    options: &OperatorOptions,
+    client: &kube::Client,
+) -> Option<std::collections::HashSet<shard::GroupResource>> {
+    // The dependents the ring assigns with their owner: only this shard's
+    // are watched. Without the ring's list, all are (correct, if larger).
+    match &options.sharding {
+        Some(sharding) => match shard::controlled_resources(client, &sharding.shard.ring).await {
+            Ok(kinds) => Some(kinds),
+            Err(err) => {
+                tracing::warn!(ring = %sharding.shard.ring, "cannot read the ControllerRing, so dependents are watched whole: {err}");
+                None
+            }
+        },
+        None => None,
+    }
+}
+
+/// The Kubernetes client, its requests counted in `metrics`.
+fn api_client(
+    config: kube::Config,
+    metrics: &Arc<metrics::Metrics>,
+) -> anyhow::Result<kube::Client> {
     let host = config
         .cluster_url
         .authority()
         .map(|a| a.to_string())
         .unwrap_or_default();
     let counted = metrics.clone();
-    let client = enka_kube::instrument::client(
+    enka_kube::instrument::client(
         config,
         Arc::new(
             move |method: &str, code: &str, elapsed: std::time::Duration| {
@@ -94,14 +316,29 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
             },
         ),
     )
-    .context("cannot build a Kubernetes client")?;
+    .context("cannot build a Kubernetes client")
+}
+
+/// What `enka run` loaded: the watches and the project that runs them.
+struct Loaded {
+    watches: Vec<enka_project::watches::Watch>,
+    watch_targets: Vec<Target>,
+    load: LoadOptions,
+    project: Arc<enka_project::role::Project>,
+    unloaded: Vec<(Target, String)>,
+}
+
+/// Loads the watches file and every role and playbook it names. A broken
+/// watches file stops enka, and so does a role or playbook that is not
+/// there; one that does not load fails only the watches that run it
+/// (upstream starts, and each run of such a watch fails).
+fn load(options: &OperatorOptions, cluster: &Arc<KubeCluster>) -> anyhow::Result<Loaded> {
     let (watches, mut diagnostics) = enka_project::watches::load(&options.watches_file);
     let paths = role_paths(
         &options.watches_file,
         &options.roles_path,
         &options.collections_path,
     );
-    let cluster = Arc::new(KubeCluster::new(client.clone(), "enka"));
     // Kinds roles list are watched in the operator's namespaces, as
     // upstream's cache informs them.
     cluster
@@ -162,8 +399,21 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
             "does not load: the watches that run it fail each reconcile until it is fixed"
         );
     }
-    let reload_state = Arc::new(reload::ReloadState::with_unloaded(unloaded));
-    let handle = Arc::new(RwLock::new(project));
+    Ok(Loaded {
+        watches,
+        watch_targets,
+        load,
+        project,
+        unloaded,
+    })
+}
+
+/// The metrics and health endpoints, when asked for.
+async fn serve_endpoints(
+    options: &OperatorOptions,
+    metrics: &Arc<metrics::Metrics>,
+    client: &kube::Client,
+) -> anyhow::Result<()> {
     if let Some(addr) = options.metrics_address {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -191,77 +441,15 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
             }
         });
     }
-    let (changed_tx, changed_rx) = tokio::sync::watch::channel(0u64);
-    tokio::spawn(reload::run(
-        load,
-        watch_targets,
-        handle.clone(),
-        reload_state.clone(),
-        changed_tx,
-    ));
-    let settings = Settings {
-        reconcile_period: options.reconcile_period,
-        reconcile_timeout: options.reconcile_timeout,
-        verbosity: options.verbosity,
-        namespaces: options.namespaces.clone(),
-        inject_owner_ref: options.inject_owner_ref,
-        log_events: options.log_events,
-        shard: options.sharding.as_ref().map(|s| Arc::new(s.shard.clone())),
-    };
-    // A shard holds a Lease of its own as a leader holds the one Lease:
-    // its controllers run only while it does.
-    let lease = options
-        .sharding
-        .as_ref()
-        .map(|sharding| sharding.lease.clone())
-        .or_else(|| options.leader_election.clone());
-    let leadership = match lease {
-        Some(config) => {
-            metrics.set_leader(&config.lease_name, false);
-            let lease_name = config.lease_name.clone();
-            let leadership = leader::acquire(&client, config).await;
-            metrics.set_leader(&lease_name, true);
-            Some((leadership, lease_name))
-        }
-        None => None,
-    };
-    // A shard that stops gracefully gives its Lease up, so the sharder
-    // moves its objects at once instead of after the Lease expires.
-    let releaser = leadership
-        .as_ref()
-        .filter(|_| options.sharding.is_some())
-        .map(|(leadership, _)| leadership.releaser());
-    // The dependents the ring assigns with their owner: only this shard's
-    // are watched. Without the ring's list, all are (correct, if larger).
-    let controlled = match &options.sharding {
-        Some(sharding) => match shard::controlled_resources(&client, &sharding.shard.ring).await {
-            Ok(kinds) => Some(kinds),
-            Err(err) => {
-                tracing::warn!(ring = %sharding.shard.ring, "cannot read the ControllerRing, so dependents are watched whole: {err}");
-                None
-            }
-        },
-        None => None,
-    };
-    let shutdown = shutdown_signal();
-    let events = events::Recorder::start(cluster.clone());
-    let mut controllers = Vec::new();
-    for watch in watches {
-        let gvk = GroupVersionKind::gvk(&watch.gvk.group, &watch.gvk.version, &watch.gvk.kind);
-        let (resource, caps) = discovery::pinned_kind(&client, &gvk)
-            .await
-            .with_context(|| {
-                format!(
-                    "the API server does not serve {} (is its CRD installed?)",
-                    watch.gvk
-                )
-            })?;
-        let concurrency = std::env::var(controller::env_name(
-            "MAX_CONCURRENT_RECONCILES",
-            &watch.gvk,
-        ))
+    Ok(())
+}
+
+/// The concurrent reconciles of a kind: `MAX_CONCURRENT_RECONCILES_<KIND>_<GROUP>`
+/// (or the deprecated `WORKER_…`), else the flag's.
+fn concurrency_for(gvk: &enka_project::watches::Gvk, default: u16) -> u16 {
+    std::env::var(controller::env_name("MAX_CONCURRENT_RECONCILES", gvk))
         .or_else(|_| {
-            let legacy = controller::env_name("WORKER", &watch.gvk);
+            let legacy = controller::env_name("WORKER", gvk);
             std::env::var(&legacy).inspect(|_| {
                 tracing::warn!("{legacy} is deprecated; use MAX_CONCURRENT_RECONCILES_…")
             })
@@ -269,81 +457,7 @@ pub async fn run(options: OperatorOptions, config: kube::Config) -> anyhow::Resu
         .ok()
         .and_then(|v| v.parse::<u16>().ok())
         .filter(|v| *v > 0)
-        .unwrap_or(options.max_concurrent_reconciles);
-        let namespaced = caps.scope == Scope::Namespaced;
-        let gvk_name = watch.gvk.to_string();
-        let shared = controller::Shared {
-            project: handle.clone(),
-            cluster: cluster.clone(),
-            settings: settings.clone(),
-            reload: reload_state.clone(),
-            metrics: metrics.clone(),
-            events: events.clone(),
-        };
-        let triggers = dependents::Triggers::default();
-        let dependent_watches = watch.watch_dependent_resources.then(|| {
-            let watches = dependents::DependentWatches::new(
-                &watch,
-                resource.clone(),
-                namespaced,
-                options.namespaces.clone(),
-                triggers.clone(),
-            );
-            Arc::new(match (&options.sharding, &controlled) {
-                (Some(sharding), Some(kinds)) => watches.assigned(dependents::AssignedKinds {
-                    selector: sharding.shard.selector(""),
-                    kinds: kinds.clone(),
-                }),
-                _ => watches,
-            })
-        });
-        let ctx = WatchContext::new(watch, resource, namespaced, shared, dependent_watches)
-            .with_context(|| format!("the role or playbook of {gvk_name} is not loaded"))?;
-        let ctx = Arc::new(ctx);
-        for namespace in watch_scopes(&options.namespaces, namespaced) {
-            let owners = triggers.stream(namespace.clone());
-            controllers.push(tokio::spawn(controller::run_controller(
-                ctx.clone(),
-                namespace,
-                concurrency,
-                reload::triggers(changed_rx.clone()),
-                owners,
-                shutdown.clone(),
-            )));
-        }
-    }
-    metrics.set_ready();
-    tracing::info!(controllers = controllers.len(), "enka is running");
-    let stopping = shutdown.clone();
-    let all = supervise(controllers, move || stopping.peek().is_some(), &metrics);
-    let grace = options.graceful_shutdown_timeout;
-    let grace_over = async move {
-        shutdown.await;
-        tokio::time::sleep(grace).await;
-    };
-    let leader_metrics = metrics.clone();
-    let lost_leadership = async move {
-        match leadership {
-            Some((leadership, lease_name)) => {
-                leadership.keep().await;
-                leader_metrics.set_leader(&lease_name, false);
-            }
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        result = all => result?,
-        () = grace_over => tracing::warn!(
-            "reconciles still running {}s after the shutdown signal; stopping anyway",
-            grace.as_secs_f64()
-        ),
-        () = lost_leadership => bail!("leadership lost; stopping so that another replica takes over"),
-    }
-    if let Some(releaser) = releaser {
-        releaser.release().await;
-    }
-    tracing::info!("enka stopped");
-    Ok(())
+        .unwrap_or(default)
 }
 
 /// Waits for every controller; the first that ends before shutdown, or
@@ -410,6 +524,19 @@ fn shutdown_signal() -> futures::future::Shared<futures::future::BoxFuture<'stat
     }
     .boxed()
     .shared()
+}
+
+/// What every controller of this enka runs with.
+fn settings(options: &OperatorOptions) -> Settings {
+    Settings {
+        reconcile_period: options.reconcile_period,
+        reconcile_timeout: options.reconcile_timeout,
+        verbosity: options.verbosity,
+        namespaces: options.namespaces.clone(),
+        inject_owner_ref: options.inject_owner_ref,
+        log_events: options.log_events,
+        shard: options.sharding.as_ref().map(|s| Arc::new(s.shard.clone())),
+    }
 }
 
 #[cfg(test)]
