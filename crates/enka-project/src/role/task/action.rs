@@ -74,49 +74,7 @@ pub(super) fn parse_action(
     key: &Node,
     value: &Node,
 ) -> Option<Action> {
-    let mut module_name = key_of(key);
-    let mut value = value.clone();
-    if module_name == "action" || module_name == "local_action" {
-        match &value.value {
-            enka_yaml::Value::Str(text) => {
-                let (name, rest) = enka_template::freeform::first_word(text.trim());
-                module_name = name.to_owned();
-                value = Node {
-                    value: enka_yaml::Value::Str(rest.trim().to_owned()),
-                    pos: value.pos,
-                    tag: None,
-                };
-            }
-            enka_yaml::Value::Map(entries) => {
-                let Some(name) = value.get("module").and_then(Node::as_str) else {
-                    loader.error(
-                        at.loc(value.pos),
-                        "action: a mapping needs a 'module' key".to_owned(),
-                    );
-                    return None;
-                };
-                module_name = name.to_owned();
-                value = Node {
-                    value: enka_yaml::Value::Map(
-                        entries
-                            .iter()
-                            .filter(|(k, _)| k.as_str() != Some("module"))
-                            .cloned()
-                            .collect(),
-                    ),
-                    pos: value.pos,
-                    tag: None,
-                };
-            }
-            _ => {
-                loader.error(
-                    at.loc(value.pos),
-                    "action must be a string or a mapping".to_owned(),
-                );
-                return None;
-            }
-        }
-    }
+    let (module_name, value) = action_keyword(loader, at, key, value)?;
 
     // `include` is no longer among them: ansible-core 2.16 removed it, and
     // Ansible's own words for it come back from the worker's resolution.
@@ -164,9 +122,96 @@ pub(super) fn parse_action(
         }
     };
     merge_task_args(loader, at, task, &mut entries);
+    let (pairs, variable_params) = native_args(loader, at, spec, &entries);
+    if !variable_params {
+        enka_modules::catalogue::validate_args(spec, &pairs)
+            .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
+    }
+    // load_list_of_tasks refuses it where there is no role to end.
+    if spec.name == "meta"
+        && at.role.is_none()
+        && pairs
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("_raw_params") && v.as_str() == Some("end_role"))
+    {
+        loader.error(
+            at.loc(value.pos),
+            "Cannot execute 'end_role' from outside of a role".to_owned(),
+        );
+    }
+    Some(Action::Module {
+        module: ModuleRef::Native(spec),
+        args: Value::from_pairs(pairs),
+    })
+}
+
+/// The module an `action:` or `local_action:` names and the arguments
+/// after it (a string's first word, or a mapping's `module`); any other
+/// key is the module's own name.
+fn action_keyword(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    key: &Node,
+    value: &Node,
+) -> Option<(String, Node)> {
+    let mut module_name = key_of(key);
+    let mut value = value.clone();
+    if module_name == "action" || module_name == "local_action" {
+        match &value.value {
+            enka_yaml::Value::Str(text) => {
+                let (name, rest) = enka_template::freeform::first_word(text.trim());
+                module_name = name.to_owned();
+                value = Node {
+                    value: enka_yaml::Value::Str(rest.trim().to_owned()),
+                    pos: value.pos,
+                    tag: None,
+                };
+            }
+            enka_yaml::Value::Map(entries) => {
+                let Some(name) = value.get("module").and_then(Node::as_str) else {
+                    loader.error(
+                        at.loc(value.pos),
+                        "action: a mapping needs a 'module' key".to_owned(),
+                    );
+                    return None;
+                };
+                module_name = name.to_owned();
+                value = Node {
+                    value: enka_yaml::Value::Map(
+                        entries
+                            .iter()
+                            .filter(|(k, _)| k.as_str() != Some("module"))
+                            .cloned()
+                            .collect(),
+                    ),
+                    pos: value.pos,
+                    tag: None,
+                };
+            }
+            _ => {
+                loader.error(
+                    at.loc(value.pos),
+                    "action must be a string or a mapping".to_owned(),
+                );
+                return None;
+            }
+        }
+    }
+    Some((module_name, value))
+}
+
+/// A native module's arguments, checked against its catalogue entry and
+/// compiled; and whether its free-form text is a template that must render
+/// to them (`_variable_params`, checked when the task runs).
+fn native_args(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    spec: &registry::ModuleSpec,
+    entries: &[(String, Node)],
+) -> (Vec<(Value, Value)>, bool) {
     let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
     let mut variable_params = false;
-    for (name, node) in &entries {
+    for (name, node) in entries {
         if name == "_raw_params" && spec.free_form != FreeForm::Raw && is_template_node(node) {
             // Templated free-form text must render to the arguments
             // (`_variable_params`, checked when the task runs).
@@ -214,26 +259,7 @@ pub(super) fn parse_action(
             templated(loader, at, node, &format!("{}.{name}", spec.name)),
         ));
     }
-    if !variable_params {
-        enka_modules::catalogue::validate_args(spec, &pairs)
-            .unwrap_or_else(|message| loader.error(at.loc(value.pos), message));
-    }
-    // load_list_of_tasks refuses it where there is no role to end.
-    if spec.name == "meta"
-        && at.role.is_none()
-        && pairs
-            .iter()
-            .any(|(k, v)| k.as_str() == Some("_raw_params") && v.as_str() == Some("end_role"))
-    {
-        loader.error(
-            at.loc(value.pos),
-            "Cannot execute 'end_role' from outside of a role".to_owned(),
-        );
-    }
-    Some(Action::Module {
-        module: ModuleRef::Native(spec),
-        args: Value::from_pairs(pairs),
-    })
+    (pairs, variable_params)
 }
 
 /// Adds the task's `args:` to the module's arguments (those written with the

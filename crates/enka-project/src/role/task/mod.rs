@@ -311,6 +311,102 @@ fn parse_task_body(
     entries: &[(Node, Node)],
     name: Option<Arc<str>>,
 ) -> Option<Task> {
+    let action = task_action(loader, at, node, entries)?;
+
+    let (when, when_positions) = parse_when(loader, at, node);
+    let register = parse_register(loader, at, node);
+    let owner = match &action {
+        Action::Block { .. } => "Block",
+        Action::IncludeRole(_) | Action::ImportRole { .. } => "IncludeRole",
+        _ => "Task",
+    };
+    let vars = node
+        .get("vars")
+        .map(|n| keyword_vars(loader, at, n, owner))
+        .unwrap_or_else(|| Arc::from(Vec::new()));
+    let looping = parse_loop(loader, at, node);
+    let loop_control = node
+        .get("loop_control")
+        .map(|n| parse_loop_control(loader, at, n))
+        .unwrap_or_default();
+    let conditions =
+        |loader: &mut Loader, key: &str| node.get(key).map(|n| as_values(loader, at, n, key));
+    let until = conditions(loader, "until");
+    let changed_when = conditions(loader, "changed_when");
+    let failed_when = conditions(loader, "failed_when");
+    let scalar =
+        |loader: &mut Loader, key: &str| node.get(key).map(|n| templated(loader, at, n, key));
+    let retries = scalar(loader, "retries");
+    let delay = scalar(loader, "delay");
+    check_retry_numbers(loader, at, node);
+    let ignore_errors = scalar(loader, "ignore_errors");
+    let ignore_unreachable = scalar(loader, "ignore_unreachable");
+    let delegate_to = scalar(loader, "delegate_to");
+    let connection = scalar(loader, "connection");
+    let run_once = scalar(loader, "run_once");
+    let throttle = scalar(loader, "throttle");
+    let any_errors_fatal = scalar(loader, "any_errors_fatal");
+    let no_log = scalar(loader, "no_log");
+    let check_mode = scalar(loader, "check_mode");
+    let diff = scalar(loader, "diff");
+    let environment = scalar(loader, "environment");
+    let module_defaults = scalar(loader, "module_defaults");
+    if let (Some(value), Some(n)) = (&module_defaults, node.get("module_defaults")) {
+        loader.note_module_defaults(at.loc(n.pos), value);
+    }
+    let timeout = scalar(loader, "timeout");
+    let asynchronous = scalar(loader, "async");
+    let poll = scalar(loader, "poll");
+    let tags = node.get("tags").map(tag_list).unwrap_or_default();
+    let notify = name_list(node, "notify");
+    let listen = name_list(node, "listen");
+
+    Some(Task {
+        name,
+        location: at.loc(node.pos),
+        role: at.role_name(),
+        action,
+        when,
+        when_positions,
+        register,
+        vars,
+        looping,
+        loop_control,
+        until,
+        retries,
+        delay,
+        changed_when,
+        failed_when,
+        ignore_errors,
+        ignore_unreachable,
+        delegate_to,
+        connection,
+        run_once,
+        throttle,
+        any_errors_fatal,
+        no_log,
+        check_mode,
+        diff,
+        tags,
+        notify,
+        listen,
+        environment,
+        module_defaults,
+        timeout,
+        asynchronous,
+        poll,
+    })
+}
+
+/// A task's action: a block's sections, or the one module, action or
+/// include its keys name (any other key is not a keyword, so two of them
+/// conflict).
+fn task_action(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    node: &Node,
+    entries: &[(Node, Node)],
+) -> Option<Action> {
     let mut action_keys: Vec<(&Node, &Node)> = Vec::new();
     let mut is_block = false;
     for (k, v) in entries {
@@ -374,7 +470,15 @@ fn parse_task_body(
             }
         }
     };
+    Some(action)
+}
 
+/// `when`, its conditions and where each written one is.
+fn parse_when(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    node: &Node,
+) -> (Arc<[Value]>, Arc<[Option<Pos>]>) {
     let when = node
         .get("when")
         .map(|n| as_values(loader, at, n, "when"))
@@ -392,7 +496,23 @@ fn parse_task_body(
                 .collect()
         })
         .unwrap_or_else(|| Arc::from(Vec::new()));
-    let register = node.get("register").and_then(|n| match n.as_str() {
+    (when, when_positions)
+}
+
+/// `notify` or `listen`: one name or a list of them.
+fn name_list(node: &Node, key: &str) -> Vec<String> {
+    node.get(key)
+        .map(|n| match &n.value {
+            enka_yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
+            enka_yaml::Value::Null => Vec::new(),
+            _ => vec![n.key_string()],
+        })
+        .unwrap_or_default()
+}
+
+/// `register`: a variable name, or an error.
+fn parse_register(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -> Option<Arc<str>> {
+    node.get("register").and_then(|n| match n.as_str() {
         Some(s) if is_identifier(s) => Some(Arc::from(s)),
         _ => {
             loader.error(
@@ -404,31 +524,12 @@ fn parse_task_body(
             );
             None
         }
-    });
-    let owner = match &action {
-        Action::Block { .. } => "Block",
-        Action::IncludeRole(_) | Action::ImportRole { .. } => "IncludeRole",
-        _ => "Task",
-    };
-    let vars = node
-        .get("vars")
-        .map(|n| keyword_vars(loader, at, n, owner))
-        .unwrap_or_else(|| Arc::from(Vec::new()));
-    let looping = parse_loop(loader, at, node);
-    let loop_control = node
-        .get("loop_control")
-        .map(|n| parse_loop_control(loader, at, n))
-        .unwrap_or_default();
-    let conditions =
-        |loader: &mut Loader, key: &str| node.get(key).map(|n| as_values(loader, at, n, key));
-    let until = conditions(loader, "until");
-    let changed_when = conditions(loader, "changed_when");
-    let failed_when = conditions(loader, "failed_when");
-    let scalar =
-        |loader: &mut Loader, key: &str| node.get(key).map(|n| templated(loader, at, n, key));
-    let retries = scalar(loader, "retries");
-    let delay = scalar(loader, "delay");
-    // A number written as text that is not one would be ignored at run time.
+    })
+}
+
+/// `retries` and `delay` written as text that is no number would be
+/// ignored at run time: an error when the role loads.
+fn check_retry_numbers(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) {
     for (key, whole) in [("retries", true), ("delay", false)] {
         if let Some(n) = node.get(key) {
             let is_number = match n.as_str() {
@@ -454,72 +555,6 @@ fn parse_task_body(
             }
         }
     }
-    let ignore_errors = scalar(loader, "ignore_errors");
-    let ignore_unreachable = scalar(loader, "ignore_unreachable");
-    let delegate_to = scalar(loader, "delegate_to");
-    let connection = scalar(loader, "connection");
-    let run_once = scalar(loader, "run_once");
-    let throttle = scalar(loader, "throttle");
-    let any_errors_fatal = scalar(loader, "any_errors_fatal");
-    let no_log = scalar(loader, "no_log");
-    let check_mode = scalar(loader, "check_mode");
-    let diff = scalar(loader, "diff");
-    let environment = scalar(loader, "environment");
-    let module_defaults = scalar(loader, "module_defaults");
-    if let (Some(value), Some(n)) = (&module_defaults, node.get("module_defaults")) {
-        loader.note_module_defaults(at.loc(n.pos), value);
-    }
-    let timeout = scalar(loader, "timeout");
-    let asynchronous = scalar(loader, "async");
-    let poll = scalar(loader, "poll");
-    let tags = node.get("tags").map(tag_list).unwrap_or_default();
-    let names = |key: &str| -> Vec<String> {
-        node.get(key)
-            .map(|n| match &n.value {
-                enka_yaml::Value::Seq(items) => items.iter().map(Node::key_string).collect(),
-                enka_yaml::Value::Null => Vec::new(),
-                _ => vec![n.key_string()],
-            })
-            .unwrap_or_default()
-    };
-    let notify = names("notify");
-    let listen = names("listen");
-
-    Some(Task {
-        name,
-        location: at.loc(node.pos),
-        role: at.role_name(),
-        action,
-        when,
-        when_positions,
-        register,
-        vars,
-        looping,
-        loop_control,
-        until,
-        retries,
-        delay,
-        changed_when,
-        failed_when,
-        ignore_errors,
-        ignore_unreachable,
-        delegate_to,
-        connection,
-        run_once,
-        throttle,
-        any_errors_fatal,
-        no_log,
-        check_mode,
-        diff,
-        tags,
-        notify,
-        listen,
-        environment,
-        module_defaults,
-        timeout,
-        asynchronous,
-        poll,
-    })
 }
 
 /// `tags` as Taggable loads them: a list, or one string split at commas.
