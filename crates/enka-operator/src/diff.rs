@@ -256,66 +256,13 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         Subject::File(path) => Some(read_manifest(path)?),
         Subject::Live { .. } => None,
     };
-    let (api_version, kind) = match (&manifest, &options.subject) {
-        (Some(m), _) => (
-            m["apiVersion"].as_str().unwrap_or_default().to_owned(),
-            m["kind"].as_str().unwrap_or_default().to_owned(),
-        ),
-        (None, Subject::Live { kind, .. }) => {
-            let watch = match kind {
-                Some(kind) => watches.iter().find(|w| w.gvk.kind == *kind),
-                None if watches.len() == 1 => watches.first(),
-                None => {
-                    return Err(DiffError::Input(
-                        "the watches file watches several kinds: say which with --kind".into(),
-                    ));
-                }
-            };
-            let watch = watch.ok_or_else(|| {
-                DiffError::Input(format!(
-                    "no watch for kind {}",
-                    kind.as_deref().unwrap_or("")
-                ))
-            })?;
-            (watch.gvk.api_version(), watch.gvk.kind.clone())
-        }
-        (None, Subject::File(_)) => unreachable!("a file subject has a manifest"),
-    };
-    let (group, version) = match api_version.rsplit_once('/') {
-        Some((g, v)) => (g.to_owned(), v.to_owned()),
-        None => (String::new(), api_version.clone()),
-    };
-    let watch = watches
-        .iter()
-        .find(|w| w.gvk.group == group && w.gvk.version == version && w.gvk.kind == kind)
-        .ok_or_else(|| {
-            DiffError::Input(format!(
-                "{} watches no {kind} of {api_version}",
-                options.watches_file.display()
-            ))
-        })?;
+    let (api_version, kind) = subject_kind(options, manifest.as_ref(), &watches)?;
+    let watch = watch_for(options, &watches, &api_version, &kind)?;
     let resource = cluster
         .resource(&api_version, &kind)
         .await
         .map_err(kube_error("discovery"))?;
-    let (name, namespace) = match (&manifest, &options.subject) {
-        (Some(m), _) => (
-            m.pointer("/metadata/name")
-                .and_then(Json::as_str)
-                .ok_or_else(|| DiffError::Input("the manifest has no metadata.name".into()))?
-                .to_owned(),
-            m.pointer("/metadata/namespace")
-                .and_then(Json::as_str)
-                .map(str::to_owned),
-        ),
-        (
-            None,
-            Subject::Live {
-                name, namespace, ..
-            },
-        ) => (name.clone(), namespace.clone()),
-        (None, Subject::File(_)) => unreachable!("a file subject has a manifest"),
-    };
+    let (name, namespace) = subject_name(options, manifest.as_ref())?;
     let namespace = resource
         .namespaced
         .then(|| namespace.unwrap_or(default_namespace));
@@ -342,29 +289,7 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         }
     };
 
-    let paths = enka_project::watches::role_paths(
-        &options.watches_file,
-        &options.roles_path,
-        &options.collections_path,
-    );
-    let k8s_lookup: Arc<dyn enka_template::LookupPlugin> =
-        Arc::new(enka_kube::lookup::K8sLookup::new(cluster.clone()));
-    let load = LoadOptions {
-        role_paths: paths,
-        templates: enka_template::Options::from_env(),
-        origins: vec![(watch.target.clone(), watch.location.clone())],
-        lookups: vec![("k8s".to_owned(), k8s_lookup)],
-        ansible: options.ansible.clone(),
-    };
-    let (project, diagnostics) = Project::load(&load, std::slice::from_ref(&watch.target));
-    let project = project
-        .filter(|_| !diagnostics.has_errors())
-        .ok_or_else(|| {
-            let text: Vec<String> = diagnostics.0.iter().map(ToString::to_string).collect();
-            DiffError::Load(text.join("\n"))
-        })?;
-    let entry = super::controller::entry_for(&project, &watch.target)
-        .ok_or_else(|| DiffError::Load(format!("{:?} does not load", watch.target)))?;
+    let (project, entry) = load_project(options, watch, &cluster)?;
     let var_options = VarOptions {
         snake_case: watch.snake_case_parameters,
         template_custom_resource: watch.template_custom_resource && !watch.mark_unsafe,
@@ -390,44 +315,8 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         namespace.clone(),
         name.clone(),
     );
-    let mut changes = Vec::new();
-    let mut cr_after = object.clone();
-    for Written {
-        resource: written_resource,
-        namespace: written_ns,
-        name: written_name,
-        after,
-    } in cluster.written()
-    {
-        let key = (
-            written_resource.group.clone(),
-            written_resource.kind.clone(),
-            written_ns.clone(),
-            written_name.clone(),
-        );
-        if key == cr_key {
-            // The custom resource is reported once, with its status.
-            if let Some(after) = after {
-                cr_after = after;
-            }
-            continue;
-        }
-        let live_object = live
-            .get(&written_resource, written_ns.as_deref(), &written_name)
-            .await
-            .map_err(kube_error("reading a live object"))?;
-        let id = object_id(&written_resource, written_ns.as_deref(), &written_name);
-        changes.extend(change(id, live_object.as_ref(), after.as_ref()));
-    }
-    if watch.manage_status {
-        let now = enka_template::time::now_rfc3339();
-        let status = cr_after
-            .as_object_mut()
-            .map(|map| map.entry("status").or_insert_with(|| json!({})));
-        if let Some(status) = status {
-            super::status::mark_done(status, &outcome, &now, &now);
-        }
-    }
+    let (mut changes, cr_after) = written_changes(&cluster, &live, &cr_key).await?;
+    let cr_after = with_status(watch, cr_after.unwrap_or_else(|| object.clone()), &outcome);
     let conditions = cr_after
         .pointer("/status/conditions")
         .and_then(Json::as_array)
@@ -443,6 +332,175 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
         conditions,
         failure: outcome.failure().map(ToString::to_string),
     })
+}
+
+/// The watch of `kind` in `api_version`.
+fn watch_for<'a>(
+    options: &DiffOptions,
+    watches: &'a [enka_project::watches::Watch],
+    api_version: &str,
+    kind: &str,
+) -> Result<&'a enka_project::watches::Watch, DiffError> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    watches
+        .iter()
+        .find(|w| w.gvk.group == group && w.gvk.version == version && w.gvk.kind == kind)
+        .ok_or_else(|| {
+            DiffError::Input(format!(
+                "{} watches no {kind} of {api_version}",
+                options.watches_file.display()
+            ))
+        })
+}
+
+/// The custom resource as the run leaves it: with the status enka would
+/// write when it manages the status.
+fn with_status(
+    watch: &enka_project::watches::Watch,
+    mut cr_after: Json,
+    outcome: &engine::RunOutcome,
+) -> Json {
+    if watch.manage_status {
+        let now = enka_template::time::now_rfc3339();
+        let status = cr_after
+            .as_object_mut()
+            .map(|map| map.entry("status").or_insert_with(|| json!({})));
+        if let Some(status) = status {
+            super::status::mark_done(status, outcome, &now, &now);
+        }
+    }
+    cr_after
+}
+
+/// The apiVersion and kind the diff is for: the manifest's, or the watch's
+/// (`--kind` picks one when the watches file has several).
+fn subject_kind(
+    options: &DiffOptions,
+    manifest: Option<&Json>,
+    watches: &[enka_project::watches::Watch],
+) -> Result<(String, String), DiffError> {
+    Ok(match (manifest, &options.subject) {
+        (Some(m), _) => (
+            m["apiVersion"].as_str().unwrap_or_default().to_owned(),
+            m["kind"].as_str().unwrap_or_default().to_owned(),
+        ),
+        (None, Subject::Live { kind, .. }) => {
+            let watch = match kind {
+                Some(kind) => watches.iter().find(|w| w.gvk.kind == *kind),
+                None if watches.len() == 1 => watches.first(),
+                None => {
+                    return Err(DiffError::Input(
+                        "the watches file watches several kinds: say which with --kind".into(),
+                    ));
+                }
+            };
+            let watch = watch.ok_or_else(|| {
+                DiffError::Input(format!(
+                    "no watch for kind {}",
+                    kind.as_deref().unwrap_or("")
+                ))
+            })?;
+            (watch.gvk.api_version(), watch.gvk.kind.clone())
+        }
+        (None, Subject::File(_)) => unreachable!("a file subject has a manifest"),
+    })
+}
+
+/// The name and namespace of the custom resource the diff is for.
+fn subject_name(
+    options: &DiffOptions,
+    manifest: Option<&Json>,
+) -> Result<(String, Option<String>), DiffError> {
+    Ok(match (manifest, &options.subject) {
+        (Some(m), _) => (
+            m.pointer("/metadata/name")
+                .and_then(Json::as_str)
+                .ok_or_else(|| DiffError::Input("the manifest has no metadata.name".into()))?
+                .to_owned(),
+            m.pointer("/metadata/namespace")
+                .and_then(Json::as_str)
+                .map(str::to_owned),
+        ),
+        (
+            None,
+            Subject::Live {
+                name, namespace, ..
+            },
+        ) => (name.clone(), namespace.clone()),
+        (None, Subject::File(_)) => unreachable!("a file subject has a manifest"),
+    })
+}
+
+/// The watch's role or playbook, loaded with the dry-run cluster behind its
+/// `k8s` lookup, and what to run.
+fn load_project(
+    options: &DiffOptions,
+    watch: &enka_project::watches::Watch,
+    cluster: &Arc<DryRunCluster>,
+) -> Result<(Arc<Project>, enka_engine::Entry), DiffError> {
+    let paths = enka_project::watches::role_paths(
+        &options.watches_file,
+        &options.roles_path,
+        &options.collections_path,
+    );
+    let k8s_lookup: Arc<dyn enka_template::LookupPlugin> =
+        Arc::new(enka_kube::lookup::K8sLookup::new(cluster.clone()));
+    let load = LoadOptions {
+        role_paths: paths,
+        templates: enka_template::Options::from_env(),
+        origins: vec![(watch.target.clone(), watch.location.clone())],
+        lookups: vec![("k8s".to_owned(), k8s_lookup)],
+        ansible: options.ansible.clone(),
+    };
+    let (project, diagnostics) = Project::load(&load, std::slice::from_ref(&watch.target));
+    let project = project
+        .filter(|_| !diagnostics.has_errors())
+        .ok_or_else(|| {
+            let text: Vec<String> = diagnostics.0.iter().map(ToString::to_string).collect();
+            DiffError::Load(text.join("\n"))
+        })?;
+    let entry = super::controller::entry_for(&project, &watch.target)
+        .ok_or_else(|| DiffError::Load(format!("{:?} does not load", watch.target)))?;
+    Ok((project, entry))
+}
+
+/// What the dry run wrote, each object against its live copy; the custom
+/// resource apart (its change is reported once, with its status).
+async fn written_changes(
+    cluster: &DryRunCluster,
+    live: &KubeCluster,
+    cr_key: &(String, String, Option<String>, String),
+) -> Result<(Vec<ObjectChange>, Option<Json>), DiffError> {
+    let mut changes = Vec::new();
+    let mut cr_after = None;
+    for Written {
+        resource: written_resource,
+        namespace: written_ns,
+        name: written_name,
+        after,
+    } in cluster.written()
+    {
+        let key = (
+            written_resource.group.clone(),
+            written_resource.kind.clone(),
+            written_ns.clone(),
+            written_name.clone(),
+        );
+        if key == *cr_key {
+            // The custom resource is reported once, with its status.
+            if let Some(after) = after {
+                cr_after = Some(after);
+            }
+            continue;
+        }
+        let live_object = live
+            .get(&written_resource, written_ns.as_deref(), &written_name)
+            .await
+            .map_err(kube_error("reading a live object"))?;
+        let id = object_id(&written_resource, written_ns.as_deref(), &written_name);
+        changes.extend(change(id, live_object.as_ref(), after.as_ref()));
+    }
+    Ok((changes, cr_after))
 }
 
 #[cfg(test)]
