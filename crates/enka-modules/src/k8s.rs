@@ -317,16 +317,7 @@ async fn apply_one(
         .api(cluster.resource(&api_version, &kind))
         .await
         .map_err(|e| common::refused("find the resource", &e))?;
-    if definition.get("metadata").is_none_or(|m| !m.is_object()) {
-        definition["metadata"] = json!({});
-    }
-    definition["apiVersion"] = Json::String(api_version.clone());
-    definition["kind"] = Json::String(kind.clone());
-    if meta_str(&definition, "name").is_none()
-        && let Some(name) = &options.name
-    {
-        definition["metadata"]["name"] = Json::String(name.clone());
-    }
+    complete_definition(&mut definition, &api_version, &kind, options);
     let namespace = common::namespace_for(
         &resource,
         meta_str(&definition, "namespace"),
@@ -384,111 +375,143 @@ async fn apply_one(
                 name.as_deref().unwrap_or("None")
             )));
         }
-        None => {
-            if options.apply && !options.server_side {
-                // The annotation records the definition as the role wrote
-                // it: the owner reference is added after, as upstream's
-                // proxy adds it to the request.
-                definition = client_apply::annotated(&definition);
-            }
-            if let (Some(owner), false) = (ctx.owner, is_owner) {
-                common::inject_owner(&mut definition, owner, ns);
-            }
-            if name.is_none() && meta_str(&definition, "generateName").is_none() {
-                return Err("definition has no metadata.name".into());
-            }
-            // kubernetes.core's apply creates what is not there as an
-            // apply: its method and its words on failure say so.
-            let (method, action) = if options.apply {
-                ("apply", "apply object")
-            } else {
-                ("create", "create object")
-            };
-            let created = ctx
-                .api(cluster.create(&resource, ns, &definition))
-                .await
-                .map_err(|e| common::refused(action, &e))?;
-            (created, true, method)
-        }
-        Some(existing) => {
-            let name = name.clone().unwrap_or_default();
-            // An object the role did not create is never adopted (the
-            // garbage collector would delete it with the custom resource);
-            // one it owns keeps its owner through a replace or an apply.
-            let keeps_owner = ctx
-                .owner
-                .filter(|owner| !is_owner && common::owned_by(&existing, owner));
-            if options.force {
-                if let Some(owner) = keeps_owner {
-                    common::inject_owner(&mut definition, owner, ns);
-                }
-                if let Some(rv) = meta_str(&existing, "resourceVersion") {
-                    definition["metadata"]["resourceVersion"] = Json::String(rv.to_owned());
-                }
-                let replaced = ctx
-                    .api(cluster.replace(&resource, ns, &name, &definition, None))
-                    .await
-                    .map_err(|e| common::refused("replace object", &e))?;
-                let changed = common::changed(&existing, &replaced);
-                (replaced, changed, "replace")
-            } else if options.apply && !options.server_side {
-                // A merge patch: an owner reference the object has stays.
-                match client_apply::patch_for(&existing, &definition)? {
-                    None => (existing, false, "apply"),
-                    Some(patch) => {
-                        let applied = ctx
-                            .api(cluster.patch(
-                                &resource,
-                                ns,
-                                &name,
-                                &patch,
-                                &PatchType::Merge,
-                                None,
-                            ))
-                            .await
-                            .map_err(|e| common::refused("apply object", &e))?;
-                        let changed = common::changed(&existing, &applied);
-                        (applied, changed, "apply")
-                    }
-                }
-            } else if options.apply {
-                if let Some(owner) = keeps_owner {
-                    common::inject_owner(&mut definition, owner, ns);
-                }
-                let kind = PatchType::Apply {
-                    field_manager: options.field_manager.clone(),
-                    force: options.force_conflicts,
-                };
-                let applied = ctx
-                    .api(cluster.patch(&resource, ns, &name, &definition, &kind, None))
-                    .await
-                    .map_err(|e| common::refused("apply object", &e))?;
-                let changed = common::changed(&existing, &applied);
-                (applied, changed, "apply")
-            } else if common::is_subset(&definition, &existing) {
-                // Nothing to change: no write at all.
-                (existing, false, "update")
-            } else {
-                let patched = patch(
-                    ctx,
-                    &cluster,
-                    &resource,
-                    ns,
-                    &name,
-                    &definition,
-                    &options.merge_types,
-                )
-                .await?;
-                let changed = common::changed(&existing, &patched);
-                (patched, changed, "update")
-            }
-        }
+        None => create_one(ctx, &target, definition, options, is_owner).await?,
+        Some(existing) => update_one(ctx, &target, existing, definition, options, is_owner).await?,
     };
     note_seen(ctx, &result);
     if !options.wait {
         return Ok(One::new(common::view(result), changed, method));
     }
     wait_one(ctx, &target, result, changed, method, options).await
+}
+
+/// The definition with the task's `api_version`, `kind` and `name` where
+/// it has none, and a `metadata` mapping.
+fn complete_definition(definition: &mut Json, api_version: &str, kind: &str, options: &Options) {
+    if definition.get("metadata").is_none_or(|m| !m.is_object()) {
+        definition["metadata"] = json!({});
+    }
+    definition["apiVersion"] = Json::String(api_version.to_owned());
+    definition["kind"] = Json::String(kind.to_owned());
+    if meta_str(definition, "name").is_none()
+        && let Some(name) = &options.name
+    {
+        definition["metadata"]["name"] = Json::String(name.clone());
+    }
+}
+
+/// Creates an object that is not there (as an apply when the task
+/// applies): the annotation records the definition as the role wrote it,
+/// and the owner reference is added after, as upstream's proxy adds it.
+async fn create_one(
+    ctx: &mut ModuleContext<'_>,
+    target: &Target<'_>,
+    mut definition: Json,
+    options: &Options,
+    is_owner: bool,
+) -> Result<(Json, bool, &'static str), ModuleFailure> {
+    if options.apply && !options.server_side {
+        definition = client_apply::annotated(&definition);
+    }
+    if let (Some(owner), false) = (ctx.owner, is_owner) {
+        common::inject_owner(&mut definition, owner, target.ns);
+    }
+    if target.name.is_none() && meta_str(&definition, "generateName").is_none() {
+        return Err("definition has no metadata.name".into());
+    }
+    // kubernetes.core's apply creates what is not there as an
+    // apply: its method and its words on failure say so.
+    let (method, action) = if options.apply {
+        ("apply", "apply object")
+    } else {
+        ("create", "create object")
+    };
+    let created = ctx
+        .api(
+            target
+                .cluster
+                .create(target.resource, target.ns, &definition),
+        )
+        .await
+        .map_err(|e| common::refused(action, &e))?;
+    Ok((created, true, method))
+}
+
+/// Brings an existing object to the definition: a replace under `force`, a
+/// client-side or server-side apply, or kubernetes.core's patch; no write
+/// when nothing would change. An object the role did not create is never
+/// adopted (the garbage collector would delete it with the custom
+/// resource); one it owns keeps its owner through a replace or an apply.
+async fn update_one(
+    ctx: &mut ModuleContext<'_>,
+    target: &Target<'_>,
+    existing: Json,
+    mut definition: Json,
+    options: &Options,
+    is_owner: bool,
+) -> Result<(Json, bool, &'static str), ModuleFailure> {
+    let name = target.name.unwrap_or_default();
+    let (cluster, resource, ns) = (target.cluster, target.resource, target.ns);
+    let keeps_owner = ctx
+        .owner
+        .filter(|owner| !is_owner && common::owned_by(&existing, owner));
+    Ok(if options.force {
+        if let Some(owner) = keeps_owner {
+            common::inject_owner(&mut definition, owner, ns);
+        }
+        if let Some(rv) = meta_str(&existing, "resourceVersion") {
+            definition["metadata"]["resourceVersion"] = Json::String(rv.to_owned());
+        }
+        let replaced = ctx
+            .api(cluster.replace(resource, ns, name, &definition, None))
+            .await
+            .map_err(|e| common::refused("replace object", &e))?;
+        let changed = common::changed(&existing, &replaced);
+        (replaced, changed, "replace")
+    } else if options.apply && !options.server_side {
+        // A merge patch: an owner reference the object has stays.
+        match client_apply::patch_for(&existing, &definition)? {
+            None => (existing, false, "apply"),
+            Some(patch) => {
+                let applied = ctx
+                    .api(cluster.patch(resource, ns, name, &patch, &PatchType::Merge, None))
+                    .await
+                    .map_err(|e| common::refused("apply object", &e))?;
+                let changed = common::changed(&existing, &applied);
+                (applied, changed, "apply")
+            }
+        }
+    } else if options.apply {
+        if let Some(owner) = keeps_owner {
+            common::inject_owner(&mut definition, owner, ns);
+        }
+        let kind = PatchType::Apply {
+            field_manager: options.field_manager.clone(),
+            force: options.force_conflicts,
+        };
+        let applied = ctx
+            .api(cluster.patch(resource, ns, name, &definition, &kind, None))
+            .await
+            .map_err(|e| common::refused("apply object", &e))?;
+        let changed = common::changed(&existing, &applied);
+        (applied, changed, "apply")
+    } else if common::is_subset(&definition, &existing) {
+        // Nothing to change: no write at all.
+        (existing, false, "update")
+    } else {
+        let patched = patch(
+            ctx,
+            cluster,
+            resource,
+            ns,
+            name,
+            &definition,
+            &options.merge_types,
+        )
+        .await?;
+        let changed = common::changed(&existing, &patched);
+        (patched, changed, "update")
+    })
 }
 
 /// The object one definition names, where it lives.
