@@ -63,68 +63,7 @@ impl Runner {
                 return Err(self.template_failure(task, "loop", &err));
             }
         };
-        let items: Result<Vec<Value>, String> = match &looping.kind {
-            LoopKind::List => match raw.kind() {
-                ValueKind::Seq => Ok(raw.try_iter().map(Iterator::collect).unwrap_or_default()),
-                _ => Err(format!(
-                    "Invalid data passed to 'loop', it requires a list, got this instead: {}. Hint: If you passed a list/dict of just one element, try adding wantlist=True to your lookup invocation or use q/query instead of lookup.",
-                    enka_template::pyrepr::to_text(&raw)
-                )),
-            },
-            LoopKind::Items => Ok(match raw.kind() {
-                ValueKind::Seq => raw
-                    .try_iter()
-                    .map(|iter| {
-                        iter.flat_map(|v| match v.kind() {
-                            ValueKind::Seq => v
-                                .try_iter()
-                                .map(Iterator::collect::<Vec<_>>)
-                                .unwrap_or_default(),
-                            _ => vec![v],
-                        })
-                        .collect()
-                    })
-                    .unwrap_or_default(),
-                ValueKind::None => Vec::new(),
-                _ => vec![raw],
-            }),
-            LoopKind::Dict => match raw.kind() {
-                ValueKind::Map => Ok(raw
-                    .try_iter()
-                    .map(|keys| {
-                        keys.map(|k| {
-                            let v = raw.get_item(&k).unwrap_or_default();
-                            Value::from_pairs([(Value::from("key"), k), (Value::from("value"), v)])
-                        })
-                        .collect()
-                    })
-                    .unwrap_or_default()),
-                _ => Err(format!(
-                    "with_dict expects a dict, got {}",
-                    enka_template::pyrepr::type_name(&raw)
-                )),
-            },
-            // The list lookup takes its terms as they are: a dict is not a
-            // list of terms (LookupModule.run of `list`).
-            // Ansible hands these lookups a mapping as it is, and they
-            // refuse it.
-            LoopKind::Lookup(name)
-                if matches!(name.as_str(), "list" | "indexed_items")
-                    && raw.kind() == ValueKind::Map =>
-            {
-                Err(format!("with_{name} expects a list"))
-            }
-            LoopKind::Lookup(name) => {
-                let mut terms: Vec<Value> = match raw.kind() {
-                    ValueKind::Seq => raw.try_iter().map(Iterator::collect).unwrap_or_default(),
-                    _ => vec![raw.clone()],
-                };
-                if lenient {
-                    terms.retain(|t| !t.as_str().is_some_and(enka_template::is_possibly_template));
-                }
-                enka_template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
-            }
-        };
+        let items = loop_list(&looping.kind, raw, ctx, lenient);
         // Items of a with_* loop come from a lookup, which Ansible wraps as
         // unsafe (TaskExecutor._get_loop_items); `loop` items are templated
         // values.
@@ -416,6 +355,78 @@ pub(super) fn ansible_loop(items: &[Value], index: usize) -> Value {
         pairs.push((Value::from("previtem"), items[index - 1].clone()));
     }
     Value::from_pairs(pairs)
+}
+
+/// The items a loop's templated value gives: `loop`'s list, `with_items`'
+/// flattened one, `with_dict`'s key/value pairs, or a lookup's answer.
+fn loop_list(
+    kind: &LoopKind,
+    raw: Value,
+    ctx: &Context,
+    lenient: bool,
+) -> Result<Vec<Value>, String> {
+    match kind {
+        LoopKind::List => match raw.kind() {
+            ValueKind::Seq => Ok(raw.try_iter().map(Iterator::collect).unwrap_or_default()),
+            _ => Err(format!(
+                "Invalid data passed to 'loop', it requires a list, got this instead: {}. Hint: If you passed a list/dict of just one element, try adding wantlist=True to your lookup invocation or use q/query instead of lookup.",
+                enka_template::pyrepr::to_text(&raw)
+            )),
+        },
+        LoopKind::Items => Ok(match raw.kind() {
+            ValueKind::Seq => raw
+                .try_iter()
+                .map(|iter| {
+                    iter.flat_map(|v| match v.kind() {
+                        ValueKind::Seq => v
+                            .try_iter()
+                            .map(Iterator::collect::<Vec<_>>)
+                            .unwrap_or_default(),
+                        _ => vec![v],
+                    })
+                    .collect()
+                })
+                .unwrap_or_default(),
+            ValueKind::None => Vec::new(),
+            _ => vec![raw],
+        }),
+        LoopKind::Dict => match raw.kind() {
+            ValueKind::Map => Ok(raw
+                .try_iter()
+                .map(|keys| {
+                    keys.map(|k| {
+                        let v = raw.get_item(&k).unwrap_or_default();
+                        Value::from_pairs([(Value::from("key"), k), (Value::from("value"), v)])
+                    })
+                    .collect()
+                })
+                .unwrap_or_default()),
+            _ => Err(format!(
+                "with_dict expects a dict, got {}",
+                enka_template::pyrepr::type_name(&raw)
+            )),
+        },
+        // The list lookup takes its terms as they are: a dict is not a
+        // list of terms (LookupModule.run of `list`).
+        // Ansible hands these lookups a mapping as it is, and they
+        // refuse it.
+        LoopKind::Lookup(name)
+            if matches!(name.as_str(), "list" | "indexed_items")
+                && raw.kind() == ValueKind::Map =>
+        {
+            Err(format!("with_{name} expects a list"))
+        }
+        LoopKind::Lookup(name) => {
+            let mut terms: Vec<Value> = match raw.kind() {
+                ValueKind::Seq => raw.try_iter().map(Iterator::collect).unwrap_or_default(),
+                _ => vec![raw.clone()],
+            };
+            if lenient {
+                terms.retain(|t| !t.as_str().is_some_and(enka_template::is_possibly_template));
+            }
+            enka_template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
+        }
+    }
 }
 
 /// A failed item in the log: the task's own failure says only "One or more

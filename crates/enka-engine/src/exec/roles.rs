@@ -48,28 +48,9 @@ impl Runner {
             // meta/main.yml dependencies first, each once per run (with the
             // same parameters), as Ansible runs them once per play.
             let role_at = frame.position.clone();
-            for (index, dependency) in role.dependencies.iter().enumerate() {
-                let key = (dependency.role.path.clone(), dependency.params.clone());
-                let seen = self
-                    .dependencies_run
-                    .iter()
-                    .any(|(path, params)| *path == key.0 && same_vars(params, &key.1));
-                if seen && !dependency.role.allow_duplicates {
-                    continue;
-                }
-                if !seen {
-                    self.dependencies_run.push(key);
-                }
-                let mut dep_frame = frame.clone();
-                dep_frame.position = self.at(&self.at(&role_at, 0), index);
-                dep_frame.depth += 1;
-                if dep_frame.depth > self.options.max_include_depth {
-                    break;
-                }
-                let flow = self.run_role_ref(dep_frame, dependency).await;
-                if !matches!(flow, Flow::Continue) {
-                    return flow;
-                }
+            let flow = self.run_dependencies(&frame, &role, &role_at).await;
+            if !matches!(flow, Flow::Continue) {
+                return flow;
             }
             let Some(tasks) = role.tasks(&from.tasks).cloned() else {
                 return match location {
@@ -95,55 +76,7 @@ impl Runner {
             // (theirs before their own), then the role's.
             push_dependency_vars(&mut frame.scope.role_vars, &role);
             frame.scope.role_vars = scope::push(&frame.scope.role_vars, &vars);
-            let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
-            // A role included or imported by another role sees the roles
-            // above it, nearest first (`ansible_parent_role_names`/`_paths`).
-            let parents = match (location, &frame.role) {
-                (Some(_), Some(parent)) => {
-                    let inherited = |key: &str| -> Vec<Value> {
-                        builtins
-                            .iter()
-                            .find(|(k, _)| &**k == key)
-                            .and_then(|(_, v)| v.value.try_iter().ok())
-                            .map(Iterator::collect)
-                            .unwrap_or_default()
-                    };
-                    let mut names = vec![Value::from(parent.name.as_str())];
-                    names.extend(inherited("ansible_parent_role_names"));
-                    let mut paths = vec![Value::from(parent.path.to_string_lossy().as_ref())];
-                    paths.extend(inherited("ansible_parent_role_paths"));
-                    Some((names, paths))
-                }
-                _ => None,
-            };
-            builtins.retain(|(k, _)| {
-                !matches!(
-                    &**k,
-                    "role_path"
-                        | "role_name"
-                        | "ansible_parent_role_names"
-                        | "ansible_parent_role_paths"
-                )
-            });
-            if let Some((names, paths)) = parents {
-                builtins.push((
-                    Arc::from("ansible_parent_role_names"),
-                    Var::plain(Value::from(names)),
-                ));
-                builtins.push((
-                    Arc::from("ansible_parent_role_paths"),
-                    Var::plain(Value::from(paths)),
-                ));
-            }
-            builtins.push((
-                Arc::from("role_path"),
-                Var::plain(Value::from(role.path.to_string_lossy().as_ref())),
-            ));
-            builtins.push((
-                Arc::from("role_name"),
-                Var::plain(Value::from(role.name.as_str())),
-            ));
-            frame.scope.builtins = builtins.into();
+            frame.scope.builtins = role_builtins(&frame, &role, location.is_some());
             frame.search_path = Arc::from(vec![role.path.clone(), self.project.base_dir.clone()]);
             if !role.handlers.is_empty()
                 && !self
@@ -164,6 +97,41 @@ impl Runner {
                 flow => flow,
             }
         })
+    }
+
+    /// A role's `meta/main.yml` dependencies, each once per run with the
+    /// same parameters (as Ansible runs them once per play), unless the
+    /// dependency allows duplicates.
+    async fn run_dependencies(
+        &mut self,
+        frame: &Frame,
+        role: &Arc<Role>,
+        role_at: &Arc<[u32]>,
+    ) -> Flow {
+        for (index, dependency) in role.dependencies.iter().enumerate() {
+            let key = (dependency.role.path.clone(), dependency.params.clone());
+            let seen = self
+                .dependencies_run
+                .iter()
+                .any(|(path, params)| *path == key.0 && same_vars(params, &key.1));
+            if seen && !dependency.role.allow_duplicates {
+                continue;
+            }
+            if !seen {
+                self.dependencies_run.push(key);
+            }
+            let mut dep_frame = frame.clone();
+            dep_frame.position = self.at(&self.at(role_at, 0), index);
+            dep_frame.depth += 1;
+            if dep_frame.depth > self.options.max_include_depth {
+                break;
+            }
+            let flow = self.run_role_ref(dep_frame, dependency).await;
+            if !matches!(flow, Flow::Continue) {
+                return flow;
+            }
+        }
+        Flow::Continue
     }
 }
 
@@ -202,4 +170,56 @@ pub(super) fn with_dependencies(role: &Arc<Role>, out: &mut Vec<Arc<Role>>) {
         out.push(role.clone());
     }
     visit(role, out, &mut Vec::new());
+}
+
+/// The builtins a role's tasks see: `role_path`, `role_name`, and for a
+/// role included or imported by another role the roles above it, nearest
+/// first (`ansible_parent_role_names`/`_paths`).
+fn role_builtins(frame: &Frame, role: &Role, included: bool) -> Arc<[(Arc<str>, Var)]> {
+    let mut builtins: Vec<(Arc<str>, Var)> = frame.scope.builtins.iter().cloned().collect();
+    // A role included or imported by another role sees the roles
+    // above it, nearest first (`ansible_parent_role_names`/`_paths`).
+    let parents = match (included, &frame.role) {
+        (true, Some(parent)) => {
+            let inherited = |key: &str| -> Vec<Value> {
+                builtins
+                    .iter()
+                    .find(|(k, _)| &**k == key)
+                    .and_then(|(_, v)| v.value.try_iter().ok())
+                    .map(Iterator::collect)
+                    .unwrap_or_default()
+            };
+            let mut names = vec![Value::from(parent.name.as_str())];
+            names.extend(inherited("ansible_parent_role_names"));
+            let mut paths = vec![Value::from(parent.path.to_string_lossy().as_ref())];
+            paths.extend(inherited("ansible_parent_role_paths"));
+            Some((names, paths))
+        }
+        _ => None,
+    };
+    builtins.retain(|(k, _)| {
+        !matches!(
+            &**k,
+            "role_path" | "role_name" | "ansible_parent_role_names" | "ansible_parent_role_paths"
+        )
+    });
+    if let Some((names, paths)) = parents {
+        builtins.push((
+            Arc::from("ansible_parent_role_names"),
+            Var::plain(Value::from(names)),
+        ));
+        builtins.push((
+            Arc::from("ansible_parent_role_paths"),
+            Var::plain(Value::from(paths)),
+        ));
+    }
+    builtins.push((
+        Arc::from("role_path"),
+        Var::plain(Value::from(role.path.to_string_lossy().as_ref())),
+    ));
+    builtins.push((
+        Arc::from("role_name"),
+        Var::plain(Value::from(role.name.as_str())),
+    ));
+    builtins.into()
 }
