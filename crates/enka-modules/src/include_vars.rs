@@ -102,32 +102,7 @@ async fn load_dir(
         .get("depth")
         .and_then(|v| i64::try_from(v).ok())
         .unwrap_or(0);
-    let regex = |pattern: &str| {
-        fancy_regex::Regex::new(pattern)
-            .map_err(|_| format!("Invalid regular expression: {pattern}"))
-    };
-    let matching = args.str("files_matching")?.map(|p| regex(&p)).transpose()?;
-    let ignored: Vec<fancy_regex::Regex> = match args.get("ignore_files") {
-        None => Vec::new(),
-        Some(v) if v.kind() == ValueKind::String => v
-            .as_str()
-            .unwrap_or_default()
-            .split_whitespace()
-            .map(|p| regex(&format!("{p}$")))
-            .collect::<Result<_, _>>()?,
-        Some(v) if v.kind() == ValueKind::Seq => v
-            .try_iter()
-            .into_iter()
-            .flatten()
-            .map(|p| regex(&format!("{}$", enka_template::pyrepr::to_text(&p))))
-            .collect::<Result<_, _>>()?,
-        Some(v) => {
-            return Err(format!(
-                "{} must be a list",
-                enka_template::pyrepr::to_text(&v)
-            ));
-        }
-    };
+    let (matching, ignored) = file_filters(args)?;
     let extensions: Vec<String> = match args.get("extensions") {
         None => vec!["yaml".into(), "yml".into(), "json".into()],
         Some(_) => args
@@ -193,6 +168,40 @@ async fn load_dir(
         }
     }
     Ok((Value::from_pairs(merged), files))
+}
+
+/// `files_matching` and `ignore_files` as regular expressions (each ignored
+/// name anchored at its end, as Ansible's).
+fn file_filters(
+    args: &Args<'_>,
+) -> Result<(Option<fancy_regex::Regex>, Vec<fancy_regex::Regex>), String> {
+    let regex = |pattern: &str| {
+        fancy_regex::Regex::new(pattern)
+            .map_err(|_| format!("Invalid regular expression: {pattern}"))
+    };
+    let matching = args.str("files_matching")?.map(|p| regex(&p)).transpose()?;
+    let ignored: Vec<fancy_regex::Regex> = match args.get("ignore_files") {
+        None => Vec::new(),
+        Some(v) if v.kind() == ValueKind::String => v
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(|p| regex(&format!("{p}$")))
+            .collect::<Result<_, _>>()?,
+        Some(v) if v.kind() == ValueKind::Seq => v
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|p| regex(&format!("{}$", enka_template::pyrepr::to_text(&p))))
+            .collect::<Result<_, _>>()?,
+        Some(v) => {
+            return Err(format!(
+                "{} must be a list",
+                enka_template::pyrepr::to_text(&v)
+            ));
+        }
+    };
+    Ok((matching, ignored))
 }
 
 /// `root` and every directory under it (links followed).

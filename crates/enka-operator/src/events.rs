@@ -104,30 +104,7 @@ pub async fn record_failure(
     };
     let now = enka_template::time::now_rfc3339();
     let message: String = message.chars().take(1024).collect();
-    let new_event = || {
-        json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": text("/apiVersion"),
-                "kind": text("/kind"),
-                "name": object_name,
-                "namespace": text("/metadata/namespace"),
-                "uid": text("/metadata/uid"),
-                "resourceVersion": text("/metadata/resourceVersion"),
-            },
-            "reason": "ReconcileFailed",
-            "message": message,
-            "type": "Warning",
-            "source": {"component": "enka"},
-            "reportingComponent": "enka",
-            "reportingInstance": hostname(),
-            "count": 1,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-        })
-    };
+    let new_event = || failure_event(object, &name, &namespace, &message, &now);
     let key = (namespace.clone(), name.clone());
     let step = if written.0.contains_key(&key) {
         event::Step::Update
@@ -179,6 +156,33 @@ pub async fn record_failure(
             tracing::debug!("could not {} for task {task:?}: {err}", step.action());
         }
     }
+}
+
+/// A new ReconcileFailed Event for `object`.
+fn failure_event(object: &Json, name: &str, namespace: &str, message: &str, now: &str) -> Json {
+    let text = |p: &str| object.pointer(p).and_then(Json::as_str).unwrap_or_default();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": text("/apiVersion"),
+            "kind": text("/kind"),
+            "name": text("/metadata/name"),
+            "namespace": text("/metadata/namespace"),
+            "uid": text("/metadata/uid"),
+            "resourceVersion": text("/metadata/resourceVersion"),
+        },
+        "reason": "ReconcileFailed",
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "enka"},
+        "reportingComponent": "enka",
+        "reportingInstance": hostname(),
+        "count": 1,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+    })
 }
 
 fn hostname() -> String {

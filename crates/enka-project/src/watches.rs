@@ -447,56 +447,10 @@ fn parse_watch(
             "must specify Role or Playbook".to_owned(),
         ));
     }
-    let reconcile_period = match field(node, "reconcilePeriod") {
-        None => None,
-        Some(v) => match &v.value {
-            yaml::Value::Str(s) => match parse_go_duration(s) {
-                Some(d) if d.is_zero() => None,
-                Some(d) => Some(d),
-                None => {
-                    diags.push(Diagnostic::error(
-                        Location::new(file, v.pos),
-                        format!("reconcilePeriod: invalid duration {s:?}"),
-                    ));
-                    None
-                }
-            },
-            _ => {
-                diags.push(Diagnostic::error(
-                    Location::new(file, v.pos),
-                    "reconcilePeriod must be a duration string such as \"30s\" or \"1m\""
-                        .to_owned(),
-                ));
-                None
-            }
-        },
-    };
-    let finalizer = field(node, "finalizer").and_then(|f| {
-        let floc = Location::new(file, f.pos);
-        let Some(name) = string_field(f, "name", file, diags).filter(|n| !n.is_empty()) else {
-            diags.push(Diagnostic::error(
-                floc,
-                "finalizer must have name".to_owned(),
-            ));
-            return None;
-        };
-        let target = parse_target(f, "finalizer ", file, base_dir, diags);
-        let vars = vars_field(f, "vars", file, diags);
-        Some(Finalizer { name, target, vars })
-    });
-    let blacklist = field(node, "blacklist")
-        .and_then(Node::as_seq)
-        .map(|items| {
-            items
-                .iter()
-                .map(|item| Gvk {
-                    group: string_field(item, "group", file, diags).unwrap_or_default(),
-                    version: string_field(item, "version", file, diags).unwrap_or_default(),
-                    kind: string_field(item, "kind", file, diags).unwrap_or_default(),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let reconcile_period = reconcile_period(node, file, diags);
+    let finalizer =
+        field(node, "finalizer").and_then(|f| parse_finalizer(f, file, base_dir, diags));
+    let blacklist = blacklist(node, file, diags);
     let selector = field(node, "selector")
         .map(|s| parse_selector(s, file, diags))
         .unwrap_or_default();
@@ -533,6 +487,71 @@ fn parse_watch(
         location,
     };
     (diags.errors().count() == errors_before && target.is_some()).then_some(watch)
+}
+
+/// `reconcilePeriod`: a Go duration; zero is none.
+fn reconcile_period(node: &Node, file: &Arc<Path>, diags: &mut Diagnostics) -> Option<Duration> {
+    match field(node, "reconcilePeriod") {
+        None => None,
+        Some(v) => match &v.value {
+            yaml::Value::Str(s) => match parse_go_duration(s) {
+                Some(d) if d.is_zero() => None,
+                Some(d) => Some(d),
+                None => {
+                    diags.push(Diagnostic::error(
+                        Location::new(file, v.pos),
+                        format!("reconcilePeriod: invalid duration {s:?}"),
+                    ));
+                    None
+                }
+            },
+            _ => {
+                diags.push(Diagnostic::error(
+                    Location::new(file, v.pos),
+                    "reconcilePeriod must be a duration string such as \"30s\" or \"1m\""
+                        .to_owned(),
+                ));
+                None
+            }
+        },
+    }
+}
+
+/// `finalizer`: its name, and its own role or playbook and vars.
+fn parse_finalizer(
+    f: &Node,
+    file: &Arc<Path>,
+    base_dir: &Path,
+    diags: &mut Diagnostics,
+) -> Option<Finalizer> {
+    let floc = Location::new(file, f.pos);
+    let Some(name) = string_field(f, "name", file, diags).filter(|n| !n.is_empty()) else {
+        diags.push(Diagnostic::error(
+            floc,
+            "finalizer must have name".to_owned(),
+        ));
+        return None;
+    };
+    let target = parse_target(f, "finalizer ", file, base_dir, diags);
+    let vars = vars_field(f, "vars", file, diags);
+    Some(Finalizer { name, target, vars })
+}
+
+/// `blacklist`: the kinds whose dependents are not watched.
+fn blacklist(node: &Node, file: &Arc<Path>, diags: &mut Diagnostics) -> Vec<Gvk> {
+    field(node, "blacklist")
+        .and_then(Node::as_seq)
+        .map(|items| {
+            items
+                .iter()
+                .map(|item| Gvk {
+                    group: string_field(item, "group", file, diags).unwrap_or_default(),
+                    version: string_field(item, "version", file, diags).unwrap_or_default(),
+                    kind: string_field(item, "kind", file, diags).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn parse_selector(node: &Node, file: &Arc<Path>, diags: &mut Diagnostics) -> Selector {

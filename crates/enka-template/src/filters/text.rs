@@ -190,22 +190,7 @@ fn repr_conversions(text: &str, args: &mut [Value]) -> Option<String> {
             i += 1;
             continue;
         }
-        // `%(key)`: a mapping key, parentheses nested as Python counts them.
-        let mut key = None;
-        if chars.get(i) == Some(&'(') {
-            let start = i + 1;
-            let mut depth = 1;
-            i += 1;
-            while i < chars.len() && depth > 0 {
-                match chars[i] {
-                    '(' => depth += 1,
-                    ')' => depth -= 1,
-                    _ => {}
-                }
-                i += 1;
-            }
-            key = Some(chars[start..i.saturating_sub(1)].iter().collect::<String>());
-        }
+        let key = mapping_key(&chars, &mut i);
         // The spec after the key, pushed once the conversion is known.
         let spec_start = out.len();
         while let Some(c @ ('-' | '+' | ' ' | '#' | '0')) = chars.get(i) {
@@ -256,34 +241,7 @@ fn repr_conversions(text: &str, args: &mut [Value]) -> Option<String> {
                 })
             };
             match &key {
-                Some(key) => {
-                    if let Some(mapping) = args.first_mut()
-                        && let Ok(value) = mapping.get_item(&Value::from(key.as_str()))
-                    {
-                        let mut entries: Vec<(Value, Value)> = mapping
-                            .try_iter()
-                            .into_iter()
-                            .flatten()
-                            .map(|k| {
-                                let v = mapping.get_item(&k).unwrap_or_default();
-                                (k, v)
-                            })
-                            .collect();
-                        entries.push((
-                            Value::from(format!("{key}\u{1}{conversion}")),
-                            as_repr(&value),
-                        ));
-                        *mapping = if mapping.is_kwargs() {
-                            let kwargs: Kwargs = entries
-                                .into_iter()
-                                .map(|(k, v)| (k.to_string(), v))
-                                .collect();
-                            Value::from(kwargs)
-                        } else {
-                            Value::from_iter(entries)
-                        };
-                    }
-                }
+                Some(key) => add_repr_key(args, key, conversion, as_repr),
                 None => {
                     if let Some(value) = args.get_mut(next_arg) {
                         *value = as_repr(value);
@@ -301,6 +259,62 @@ fn repr_conversions(text: &str, args: &mut [Value]) -> Option<String> {
         }
     }
     rewrote.then_some(out)
+}
+
+/// `%(key)` at `chars[*i]`: a mapping key, parentheses nested as Python
+/// counts them; `*i` moves past it.
+fn mapping_key(chars: &[char], i: &mut usize) -> Option<String> {
+    if chars.get(*i) != Some(&'(') {
+        return None;
+    }
+    let start = *i + 1;
+    let mut depth = 1;
+    *i += 1;
+    while *i < chars.len() && depth > 0 {
+        match chars[*i] {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ => {}
+        }
+        *i += 1;
+    }
+    Some(chars[start..i.saturating_sub(1)].iter().collect())
+}
+
+/// Adds `<key>\u{1}<conversion>` to the format's mapping, holding the repr
+/// of `key`'s value, so that the same key can still be formatted as itself.
+fn add_repr_key(
+    args: &mut [Value],
+    key: &str,
+    conversion: char,
+    as_repr: impl Fn(&Value) -> Value,
+) {
+    if let Some(mapping) = args.first_mut()
+        && let Ok(value) = mapping.get_item(&Value::from(key))
+    {
+        let mut entries: Vec<(Value, Value)> = mapping
+            .try_iter()
+            .into_iter()
+            .flatten()
+            .map(|k| {
+                let v = mapping.get_item(&k).unwrap_or_default();
+                (k, v)
+            })
+            .collect();
+        entries.push((
+            Value::from(format!("{key}\u{1}{conversion}")),
+            as_repr(&value),
+        ));
+        *mapping = if mapping.is_kwargs() {
+            let kwargs: Kwargs = entries
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            Value::from(kwargs)
+        } else {
+            Value::from_iter(entries)
+        };
+    }
 }
 
 /// Python's `ascii()` of a repr: non-ASCII characters escaped.
