@@ -440,65 +440,8 @@ impl Cli {
             logs.init(None);
         }
         match self.command {
-            Some(Command::Check(args)) => {
-                let project = args.project;
-                let report = crate::check::check(&crate::check::CheckOptions {
-                    ansible: project.ansible(),
-                    watches_file: project.watches_file,
-                    roles_path: project.ansible_roles_path,
-                    collections_path: project.ansible_collections_path,
-                });
-                for diagnostic in &report.diagnostics.0 {
-                    eprintln!("{}\n", diagnostic.render());
-                }
-                for watch in &report.watches {
-                    println!("{}", watch.render());
-                }
-                for (location, plugin) in &report.python_plugins {
-                    println!("{location}: {plugin} runs through Ansible (not in enka)");
-                }
-                println!("{}", report.summary);
-                if report.ok() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
-            }
-            Some(Command::Run(args)) => {
-                let Some(runtime) = multi_thread_runtime() else {
-                    return ExitCode::FAILURE;
-                };
-                // The trace exporter runs on this runtime.
-                let traces = match &args.trace_otlp_endpoint {
-                    Some(endpoint) => {
-                        let _entered = runtime.enter();
-                        match crate::telemetry::otlp_provider(endpoint) {
-                            Ok(provider) => Some(provider),
-                            Err(err) => {
-                                eprintln!("enka: {err}");
-                                return ExitCode::from(2);
-                            }
-                        }
-                    }
-                    None => None,
-                };
-                logs.init(traces.as_ref());
-                let code = match runtime.block_on(run(*args)) {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(err) => {
-                        tracing::error!("{err:#}");
-                        eprintln!("enka: {err:#}");
-                        ExitCode::FAILURE
-                    }
-                };
-                // Sends what is still queued while the runtime still runs.
-                if let Some(provider) = traces
-                    && let Err(err) = provider.shutdown()
-                {
-                    eprintln!("enka: sending the last traces: {err}");
-                }
-                code
-            }
+            Some(Command::Check(args)) => check(args),
+            Some(Command::Run(args)) => run_operator(*args, logs),
             Some(Command::Version) => {
                 println!("{}", crate::version::line(&invoked_name()));
                 ExitCode::SUCCESS
@@ -514,6 +457,70 @@ impl Cli {
             }
         }
     }
+}
+
+/// `enka check`: see [`crate::check`].
+fn check(args: CheckArgs) -> ExitCode {
+    let project = args.project;
+    let report = crate::check::check(&crate::check::CheckOptions {
+        ansible: project.ansible(),
+        watches_file: project.watches_file,
+        roles_path: project.ansible_roles_path,
+        collections_path: project.ansible_collections_path,
+    });
+    for diagnostic in &report.diagnostics.0 {
+        eprintln!("{}\n", diagnostic.render());
+    }
+    for watch in &report.watches {
+        println!("{}", watch.render());
+    }
+    for (location, plugin) in &report.python_plugins {
+        println!("{location}: {plugin} runs through Ansible (not in enka)");
+    }
+    println!("{}", report.summary);
+    if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `enka run`: the operator on a multi-threaded runtime, with the trace
+/// exporter on it when asked, and the log subscriber installed once it is.
+fn run_operator(args: RunArgs, logs: crate::logging::LogOptions) -> ExitCode {
+    let Some(runtime) = multi_thread_runtime() else {
+        return ExitCode::FAILURE;
+    };
+    // The trace exporter runs on this runtime.
+    let traces = match &args.trace_otlp_endpoint {
+        Some(endpoint) => {
+            let _entered = runtime.enter();
+            match crate::telemetry::otlp_provider(endpoint) {
+                Ok(provider) => Some(provider),
+                Err(err) => {
+                    eprintln!("enka: {err}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        None => None,
+    };
+    logs.init(traces.as_ref());
+    let code = match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            eprintln!("enka: {err:#}");
+            ExitCode::FAILURE
+        }
+    };
+    // Sends what is still queued while the runtime still runs.
+    if let Some(provider) = traces
+        && let Err(err) = provider.shutdown()
+    {
+        eprintln!("enka: sending the last traces: {err}");
+    }
+    code
 }
 
 /// Tokio's multi-threaded runtime; `None` (said on stderr) when it cannot
@@ -814,60 +821,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .leader_elect
         .or(args.enable_leader_election)
         .unwrap_or(false);
-    let sharding = match &args.sharding_ring {
-        Some(ring) => {
-            let name = args
-                .shard_name
-                .clone()
-                .unwrap_or_else(crate::operator::shard::default_name);
-            let shard = crate::operator::shard::Shard::new(ring, &name)?;
-            if leader_elect {
-                tracing::info!(
-                    "--leader-elect is not used with --sharding-ring: each shard holds a Lease of its own"
-                );
-            }
-            let lease = crate::operator::leader::ElectionConfig {
-                lease_name: shard.name.clone(),
-                namespace: args
-                    .leader_election_namespace
-                    .clone()
-                    .unwrap_or_else(|| config.default_namespace.clone()),
-                identity: shard.name.clone(),
-                lease_duration: args.leader_elect_lease_duration,
-                renew_deadline: args.leader_elect_renew_deadline,
-                retry_period: args.leader_election_retry_period,
-                labels: vec![(
-                    crate::operator::shard::RING_LABEL.to_owned(),
-                    shard.ring.clone(),
-                )],
-            };
-            lease.validate().map_err(anyhow::Error::msg)?;
-            Some(crate::operator::shard::Sharding { shard, lease })
-        }
-        None => None,
-    };
+    let sharding = sharding(&args, &config, leader_elect)?;
     let leader_election = if leader_elect && sharding.is_none() {
-        let lease_name = leader_election_id(&args).ok_or_else(|| {
-            anyhow::anyhow!("LeaderElectionID must be configured: set --leader-election-id")
-        })?;
-        // In a pod the client's default namespace is the pod's own (as
-        // upstream); outside one, the kubeconfig context's, where upstream
-        // would refuse to start without --leader-election-namespace.
-        let namespace = args
-            .leader_election_namespace
-            .clone()
-            .unwrap_or_else(|| config.default_namespace.clone());
-        let election = crate::operator::leader::ElectionConfig {
-            lease_name,
-            namespace,
-            identity: crate::operator::leader::identity(),
-            lease_duration: args.leader_elect_lease_duration,
-            renew_deadline: args.leader_elect_renew_deadline,
-            retry_period: args.leader_election_retry_period,
-            labels: Vec::new(),
-        };
-        election.validate().map_err(anyhow::Error::msg)?;
-        Some(election)
+        Some(leader_election(&args, &config)?)
     } else {
         None
     };
@@ -883,27 +839,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .max_concurrent_reconciles
         .filter(|n| *n > 0)
         .unwrap_or(u16::try_from(cpus).unwrap_or(1));
-    // One worker process per reconcile that may run at once, so concurrent
-    // reconciles never queue behind one slow bridged task.
-    let ansible = (!args.native_only).then(|| {
-        let mut config = crate::worker::Config {
-            python: args
-                .ansible_python
-                .clone()
-                .unwrap_or_else(crate::worker::default_python),
-            size: usize::from(max_concurrent_reconciles),
-            verbosity: args.ansible_verbosity.min(7),
-            ..crate::worker::Config::from_env()
-        };
-        let ignored = config.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
-        if !ignored.is_empty() {
-            tracing::warn!(
-                "--ansible-args: {} has no effect (enka runs no ansible-runner; Vault options are used)",
-                ignored.join(" ")
-            );
-        }
-        config
-    });
+    let ansible = (!args.native_only).then(|| ansible_config(&args, max_concurrent_reconciles));
     let log_events = log_events(&args);
     let options = crate::operator::OperatorOptions {
         watches_file: args.watches_file,
@@ -936,4 +872,95 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         ansible,
     };
     crate::operator::run(options, config).await
+}
+
+/// `--sharding-ring`: this replica as a shard of the ring, with the Lease
+/// it holds as a shard (`--leader-elect` is not used then).
+fn sharding(
+    args: &RunArgs,
+    config: &kube::Config,
+    leader_elect: bool,
+) -> anyhow::Result<Option<crate::operator::shard::Sharding>> {
+    Ok(match &args.sharding_ring {
+        Some(ring) => {
+            let name = args
+                .shard_name
+                .clone()
+                .unwrap_or_else(crate::operator::shard::default_name);
+            let shard = crate::operator::shard::Shard::new(ring, &name)?;
+            if leader_elect {
+                tracing::info!(
+                    "--leader-elect is not used with --sharding-ring: each shard holds a Lease of its own"
+                );
+            }
+            let lease = crate::operator::leader::ElectionConfig {
+                lease_name: shard.name.clone(),
+                namespace: args
+                    .leader_election_namespace
+                    .clone()
+                    .unwrap_or_else(|| config.default_namespace.clone()),
+                identity: shard.name.clone(),
+                lease_duration: args.leader_elect_lease_duration,
+                renew_deadline: args.leader_elect_renew_deadline,
+                retry_period: args.leader_election_retry_period,
+                labels: vec![(
+                    crate::operator::shard::RING_LABEL.to_owned(),
+                    shard.ring.clone(),
+                )],
+            };
+            lease.validate().map_err(anyhow::Error::msg)?;
+            Some(crate::operator::shard::Sharding { shard, lease })
+        }
+        None => None,
+    })
+}
+
+/// `--leader-elect`: the one Lease the leader holds.
+fn leader_election(
+    args: &RunArgs,
+    config: &kube::Config,
+) -> anyhow::Result<crate::operator::leader::ElectionConfig> {
+    let lease_name = leader_election_id(args).ok_or_else(|| {
+        anyhow::anyhow!("LeaderElectionID must be configured: set --leader-election-id")
+    })?;
+    // In a pod the client's default namespace is the pod's own (as
+    // upstream); outside one, the kubeconfig context's, where upstream
+    // would refuse to start without --leader-election-namespace.
+    let namespace = args
+        .leader_election_namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let election = crate::operator::leader::ElectionConfig {
+        lease_name,
+        namespace,
+        identity: crate::operator::leader::identity(),
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_election_retry_period,
+        labels: Vec::new(),
+    };
+    election.validate().map_err(anyhow::Error::msg)?;
+    Ok(election)
+}
+
+/// The Ansible worker: one process per reconcile that may run at once, so
+/// concurrent reconciles never queue behind one slow bridged task.
+fn ansible_config(args: &RunArgs, max_concurrent_reconciles: u16) -> crate::worker::Config {
+    let mut config = crate::worker::Config {
+        python: args
+            .ansible_python
+            .clone()
+            .unwrap_or_else(crate::worker::default_python),
+        size: usize::from(max_concurrent_reconciles),
+        verbosity: args.ansible_verbosity.min(7),
+        ..crate::worker::Config::from_env()
+    };
+    let ignored = config.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
+    if !ignored.is_empty() {
+        tracing::warn!(
+            "--ansible-args: {} has no effect (enka runs no ansible-runner; Vault options are used)",
+            ignored.join(" ")
+        );
+    }
+    config
 }

@@ -329,29 +329,7 @@ pub async fn run(options: &TestOptions, config: kube::Config) -> Result<TestSumm
     );
 
     let health_port = free_port()?;
-    let operator_options = crate::operator::OperatorOptions {
-        watches_file: watches_file.clone(),
-        reconcile_period: Duration::from_secs(36_000),
-        max_concurrent_reconciles: 4,
-        reconcile_timeout: None,
-        graceful_shutdown_timeout: Duration::from_secs(5),
-        roles_path: Vec::new(),
-        collections_path: Vec::new(),
-        verbosity: 2,
-        namespaces: vec![namespace.clone()],
-        inject_owner_ref: true,
-        ansible: options.ansible.clone(),
-        templates: crate::template::Options {
-            allow_pipe: true,
-            ..crate::template::Options::from_env()
-        },
-        metrics_address: None,
-        metrics_serving: Default::default(),
-        log_events: crate::engine::LogEvents::Tasks,
-        health_address: Some(std::net::SocketAddr::from(([127, 0, 0, 1], health_port))),
-        leader_election: None,
-        sharding: None,
-    };
+    let operator_options = operator_options(options, &watches_file, &namespace, health_port);
     let operator = tokio::spawn(crate::operator::run(operator_options, config));
     let result = async {
         await_ready(health_port, &operator).await?;
@@ -397,6 +375,40 @@ pub async fn run(options: &TestOptions, config: kube::Config) -> Result<TestSumm
         );
     }
     Ok(summary)
+}
+
+/// The operator `enka test` runs in-process: on the test's namespace alone,
+/// its health endpoint on `health_port` to wait for, pipes allowed to the
+/// test's lookups.
+fn operator_options(
+    options: &TestOptions,
+    watches_file: &Path,
+    namespace: &str,
+    health_port: u16,
+) -> crate::operator::OperatorOptions {
+    crate::operator::OperatorOptions {
+        watches_file: watches_file.to_path_buf(),
+        reconcile_period: Duration::from_secs(36_000),
+        max_concurrent_reconciles: 4,
+        reconcile_timeout: None,
+        graceful_shutdown_timeout: Duration::from_secs(5),
+        roles_path: Vec::new(),
+        collections_path: Vec::new(),
+        verbosity: 2,
+        namespaces: vec![namespace.to_owned()],
+        inject_owner_ref: true,
+        ansible: options.ansible.clone(),
+        templates: crate::template::Options {
+            allow_pipe: true,
+            ..crate::template::Options::from_env()
+        },
+        metrics_address: None,
+        metrics_serving: Default::default(),
+        log_events: crate::engine::LogEvents::Tasks,
+        health_address: Some(std::net::SocketAddr::from(([127, 0, 0, 1], health_port))),
+        leader_election: None,
+        sharding: None,
+    }
 }
 
 /// Whether the cluster has no Node (a bare control plane: nothing runs Pods).

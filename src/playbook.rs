@@ -123,41 +123,14 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 return exit::PARSER_ERROR;
             }
         };
-        // CLI.get_host_list: a --limit that leaves no host of a non-empty
-        // inventory is an error before any play.
-        if let (Some(limit), Some(inventory)) = (&limit, &project.inventory)
-            && inventory.host_names().next().is_some()
-            && inventory
-                .select_limited(&["all".to_owned()], "inventory", Some(limit))
-                .is_ok_and(|hosts| hosts.is_empty())
-        {
+        if limit_leaves_no_host(limit.as_ref(), &project) {
             eprintln!(
                 "ERROR! Specified inventory, host pattern and/or --limit leaves us with no hosts to target."
             );
             return exit::ERROR;
         }
         if options.listings.any() {
-            if let Some(playbook) = project.playbooks.get(&path) {
-                let shown = options
-                    .playbooks
-                    .iter()
-                    .find(|p| std::path::absolute(p).ok().as_ref() == Some(&path))
-                    .cloned()
-                    .unwrap_or_else(|| path.clone());
-                let selection = engine::TagSelection::new(&options.tags, &options.skip_tags);
-                print!(
-                    "{}",
-                    listing::render(
-                        &project,
-                        playbook,
-                        &shown,
-                        options.listings,
-                        &selection,
-                        &extra,
-                        limit.as_ref(),
-                    )
-                );
-            }
+            print_listing(&options, &project, &path, &extra, limit.as_ref());
             continue;
         }
         if options.verbosity > 1 {
@@ -169,19 +142,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             );
             println!("{plays} plays in {}", path.display());
         }
-        let run_options = RunOptions {
-            verbosity: options.verbosity,
-            observer: Some(printer.clone()),
-            tags: engine::TagSelection::new(&options.tags, &options.skip_tags),
-            check_mode: options.check,
-            diff: options.diff,
-            start_at_task: start_at_task.clone(),
-            force_handlers: options.force_handlers,
-            forks: options.forks.map_or(5, |f| f as usize),
-            connection: options.connection.clone(),
-            limit: limit.clone(),
-            ..RunOptions::default()
-        };
+        let run_options = run_options(&options, &printer, start_at_task.clone(), limit.clone());
         let outcome = engine::run(
             &project,
             &Entry::Playbook(path),
@@ -217,6 +178,75 @@ pub async fn run(options: PlaybookOptions) -> u8 {
     printer.recap(&stats);
     printer.custom_stats();
     code
+}
+
+/// CLI.get_host_list: a `--limit` that leaves no host of a non-empty
+/// inventory is an error before any play.
+fn limit_leaves_no_host(
+    limit: Option<&crate::inventory::HostLimit>,
+    project: &enka_project::role::Project,
+) -> bool {
+    let (Some(limit), Some(inventory)) = (limit, &project.inventory) else {
+        return false;
+    };
+    inventory.host_names().next().is_some()
+        && inventory
+            .select_limited(&["all".to_owned()], "inventory", Some(limit))
+            .is_ok_and(|hosts| hosts.is_empty())
+}
+
+/// `--list-tasks`, `--list-tags`, `--list-hosts`: the playbook as
+/// ansible-playbook lists it, named as the command line named it.
+fn print_listing(
+    options: &PlaybookOptions,
+    project: &enka_project::role::Project,
+    path: &std::path::Path,
+    extra: &[(Arc<str>, Var)],
+    limit: Option<&crate::inventory::HostLimit>,
+) {
+    if let Some(playbook) = project.playbooks.get(path) {
+        let shown = options
+            .playbooks
+            .iter()
+            .find(|p| std::path::absolute(p).ok().as_ref() == Some(&path.to_path_buf()))
+            .cloned()
+            .unwrap_or_else(|| path.to_path_buf());
+        let selection = engine::TagSelection::new(&options.tags, &options.skip_tags);
+        print!(
+            "{}",
+            listing::render(
+                project,
+                playbook,
+                &shown,
+                options.listings,
+                &selection,
+                extra,
+                limit,
+            )
+        );
+    }
+}
+
+/// How the engine runs one playbook of the command line.
+fn run_options(
+    options: &PlaybookOptions,
+    printer: &Arc<Printer>,
+    start_at_task: Option<String>,
+    limit: Option<crate::inventory::HostLimit>,
+) -> RunOptions {
+    RunOptions {
+        verbosity: options.verbosity,
+        observer: Some(printer.clone()),
+        tags: engine::TagSelection::new(&options.tags, &options.skip_tags),
+        check_mode: options.check,
+        diff: options.diff,
+        start_at_task,
+        force_handlers: options.force_handlers,
+        forks: options.forks.map_or(5, |f| f as usize),
+        connection: options.connection.clone(),
+        limit,
+        ..RunOptions::default()
+    }
 }
 
 /// Display.deprecated's line, or `None` when deprecation warnings are off
