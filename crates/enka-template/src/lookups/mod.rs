@@ -203,18 +203,26 @@ const LOOKUPS: &[(&str, Lookup)] = &[
     ("vars", vars),
     ("varnames", varnames),
     ("items", items),
-    ("list", list),
+    ("list", |_, terms, _| Ok(terms.to_vec())),
     ("dict", dict),
     ("password", password_lookup),
     ("pipe", pipe),
     ("lines", lines),
     ("fileglob", fileglob_lookup),
-    ("sequence", sequence_lookup),
-    ("nested", nested),
-    ("together", together),
-    ("indexed_items", indexed_items),
-    ("subelements", subelements),
-    ("random_choice", random_choice),
+    ("sequence", |_, terms, options| {
+        sequence::run(terms, options)
+    }),
+    ("nested", |_, terms, _| {
+        lists::nested(terms, MAX_LOOKUP_ITEMS)
+    }),
+    ("together", |_, terms, _| lists::together(terms)),
+    ("indexed_items", |_, terms, _| {
+        Ok(lists::indexed_items(terms))
+    }),
+    ("subelements", |_, terms, _| lists::subelements(terms)),
+    ("random_choice", |_, terms, _| {
+        Ok(lists::random_choice(terms))
+    }),
 ];
 
 /// Lookups run natively by a plugin another crate registers per project
@@ -328,14 +336,6 @@ fn items(
         .collect())
 }
 
-fn list(
-    _ctx: &Context,
-    terms: &[Value],
-    _options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    Ok(terms.to_vec())
-}
-
 fn dict(
     _ctx: &Context,
     terms: &[Value],
@@ -402,54 +402,6 @@ fn fileglob_lookup(
         .iter()
         .flat_map(|t| fileglob(ctx, &pyrepr::to_text(t)))
         .collect())
-}
-
-fn sequence_lookup(
-    _ctx: &Context,
-    terms: &[Value],
-    options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    sequence::run(terms, options)
-}
-
-fn nested(
-    _ctx: &Context,
-    terms: &[Value],
-    _options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    lists::nested(terms, MAX_LOOKUP_ITEMS)
-}
-
-fn together(
-    _ctx: &Context,
-    terms: &[Value],
-    _options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    lists::together(terms)
-}
-
-fn indexed_items(
-    _ctx: &Context,
-    terms: &[Value],
-    _options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    Ok(lists::indexed_items(terms))
-}
-
-fn subelements(
-    _ctx: &Context,
-    terms: &[Value],
-    _options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    lists::subelements(terms)
-}
-
-fn random_choice(
-    _ctx: &Context,
-    terms: &[Value],
-    _options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    Ok(lists::random_choice(terms))
 }
 
 /// What `/bin/sh -c command` prints, for `pipe` and `lines`, which run
