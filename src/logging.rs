@@ -122,9 +122,11 @@ pub struct LogOptions {
 impl LogOptions {
     fn env_filter(&self) -> EnvFilter {
         if let Some(filter) = &self.filter {
-            return EnvFilter::new(filter);
+            return EnvFilter::new(with_crate_targets(filter));
         }
-        if let Ok(filter) = EnvFilter::try_from_default_env() {
+        if let Ok(filter) = std::env::var(EnvFilter::DEFAULT_ENV)
+            && let Ok(filter) = EnvFilter::try_new(with_crate_targets(&filter))
+        {
             return filter;
         }
         let level = self.level.unwrap_or(if self.devel {
@@ -136,8 +138,8 @@ impl LogOptions {
         // debug output (HTTP frames, TLS) is not what zap's levels mean.
         match level.max_level() {
             None => EnvFilter::new("off"),
-            Some(Level::DEBUG) => EnvFilter::new("info,enka=debug"),
-            Some(Level::TRACE) => EnvFilter::new("info,enka=trace"),
+            Some(Level::DEBUG) => EnvFilter::new(with_crate_targets("info,enka=debug")),
+            Some(Level::TRACE) => EnvFilter::new(with_crate_targets("info,enka=trace")),
             Some(level) => EnvFilter::new(level.as_str().to_ascii_lowercase()),
         }
     }
@@ -284,8 +286,85 @@ fn logger_name(target: &str) -> String {
         Some("cli") => "cmd".to_owned(),
         Some(rest) => rest.replace("::", "."),
         None if target == "enka" => "cmd".to_owned(),
-        None => target.replace("::", "."),
+        // A crate of the workspace: `enka_operator::leader` is the
+        // `operator.leader` logger, as it was when it was `enka::operator`.
+        None => target
+            .strip_prefix("enka_")
+            .unwrap_or(target)
+            .replace("::", "."),
     }
+}
+
+/// The workspace's crates whose logs are enka's own.
+const CRATES: &[&str] = &[
+    "enka_yaml",
+    "enka_worker",
+    "enka_template",
+    "enka_kube",
+    "enka_modules",
+    "enka_project",
+    "enka_engine",
+    "enka_operator",
+];
+
+/// Modules of the `enka` crate that now live in one of the others (their
+/// logs' targets moved with them).
+const MOVED: &[(&str, &str)] = &[
+    ("catalogue", "enka_modules::catalogue"),
+    ("engine", "enka_engine"),
+    ("freeform", "enka_template::freeform"),
+    ("inventory", "enka_project::inventory"),
+    ("kube", "enka_kube"),
+    ("modules", "enka_modules"),
+    ("operator", "enka_operator"),
+    ("paramconv", "enka_project::paramconv"),
+    ("role", "enka_project::role"),
+    ("template", "enka_template"),
+    ("time", "enka_template::time"),
+    ("vars", "enka_project::vars"),
+    ("version", "enka_operator::version"),
+    ("watches", "enka_project::watches"),
+    ("worker", "enka_worker"),
+    ("yaml", "enka_yaml"),
+];
+
+/// A log filter as users write it (`info,enka=debug`,
+/// `enka::operator=debug`), with each `enka` target also naming the
+/// workspace crate its logs now come from: `enka` is every one of them, a
+/// module that moved is its new path.
+fn with_crate_targets(filter: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        out.push(directive.to_owned());
+        // Span and field filters (`target[span{field}]=level`) stay as written.
+        if directive.contains('[') {
+            continue;
+        }
+        let (target, level) = match directive.split_once('=') {
+            Some((target, level)) => (target, Some(level)),
+            None => (directive, None),
+        };
+        let with_level = |target: &str| match level {
+            Some(level) => format!("{target}={level}"),
+            None => target.to_owned(),
+        };
+        if target == "enka" {
+            out.extend(CRATES.iter().map(|c| with_level(c)));
+            continue;
+        }
+        let Some(path) = target.strip_prefix("enka::") else {
+            continue;
+        };
+        let (module, rest) = path.split_once("::").unwrap_or((path, ""));
+        if let Some((_, moved)) = MOVED.iter().find(|(m, _)| *m == module) {
+            let target = match rest {
+                "" => (*moved).to_owned(),
+                rest => format!("{moved}::{rest}"),
+            };
+            out.push(with_level(&target));
+        }
+    }
+    out.join(",")
 }
 
 fn encode_time(encoding: TimeEncoding, since_epoch: std::time::Duration) -> Json {
@@ -357,9 +436,45 @@ mod tests {
     #[test]
     fn logger_names_follow_the_module() {
         assert_eq!(logger_name("enka::operator::leader"), "operator.leader");
+        assert_eq!(logger_name("enka_operator::leader"), "operator.leader");
+        assert_eq!(logger_name("enka_engine::exec::walk"), "engine.exec.walk");
         assert_eq!(logger_name("enka"), "cmd");
         assert_eq!(logger_name("enka::cli"), "cmd");
         assert_eq!(logger_name("kube_runtime::watcher"), "kube_runtime.watcher");
+    }
+
+    #[test]
+    fn enka_targets_name_the_workspace_crates() {
+        let expanded = with_crate_targets("info,enka=debug");
+        for krate in CRATES {
+            assert!(expanded.contains(&format!("{krate}=debug")), "{expanded}");
+        }
+        assert_eq!(
+            with_crate_targets("info,enka::operator=debug"),
+            "info,enka::operator=debug,enka_operator=debug"
+        );
+        assert_eq!(
+            with_crate_targets("enka::role::loader=trace,kube=warn"),
+            "enka::role::loader=trace,enka_project::role::loader=trace,kube=warn"
+        );
+    }
+
+    #[test]
+    fn every_workspace_crate_is_enkas_own() {
+        // The crates `enka` depends on by path are the ones whose logs
+        // `enka=debug` must reach.
+        let manifest = include_str!("../Cargo.toml");
+        for line in manifest.lines() {
+            if let Some(name) = line.split(" = { path = \"crates/").next()
+                && line.contains(" = { path = \"crates/")
+            {
+                let krate = name.trim().replace('-', "_");
+                assert!(
+                    CRATES.contains(&krate.as_str()),
+                    "{krate} is missing from CRATES"
+                );
+            }
+        }
     }
 
     #[test]
