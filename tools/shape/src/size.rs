@@ -214,7 +214,7 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
         let ty = &item.self_ty;
-        let name = quote_type(ty);
+        let name = last_type_name(ty);
         self.scope.push(name);
         syn::visit::visit_item_impl(self, item);
         self.scope.pop();
@@ -237,7 +237,7 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 }
 
 /// The last path segment of an impl's type (`Runner` for `Runner<'a>`).
-fn quote_type(ty: &syn::Type) -> String {
+fn last_type_name(ty: &syn::Type) -> String {
     match ty {
         syn::Type::Path(p) => p
             .path

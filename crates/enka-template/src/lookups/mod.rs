@@ -197,15 +197,21 @@ type Lookup = fn(&Context, &[Value], &[(String, Value)]) -> Result<Vec<Value>, E
 
 /// Every lookup enka runs itself, in one table.
 const LOOKUPS: &[(&str, Lookup)] = &[
-    ("template", template_lookup),
-    ("file", file_lookup),
+    ("template", |ctx, terms, options| {
+        per_term(ctx, terms, options, template)
+    }),
+    ("file", |ctx, terms, options| {
+        per_term(ctx, terms, options, file)
+    }),
     ("env", env),
     ("vars", vars),
     ("varnames", varnames),
     ("items", items),
     ("list", |_, terms, _| Ok(terms.to_vec())),
     ("dict", dict),
-    ("password", password_lookup),
+    ("password", |ctx, terms, options| {
+        per_term(ctx, terms, options, password)
+    }),
     ("pipe", pipe),
     ("lines", lines),
     ("fileglob", fileglob_lookup),
@@ -225,31 +231,25 @@ const LOOKUPS: &[(&str, Lookup)] = &[
     }),
 ];
 
+/// What answers one term of a lookup, read as text.
+type TermLookup = fn(&Context, &str, &[(String, Value)]) -> Result<Value, Error>;
+
+/// A lookup that answers each term on its own, read as text.
+fn per_term(
+    ctx: &Context,
+    terms: &[Value],
+    options: &[(String, Value)],
+    each: TermLookup,
+) -> Result<Vec<Value>, Error> {
+    terms
+        .iter()
+        .map(|t| each(ctx, &pyrepr::to_text(t), options))
+        .collect()
+}
+
 /// Lookups run natively by a plugin another crate registers per project
 /// (`enka-kube`'s `k8s`).
 const PLUGINS: &[&str] = &["k8s"];
-
-fn template_lookup(
-    ctx: &Context,
-    terms: &[Value],
-    options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    terms
-        .iter()
-        .map(|t| template(ctx, &pyrepr::to_text(t), options))
-        .collect()
-}
-
-fn file_lookup(
-    ctx: &Context,
-    terms: &[Value],
-    options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    terms
-        .iter()
-        .map(|t| file(ctx, &pyrepr::to_text(t), options))
-        .collect()
-}
 
 fn env(_ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
     Ok(terms
@@ -357,17 +357,6 @@ fn dict(
         }
         Ok(out)
     }
-}
-
-fn password_lookup(
-    ctx: &Context,
-    terms: &[Value],
-    options: &[(String, Value)],
-) -> Result<Vec<Value>, Error> {
-    terms
-        .iter()
-        .map(|t| password(ctx, &pyrepr::to_text(t), options))
-        .collect()
 }
 
 fn pipe(ctx: &Context, terms: &[Value], _options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
