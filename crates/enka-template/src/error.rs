@@ -4,18 +4,51 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// Stands in a filter's error message for the name of the undefined
-/// variable it was given, which only the template's source knows.
-pub const UNDEFINED_NAME_MARK: &str = "\u{1}undefined-name\u{1}";
+/// What one of our filters or functions knows about its error beyond the
+/// text, carried as the minijinja error's source so that it survives
+/// minijinja's unwinding and is read back, typed, by [`Error::from_minijinja`].
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum Cause {
+    /// Jinja raises it as a TemplateSyntaxError while rendering (a test
+    /// name Ansible's plugin loader refuses), which Ansible's templar does
+    /// not catch.
+    #[error("raised as a TemplateSyntaxError while rendering")]
+    RuntimeSyntax,
+    /// A condition's value is undefined: the condition's text names it.
+    #[error("the condition's value is undefined")]
+    ConditionUndefined,
+    /// `mandatory` met an undefined value without a message of its own:
+    /// the template's source names the variable.
+    #[error("a mandatory value is undefined")]
+    MandatoryUndefined,
+    /// One of our errors, failing a lazily templated variable inside
+    /// another template.
+    #[error("{0}")]
+    Nested(Box<Error>),
+}
 
-/// The message of a condition whose value is undefined, until the
-/// condition's evaluator replaces it with the condition's name.
-pub(crate) const CONDITION_UNDEFINED_MARK: &str = "\u{1}condition-undefined\u{1}";
+impl Cause {
+    /// A minijinja error of `kind` with `message`, carrying this cause.
+    pub(crate) fn error(
+        self,
+        kind: minijinja::ErrorKind,
+        message: impl Into<String>,
+    ) -> minijinja::Error {
+        minijinja::Error::new(kind, message.into()).with_source(self)
+    }
 
-/// Starts a filter's error message for what Jinja raises as a
-/// TemplateSyntaxError while rendering (a test name Ansible's plugin loader
-/// refuses), which Ansible's templar does not catch.
-pub const RUNTIME_SYNTAX_MARK: &str = "\u{1}TemplateSyntaxError\u{1}";
+    /// The first cause of ours in `err`'s chain of sources.
+    fn of(err: &minijinja::Error) -> Option<&Cause> {
+        let mut next = std::error::Error::source(err);
+        while let Some(source) = next {
+            if let Some(cause) = source.downcast_ref::<Cause>() {
+                return Some(cause);
+            }
+            next = source.source();
+        }
+        None
+    }
+}
 
 /// What went wrong while compiling or rendering a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +74,9 @@ pub struct Error {
     line: Option<usize>,
     /// Raised as a Jinja TemplateSyntaxError while rendering.
     runtime_syntax: bool,
+    /// The expression whose value was undefined (`r.stdout`), when that
+    /// is the error and the source shows it.
+    undefined_expression: Option<String>,
 }
 
 impl fmt::Display for Error {
@@ -72,6 +108,7 @@ impl Error {
             template: None,
             line: None,
             runtime_syntax: false,
+            undefined_expression: None,
         }
     }
 
@@ -153,6 +190,15 @@ impl Error {
         self.line
     }
 
+    /// Whether the undefined value is `name` or reached through it
+    /// (`ansible_env`, `ansible_env.HOME`, `hostvars[h].ansible_env`).
+    pub fn is_undefined_through(&self, name: &str) -> bool {
+        self.undefined_expression.as_deref().is_some_and(|expr| {
+            expr.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|segment| segment == name)
+        })
+    }
+
     /// Converts a minijinja error raised while compiling or rendering
     /// `source`, naming the undefined expression when that is the cause.
     pub(crate) fn from_minijinja(err: &minijinja::Error, source: &str) -> Self {
@@ -165,37 +211,46 @@ impl Error {
             K::OutOfFuel => ErrorKind::Limit,
             _ => ErrorKind::Invalid,
         };
+        let cause = Cause::of(err);
+        if let Some(Cause::Nested(inner)) = cause {
+            // Reported where the outer template used the variable.
+            let mut inner = (**inner).clone();
+            inner.template = Some(Arc::from(source));
+            inner.line = err.line();
+            return inner;
+        }
+        let expression = err.range().and_then(|r| undefined_expression(source, r));
         // Our own filters put the full text in the detail; minijinja's kinds
         // add a generic prefix that helps for syntax errors only.
         let detail = err.detail().map(str::to_owned);
-        let message = match (kind, detail) {
-            (ErrorKind::Undefined, detail) => {
-                let expr = err.range().and_then(|r| undefined_expression(source, r));
-                match (expr, detail) {
-                    (_, Some(d)) if d == CONDITION_UNDEFINED_MARK => d,
-                    (_, Some(d))
-                        if d.contains("is undefined")
-                            || d.contains("has no attribute")
-                            || d.starts_with("No variable found") =>
-                    {
-                        d
-                    }
-                    (Some(expr), _) if !expr.is_empty() => format!("'{expr}' is undefined"),
-                    (_, Some(d)) => d,
-                    _ => "undefined variable".to_owned(),
-                }
+        let message = match (kind, cause, detail) {
+            (ErrorKind::Undefined, Some(Cause::ConditionUndefined), _) => {
+                format!("'{}' is undefined", source.trim())
             }
-            (ErrorKind::Invalid, Some(d)) if d.contains(UNDEFINED_NAME_MARK) => {
-                // As Jinja's Undefined names itself: `'name' ` or nothing.
-                let name = err
-                    .range()
-                    .and_then(|r| undefined_expression(source, r))
+            (ErrorKind::Undefined, _, detail) => match (&expression, detail) {
+                (_, Some(d))
+                    if d.contains("is undefined")
+                        || d.contains("has no attribute")
+                        || d.starts_with("No variable found") =>
+                {
+                    d
+                }
+                (Some(expr), _) if !expr.is_empty() => format!("'{expr}' is undefined"),
+                (_, Some(d)) => d,
+                _ => "undefined variable".to_owned(),
+            },
+            // As Jinja's Undefined names itself: `'name' ` or nothing.
+            (_, Some(Cause::MandatoryUndefined), _) => {
+                let name = expression
+                    .as_ref()
                     .map(|expr| format!("'{expr}' "))
                     .unwrap_or_default();
-                d.replace(UNDEFINED_NAME_MARK, &name)
+                format!("Mandatory variable {name}not defined.")
             }
             // Ansible's plugin loader words a missing filter or test so.
-            (ErrorKind::Syntax, _) if matches!(err.kind(), K::UnknownFilter | K::UnknownTest) => {
+            (ErrorKind::Syntax, _, _)
+                if matches!(err.kind(), K::UnknownFilter | K::UnknownTest) =>
+            {
                 let name = err
                     .range()
                     .and_then(|r| source.get(r))
@@ -204,24 +259,24 @@ impl Error {
                 format!("template syntax error: Could not load \"{name}\": '{name}'")
             }
             // An error of ours converted back and forth says so once.
-            (ErrorKind::Syntax, Some(d)) if d.starts_with("template syntax error: ") => d,
-            (ErrorKind::Syntax, Some(d)) => format!("template syntax error: {d}"),
-            (ErrorKind::Syntax, None) => format!("template syntax error: {}", err.kind()),
-            (ErrorKind::Limit, _) => {
+            (ErrorKind::Syntax, _, Some(d)) if d.starts_with("template syntax error: ") => d,
+            (ErrorKind::Syntax, _, Some(d)) => format!("template syntax error: {d}"),
+            (ErrorKind::Syntax, _, None) => format!("template syntax error: {}", err.kind()),
+            (ErrorKind::Limit, _, _) => {
                 "template exceeded its evaluation budget (runaway loop?)".to_owned()
             }
-            (_, Some(d)) => d,
-            (_, None) => err.kind().to_string(),
+            (_, _, Some(d)) => d,
+            (_, _, None) => err.kind().to_string(),
         };
-        // Found wherever a wrapping error put the filter's message.
-        let runtime_syntax = message.contains(RUNTIME_SYNTAX_MARK);
-        let message = message.replace(RUNTIME_SYNTAX_MARK, "");
         Error {
             kind,
             message,
             template: Some(Arc::from(source)),
             line: err.line(),
-            runtime_syntax,
+            runtime_syntax: matches!(cause, Some(Cause::RuntimeSyntax)),
+            undefined_expression: (kind == ErrorKind::Undefined)
+                .then_some(expression)
+                .flatten(),
         }
     }
 
@@ -234,6 +289,7 @@ impl Error {
             template: Some(Arc::from(source)),
             line: None,
             runtime_syntax: false,
+            undefined_expression: None,
         }
     }
 
@@ -269,12 +325,7 @@ impl Error {
             ErrorKind::Syntax => minijinja::ErrorKind::SyntaxError,
             ErrorKind::Limit | ErrorKind::Invalid => minijinja::ErrorKind::InvalidOperation,
         };
-        let mark = if self.runtime_syntax {
-            RUNTIME_SYNTAX_MARK
-        } else {
-            ""
-        };
-        minijinja::Error::new(kind, format!("{mark}{}", self.message))
+        Cause::Nested(Box::new(self.clone())).error(kind, self.message.clone())
     }
 }
 

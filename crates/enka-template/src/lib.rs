@@ -57,7 +57,7 @@ pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
     is_possibly_template, mark_unsafe,
 };
-pub use error::{Error, ErrorKind, RUNTIME_SYNTAX_MARK, UNDEFINED_NAME_MARK};
+pub use error::{Error, ErrorKind};
 pub use filters::core_to_bool as to_bool;
 pub use filters::{json_string, merge_hash, python_json};
 pub use lookups::is_native as is_native_lookup;
@@ -205,9 +205,9 @@ impl TemplarBuilder {
             if value.is_undefined() {
                 // The condition itself is what is undefined; the caller,
                 // which has its text, names it.
-                return Err(minijinja::Error::new(
+                return Err(error::Cause::ConditionUndefined.error(
                     minijinja::ErrorKind::UndefinedError,
-                    error::CONDITION_UNDEFINED_MARK,
+                    "the condition is undefined",
                 ));
             }
             let truth = if value.is_true() { "True" } else { "False" };
@@ -681,14 +681,7 @@ impl Templar {
             }
         }
         .map_err(|e| {
-            let mut err = Error::from_minijinja(&e, &expr);
-            if err.message() == error::CONDITION_UNDEFINED_MARK {
-                err = Error::new(
-                    ErrorKind::Undefined,
-                    format!("'{}' is undefined", expr.trim()),
-                );
-            }
-            let mut err = err.explained(ctx);
+            let mut err = Error::from_minijinja(&e, &expr).explained(ctx);
             if err.is_undefined()
                 && !err
                     .message()

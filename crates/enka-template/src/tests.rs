@@ -437,3 +437,35 @@ fn string_filters_keep_text_only_when_they_make_the_whole_value() {
     // A `|` inside a string literal is no filter.
     assert!(!keeps_text("{{ 'a | string' }}"));
 }
+
+#[test]
+fn an_undefined_value_knows_the_path_it_was_reached_through() {
+    let direct = render("{{ ansible_env.HOME }}", json!({})).unwrap_err();
+    assert!(direct.is_undefined(), "{direct}");
+    assert!(direct.is_undefined_through("ansible_env"), "{direct:?}");
+    assert!(!direct.is_undefined_through("ansible"), "{direct:?}");
+    let other = render("{{ home }}", json!({})).unwrap_err();
+    assert!(!other.is_undefined_through("ansible_env"), "{other:?}");
+}
+
+#[test]
+fn mandatory_names_the_undefined_variable_or_says_its_own_message() {
+    let named = render("{{ nope | mandatory }}", json!({})).unwrap_err();
+    assert_eq!(named.message(), "Mandatory variable 'nope' not defined.");
+    let own = render("{{ nope | mandatory('set nope') }}", json!({})).unwrap_err();
+    assert_eq!(own.message(), "set nope");
+    // The same through a lazily templated variable.
+    let nested = render("{{ x }}", json!({"x": "{{ nope | mandatory }}"})).unwrap_err();
+    assert_eq!(nested.message(), "Mandatory variable 'nope' not defined.");
+}
+
+#[test]
+fn a_plugin_name_refused_at_run_time_is_a_template_syntax_error() {
+    let src = "{{ [{'a': 1}] | selectattr('a', 'x.y') | list }}";
+    let err = render(src, json!({})).unwrap_err();
+    let (class, text) = err.python_exception().expect("an uncaught exception");
+    assert_eq!(class, "TemplateSyntaxError");
+    assert!(text.starts_with("Could not load \"x.y\""), "{text}");
+    let nested = render("{{ y }}", json!({"y": src})).unwrap_err();
+    assert!(nested.python_exception().is_some(), "{nested:?}");
+}

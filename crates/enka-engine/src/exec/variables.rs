@@ -121,7 +121,8 @@ impl Runner {
                 // _post_validate_environment): a value that needs the
                 // `ansible_env` fact before facts are gathered is left out.
                 // Ansible decides this on the undefined error's text
-                // (`'ansible_env' in error`), so the text is what is matched.
+                // (`'ansible_env' in error`): an undefined value reached
+                // through `ansible_env`.
                 let templated = if item.kind() == ValueKind::Map {
                     let mut pairs = Vec::new();
                     for key in item.try_iter().into_iter().flatten() {
@@ -129,9 +130,8 @@ impl Runner {
                         match self.templar.template_value(&raw, ctx) {
                             Ok(value) => pairs.push((key, value)),
                             Err(err)
-                                if err.to_string().contains("ansible_env")
-                                    && (err.is_undefined()
-                                        || err.to_string().contains("undefined")) => {}
+                                if err.is_undefined()
+                                    && err.is_undefined_through("ansible_env") => {}
                             Err(err) => {
                                 return Err(format!("environment: {}", err.ansible_message()));
                             }

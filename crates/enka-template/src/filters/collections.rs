@@ -127,12 +127,9 @@ fn check_plugin_name(name: &str) -> Result<(), Error> {
     } else {
         name.to_owned()
     };
-    Err(Error::new(
+    Err(crate::error::Cause::RuntimeSyntax.error(
         minijinja::ErrorKind::InvalidOperation,
-        format!(
-            "{}Could not load \"{name}\": 'invalid plugin name: {qualified}'",
-            crate::RUNTIME_SYNTAX_MARK
-        ),
+        format!("Could not load \"{name}\": 'invalid plugin name: {qualified}'"),
     ))
 }
 

@@ -50,15 +50,13 @@ fn default(
 /// (the name is filled in from the template's source, which knows it).
 fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
     if value.is_undefined() {
-        return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            msg.unwrap_or_else(|| {
-                format!(
-                    "Mandatory variable {} not defined.",
-                    crate::UNDEFINED_NAME_MARK
-                )
-            }),
-        ));
+        return Err(match msg {
+            Some(msg) => Error::new(ErrorKind::InvalidOperation, msg),
+            None => crate::error::Cause::MandatoryUndefined.error(
+                ErrorKind::InvalidOperation,
+                "Mandatory variable not defined.",
+            ),
+        });
     }
     Ok(value.clone())
 }
