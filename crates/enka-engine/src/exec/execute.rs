@@ -1,5 +1,6 @@
 //! The module call itself: check mode, arguments templated, the deadline, an unreachable host.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -112,7 +113,7 @@ impl Runner {
         task: &Task,
         ctx: &Context,
     ) -> Result<Option<String>, Flow> {
-        let delegate = match &task.delegate_to {
+        let delegate = match task.settings.get(Setting::DelegateTo) {
             Some(value) => match self.templar.template_value(value, ctx) {
                 Ok(v) if v.is_none() || v.is_undefined() => None,
                 Ok(v) => Some(enka_template::pyrepr::to_text(&v)),
@@ -132,9 +133,9 @@ impl Runner {
         }
         .filter(|v| !v.is_undefined() && !v.is_none());
         let keyword = task
-            .connection
-            .as_ref()
-            .or_else(|| frame.inherited.connection.last());
+            .settings
+            .get(Setting::Connection)
+            .or_else(|| frame.inherited.setting(Setting::Connection).last());
         let connection = match (host_connection, keyword) {
             (Some(v), _) => Some(v),
             (None, Some(keyword)) => match self.templar.template_value(keyword, ctx) {
@@ -218,7 +219,7 @@ impl Runner {
         module: &ModuleRef,
         ctx: &Context,
     ) -> Result<TimeLimits, String> {
-        let task_timeout = match &task.timeout {
+        let task_timeout = match task.settings.get(Setting::Timeout) {
             Some(raw) => match self.templar.template_value(raw, ctx) {
                 Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
                 Err(err) => return Err(format!("timeout: {err}")),

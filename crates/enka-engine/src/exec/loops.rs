@@ -1,5 +1,6 @@
 //! Loops: `loop` and `with_*` items, `loop_control`, the loop variables.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 
 use enka_project::role::{Action, LoopKind, Task};
@@ -277,8 +278,8 @@ impl Runner {
         result.ignore_unreachable = Some(
             self.flag(
                 &item_ctx,
-                task.ignore_unreachable.as_ref(),
-                &frame.inherited.ignore_unreachable,
+                task.settings.get(Setting::IgnoreUnreachable),
+                frame.inherited.setting(Setting::IgnoreUnreachable),
             )
             .unwrap_or(false),
         );

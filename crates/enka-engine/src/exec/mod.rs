@@ -61,6 +61,7 @@ use enka_project::role::Project;
 use enka_project::role::Role;
 use enka_project::role::Task;
 use enka_project::role::VarList;
+use enka_project::role::{Setting, Settings};
 use enka_template::Error as TemplateError;
 use enka_template::Templar;
 use minijinja::Value;
@@ -102,24 +103,10 @@ enum KeywordError {
 #[derive(Clone, Default)]
 struct Inherited {
     when: Vec<Arc<[Value]>>,
-    ignore_errors: Vec<Value>,
-    ignore_unreachable: Vec<Value>,
-    /// `connection` of the blocks and play around the task.
-    connection: Vec<Value>,
-    run_once: Vec<Value>,
-    throttle: Vec<Value>,
-    any_errors_fatal: Vec<Value>,
-    no_log: Vec<Value>,
-    /// `check_mode` of the blocks and play around the task.
-    check_mode: Vec<Value>,
-    /// `diff` of the blocks and play around the task.
-    diff: Vec<Value>,
-    /// `environment` of the play and blocks around the task, outermost
-    /// first.
-    environment: Vec<Value>,
-    /// `module_defaults` of the play and blocks around the task, outermost
-    /// first.
-    module_defaults: Vec<Value>,
+    /// Each inherited setting (the keyword table says which) of the play
+    /// and blocks around the task, outermost first: most read the
+    /// innermost, `environment` and `module_defaults` merge them all.
+    settings: [Vec<Value>; Setting::COUNT],
     /// Tags of the blocks, imports and plays around the task.
     tags: Vec<String>,
     /// `notify` of the blocks around the task.
@@ -128,29 +115,26 @@ struct Inherited {
 
 impl Inherited {
     /// What a block passes down to its tasks: its conditions, tags,
-    /// `notify` and keywords, inside those of the blocks around it.
+    /// `notify` and settings, inside those of the blocks around it.
     fn enter_block(&mut self, block: &Task) {
         self.tags.extend(block.tags.iter().cloned());
         self.notify.extend(block.notify.iter().cloned());
         if !block.when.is_empty() {
             self.when.push(block.when.clone());
         }
-        let keywords = [
-            (&block.ignore_errors, &mut self.ignore_errors),
-            (&block.ignore_unreachable, &mut self.ignore_unreachable),
-            (&block.connection, &mut self.connection),
-            (&block.run_once, &mut self.run_once),
-            (&block.throttle, &mut self.throttle),
-            (&block.any_errors_fatal, &mut self.any_errors_fatal),
-            (&block.no_log, &mut self.no_log),
-            (&block.check_mode, &mut self.check_mode),
-            (&block.diff, &mut self.diff),
-            (&block.environment, &mut self.environment),
-            (&block.module_defaults, &mut self.module_defaults),
-        ];
-        for (own, list) in keywords {
-            list.extend(own.iter().cloned());
+        self.enter(&block.settings);
+    }
+
+    /// Takes on the settings a play or a block passes down.
+    fn enter(&mut self, settings: &Settings) {
+        for (setting, value) in settings.inherited() {
+            self.settings[setting as usize].push(value.clone());
         }
+    }
+
+    /// `setting`'s values around the task, outermost first.
+    fn setting(&self, setting: Setting) -> &[Value] {
+        &self.settings[setting as usize]
     }
 }
 

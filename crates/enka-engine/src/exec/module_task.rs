@@ -1,5 +1,6 @@
 //! A task that runs a module: once per host, or once for the batch (`run_once`), its loop, `async`.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 
 use enka_modules as modules;
@@ -42,8 +43,12 @@ impl Runner {
         let once = bypasses || {
             let scope = self.task_scope(frame, task);
             let ctx = self.context(frame, &scope, task);
-            self.flag(&ctx, task.run_once.as_ref(), &frame.inherited.run_once)
-                .unwrap_or(false)
+            self.flag(
+                &ctx,
+                task.settings.get(Setting::RunOnce),
+                frame.inherited.setting(Setting::RunOnce),
+            )
+            .unwrap_or(false)
         };
         if !once {
             return self.run_module_task(frame, task, report).await;
@@ -151,13 +156,18 @@ impl Runner {
         task: &Task,
         ctx: &Context,
     ) -> Result<TaskModes, (&'static str, KeywordError, bool)> {
-        let no_log_set = task.no_log.is_some() || !frame.inherited.no_log.is_empty();
-        let no_log =
-            match self.keyword_bool(ctx, task.no_log.as_ref(), &frame.inherited.no_log, "no_log") {
-                Ok(b) if no_log_set => b,
-                Ok(_) => default_no_log(),
-                Err(err) => return Err(("no_log", err, false)),
-            };
+        let no_log_set = task.settings.get(Setting::NoLog).is_some()
+            || !frame.inherited.setting(Setting::NoLog).is_empty();
+        let no_log = match self.keyword_bool(
+            ctx,
+            task.settings.get(Setting::NoLog),
+            frame.inherited.setting(Setting::NoLog),
+            "no_log",
+        ) {
+            Ok(b) if no_log_set => b,
+            Ok(_) => default_no_log(),
+            Err(err) => return Err(("no_log", err, false)),
+        };
         // `check_mode` of the task, else of its blocks and play, else the
         // run's --check. `ansible_check_mode` stays --check's, as in
         // Ansible (only the module is told).
@@ -167,14 +177,22 @@ impl Runner {
             diff: self.options.diff,
         };
         for (keyword, own, inherited) in [
-            ("check_mode", &task.check_mode, &frame.inherited.check_mode),
-            ("diff", &task.diff, &frame.inherited.diff),
+            (
+                "check_mode",
+                task.settings.get(Setting::CheckMode),
+                frame.inherited.setting(Setting::CheckMode),
+            ),
+            (
+                "diff",
+                task.settings.get(Setting::Diff),
+                frame.inherited.setting(Setting::Diff),
+            ),
         ] {
             if own.is_none() && inherited.is_empty() {
                 continue;
             }
             let value = self
-                .keyword_bool(ctx, own.as_ref(), inherited, keyword)
+                .keyword_bool(ctx, own, inherited, keyword)
                 .map_err(|err| (keyword, err, no_log))?;
             match keyword {
                 "check_mode" => modes.check_mode = value,
@@ -239,7 +257,7 @@ impl Runner {
         task: &Task,
         ctx: &Context,
     ) -> Result<Option<modules::Asynchronous>, String> {
-        let whole = |raw: &Option<Value>, what: &str| -> Result<Option<u64>, String> {
+        let whole = |raw: Option<&Value>, what: &str| -> Result<Option<u64>, String> {
             let Some(raw) = raw else {
                 return Ok(None);
             };
@@ -251,10 +269,11 @@ impl Runner {
                 .map(|d| Some(d.as_secs()))
                 .ok_or_else(|| format!("{what} must be a whole number of seconds, got {value}"))
         };
-        let Some(seconds) = whole(&task.asynchronous, "async")?.filter(|&s| s > 0) else {
+        let Some(seconds) = whole(task.settings.get(Setting::Async), "async")?.filter(|&s| s > 0)
+        else {
             return Ok(None);
         };
-        let poll = whole(&task.poll, "poll")?.unwrap_or(DEFAULT_POLL_SECONDS);
+        let poll = whole(task.settings.get(Setting::Poll), "poll")?.unwrap_or(DEFAULT_POLL_SECONDS);
         Ok(Some(modules::Asynchronous { seconds, poll }))
     }
 }

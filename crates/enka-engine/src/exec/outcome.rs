@@ -1,6 +1,7 @@
 //! A task's end: its result counted, registered, logged and forgiven (`ignore_errors`), or its
 //! failure.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 
 use enka_modules::Control;
@@ -90,8 +91,8 @@ impl Runner {
             let ignore = match self.task_flag(
                 frame,
                 task,
-                task.ignore_errors.as_ref(),
-                &frame.inherited.ignore_errors,
+                task.settings.get(Setting::IgnoreErrors),
+                frame.inherited.setting(Setting::IgnoreErrors),
                 "ignore_errors",
             ) {
                 Ok(b) => b,
@@ -185,8 +186,8 @@ impl Runner {
             None => match self.task_flag(
                 frame,
                 task,
-                task.ignore_unreachable.as_ref(),
-                &frame.inherited.ignore_unreachable,
+                task.settings.get(Setting::IgnoreUnreachable),
+                frame.inherited.setting(Setting::IgnoreUnreachable),
                 "ignore_unreachable",
             ) {
                 Ok(b) => b,

@@ -1,6 +1,7 @@
 //! Plays: their hosts and batches (`serial`), a runner per host in step, and what a play leaves to
 //! the next.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 
 use enka_project::role::{Project, RoleFrom, VarList};
@@ -423,7 +424,7 @@ impl Runner {
         if self.options.force_handlers {
             return true;
         }
-        let Some(raw) = &play.force_handlers else {
+        let Some(raw) = play.settings.get(Setting::ForceHandlers) else {
             return false;
         };
         let ctx = Context::new(
@@ -632,19 +633,13 @@ fn play_frame(
 ) -> Frame {
     Frame {
         scope,
-        inherited: Inherited {
-            check_mode: play.check_mode.iter().cloned().collect(),
-            diff: play.diff.iter().cloned().collect(),
-            environment: play.environment.iter().cloned().collect(),
-            module_defaults: play.module_defaults.iter().cloned().collect(),
-            ignore_errors: play.ignore_errors.iter().cloned().collect(),
-            ignore_unreachable: play.ignore_unreachable.iter().cloned().collect(),
-            connection: play.connection.iter().cloned().collect(),
-            run_once: play.run_once.iter().cloned().collect(),
-            any_errors_fatal: play.any_errors_fatal.iter().cloned().collect(),
-            no_log: play.no_log.iter().cloned().collect(),
-            tags: play.tags.clone(),
-            ..Inherited::default()
+        inherited: {
+            let mut inherited = Inherited {
+                tags: play.tags.clone(),
+                ..Inherited::default()
+            };
+            inherited.enter(&play.settings);
+            inherited
         },
         role: None,
         search_path,

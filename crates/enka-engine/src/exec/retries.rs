@@ -1,6 +1,7 @@
 //! One execution of a module task (one loop item): `when`, then `until` retries, `changed_when` and
 //! `failed_when`.
 
+use enka_project::role::Setting;
 use std::time::{Duration, Instant};
 
 use enka_modules::ModuleRef;
@@ -131,10 +132,10 @@ impl Runner {
     /// or `retries`; `retries` without `until` retries until the task
     /// succeeds (TaskExecutor: `until or [not result['failed']]`).
     fn retry_plan(&self, task: &Task, ctx: &Context) -> Result<(u64, Duration), Flow> {
-        if task.until.is_none() && task.retries.is_none() {
+        if task.until.is_none() && task.settings.get(Setting::Retries).is_none() {
             return Ok((1, Duration::ZERO));
         }
-        let retries = match &task.retries {
+        let retries = match task.settings.get(Setting::Retries) {
             Some(v) => match self.templar.template_value(v, ctx) {
                 Ok(v) => i64::try_from(v.clone())
                     .ok()
@@ -144,7 +145,7 @@ impl Runner {
             },
             None => 3,
         };
-        let delay = match &task.delay {
+        let delay = match task.settings.get(Setting::Delay) {
             Some(v) => match self.templar.template_value(v, ctx) {
                 Ok(v) => seconds(&v).unwrap_or(Duration::from_secs(5)),
                 Err(err) => return Err(self.template_failure(task, "delay", &err)),

@@ -1,6 +1,7 @@
 //! A task's variables and context: precedence, `environment`, `module_defaults`, free-form `args`,
 //! `omit`.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 
 use enka_modules::ModuleRef;
@@ -103,9 +104,9 @@ impl Runner {
     ) -> Result<Value, String> {
         let layers: Vec<&Value> = frame
             .inherited
-            .environment
+            .setting(Setting::Environment)
             .iter()
-            .chain(task.environment.as_ref())
+            .chain(task.settings.get(Setting::Environment))
             .collect();
         if layers.is_empty() {
             return Ok(Value::from(()));
@@ -209,7 +210,9 @@ impl Runner {
         args: &Value,
         ctx: &Context,
     ) -> Result<Option<Value>, String> {
-        if frame.inherited.module_defaults.is_empty() && task.module_defaults.is_none() {
+        if frame.inherited.setting(Setting::ModuleDefaults).is_empty()
+            && task.settings.get(Setting::ModuleDefaults).is_none()
+        {
             return Ok(None);
         }
         let action = match module {
@@ -218,9 +221,9 @@ impl Runner {
         };
         let entries: Vec<Value> = frame
             .inherited
-            .module_defaults
+            .setting(Setting::ModuleDefaults)
             .iter()
-            .chain(task.module_defaults.as_ref())
+            .chain(task.settings.get(Setting::ModuleDefaults))
             .cloned()
             .collect();
         let applied = self.project.module_defaults.for_action(&action, &entries);

@@ -1,6 +1,7 @@
 //! Walking a task list: which task runs (tags, `--start-at-task`), on which host turn, and what
 //! kind of task it is.
 
+use enka_project::role::Setting;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -113,15 +114,17 @@ impl Runner {
     /// Whether a failure of `task` stops every host (`any_errors_fatal`
     /// of the task, else of its blocks and play).
     pub(super) fn any_errors_fatal(&self, frame: &Frame, task: &Task) -> bool {
-        if task.any_errors_fatal.is_none() && frame.inherited.any_errors_fatal.is_empty() {
+        if task.settings.get(Setting::AnyErrorsFatal).is_none()
+            && frame.inherited.setting(Setting::AnyErrorsFatal).is_empty()
+        {
             return false;
         }
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
         self.flag(
             &ctx,
-            task.any_errors_fatal.as_ref(),
-            &frame.inherited.any_errors_fatal,
+            task.settings.get(Setting::AnyErrorsFatal),
+            frame.inherited.setting(Setting::AnyErrorsFatal),
         )
         .unwrap_or(false)
     }
@@ -129,7 +132,11 @@ impl Runner {
     /// How many hosts may run `task` at once (its `throttle`, else its
     /// blocks'); 0 when it sets no limit.
     pub(super) fn throttle(&self, frame: &Frame, task: &Task) -> usize {
-        let Some(raw) = task.throttle.as_ref().or(frame.inherited.throttle.last()) else {
+        let Some(raw) = task
+            .settings
+            .get(Setting::Throttle)
+            .or(frame.inherited.setting(Setting::Throttle).last())
+        else {
             return 0;
         };
         let scope = self.task_scope(frame, task);

@@ -28,6 +28,7 @@ use minijinja::Value;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
 pub use excerpt::ansible_excerpt;
+pub use keywords::{Setting, Settings};
 pub use loader::{LoadOptions, Target};
 pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};
@@ -159,29 +160,8 @@ pub struct Play {
     pub strategy: Option<Value>,
     /// `tags` of the whole play.
     pub tags: Vec<String>,
-    /// `ignore_errors` of the whole play.
-    pub ignore_errors: Option<Value>,
-    /// `ignore_unreachable` of the whole play.
-    pub ignore_unreachable: Option<Value>,
-    /// `connection` of the whole play.
-    pub connection: Option<Value>,
-    /// `run_once` of the whole play.
-    pub run_once: Option<Value>,
-    /// `any_errors_fatal` of the whole play.
-    pub any_errors_fatal: Option<Value>,
-    /// `force_handlers`: a host that fails still runs the handlers it
-    /// notified.
-    pub force_handlers: Option<Value>,
-    /// `no_log` of the whole play.
-    pub no_log: Option<Value>,
-    /// `check_mode` of the whole play.
-    pub check_mode: Option<Value>,
-    /// `diff` of the whole play.
-    pub diff: Option<Value>,
-    /// `environment` of the whole play.
-    pub environment: Option<Value>,
-    /// `module_defaults` of the whole play.
-    pub module_defaults: Option<Value>,
+    /// Its settings (`ignore_errors`, `no_log`, `throttle`, …), as written.
+    pub settings: Settings,
     /// Play `vars`, with the `vars_files` merged in when none names a
     /// variable.
     pub vars: VarList,
@@ -269,38 +249,12 @@ pub struct Task {
     pub loop_control: LoopControl,
     /// `until`.
     pub until: Option<Arc<[Value]>>,
-    /// `retries`.
-    pub retries: Option<Value>,
-    /// `delay`.
-    pub delay: Option<Value>,
+    /// Its settings (`ignore_errors`, `no_log`, `throttle`, …), as written.
+    pub settings: Settings,
     /// `changed_when`.
     pub changed_when: Option<Arc<[Value]>>,
     /// `failed_when`.
     pub failed_when: Option<Arc<[Value]>>,
-    /// `ignore_errors`.
-    pub ignore_errors: Option<Value>,
-    /// `ignore_unreachable`: a host the task cannot reach stays in the play.
-    pub ignore_unreachable: Option<Value>,
-    /// `delegate_to`: the host the task's action runs on, possibly a
-    /// template.
-    pub delegate_to: Option<Value>,
-    /// `connection`: how the task reaches its host.
-    pub connection: Option<Value>,
-    /// `run_once`: the task runs on the batch's first host, its result
-    /// shared with the others.
-    pub run_once: Option<Value>,
-    /// `throttle`: how many hosts may run it at once.
-    pub throttle: Option<Value>,
-    /// `any_errors_fatal`: its failure on one host stops every host.
-    pub any_errors_fatal: Option<Value>,
-    /// `no_log`.
-    pub no_log: Option<Value>,
-    /// `diff`: whether the action reports the changes it makes (Ansible's
-    /// diff mode), whatever the run's `--diff`.
-    pub diff: Option<Value>,
-    /// `check_mode`: run in (true) or out of (false) check mode, whatever
-    /// the run's `--check` says.
-    pub check_mode: Option<Value>,
     /// `tags`.
     pub tags: Vec<String>,
     /// `notify`: handlers to run, by name or `listen` topic, when the task
@@ -308,17 +262,6 @@ pub struct Task {
     pub notify: Vec<String>,
     /// `listen`: topics a handler also answers to.
     pub listen: Vec<String>,
-    /// `environment`, possibly a template (a mapping once templated).
-    pub environment: Option<Value>,
-    /// `module_defaults`: a mapping (or list of mappings) of action or
-    /// `group/…` names to arguments, whose values may be templates.
-    pub module_defaults: Option<Value>,
-    /// `timeout`: seconds the action may take.
-    pub timeout: Option<Value>,
-    /// `async`: seconds an action Ansible runs may run in the background.
-    pub asynchronous: Option<Value>,
-    /// `poll`: seconds between checks of an `async` action (0: do not wait).
-    pub poll: Option<Value>,
 }
 
 impl Task {

@@ -8,7 +8,7 @@ use enka_template::{self as template};
 use enka_yaml::{self as yaml, Node};
 
 use super::{Loader, fact_gathering_task, read_yaml};
-use crate::role::keywords;
+use crate::role::keywords::{self, Places, Setting, Settings};
 use crate::role::task::{TaskFile, compile_in, keyword_vars, parse_tasks, parse_vars, tag_list};
 use crate::role::{Location, Play, Playbook, RoleRef, Task, VarList, VarsFile, VarsPrompt};
 
@@ -386,11 +386,15 @@ impl Loader {
             }
         }
         let vars: VarList = vars.into();
-        let module_defaults = play.get("module_defaults").map(|n| {
-            let value = template::convert::from_yaml(n);
-            self.note_module_defaults(at.loc(n.pos), &value);
-            value
+        let settings = Settings::read(Places::PLAY, |name| {
+            play.get(name).map(template::convert::from_yaml)
         });
+        if let (Some(value), Some(n)) = (
+            settings.get(Setting::ModuleDefaults),
+            play.get("module_defaults"),
+        ) {
+            self.note_module_defaults(at.loc(n.pos), value);
+        }
         let [pre_tasks, tasks, post_tasks, handlers] = self.play_sections(at, play);
         let mut roles = Vec::new();
         if let Some(list) = play.get("roles") {
@@ -410,21 +414,7 @@ impl Loader {
             serial: play.get("serial").map(template::convert::from_yaml),
             strategy: play.get("strategy").map(template::convert::from_yaml),
             tags: play.get("tags").map(tag_list).unwrap_or_default(),
-            ignore_errors: play.get("ignore_errors").map(template::convert::from_yaml),
-            ignore_unreachable: play
-                .get("ignore_unreachable")
-                .map(template::convert::from_yaml),
-            connection: play.get("connection").map(template::convert::from_yaml),
-            run_once: play.get("run_once").map(template::convert::from_yaml),
-            any_errors_fatal: play
-                .get("any_errors_fatal")
-                .map(template::convert::from_yaml),
-            force_handlers: play.get("force_handlers").map(template::convert::from_yaml),
-            no_log: play.get("no_log").map(template::convert::from_yaml),
-            check_mode: play.get("check_mode").map(template::convert::from_yaml),
-            diff: play.get("diff").map(template::convert::from_yaml),
-            environment: play.get("environment").map(template::convert::from_yaml),
-            module_defaults,
+            settings,
             vars,
             vars_files: vars_files.into(),
             vars_prompt: self.vars_prompt(at, play),
@@ -573,17 +563,7 @@ pub(super) fn clone_play(play: &Play) -> Play {
         serial: play.serial.clone(),
         strategy: play.strategy.clone(),
         tags: play.tags.clone(),
-        ignore_errors: play.ignore_errors.clone(),
-        ignore_unreachable: play.ignore_unreachable.clone(),
-        connection: play.connection.clone(),
-        run_once: play.run_once.clone(),
-        any_errors_fatal: play.any_errors_fatal.clone(),
-        force_handlers: play.force_handlers.clone(),
-        no_log: play.no_log.clone(),
-        check_mode: play.check_mode.clone(),
-        diff: play.diff.clone(),
-        environment: play.environment.clone(),
-        module_defaults: play.module_defaults.clone(),
+        settings: play.settings.clone(),
         vars: play.vars.clone(),
         vars_files: play.vars_files.clone(),
         vars_prompt: play.vars_prompt.clone(),

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
-use super::keywords;
+use super::keywords::{self, Places, Setting, Settings};
 use super::loader::Loader;
 use super::{Action, Location, Loop, LoopControl, LoopKind, Task, VarList};
 use enka_modules::catalogue::modules::{self as registry};
@@ -334,29 +334,16 @@ fn parse_task_body(
     let until = conditions(loader, "until");
     let changed_when = conditions(loader, "changed_when");
     let failed_when = conditions(loader, "failed_when");
-    let scalar =
-        |loader: &mut Loader, key: &str| node.get(key).map(|n| templated(loader, at, n, key));
-    let retries = scalar(loader, "retries");
-    let delay = scalar(loader, "delay");
+    let settings = Settings::read(Places::TASK_FILE, |name| {
+        node.get(name).map(|n| templated(loader, at, n, name))
+    });
     check_retry_numbers(loader, at, node);
-    let ignore_errors = scalar(loader, "ignore_errors");
-    let ignore_unreachable = scalar(loader, "ignore_unreachable");
-    let delegate_to = scalar(loader, "delegate_to");
-    let connection = scalar(loader, "connection");
-    let run_once = scalar(loader, "run_once");
-    let throttle = scalar(loader, "throttle");
-    let any_errors_fatal = scalar(loader, "any_errors_fatal");
-    let no_log = scalar(loader, "no_log");
-    let check_mode = scalar(loader, "check_mode");
-    let diff = scalar(loader, "diff");
-    let environment = scalar(loader, "environment");
-    let module_defaults = scalar(loader, "module_defaults");
-    if let (Some(value), Some(n)) = (&module_defaults, node.get("module_defaults")) {
+    if let (Some(value), Some(n)) = (
+        settings.get(Setting::ModuleDefaults),
+        node.get("module_defaults"),
+    ) {
         loader.note_module_defaults(at.loc(n.pos), value);
     }
-    let timeout = scalar(loader, "timeout");
-    let asynchronous = scalar(loader, "async");
-    let poll = scalar(loader, "poll");
     let tags = node.get("tags").map(tag_list).unwrap_or_default();
     let notify = name_list(node, "notify");
     let listen = name_list(node, "listen");
@@ -373,28 +360,12 @@ fn parse_task_body(
         looping,
         loop_control,
         until,
-        retries,
-        delay,
+        settings,
         changed_when,
         failed_when,
-        ignore_errors,
-        ignore_unreachable,
-        delegate_to,
-        connection,
-        run_once,
-        throttle,
-        any_errors_fatal,
-        no_log,
-        check_mode,
-        diff,
         tags,
         notify,
         listen,
-        environment,
-        module_defaults,
-        timeout,
-        asynchronous,
-        poll,
     })
 }
 
