@@ -53,7 +53,7 @@ impl Runner {
             task_timeout,
             deadline,
             asynchronous,
-        } = match self.time_limits(task, module, ctx) {
+        } = match self.time_limits(frame, task, module, ctx) {
             Ok(limits) => limits,
             Err(message) => return TaskResult::task_error(message),
         };
@@ -113,7 +113,7 @@ impl Runner {
         task: &Task,
         ctx: &Context,
     ) -> Result<Option<String>, Flow> {
-        let delegate = match task.settings.get(Setting::DelegateTo) {
+        let delegate = match frame.inherited.for_task(task, Setting::DelegateTo) {
             Some(value) => match self.templar.template_value(value, ctx) {
                 Ok(v) if v.is_none() || v.is_undefined() => None,
                 Ok(v) => Some(enka_template::pyrepr::to_text(&v)),
@@ -215,11 +215,12 @@ impl Runner {
     /// run's, `timeout`'s or `async`'s, the earliest) and its `async`.
     fn time_limits(
         &self,
+        frame: &Frame,
         task: &Task,
         module: &ModuleRef,
         ctx: &Context,
     ) -> Result<TimeLimits, String> {
-        let task_timeout = match task.settings.get(Setting::Timeout) {
+        let task_timeout = match frame.inherited.for_task(task, Setting::Timeout) {
             Some(raw) => match self.templar.template_value(raw, ctx) {
                 Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
                 Err(err) => return Err(format!("timeout: {err}")),

@@ -136,6 +136,14 @@ impl Inherited {
     fn setting(&self, setting: Setting) -> &[Value] {
         &self.settings[setting as usize]
     }
+
+    /// The value of `setting` that holds for `task`: its own, else the
+    /// innermost block's or the play's.
+    fn for_task<'a>(&'a self, task: &'a Task, setting: Setting) -> Option<&'a Value> {
+        task.settings
+            .get(setting)
+            .or_else(|| self.setting(setting).last())
+    }
 }
 
 /// Where a task list runs: variables plus what the block above passes down.

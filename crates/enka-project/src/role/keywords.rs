@@ -196,7 +196,7 @@ pub const KEYWORDS: &[Keyword] = &[
     inherited("check_mode", P::EVERYWHERE, Setting::CheckMode),
     inherited("diff", P::EVERYWHERE, Setting::Diff),
     inherited("connection", P::EVERYWHERE, Setting::Connection),
-    own("timeout", P::EVERYWHERE, Setting::Timeout),
+    inherited("timeout", P::EVERYWHERE, Setting::Timeout),
     inherited("run_once", P::EVERYWHERE, Setting::RunOnce),
     inherited("throttle", P::EVERYWHERE, Setting::Throttle),
     inherited("any_errors_fatal", P::EVERYWHERE, Setting::AnyErrorsFatal),
@@ -213,7 +213,7 @@ pub const KEYWORDS: &[Keyword] = &[
     // Blocks and tasks.
     kw("when", P::TASK_BLOCK),
     kw("notify", P::TASK_BLOCK),
-    own("delegate_to", P::TASK_BLOCK, Setting::DelegateTo),
+    inherited("delegate_to", P::TASK_BLOCK, Setting::DelegateTo),
     ignored("delegate_facts", P::TASK_BLOCK),
     // Blocks.
     kw("block", P::BLOCK),
@@ -311,10 +311,10 @@ mod tests {
             Some(&Value::from("force_handlers"))
         );
         assert_eq!(play.get(Setting::Retries), None);
-        // What a block passes down: `no_log` does, `delegate_to` does not.
+        // What a block passes down: `no_log` does, `retries` does not.
         let passed: Vec<Setting> = task.inherited().map(|(setting, _)| setting).collect();
         assert!(passed.contains(&Setting::NoLog));
-        assert!(!passed.contains(&Setting::DelegateTo));
+        assert!(!passed.contains(&Setting::Retries));
     }
 
     #[test]

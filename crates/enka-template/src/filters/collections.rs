@@ -3,57 +3,19 @@
 //! `subelements`, `random`, `shuffle`, `json_query`, `extract`.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
-use minijinja::{Environment, Error, State, Value};
+use minijinja::{Error, State, Value};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
 use super::pyset::{self, NumberSet};
-use super::{add, defined, defined_deep, invalid};
+use super::{defined, defined_deep, invalid};
 use crate::context::{CONTEXT_VAR, Context};
 use crate::pyrepr;
-
-pub fn register(env: &mut Environment<'static>) {
-    add!(env, "combine", combine);
-    add!(env, "dict2items", dict2items);
-    add!(env, "items2dict", items2dict);
-    env.add_filter("dict", to_dict);
-    add!(env, "unique", unique);
-    add!(env, "union", union);
-    add!(env, "difference", difference);
-    add!(env, "intersect", intersect);
-    add!(env, "symmetric_difference", symmetric_difference);
-    add!(env, "flatten", flatten);
-    add!(env, "min", min);
-    add!(env, "max", max);
-    add!(env, "zip", zip);
-    add!(env, "zip_longest", zip_longest);
-    add!(env, "subelements", subelements);
-    add!(env, "random", random);
-    add!(env, "shuffle", shuffle);
-    add!(env, "extract", extract);
-    add!(env, "rekey_on_member", rekey_on_member);
-    env.add_filter("map", map);
-    env.add_filter("json_query", json_query);
-    env.add_filter("community.general.json_query", json_query);
-    env.add_filter("sum", sum);
-    env.add_filter(
-        "selectattr",
-        |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
-            select_by_attr(state, value, &attr, &args, true)
-        },
-    );
-    env.add_filter(
-        "rejectattr",
-        |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
-            select_by_attr(state, value, &attr, &args, false)
-        },
-    );
-}
 
 /// Jinja's `selectattr`/`rejectattr`, where (as with Ansible's undefined) a
 /// missing attribute judged by truthiness alone is an error, while tests
 /// such as `defined` see it as undefined.
-fn select_by_attr(
+pub(super) fn select_by_attr(
     state: &mut State,
     value: &Value,
     attr: &str,
@@ -224,7 +186,7 @@ fn merge_lists(old: &Value, new: &Value, how: &str) -> Result<Value, Error> {
 
 /// Ansible's `combine`: the terms flattened one level (`[a, b] | combine`),
 /// nulls skipped, merged left to right; one term is returned as it is.
-fn combine(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn combine(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let mut recursive = false;
     let mut list_merge = "replace".to_owned();
     for key in kwargs.args() {
@@ -271,7 +233,7 @@ fn combine(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Er
     Ok(result)
 }
 
-fn dict2items(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn dict2items(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let key_name = kwargs
         .get::<Option<String>>("key_name")?
         .unwrap_or_else(|| "key".into());
@@ -299,7 +261,7 @@ fn dict2items(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     ))
 }
 
-fn items2dict(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn items2dict(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let key_name = kwargs
         .get::<Option<String>>("key_name")?
         .unwrap_or_else(|| "key".into());
@@ -355,7 +317,7 @@ pub fn dict_global(value: Option<Value>, kwargs: Kwargs) -> Result<Value, Error>
     Ok(Value::from_pairs(pairs))
 }
 
-fn to_dict(value: &Value) -> Result<Value, Error> {
+pub(super) fn to_dict(value: &Value) -> Result<Value, Error> {
     if is_map(value) {
         return Ok(value.clone());
     }
@@ -385,7 +347,7 @@ fn dedup(values: Vec<Value>) -> Vec<Value> {
 /// comparison when an item cannot be a set member (a dict or a list),
 /// which Ansible refuses when `case_sensitive=False` or `attribute` was
 /// asked for.
-fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let attribute = kwargs.get::<Option<String>>("attribute")?;
     let case_sensitive = kwargs.get::<Option<bool>>("case_sensitive")?;
     kwargs.assert_all_used()?;
@@ -453,7 +415,7 @@ fn number_sets(a: &[Value], b: &[Value]) -> Option<(NumberSet, NumberSet)> {
     ))
 }
 
-fn union(a: &Value, b: &Value) -> Result<Value, Error> {
+pub(super) fn union(a: &Value, b: &Value) -> Result<Value, Error> {
     let mut all = items(a, "union")?;
     let b = items(b, "union")?;
     if let Some((a, b)) = number_sets(&all, &b) {
@@ -463,7 +425,7 @@ fn union(a: &Value, b: &Value) -> Result<Value, Error> {
     Ok(Value::from(dedup(all)))
 }
 
-fn difference(a: &Value, b: &Value) -> Result<Value, Error> {
+pub(super) fn difference(a: &Value, b: &Value) -> Result<Value, Error> {
     let a = items(a, "difference")?;
     let b = items(b, "difference")?;
     if let Some((a, b)) = number_sets(&a, &b) {
@@ -474,7 +436,7 @@ fn difference(a: &Value, b: &Value) -> Result<Value, Error> {
     )))
 }
 
-fn intersect(a: &Value, b: &Value) -> Result<Value, Error> {
+pub(super) fn intersect(a: &Value, b: &Value) -> Result<Value, Error> {
     let a = items(a, "intersect")?;
     let b = items(b, "intersect")?;
     if let Some((a, b)) = number_sets(&a, &b) {
@@ -485,7 +447,7 @@ fn intersect(a: &Value, b: &Value) -> Result<Value, Error> {
     )))
 }
 
-fn symmetric_difference(a: &Value, b: &Value) -> Result<Value, Error> {
+pub(super) fn symmetric_difference(a: &Value, b: &Value) -> Result<Value, Error> {
     let a_items = items(a, "symmetric_difference")?;
     let b_items = items(b, "symmetric_difference")?;
     if let Some((a, b)) = number_sets(&a_items, &b_items) {
@@ -529,7 +491,7 @@ fn flatten_into(out: &mut Vec<Value>, values: Vec<Value>, levels: Option<i64>, s
     }
 }
 
-fn flatten(value: &Value, levels: Option<i64>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn flatten(value: &Value, levels: Option<i64>, kwargs: Kwargs) -> Result<Value, Error> {
     let levels = match levels {
         Some(l) => Some(l),
         None => kwargs.get::<Option<i64>>("levels")?,
@@ -580,15 +542,15 @@ fn extreme(
     Ok(best.map(|(_, v)| v).unwrap_or(Value::UNDEFINED))
 }
 
-fn min(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn min(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     extreme(value, kwargs, std::cmp::Ordering::Less, "min")
 }
 
-fn max(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn max(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     extreme(value, kwargs, std::cmp::Ordering::Greater, "max")
 }
 
-fn sum(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn sum(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let attribute = kwargs.get::<Option<String>>("attribute")?;
     let start = kwargs
         .get::<Option<Value>>("start")?
@@ -629,7 +591,7 @@ fn add_values(a: &Value, b: &Value) -> Result<Value, Error> {
     )))
 }
 
-fn zip(first: &Value, rest: Rest<Value>) -> Result<Value, Error> {
+pub(super) fn zip(first: &Value, rest: Rest<Value>) -> Result<Value, Error> {
     let mut lists = vec![items(first, "zip")?];
     for r in rest.iter() {
         lists.push(items(r, "zip")?);
@@ -642,7 +604,11 @@ fn zip(first: &Value, rest: Rest<Value>) -> Result<Value, Error> {
     ))
 }
 
-fn zip_longest(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn zip_longest(
+    first: &Value,
+    rest: Rest<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let fill = kwargs
         .get::<Option<Value>>("fillvalue")?
         .unwrap_or(Value::from(()));
@@ -668,7 +634,7 @@ fn zip_longest(first: &Value, rest: Rest<Value>, kwargs: Kwargs) -> Result<Value
 
 /// Ansible's `subelements`: each element paired with each item of the list
 /// its key path (a list, or a dotted string) names.
-fn subelements(
+pub(super) fn subelements(
     value: &Value,
     path: &Value,
     skip_missing: Option<bool>,
@@ -756,7 +722,7 @@ fn with_rng<T>(
 
 /// Ansible's `random`: a random element of a sequence, or a random integer
 /// below an integer `end` (with `start` and `step`).
-fn random(
+pub(super) fn random(
     state: &State,
     value: &Value,
     start: Option<i64>,
@@ -806,7 +772,7 @@ fn random(
     Ok(values[index].clone())
 }
 
-fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let seed = kwargs.get::<Option<Value>>("seed")?;
     kwargs.assert_all_used()?;
     // Ansible's randomize_list returns what it cannot make a list of as is.
@@ -829,7 +795,7 @@ fn map_items(value: &Value) -> Result<Vec<Value>, Error> {
 /// Jinja's `map`: by `attribute=` (with `default=`) when no filter is
 /// named, else the named filter applied to each item with the remaining
 /// arguments, keyword ones included (minijinja's drops those).
-fn map(
+pub(super) fn map(
     state: &mut minijinja::State<'_, '_>,
     value: &Value,
     args: Rest<minijinja::value::ValueOrKwargs>,
@@ -889,7 +855,7 @@ fn map(
 
 /// Ansible's `rekey_on_member`: a dict of the items (of a list, or a
 /// dict's values) keyed by each one's `key`.
-fn rekey_on_member(
+pub(super) fn rekey_on_member(
     value: &Value,
     key: &Value,
     duplicates: Option<String>,
@@ -942,7 +908,11 @@ fn rekey_on_member(
 /// Jinja's `environment.getitem` as `extract` uses it: an undefined
 /// container or a missing key gives an undefined value (which `default`
 /// replaces), not an error.
-fn extract(item: &Value, container: &Value, morekeys: Option<Value>) -> Result<Value, Error> {
+pub(super) fn extract(
+    item: &Value,
+    container: &Value,
+    morekeys: Option<Value>,
+) -> Result<Value, Error> {
     fn get(container: &Value, key: &Value) -> Value {
         if container.is_undefined() {
             return Value::UNDEFINED;
@@ -963,7 +933,7 @@ fn extract(item: &Value, container: &Value, morekeys: Option<Value>) -> Result<V
     Ok(value)
 }
 
-fn json_query(value: &Value, expr: &str) -> Result<Value, Error> {
+pub(super) fn json_query(value: &Value, expr: &str) -> Result<Value, Error> {
     let json = crate::convert::to_json(value)?;
     let compiled = jmespath::compile(expr)
         .map_err(|e| invalid(format!("JMESPathError in json_query filter plugin:\n{e}")))?;

@@ -2,27 +2,13 @@
 //! `string`, `ternary`, `type_debug`, `length`.
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, ErrorKind, Value};
+use minijinja::{Error, ErrorKind, Value};
 
-use super::{add, defined, invalid};
+use super::{defined, invalid};
 use crate::pyrepr;
 
-pub fn register(env: &mut Environment<'static>) {
-    env.add_filter("default", default);
-    env.add_filter("d", default);
-    add!(env, "mandatory", mandatory);
-    add!(env, "bool", to_bool_filter);
-    env.add_filter("int", int);
-    env.add_filter("float", float);
-    env.add_filter("string", string);
-    add!(env, "ternary", ternary);
-    add!(env, "type_debug", type_debug);
-    env.add_filter("length", length);
-    env.add_filter("count", length);
-}
-
 /// Jinja's `default(value, default_value='', boolean=False)`.
-fn default(
+pub(super) fn default(
     value: &Value,
     default_value: Option<Value>,
     boolean: Option<bool>,
@@ -48,7 +34,7 @@ fn default(
 
 /// Ansible's `mandatory`: a filter error naming the undefined variable
 /// (the name is filled in from the template's source, which knows it).
-fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
+pub(super) fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Error> {
     if value.is_undefined() {
         return Err(match msg {
             Some(msg) => Error::new(ErrorKind::InvalidOperation, msg),
@@ -77,7 +63,7 @@ pub fn to_bool(value: &Value) -> bool {
 }
 
 /// The `bool` filter: like [`to_bool`], but `None` stays `None`.
-fn to_bool_filter(value: &Value) -> Result<Value, Error> {
+pub(super) fn to_bool_filter(value: &Value) -> Result<Value, Error> {
     defined(value, "bool")?;
     if value.is_none() {
         return Ok(Value::from(()));
@@ -144,7 +130,7 @@ fn int_value(i: i128) -> Value {
 
 /// Jinja's `int(value, default=0, base=10)`: `"42.7"` gives 42, and anything
 /// that is not a number gives `default`.
-fn int(
+pub(super) fn int(
     value: &Value,
     default: Option<Value>,
     base: Option<u32>,
@@ -200,7 +186,7 @@ fn float_to_int(f: f64) -> Option<i128> {
 }
 
 /// Jinja's `float(value, default=0.0)`.
-fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     let default = match default {
         Some(d) => d,
         None => kwargs
@@ -219,12 +205,12 @@ fn float(value: &Value, default: Option<Value>, kwargs: Kwargs) -> Result<Value,
 }
 
 /// Python's `str(value)`.
-fn string(value: &Value) -> Result<Value, Error> {
+pub(super) fn string(value: &Value) -> Result<Value, Error> {
     defined(value, "string")?;
     Ok(Value::from(pyrepr::to_text(value)))
 }
 
-fn ternary(
+pub(super) fn ternary(
     value: &Value,
     true_val: Value,
     false_val: Value,
@@ -240,7 +226,7 @@ fn ternary(
 /// Python's type name; an unsafe string (from the custom resource, a
 /// lookup, a module's result) is Ansible's `AnsibleUnsafeText`. Unsafe
 /// strings are the ones minijinja marks safe (see `template::context`).
-fn type_debug(value: &Value) -> Value {
+pub(super) fn type_debug(value: &Value) -> Value {
     if value.kind() == ValueKind::String && value.is_safe() {
         return Value::from("AnsibleUnsafeText");
     }
@@ -248,7 +234,7 @@ fn type_debug(value: &Value) -> Value {
 }
 
 /// `length`/`count`, which fail on undefined values as Ansible's do.
-fn length(value: &Value) -> Result<Value, Error> {
+pub(super) fn length(value: &Value) -> Result<Value, Error> {
     defined(value, "length")?;
     match value.kind() {
         ValueKind::String => Ok(Value::from(

@@ -2,21 +2,16 @@
 //! which make the Python datetimes of `template/pytime.rs`.
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, Value};
+use minijinja::{Error, Value};
 
-use super::{add, defined, invalid};
+use super::{defined, invalid};
 use crate::pyrepr;
 use crate::pytime::PyDateTime;
-
-pub fn register(env: &mut Environment<'static>) {
-    add!(env, "strftime", strftime);
-    add!(env, "to_datetime", to_datetime);
-}
 
 /// Ansible's `strftime(second=None, utc=False)`: the time `second` seconds
 /// after the epoch (now when none), in local time or UTC, formatted by the
 /// piped format as `time.strftime` formats it.
-fn strftime(
+pub(super) fn strftime(
     format: &Value,
     second: Option<Value>,
     utc: Option<Value>,
@@ -60,7 +55,7 @@ fn strftime(
 /// Ansible's `to_datetime(string, format='%Y-%m-%d %H:%M:%S')`:
 /// `datetime.strptime`, with its defaults of 1900-01-01 00:00:00 for what
 /// the format leaves out.
-fn to_datetime(value: &Value, format: Option<String>) -> Result<Value, Error> {
+pub(super) fn to_datetime(value: &Value, format: Option<String>) -> Result<Value, Error> {
     let text = pyrepr::to_text(defined(value, "to_datetime")?);
     let format = format.unwrap_or_else(|| "%Y-%m-%d %H:%M:%S".to_owned());
     let mismatch = || {

@@ -7,35 +7,22 @@ use std::fmt::Write as _;
 
 use base64::Engine as _;
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, Value};
+use minijinja::{Error, Value};
 
-use super::{add, defined, invalid};
+use super::{defined, invalid};
 use crate::pyrepr;
 use crate::{convert, pyrepr::float_repr};
-
-pub fn register(env: &mut Environment<'static>) {
-    add!(env, "b64encode", b64encode);
-    add!(env, "b64decode", b64decode);
-    add!(env, "to_json", to_json);
-    add!(env, "to_nice_json", to_nice_json);
-    add!(env, "from_json", from_json);
-    add!(env, "to_yaml", to_yaml);
-    add!(env, "to_nice_yaml", to_nice_yaml);
-    add!(env, "from_yaml", from_yaml);
-    add!(env, "from_yaml_all", from_yaml_all);
-    add!(env, "hash", hash);
-    add!(env, "sha1", sha1);
-    add!(env, "md5", md5);
-    add!(env, "checksum", sha1);
-    add!(env, "to_uuid", to_uuid);
-}
 
 /// Ansible's namespace for `to_uuid`.
 const UUID_NAMESPACE_ANSIBLE: uuid::Uuid = uuid::uuid!("361E6D51-FAEC-444A-9079-341386DA8E2E");
 
 /// `to_uuid(namespace=…)`: the name-based (SHA-1, version 5) UUID of the
 /// text, in Ansible's namespace or the one given.
-fn to_uuid(value: &Value, namespace: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn to_uuid(
+    value: &Value,
+    namespace: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let name = text_of(value, "to_uuid")?;
     let namespace = match namespace {
         Some(namespace) => Some(namespace),
@@ -231,7 +218,7 @@ impl Codec {
     }
 }
 
-fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let codec = Codec::named(kwargs.get::<Option<&str>>("encoding")?)?;
     kwargs.assert_all_used()?;
     let bytes = match value.kind() {
@@ -243,7 +230,7 @@ fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     ))
 }
 
-fn b64decode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn b64decode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let codec = Codec::named(kwargs.get::<Option<&str>>("encoding")?)?;
     kwargs.assert_all_used()?;
     let text = text_of(value, "b64decode")?;
@@ -431,7 +418,7 @@ pub fn python_json(value: &Value, indent: Option<usize>) -> Result<String, Error
     Ok(out)
 }
 
-fn to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let style = json_style(&kwargs, None, false, false)?;
     let _ = kwargs.get::<Option<Value>>("vault_to_text")?;
     let _ = kwargs.get::<Option<Value>>("preprocess_unsafe")?;
@@ -441,7 +428,11 @@ fn to_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     Ok(Value::from(out))
 }
 
-fn to_nice_json(value: &Value, indent: Option<usize>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn to_nice_json(
+    value: &Value,
+    indent: Option<usize>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let style = json_style(&kwargs, Some(indent.unwrap_or(4)), true, true)?;
     kwargs.assert_all_used()?;
     let mut out = String::new();
@@ -449,7 +440,7 @@ fn to_nice_json(value: &Value, indent: Option<usize>, kwargs: Kwargs) -> Result<
     Ok(Value::from(out))
 }
 
-fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     kwargs.assert_all_used()?;
     let text = text_of(value, "from_json")?;
     let json: serde_json::Value =
@@ -457,7 +448,7 @@ fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     Ok(convert::from_json(&json))
 }
 
-fn from_yaml(value: &Value) -> Result<Value, Error> {
+pub(super) fn from_yaml(value: &Value) -> Result<Value, Error> {
     defined(value, "from_yaml")?;
     let Some(text) = value.as_str() else {
         return Ok(value.clone());
@@ -468,7 +459,7 @@ fn from_yaml(value: &Value) -> Result<Value, Error> {
     }
 }
 
-fn from_yaml_all(value: &Value) -> Result<Value, Error> {
+pub(super) fn from_yaml_all(value: &Value) -> Result<Value, Error> {
     defined(value, "from_yaml_all")?;
     let Some(text) = value.as_str() else {
         return Ok(value.clone());
@@ -479,7 +470,7 @@ fn from_yaml_all(value: &Value) -> Result<Value, Error> {
     ))
 }
 
-fn to_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn to_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let flow = kwargs.get::<Option<Value>>("default_flow_style")?;
     let indent = kwargs.get::<Option<usize>>("indent")?.unwrap_or(2);
     let width = kwargs.get::<Option<usize>>("width")?;
@@ -497,7 +488,11 @@ fn to_yaml(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     yaml_dump(value, indent.max(2), flow, sort_keys).map(Value::from)
 }
 
-fn to_nice_yaml(value: &Value, indent: Option<usize>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn to_nice_yaml(
+    value: &Value,
+    indent: Option<usize>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let indent = match indent {
         Some(i) => i,
         None => kwargs.get::<Option<usize>>("indent")?.unwrap_or(4),
@@ -816,15 +811,15 @@ fn digest(algorithm: &str, data: &[u8]) -> Result<String, Error> {
     })
 }
 
-fn hash(value: &Value, hashtype: Option<String>) -> Result<Value, Error> {
+pub(super) fn hash(value: &Value, hashtype: Option<String>) -> Result<Value, Error> {
     let text = text_of(value, "hash")?;
     digest(hashtype.as_deref().unwrap_or("sha1"), text.as_bytes()).map(Value::from)
 }
 
-fn sha1(value: &Value) -> Result<Value, Error> {
+pub(super) fn sha1(value: &Value) -> Result<Value, Error> {
     hash(value, Some("sha1".into()))
 }
 
-fn md5(value: &Value) -> Result<Value, Error> {
+pub(super) fn md5(value: &Value) -> Result<Value, Error> {
     hash(value, Some("md5".into()))
 }

@@ -4,21 +4,10 @@
 //! Python's `math`, `itertools` and Ansible's `formatters` compute them.
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, Value};
+use minijinja::{Error, Value};
 
-use super::{add, defined, invalid, tuple};
+use super::{defined, invalid, tuple};
 use crate::pyrepr;
-
-pub fn register(env: &mut Environment<'static>) {
-    add!(env, "log", log);
-    add!(env, "pow", pow);
-    add!(env, "root", root);
-    add!(env, "human_readable", human_readable);
-    add!(env, "human_to_bytes", human_to_bytes);
-    add!(env, "product", product);
-    add!(env, "permutations", permutations);
-    add!(env, "combinations", combinations);
-}
 
 /// An argument given by position or by keyword, as Python binds it.
 fn argument<T>(positional: Option<T>, kwargs: &Kwargs, name: &str) -> Result<Option<T>, Error>
@@ -60,7 +49,7 @@ fn checked(result: f64, inputs_finite: bool) -> Result<Value, Error> {
 }
 
 /// `log(x, base=e)`: `math.log10` for base 10, else `math.log(x, base)`.
-fn log(value: &Value, base: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn log(value: &Value, base: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     defined(value, "log")?;
     let base = argument(base, &kwargs, "base")?;
     kwargs.assert_all_used()?;
@@ -89,7 +78,7 @@ fn log(value: &Value, base: Option<Value>, kwargs: Kwargs) -> Result<Value, Erro
 }
 
 /// `pow(x, y)`: `math.pow`, always a float.
-fn pow(value: &Value, exponent: &Value) -> Result<Value, Error> {
+pub(super) fn pow(value: &Value, exponent: &Value) -> Result<Value, Error> {
     defined(value, "pow")?;
     let wrong = |e: String| invalid(format!("pow() can only be used on numbers: {e}"));
     let x = real(value).map_err(wrong)?;
@@ -101,7 +90,7 @@ fn pow(value: &Value, exponent: &Value) -> Result<Value, Error> {
 }
 
 /// `root(x, base=2)`: `math.sqrt`, else `math.pow(x, 1.0 / base)`.
-fn root(value: &Value, base: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn root(value: &Value, base: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     defined(value, "root")?;
     let base = argument(base, &kwargs, "base")?;
     kwargs.assert_all_used()?;
@@ -144,7 +133,7 @@ const SIZE_RANGES: [(char, u128); 9] = [
 /// `human_readable(size, isbits=False, unit=None)`: formatters'
 /// `bytes_to_human`, `'%.2f %s'` of the size in the largest unit it
 /// reaches (or the unit asked for).
-fn human_readable(
+pub(super) fn human_readable(
     value: &Value,
     isbits: Option<Value>,
     unit: Option<Value>,
@@ -180,7 +169,7 @@ fn human_readable(
 
 /// `human_to_bytes(size, default_unit=None, isbits=False)`: formatters'
 /// `human_to_bytes`, an int.
-fn human_to_bytes(
+pub(super) fn human_to_bytes(
     value: &Value,
     default_unit: Option<Value>,
     isbits: Option<Value>,
@@ -315,7 +304,7 @@ fn count(value: &Value, what: &str) -> Result<usize, Error> {
 }
 
 /// `product(*iterables, repeat=1)`: the cartesian product, as tuples.
-fn product(
+pub(super) fn product(
     value: &Value,
     rest: minijinja::value::Rest<Value>,
     kwargs: Kwargs,
@@ -354,7 +343,11 @@ fn product(
 
 /// `permutations(iterable, r=None)`: r-length orderings, in itertools'
 /// order.
-fn permutations(value: &Value, r: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn permutations(
+    value: &Value,
+    r: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let r = argument(r, &kwargs, "r")?;
     kwargs.assert_all_used()?;
     let items = pool(value, "permutations")?;
@@ -415,7 +408,11 @@ fn permute(
 }
 
 /// `combinations(iterable, r)`: r-length selections in input order.
-fn combinations(value: &Value, r: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn combinations(
+    value: &Value,
+    r: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let r = argument(r, &kwargs, "r")?;
     kwargs.assert_all_used()?;
     let items = pool(value, "combinations")?;

@@ -1,6 +1,7 @@
 //! Ansible's filters, registered over minijinja's built-ins.
 //!
-//! Each family lives in its own file. Ansible's own filter plugins are also
+//! [`register`] is the one table of them; each family's code lives in its
+//! own file. Ansible's own filter plugins are also
 //! registered under their `ansible.builtin.` names, since roles use both;
 //! Jinja's built-ins (`lower`, `join`, …) have no such name in Ansible either.
 
@@ -20,17 +21,147 @@ pub use encoding::{json_string, python_json};
 pub(crate) use paths::glob_files;
 pub(crate) use text::{python_format, python_regex_error};
 
-use minijinja::{Environment, Error, ErrorKind, Value};
+use minijinja::value::{Kwargs, Rest};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
 
-/// Registers every filter on `env`.
+use crate::context::keep_unsafe;
+
+// Long: the filter table, one line per filter as minijinja's own.
+/// Registers every filter on `env`: the one table of them, family by family
+/// (each family's code is in its file). `add!` also registers Ansible's
+/// `ansible.builtin.` name.
 pub fn register(env: &mut Environment<'static>) {
-    core::register(env);
-    datetime::register(env);
-    collections::register(env);
-    encoding::register(env);
-    math::register(env);
-    paths::register(env);
-    text::register(env);
+    // core
+    env.add_filter("default", core::default);
+    env.add_filter("d", core::default);
+    add!(env, "mandatory", core::mandatory);
+    add!(env, "bool", core::to_bool_filter);
+    env.add_filter("int", core::int);
+    env.add_filter("float", core::float);
+    env.add_filter("string", core::string);
+    add!(env, "ternary", core::ternary);
+    add!(env, "type_debug", core::type_debug);
+    env.add_filter("length", core::length);
+    env.add_filter("count", core::length);
+    // datetime
+    add!(env, "strftime", datetime::strftime);
+    add!(env, "to_datetime", datetime::to_datetime);
+    // collections
+    add!(env, "combine", collections::combine);
+    add!(env, "dict2items", collections::dict2items);
+    add!(env, "items2dict", collections::items2dict);
+    env.add_filter("dict", collections::to_dict);
+    add!(env, "unique", collections::unique);
+    add!(env, "union", collections::union);
+    add!(env, "difference", collections::difference);
+    add!(env, "intersect", collections::intersect);
+    add!(
+        env,
+        "symmetric_difference",
+        collections::symmetric_difference
+    );
+    add!(env, "flatten", collections::flatten);
+    add!(env, "min", collections::min);
+    add!(env, "max", collections::max);
+    add!(env, "zip", collections::zip);
+    add!(env, "zip_longest", collections::zip_longest);
+    add!(env, "subelements", collections::subelements);
+    add!(env, "random", collections::random);
+    add!(env, "shuffle", collections::shuffle);
+    add!(env, "extract", collections::extract);
+    add!(env, "rekey_on_member", collections::rekey_on_member);
+    env.add_filter("map", collections::map);
+    env.add_filter("json_query", collections::json_query);
+    env.add_filter("community.general.json_query", collections::json_query);
+    env.add_filter("sum", collections::sum);
+    env.add_filter(
+        "selectattr",
+        |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
+            collections::select_by_attr(state, value, &attr, &args, true)
+        },
+    );
+    env.add_filter(
+        "rejectattr",
+        |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
+            collections::select_by_attr(state, value, &attr, &args, false)
+        },
+    );
+    // encoding
+    add!(env, "b64encode", encoding::b64encode);
+    add!(env, "b64decode", encoding::b64decode);
+    add!(env, "to_json", encoding::to_json);
+    add!(env, "to_nice_json", encoding::to_nice_json);
+    add!(env, "from_json", encoding::from_json);
+    add!(env, "to_yaml", encoding::to_yaml);
+    add!(env, "to_nice_yaml", encoding::to_nice_yaml);
+    add!(env, "from_yaml", encoding::from_yaml);
+    add!(env, "from_yaml_all", encoding::from_yaml_all);
+    add!(env, "hash", encoding::hash);
+    add!(env, "sha1", encoding::sha1);
+    add!(env, "md5", encoding::md5);
+    add!(env, "checksum", encoding::sha1);
+    add!(env, "to_uuid", encoding::to_uuid);
+    // math
+    add!(env, "log", math::log);
+    add!(env, "pow", math::pow);
+    add!(env, "root", math::root);
+    add!(env, "human_readable", math::human_readable);
+    add!(env, "human_to_bytes", math::human_to_bytes);
+    add!(env, "product", math::product);
+    add!(env, "permutations", math::permutations);
+    add!(env, "combinations", math::combinations);
+    // paths
+    add!(env, "basename", paths::basename);
+    add!(env, "dirname", paths::dirname);
+    add!(env, "splitext", paths::splitext);
+    add!(env, "path_join", paths::path_join);
+    add!(env, "urlsplit", paths::urlsplit);
+    add!(env, "urlencode", paths::urlencode);
+    add!(env, "urldecode", paths::urldecode);
+    add!(env, "expanduser", paths::expanduser);
+    add!(env, "expandvars", paths::expandvars);
+    add!(env, "realpath", paths::realpath);
+    add!(env, "relpath", paths::relpath);
+    add!(env, "fileglob", paths::fileglob);
+    add!(env, "win_basename", paths::win_basename);
+    add!(env, "win_dirname", paths::win_dirname);
+    add!(env, "win_splitdrive", paths::win_splitdrive);
+    // text
+    add!(env, "split", text::split);
+    add!(env, "regex_replace", text::regex_replace);
+    add!(env, "regex_search", text::regex_search);
+    add!(env, "regex_findall", text::regex_findall);
+    add!(env, "regex_escape", text::regex_escape);
+    // These return unsafe text for unsafe text, as AnsibleUnsafeText's str
+    // methods (which they call) do.
+    add!(env, "quote", |v: &Value| text::quote(v)
+        .map(|r| keep_unsafe(v, r)));
+    env.add_filter(
+        "indent",
+        |v: &Value, width: Option<Value>, first: Option<bool>, blank: Option<bool>, kw: Kwargs| {
+            text::indent(v, width, first, blank, kw).map(|r| keep_unsafe(v, r))
+        },
+    );
+    env.add_filter("truncate", |v: &Value, args: Rest<Value>, kw: Kwargs| {
+        text::truncate(v, args, kw).map(|r| keep_unsafe(v, r))
+    });
+    env.add_filter("capitalize", |v: &Value| {
+        text::capitalize(v).map(|r| keep_unsafe(v, r))
+    });
+    env.add_filter(
+        "replace",
+        |v: &Value, old: String, new: String, count: Option<usize>| {
+            text::replace(v, old, new, count).map(|r| keep_unsafe(v, r))
+        },
+    );
+    env.add_filter("wordcount", text::wordcount);
+    env.add_filter("center", |v: &Value, width: Option<usize>| {
+        text::center(v, width).map(|r| keep_unsafe(v, r))
+    });
+    env.add_filter("escape", text::escape);
+    env.add_filter("e", text::escape);
+    env.add_filter("format", text::format);
+    add!(env, "comment", text::comment);
 }
 
 /// An `InvalidOperation` error with `message`.

@@ -2,28 +2,10 @@
 //! `urlsplit`, `urlencode`, `urldecode`, as Python's `os.path` and
 //! `urllib.parse` compute them.
 
-use minijinja::{Environment, Error, Value};
+use minijinja::{Error, Value};
 
-use super::{add, defined, invalid};
+use super::{defined, invalid};
 use crate::pyrepr;
-
-pub fn register(env: &mut Environment<'static>) {
-    add!(env, "basename", basename);
-    add!(env, "dirname", dirname);
-    add!(env, "splitext", splitext);
-    add!(env, "path_join", path_join);
-    add!(env, "urlsplit", urlsplit);
-    add!(env, "urlencode", urlencode);
-    add!(env, "urldecode", urldecode);
-    add!(env, "expanduser", expanduser);
-    add!(env, "expandvars", expandvars);
-    add!(env, "realpath", realpath);
-    add!(env, "relpath", relpath);
-    add!(env, "fileglob", fileglob);
-    add!(env, "win_basename", win_basename);
-    add!(env, "win_dirname", win_dirname);
-    add!(env, "win_splitdrive", win_splitdrive);
-}
 
 /// What Python's `urllib.parse.quote` leaves alone besides `safe`.
 const QUOTED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -50,7 +32,7 @@ fn url_quote(value: &Value, for_query: bool) -> String {
 
 /// Jinja's `urlencode`: a string quoted; a dict, or an iterable of pairs,
 /// as a query string.
-fn urlencode(value: &Value) -> Result<Value, Error> {
+pub(super) fn urlencode(value: &Value) -> Result<Value, Error> {
     use minijinja::value::ValueKind;
     defined(value, "urlencode")?;
     let pairs: Vec<(Value, Value)> = match value.kind() {
@@ -88,7 +70,7 @@ fn urlencode(value: &Value) -> Result<Value, Error> {
 }
 
 /// Ansible's `urldecode`: Python's `unquote_plus`.
-fn urldecode(value: &Value) -> Result<Value, Error> {
+pub(super) fn urldecode(value: &Value) -> Result<Value, Error> {
     let text = text(value, "urldecode")?.replace('+', " ");
     Ok(Value::from(
         percent_encoding::percent_decode_str(&text)
@@ -103,14 +85,14 @@ fn text(value: &Value, what: &str) -> Result<String, Error> {
 }
 
 /// `os.path.basename`: everything after the last `/`.
-fn basename(value: &Value) -> Result<Value, Error> {
+pub(super) fn basename(value: &Value) -> Result<Value, Error> {
     let path = text(value, "basename")?;
     Ok(Value::from(path.rsplit('/').next().unwrap_or_default()))
 }
 
 /// `os.path.dirname`: everything before the last `/`, with trailing
 /// slashes stripped unless the result is all slashes.
-fn dirname(value: &Value) -> Result<Value, Error> {
+pub(super) fn dirname(value: &Value) -> Result<Value, Error> {
     let path = text(value, "dirname")?;
     let head = match path.rfind('/') {
         Some(i) => &path[..=i],
@@ -120,7 +102,7 @@ fn dirname(value: &Value) -> Result<Value, Error> {
     Ok(Value::from(if trimmed.is_empty() { head } else { trimmed }))
 }
 
-fn splitext(value: &Value) -> Result<Value, Error> {
+pub(super) fn splitext(value: &Value) -> Result<Value, Error> {
     let path = text(value, "splitext")?;
     let base_start = path.rfind('/').map_or(0, |i| i + 1);
     let base = &path[base_start..];
@@ -134,7 +116,7 @@ fn splitext(value: &Value) -> Result<Value, Error> {
     })
 }
 
-fn path_join(value: &Value) -> Result<Value, Error> {
+pub(super) fn path_join(value: &Value) -> Result<Value, Error> {
     defined(value, "path_join")?;
     let parts: Vec<String> = match (value.as_str(), value.kind()) {
         (Some(s), _) => vec![s.to_owned()],
@@ -163,7 +145,7 @@ fn path_join(value: &Value) -> Result<Value, Error> {
 }
 
 /// `urllib.parse.urlsplit`, as Ansible's `urlsplit(query='')` returns it.
-fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
+pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
     let url = text(value, "urlsplit")?;
     let (scheme, rest) = match url.find(':') {
         Some(i)
@@ -246,7 +228,7 @@ fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
 /// `os.path.expanduser`: a leading `~` is `$HOME` (else the passwd entry
 /// of this process's user), `~name` that user's home; a user with no entry
 /// leaves the path as it is.
-fn expanduser(value: &Value) -> Result<Value, Error> {
+pub(super) fn expanduser(value: &Value) -> Result<Value, Error> {
     let path = text(value, "expanduser")?;
     let Some(after) = path.strip_prefix('~') else {
         return Ok(Value::from(path));
@@ -284,7 +266,7 @@ fn passwd_home(matches: impl Fn(&[&str]) -> bool) -> Option<String> {
 /// `os.path.expandvars`: `$name` and `${name}` of variables this process
 /// has (names of ASCII letters, digits and `_`); others are left as
 /// written.
-fn expandvars(value: &Value) -> Result<Value, Error> {
+pub(super) fn expandvars(value: &Value) -> Result<Value, Error> {
     let path = text(value, "expandvars")?;
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut out = String::with_capacity(path.len());
@@ -371,7 +353,7 @@ fn join(head: &str, tail: &str) -> String {
 
 /// `os.path.realpath` (not strict): symbolic links resolved as far as the
 /// path exists, the rest kept, then made absolute.
-fn realpath(value: &Value) -> Result<Value, Error> {
+pub(super) fn realpath(value: &Value) -> Result<Value, Error> {
     let path = text(value, "realpath")?;
     let mut seen = std::collections::HashMap::new();
     let (resolved, _) = join_realpath(String::new(), &path, &mut seen);
@@ -451,7 +433,7 @@ fn split(path: &str) -> (String, String) {
 }
 
 /// `os.path.relpath(path, start='.')`.
-fn relpath(value: &Value, start: Option<String>) -> Result<Value, Error> {
+pub(super) fn relpath(value: &Value, start: Option<String>) -> Result<Value, Error> {
     let path = text(value, "relpath")?;
     if path.is_empty() {
         return Err(invalid("no path specified"));
@@ -473,7 +455,7 @@ fn relpath(value: &Value, start: Option<String>) -> Result<Value, Error> {
 /// Ansible's `fileglob`: the regular files a shell pattern matches (as
 /// Python's `glob`: `*` does not match a leading dot), relative patterns
 /// from the working directory, sorted.
-fn fileglob(value: &Value) -> Result<Value, Error> {
+pub(super) fn fileglob(value: &Value) -> Result<Value, Error> {
     let pattern = text(value, "fileglob")?;
     Ok(Value::from(glob_files(&pattern)))
 }
@@ -540,17 +522,17 @@ fn nt_split(path: &str) -> (String, String) {
     (format!("{drive}{head}"), tail.to_owned())
 }
 
-fn win_basename(value: &Value) -> Result<Value, Error> {
+pub(super) fn win_basename(value: &Value) -> Result<Value, Error> {
     let path = text(value, "win_basename")?;
     Ok(Value::from(nt_split(&path).1))
 }
 
-fn win_dirname(value: &Value) -> Result<Value, Error> {
+pub(super) fn win_dirname(value: &Value) -> Result<Value, Error> {
     let path = text(value, "win_dirname")?;
     Ok(Value::from(nt_split(&path).0))
 }
 
-fn win_splitdrive(value: &Value) -> Result<Value, Error> {
+pub(super) fn win_splitdrive(value: &Value) -> Result<Value, Error> {
     let path = text(value, "win_splitdrive")?;
     let (drive, rest) = nt_splitdrive(&path);
     Ok(super::tuple(vec![Value::from(drive), Value::from(rest)]))

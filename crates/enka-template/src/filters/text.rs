@@ -8,55 +8,20 @@ use std::sync::Mutex;
 
 use fancy_regex::{Captures, Regex, RegexBuilder};
 use minijinja::value::{Kwargs, Rest, ValueOrKwargs};
-use minijinja::{Environment, Error, State, Value};
+use minijinja::{Error, State, Value};
 
-use super::{add, defined, invalid};
-use crate::context::keep_unsafe;
+use super::{defined, invalid};
 use crate::pyrepr;
-
-pub fn register(env: &mut Environment<'static>) {
-    add!(env, "split", split);
-    add!(env, "regex_replace", regex_replace);
-    add!(env, "regex_search", regex_search);
-    add!(env, "regex_findall", regex_findall);
-    add!(env, "regex_escape", regex_escape);
-    // These return unsafe text for unsafe text, as AnsibleUnsafeText's str
-    // methods (which they call) do.
-    add!(env, "quote", |v: &Value| quote(v)
-        .map(|r| keep_unsafe(v, r)));
-    env.add_filter(
-        "indent",
-        |v: &Value, width: Option<Value>, first: Option<bool>, blank: Option<bool>, kw: Kwargs| {
-            indent(v, width, first, blank, kw).map(|r| keep_unsafe(v, r))
-        },
-    );
-    env.add_filter("truncate", |v: &Value, args: Rest<Value>, kw: Kwargs| {
-        truncate(v, args, kw).map(|r| keep_unsafe(v, r))
-    });
-    env.add_filter("capitalize", |v: &Value| {
-        capitalize(v).map(|r| keep_unsafe(v, r))
-    });
-    env.add_filter(
-        "replace",
-        |v: &Value, old: String, new: String, count: Option<usize>| {
-            replace(v, old, new, count).map(|r| keep_unsafe(v, r))
-        },
-    );
-    env.add_filter("wordcount", wordcount);
-    env.add_filter("center", |v: &Value, width: Option<usize>| {
-        center(v, width).map(|r| keep_unsafe(v, r))
-    });
-    env.add_filter("escape", escape);
-    env.add_filter("e", escape);
-    env.add_filter("format", format);
-    add!(env, "comment", comment);
-}
 
 /// Ansible's `comment(style='plain', **kw)`: `text` decorated line by line
 /// as a comment of `style`, each part overridable by keyword
 /// (`decoration`, `beginning`, `prefix`, `prefix_count`, `postfix`,
 /// `postfix_count`, `end`, `newline`).
-fn comment(value: &Value, style: Option<String>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn comment(
+    value: &Value,
+    style: Option<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     super::defined(value, "comment")?;
     let Some(text) = value.as_str() else {
         return Err(super::invalid(format!(
@@ -145,7 +110,7 @@ fn comment(value: &Value, style: Option<String>, kwargs: Kwargs) -> Result<Value
 /// the `%r` and `%a` conversions; each argument they format is replaced by
 /// its Python `repr` (or `ascii`) and formatted with `%s`, so width and
 /// precision apply to the repr as they do in Python.
-fn format(
+pub(super) fn format(
     state: &mut State,
     format_str: &Value,
     args: Rest<ValueOrKwargs>,
@@ -335,7 +300,7 @@ fn ascii(repr: &str) -> String {
 /// passes "safe" strings through unescaped; enka uses that flag for
 /// Ansible's unsafe data (see template::context), which Jinja escapes like
 /// any other text. The result is markup, as minijinja's and Jinja's are.
-fn escape(value: &Value) -> Value {
+pub(super) fn escape(value: &Value) -> Value {
     let text = match value.as_str() {
         Some(s) => std::borrow::Cow::Borrowed(s),
         None => std::borrow::Cow::Owned(value.to_string()),
@@ -344,7 +309,12 @@ fn escape(value: &Value) -> Value {
 }
 
 /// Jinja's `replace(s, old, new, count=None)`.
-fn replace(value: &Value, old: String, new: String, count: Option<usize>) -> Result<Value, Error> {
+pub(super) fn replace(
+    value: &Value,
+    old: String,
+    new: String,
+    count: Option<usize>,
+) -> Result<Value, Error> {
     let s = text(value, "replace")?;
     Ok(Value::from(match count {
         Some(n) => s.replacen(&old, &new, n),
@@ -353,7 +323,7 @@ fn replace(value: &Value, old: String, new: String, count: Option<usize>) -> Res
 }
 
 /// Jinja's `wordcount`: runs of word characters.
-fn wordcount(value: &Value) -> Result<Value, Error> {
+pub(super) fn wordcount(value: &Value) -> Result<Value, Error> {
     let s = text(value, "wordcount")?;
     let mut count = 0;
     let mut in_word = false;
@@ -368,7 +338,7 @@ fn wordcount(value: &Value) -> Result<Value, Error> {
 }
 
 /// Jinja's `center(s, width=80)`, with Python's padding rule.
-fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
+pub(super) fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
     let s = text(value, "center")?;
     let width = width.unwrap_or(80);
     let len = s.chars().count();
@@ -419,7 +389,11 @@ pub(crate) fn python_split(
     }
 }
 
-fn split(value: &Value, sep: Option<Value>, maxsplit: Option<i64>) -> Result<Value, Error> {
+pub(super) fn split(
+    value: &Value,
+    sep: Option<Value>,
+    maxsplit: Option<i64>,
+) -> Result<Value, Error> {
     let s = text(value, "split")?;
     let sep = sep.filter(|v| !v.is_none()).map(|v| pyrepr::to_text(&v));
     Ok(Value::from(python_split(
@@ -515,7 +489,7 @@ fn expand(replacement: &str, caps: &Captures<'_, str>, names: &[Option<&str>]) -
     out
 }
 
-fn regex_replace(
+pub(super) fn regex_replace(
     value: &Value,
     pattern: Option<String>,
     replacement: Option<String>,
@@ -562,7 +536,7 @@ fn regex_replace(
     Ok(Value::from(out))
 }
 
-fn regex_search(
+pub(super) fn regex_search(
     value: &Value,
     pattern: String,
     groups: Rest<String>,
@@ -603,7 +577,11 @@ fn regex_search(
     Ok(Value::from(items))
 }
 
-fn regex_findall(value: &Value, pattern: String, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn regex_findall(
+    value: &Value,
+    pattern: String,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let ignorecase = kwargs.get::<Option<bool>>("ignorecase")?.unwrap_or(false);
     let multiline = kwargs.get::<Option<bool>>("multiline")?.unwrap_or(false);
     kwargs.assert_all_used()?;
@@ -624,7 +602,11 @@ fn regex_findall(value: &Value, pattern: String, kwargs: Kwargs) -> Result<Value
 }
 
 /// Python's `re.escape`.
-fn regex_escape(value: &Value, re_type: Option<String>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn regex_escape(
+    value: &Value,
+    re_type: Option<String>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
     let re_type = match re_type {
         Some(re_type) => Some(re_type),
         None => kwargs.get::<Option<String>>("re_type")?,
@@ -652,7 +634,7 @@ fn regex_escape(value: &Value, re_type: Option<String>, kwargs: Kwargs) -> Resul
 }
 
 /// Python's `shlex.quote`.
-fn quote(value: &Value) -> Result<Value, Error> {
+pub(super) fn quote(value: &Value) -> Result<Value, Error> {
     let s = if value.is_none() {
         String::new()
     } else {
@@ -707,7 +689,7 @@ fn splitlines(s: &str) -> Vec<&str> {
 }
 
 /// Jinja's `indent(s, width=4, first=False, blank=False)`.
-fn indent(
+pub(super) fn indent(
     value: &Value,
     width: Option<Value>,
     first: Option<bool>,
@@ -761,7 +743,7 @@ fn indent(
 /// Jinja's `truncate(s, length=255, killwords=False, end='...', leeway=None)`,
 /// each argument by position or by name (awx-operator passes all four by
 /// position).
-fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     if args.len() > 4 {
         return Err(Error::new(
             minijinja::ErrorKind::TooManyArguments,
@@ -811,7 +793,7 @@ fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, E
 }
 
 /// Python's `str.capitalize`: first character upper case, the rest lower.
-fn capitalize(value: &Value) -> Result<Value, Error> {
+pub(super) fn capitalize(value: &Value) -> Result<Value, Error> {
     let s = text(value, "capitalize")?;
     let mut chars = s.chars();
     Ok(Value::from(match chars.next() {
