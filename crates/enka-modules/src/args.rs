@@ -8,6 +8,8 @@ use minijinja::value::ValueKind;
 
 use enka_template::pyrepr;
 
+use crate::ArgumentError;
+
 /// A module's arguments.
 pub struct Args<'a> {
     module: &'static str,
@@ -47,36 +49,36 @@ impl<'a> Args<'a> {
     }
 
     /// A required argument.
-    pub fn required(&self, name: &str) -> Result<Value, String> {
+    pub fn required(&self, name: &str) -> Result<Value, ArgumentError> {
         self.get(name)
-            .ok_or_else(|| format!("missing required arguments: {name}"))
+            .ok_or_else(|| ArgumentError(format!("missing required arguments: {name}")))
     }
 
     /// A string argument (numbers and bools are converted, as Ansible does).
-    pub fn str(&self, name: &str) -> Result<Option<String>, String> {
+    pub fn str(&self, name: &str) -> Result<Option<String>, ArgumentError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) => match v.kind() {
                 ValueKind::String | ValueKind::Number | ValueKind::Bool => {
                     Ok(Some(pyrepr::to_text(&v)))
                 }
-                _ => Err(format!(
+                _ => Err(ArgumentError(format!(
                     "argument '{name}' of {} is of type {} and we were unable to convert to str",
                     self.module,
                     pyrepr::type_name(&v)
-                )),
+                ))),
             },
         }
     }
 
     /// A required string argument.
-    pub fn required_str(&self, name: &str) -> Result<String, String> {
+    pub fn required_str(&self, name: &str) -> Result<String, ArgumentError> {
         self.str(name)?
-            .ok_or_else(|| format!("missing required arguments: {name}"))
+            .ok_or_else(|| ArgumentError(format!("missing required arguments: {name}")))
     }
 
     /// A boolean argument, Ansible style (`yes`, `on`, `1`, `true`…).
-    pub fn bool(&self, name: &str, default: bool) -> Result<bool, String> {
+    pub fn bool(&self, name: &str, default: bool) -> Result<bool, ArgumentError> {
         match self.get(name) {
             None => Ok(default),
             Some(v) => match v.kind() {
@@ -86,23 +88,23 @@ impl<'a> Args<'a> {
                     match text.as_str() {
                         "yes" | "on" | "1" | "true" | "y" | "t" | "1.0" => Ok(true),
                         "no" | "off" | "0" | "false" | "n" | "f" | "0.0" => Ok(false),
-                        _ => Err(format!(
+                        _ => Err(ArgumentError(format!(
                             "argument '{name}' of {} is of type {} and we were unable to convert to bool: The value '{text}' is not a valid boolean.",
                             self.module,
                             pyrepr::type_name(&v)
-                        )),
+                        ))),
                     }
                 }
-                _ => Err(format!(
+                _ => Err(ArgumentError(format!(
                     "argument '{name}' of {} must be a boolean",
                     self.module
-                )),
+                ))),
             },
         }
     }
 
     /// An integer argument (numeric strings are converted).
-    pub fn int(&self, name: &str) -> Result<Option<i64>, String> {
+    pub fn int(&self, name: &str) -> Result<Option<i64>, ArgumentError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) => i64::try_from(v.clone())
@@ -110,18 +112,18 @@ impl<'a> Args<'a> {
                 .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
                 .map(Some)
                 .ok_or_else(|| {
-                    format!(
+                    ArgumentError(format!(
                         "argument '{name}' of {} must be an integer, got {}",
                         self.module,
                         pyrepr::repr(&v)
-                    )
+                    ))
                 }),
         }
     }
 
     /// A list argument; a single string becomes a one-item list, and a
     /// comma-separated string is split, as Ansible's `type='list'` does.
-    pub fn list(&self, name: &str) -> Result<Vec<Value>, String> {
+    pub fn list(&self, name: &str) -> Result<Vec<Value>, ArgumentError> {
         match self.get(name) {
             None => Ok(Vec::new()),
             Some(v) => match v.kind() {
@@ -133,48 +135,48 @@ impl<'a> Args<'a> {
                     .map(|s| Value::from(s.trim()))
                     .collect()),
                 ValueKind::Number | ValueKind::Bool => Ok(vec![v]),
-                _ => Err(format!(
+                _ => Err(ArgumentError(format!(
                     "argument '{name}' of {} must be a list",
                     self.module
-                )),
+                ))),
             },
         }
     }
 
     /// A mapping argument.
-    pub fn map(&self, name: &str) -> Result<Option<Value>, String> {
+    pub fn map(&self, name: &str) -> Result<Option<Value>, ArgumentError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) if v.kind() == ValueKind::Map => Ok(Some(v)),
-            Some(v) => Err(format!(
+            Some(v) => Err(ArgumentError(format!(
                 "argument '{name}' of {} is of type {} and we were unable to convert to dict",
                 self.module,
                 pyrepr::type_name(&v)
-            )),
+            ))),
         }
     }
 
     /// A duration in seconds.
-    pub fn seconds(&self, name: &str) -> Result<Option<Duration>, String> {
+    pub fn seconds(&self, name: &str) -> Result<Option<Duration>, ArgumentError> {
         match self.get(name) {
             None => Ok(None),
             Some(v) => enka_template::time::seconds(&v).map(Some).ok_or_else(|| {
-                format!(
+                ArgumentError(format!(
                     "argument '{name}' of {} must be a number of seconds",
                     self.module
-                )
+                ))
             }),
         }
     }
 
     /// Fails when an argument is outside `allowed`.
-    pub fn one_of(&self, name: &str, allowed: &[&str]) -> Result<Option<String>, String> {
+    pub fn one_of(&self, name: &str, allowed: &[&str]) -> Result<Option<String>, ArgumentError> {
         let value = self.str(name)?;
         match &value {
-            Some(v) if !allowed.contains(&v.as_str()) => Err(format!(
+            Some(v) if !allowed.contains(&v.as_str()) => Err(ArgumentError(format!(
                 "value of {name} must be one of: {}, got: {v}",
                 allowed.join(", ")
-            )),
+            ))),
             _ => Ok(value),
         }
     }

@@ -5,7 +5,7 @@ use minijinja::Value;
 use super::{Args, ModuleContext, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     // The action reads `that` as the task wrote it (untemplated_args): a
     // list's conditions keep their `{{ }}` (evaluated, and warned about,
     // as conditions) and show as written in `assertion`; a single string

@@ -21,12 +21,11 @@ pub(super) async fn run(
     action: &AnsibleAction,
     args: &Value,
     ctx: &mut ModuleContext<'_>,
-) -> Result<Output, String> {
+) -> Result<Output, crate::ModuleError> {
     let Some(worker) = ctx.ansible.cloned() else {
-        return Err(format!(
-            "{} runs through Ansible, and this run has no Ansible worker",
-            action.name
-        ));
+        return Err(crate::ModuleError::NoWorker {
+            action: action.name.to_string(),
+        });
     };
     // An action named by a template (`action: "{{ prefix }}file"`) is
     // known only now, as Task.post_validate templates `action`.
@@ -89,7 +88,9 @@ pub(super) async fn run(
         .await
         .map_err(|err| err.to_string())?;
     let Some(Json::Object(result)) = answer.get("result").cloned() else {
-        return Err("the Ansible worker answered without a result".to_owned());
+        return Err(
+            enka_worker::WorkerError::Protocol("an answer without a result".to_owned()).into(),
+        );
     };
     Ok(registered(result))
 }

@@ -6,7 +6,7 @@ use super::{Args, ModuleContext, Output};
 use crate::catalogue;
 use enka_template::pyrepr;
 
-pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     let verbosity = args.int("verbosity")?.unwrap_or(0);
     if verbosity > i64::from(ctx.verbosity) {
         return Ok(Output::changed(false)
@@ -29,7 +29,7 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
             {
                 Ok(v) => v,
                 Err(err) if err.is_undefined() => Value::from("VARIABLE IS NOT DEFINED!"),
-                Err(err) => return Err(err.to_string()),
+                Err(err) => return Err(err.to_string().into()),
             }
         };
         let shown = if ctx.no_log {

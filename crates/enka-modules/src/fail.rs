@@ -5,7 +5,7 @@ use minijinja::Value;
 use super::{Args, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
     let msg = args
         .get("msg")
         .unwrap_or(Value::from("Failed as requested from task"));

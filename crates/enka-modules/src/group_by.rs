@@ -8,7 +8,7 @@ use minijinja::Value;
 use super::{Args, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
     let Some(key) = args.get("key") else {
         return Ok(Output::changed(false)
             .with("failed", true)

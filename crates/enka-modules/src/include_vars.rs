@@ -10,17 +10,17 @@ use super::{Args, ModuleContext, Output};
 use crate::catalogue;
 use enka_template::convert::from_yaml;
 
-pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     // The action reports a file it cannot load under `message`, not `msg`.
     match load(args, ctx).await {
         Err(message) => Ok(Output::changed(false)
             .with("failed", true)
-            .with("message", message)),
+            .with("message", message.to_string())),
         ok => ok,
     }
 }
 
-async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     let name = args.str("name")?;
     // Free-form text loses its trailing newlines (a folded `>` scalar).
     let raw = args
@@ -33,7 +33,12 @@ async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String
         }
         None => match args.str("dir")? {
             Some(dir) => load_dir(args, ctx, &dir).await?,
-            None => return Err("one of the following is required: file, dir".to_owned()),
+            None => {
+                return Err(crate::ArgumentError(
+                    "one of the following is required: file, dir".to_owned(),
+                )
+                .into());
+            }
         },
     };
     let mut output = Output::changed(false).with(
@@ -332,7 +337,5 @@ pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
     expressions: &[],
     uses_cluster: false,
     check_mode_through: None,
-    run: catalogue::Run::Later(|args, ctx| {
-        Box::pin(async move { run(args, ctx).await.map_err(crate::ModuleFailure::from) })
-    }),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
 };

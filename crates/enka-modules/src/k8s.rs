@@ -6,14 +6,14 @@ use serde_json::{Value as Json, json};
 
 use super::client_apply;
 use super::k8s_common::{self as common, WaitCondition};
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 use enka_kube::{PatchType, Resource};
 
 /// The field manager enka applies with.
 pub const FIELD_MANAGER: &str = "enka";
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let state = args
         .one_of("state", &["present", "absent", "patched"])?
         .unwrap_or_else(|| "present".into());
@@ -296,7 +296,7 @@ async fn apply_one(
     state: &str,
     mut definition: Json,
     options: &Options,
-) -> Result<One, ModuleFailure> {
+) -> Result<One, ModuleError> {
     if !definition.is_object() {
         return Err("each definition must be a mapping".into());
     }
@@ -409,7 +409,7 @@ async fn create_one(
     mut definition: Json,
     options: &Options,
     is_owner: bool,
-) -> Result<(Json, bool, &'static str), ModuleFailure> {
+) -> Result<(Json, bool, &'static str), ModuleError> {
     if options.apply && !options.server_side {
         definition = client_apply::annotated(&definition);
     }
@@ -449,7 +449,7 @@ async fn update_one(
     mut definition: Json,
     options: &Options,
     is_owner: bool,
-) -> Result<(Json, bool, &'static str), ModuleFailure> {
+) -> Result<(Json, bool, &'static str), ModuleError> {
     let name = target.name.unwrap_or_default();
     let (cluster, resource, ns) = (target.cluster, target.resource, target.ns);
     let keeps_owner = ctx
@@ -553,7 +553,7 @@ async fn delete_one(
     target: &Target<'_>,
     existing: Option<Json>,
     options: &Options,
-) -> Result<One, ModuleFailure> {
+) -> Result<One, ModuleError> {
     let Some(name) = target.name else {
         return Err("state=absent needs a name".into());
     };
@@ -593,7 +593,7 @@ async fn wait_one(
     changed: bool,
     method: &'static str,
     options: &Options,
-) -> Result<One, ModuleFailure> {
+) -> Result<One, ModuleError> {
     let target = Target {
         name: meta_str(&written, "name").or(target.name),
         ..*target
@@ -618,9 +618,9 @@ async fn wait_one(
 
 /// kubernetes.core's `ResourceTimeout`: the failed result carries what the
 /// task did and the object as last read.
-fn timed_out(target: &Target<'_>, one: One) -> ModuleFailure {
+fn timed_out(target: &Target<'_>, one: One) -> ModuleError {
     let msg = target.timed_out();
-    ModuleFailure::Result(Box::new(one.into_output().with("msg", msg)))
+    ModuleError::Result(Box::new(one.into_output().with("msg", msg)))
 }
 
 async fn patch(
@@ -631,7 +631,7 @@ async fn patch(
     name: &str,
     definition: &Json,
     merge_types: &[String],
-) -> Result<Json, ModuleFailure> {
+) -> Result<Json, ModuleError> {
     let order: Vec<PatchType> = if merge_types.is_empty() {
         if common::supports_strategic_merge(resource) {
             vec![PatchType::Strategic]

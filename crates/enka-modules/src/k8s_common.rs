@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use minijinja::Value;
 use serde_json::{Map, Value as Json, json};
 
-use super::{ModuleContext, ModuleFailure};
+use super::{ModuleContext, ModuleError};
 use enka_kube::{Error as KubeError, Owner, Resource, python};
 use enka_template::convert;
 
@@ -352,16 +352,16 @@ where
 /// Python prints bytes, `reason` is the answer's HTTP reason phrase. A kind
 /// the server does not serve, and a request that got no answer, fail with
 /// a message alone, as there.
-pub fn refused(action: &str, err: &KubeError) -> ModuleFailure {
+pub fn refused(action: &str, err: &KubeError) -> ModuleError {
     match err {
-        KubeError::Api { .. } => ModuleFailure::result(
+        KubeError::Api { .. } => ModuleError::result(
             format!("Failed to {action}: {}", python::quoted_body(err)),
             err.http_reason()
                 .map(|reason| vec![("reason", Value::from(reason))])
                 .unwrap_or_default(),
         ),
-        KubeError::UnknownKind { .. } => ModuleFailure::Message(err.to_string()),
-        KubeError::Transport(_) => ModuleFailure::Message(format!("Failed to {action}: {err}")),
+        KubeError::UnknownKind { .. } => ModuleError::Failed(err.to_string()),
+        KubeError::Transport(_) => ModuleError::Failed(format!("Failed to {action}: {err}")),
     }
 }
 

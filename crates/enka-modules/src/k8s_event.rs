@@ -3,11 +3,11 @@
 use serde_json::json;
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 use enka_kube::event;
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let name = args.required_str("name")?;
     let namespace = args
         .str("namespace")?

@@ -2,11 +2,11 @@
 
 use minijinja::Value;
 
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 use enka_kube::Error as KubeError;
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let namespace = args
         .str("namespace")?
         .or_else(|| ctx.owner.and_then(|o| o.namespace.clone()))

@@ -4,12 +4,12 @@ use minijinja::Value;
 use serde_json::Value as Json;
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 use enka_kube::{Error as KubeError, Resource};
 use enka_template::pyrepr;
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let api_version = args
         .str("api_version")?
         .or(args.str("version")?)
@@ -124,7 +124,7 @@ impl Query {
     }
 
     /// kubernetes.core's words for a read the API server refused.
-    fn failure(&self, err: &KubeError) -> ModuleFailure {
+    fn failure(&self, err: &KubeError) -> ModuleError {
         let optional = |value: &Option<String>| match value {
             Some(text) => pyrepr::repr(&Value::from(text.as_str())),
             None => "None".to_owned(),

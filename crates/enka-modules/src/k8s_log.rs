@@ -4,10 +4,10 @@ use minijinja::Value;
 use serde_json::Value as Json;
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let kind = args.str("kind")?.unwrap_or_else(|| "Pod".into());
     let api_version = args.str("api_version")?.unwrap_or_else(|| "v1".into());
     let namespace = args

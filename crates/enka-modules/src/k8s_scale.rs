@@ -4,11 +4,11 @@ use minijinja::Value;
 use serde_json::{Value as Json, json};
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 use enka_kube::{Error as KubeError, PatchType};
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let (api_version, kind, name, namespace) = match args.map("resource_definition")? {
         Some(def) => {
             let def = common::to_json(&def)?;
@@ -119,11 +119,11 @@ fn with_duration(output: Output, duration: Option<u64>) -> Output {
 /// kubernetes.core's k8s_scale does not catch a kind the API server does
 /// not serve: the module dies with the Python client's exception, and
 /// Ansible reports a module failure whose stderr ends with it.
-fn unhandled_not_found(api_version: &str, kind: &str) -> ModuleFailure {
+fn unhandled_not_found(api_version: &str, kind: &str) -> ModuleError {
     let mut stderr = String::from("kubernetes.dynamic.exceptions.ResourceNotFoundError: ");
     stderr.push_str(&enka_kube::python::no_matches(api_version, kind));
     stderr.push('\n');
-    ModuleFailure::result(
+    ModuleError::result(
         "MODULE FAILURE: No start of json char found\nSee stdout/stderr for the exact error".into(),
         vec![
             ("module_stdout", Value::from("")),

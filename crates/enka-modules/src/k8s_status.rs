@@ -7,7 +7,7 @@ use minijinja::value::ValueKind;
 use serde_json::{Map, Value as Json, json};
 
 use super::k8s_common as common;
-use super::{Args, ModuleContext, ModuleFailure, Output};
+use super::{Args, ModuleContext, ModuleError, Output};
 use crate::catalogue;
 use enka_kube::{Error as KubeError, PatchType};
 
@@ -20,7 +20,7 @@ const CONDITION_KEYS: &[&str] = &[
     "lastTransitionTime",
 ];
 
-pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleFailure> {
+pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output, ModuleError> {
     let api_version = args.str("api_version")?.unwrap_or_else(|| "v1".into());
     let kind = args.required_str("kind")?;
     let name = args.required_str("name")?;
@@ -42,7 +42,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
         let checked: Result<Vec<Json>, String> =
             conditions.iter().map(validate_condition).collect();
         let checked = checked.map_err(|error| {
-            ModuleFailure::result(
+            ModuleError::result(
                 "The specified conditions failed to validate".into(),
                 vec![("error", Value::from(error))],
             )
@@ -110,7 +110,7 @@ pub async fn run(args: &Args<'_>, ctx: &mut ModuleContext<'_>) -> Result<Output,
 }
 
 /// operator_sdk.util's words for a refused status write (a patch too).
-fn status_refused(err: &KubeError) -> ModuleFailure {
+fn status_refused(err: &KubeError) -> ModuleError {
     let msg = format!(
         "Failed to replace status: {}",
         enka_kube::python::api_error_text(err)
@@ -120,7 +120,7 @@ fn status_refused(err: &KubeError) -> ModuleFailure {
 
 /// operator_sdk.util's failed result for a refused call: `msg`, and the
 /// answer's status, reason phrase and body under `error`.
-fn refused(msg: String, err: &KubeError) -> ModuleFailure {
+fn refused(msg: String, err: &KubeError) -> ModuleError {
     let body = match err {
         KubeError::Api {
             answer: Some(answer),
@@ -136,7 +136,7 @@ fn refused(msg: String, err: &KubeError) -> ModuleFailure {
         ),
         (Value::from("body"), Value::from(body)),
     ]);
-    ModuleFailure::result(msg, vec![("error", error)])
+    ModuleError::result(msg, vec![("error", error)])
 }
 
 fn validate_condition(value: &Value) -> Result<Json, String> {

@@ -21,6 +21,7 @@ mod bridged;
 pub mod catalogue;
 mod client_apply;
 mod debug;
+mod error;
 mod fail;
 mod group_by;
 mod include_vars;
@@ -43,6 +44,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use args::Args;
+pub use error::{ArgumentError, ModuleError};
 pub use osdk_metric::{GaugeOp, MetricKind, MetricUpdate};
 
 pub use crate::catalogue::{AnsibleAction, ModuleRef};
@@ -115,9 +117,8 @@ pub struct Asynchronous {
 
 impl ModuleContext<'_> {
     /// The cluster, or the error a Kubernetes module reports without one.
-    pub fn cluster(&self) -> Result<&Arc<dyn Cluster>, String> {
-        self.cluster
-            .ok_or_else(|| "this run has no connection to a Kubernetes cluster".to_owned())
+    pub fn cluster(&self) -> Result<&Arc<dyn Cluster>, ModuleError> {
+        self.cluster.ok_or(ModuleError::NoCluster)
     }
 
     /// Where files named by the task are looked for: the role, then the
@@ -205,57 +206,12 @@ impl Output {
     }
 }
 
-/// Why a module failed: a message alone, or a whole failed result as the
-/// module's collection returns it (kubernetes.core's refusals carry the
-/// answer's `reason`, operator_sdk.util's an `error` with the body, a
-/// timed-out wait the object as last read).
-#[derive(Debug)]
-pub enum ModuleFailure {
-    /// A failed result whose `msg` is this.
-    Message(String),
-    /// A failed result with these fields (`failed` is set on it).
-    Result(Box<Output>),
-}
-
-impl ModuleFailure {
-    /// A failed result: `msg` and the other `fields`, `changed` false.
-    pub fn result(msg: String, fields: Vec<(&str, Value)>) -> Self {
-        let mut output = Output::changed(false).with("msg", msg);
-        for (key, value) in fields {
-            output = output.with(key, value);
-        }
-        ModuleFailure::Result(Box::new(output))
-    }
-
-    /// The module's answer to the engine: a message as its error, a whole
-    /// result as a result that failed.
-    fn into_answer(self) -> Result<Output, String> {
-        match self {
-            ModuleFailure::Message(msg) => Err(msg),
-            ModuleFailure::Result(output) => Ok(output.with("failed", true)),
-        }
-    }
-}
-
-impl From<String> for ModuleFailure {
-    fn from(msg: String) -> Self {
-        ModuleFailure::Message(msg)
-    }
-}
-
-impl From<&str> for ModuleFailure {
-    fn from(msg: &str) -> Self {
-        ModuleFailure::Message(msg.to_owned())
-    }
-}
-
-/// Runs `module` with templated `args`. An `Err` is a failed result with
-/// that message.
+/// Runs `module` with templated `args`.
 pub async fn run(
     module: &ModuleRef,
     args: &Value,
     ctx: &mut ModuleContext<'_>,
-) -> Result<Output, String> {
+) -> Result<Output, ModuleError> {
     let spec = match module {
         ModuleRef::Native(spec) => spec,
         ModuleRef::Ansible(action) => return bridged::run(action, args, ctx).await,
@@ -266,19 +222,16 @@ pub async fn run(
         // enka's own cluster writes have no dry run yet; the collection's
         // module does check mode itself (a server-side dry run).
         if ctx.ansible.is_none() {
-            return Err(format!(
-                "{}: in check mode enka runs {fqcn} through Ansible, and this run has no Ansible worker",
-                spec.name
-            ));
+            return Err(ModuleError::NoWorker {
+                action: format!("{}: in check mode {fqcn}", spec.name),
+            });
         }
         let action = AnsibleAction::new(fqcn, Arc::from(Vec::new()));
         return bridged::run(&action, args, ctx).await;
     }
     let args = Args::new(spec.name, args);
-    // The Kubernetes modules may fail with a whole result, as their
-    // collections do; the others with a message.
     match spec.run {
         catalogue::Run::Now(run) => run(&args, ctx),
-        catalogue::Run::Later(run) => run(&args, ctx).await.or_else(ModuleFailure::into_answer),
+        catalogue::Run::Later(run) => run(&args, ctx).await,
     }
 }

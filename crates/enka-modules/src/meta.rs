@@ -8,7 +8,7 @@
 use super::{Args, Control, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
     let action = args.required_str("_raw_params")?;
     let control = match action.trim() {
         "end_play" => Some(Control::EndPlay),
@@ -18,7 +18,7 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
         "clear_host_errors" => Some(Control::ClearHostErrors),
         "end_role" => Some(Control::EndRole),
         "noop" | "refresh_inventory" | "reset_connection" => None,
-        other => return Err(format!("invalid meta action requested: {other}")),
+        other => return Err(format!("invalid meta action requested: {other}").into()),
     };
     let mut output = Output::changed(false);
     output.control = control;

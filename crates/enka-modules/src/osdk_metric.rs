@@ -78,7 +78,7 @@ fn float(options: &Args<'_>, kind: &str, name: &str) -> Result<f64, String> {
         })
 }
 
-pub fn run(args: &Args<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
     let name = args.required_str("name")?;
     let description = args.required_str("description")?;
     let mut given = Vec::new();
@@ -91,19 +91,20 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
                 .map(|key| format!("{kind}.{key}"))
                 .collect();
             if !unknown.is_empty() {
-                return Err(format!(
+                return Err(crate::ArgumentError(format!(
                     "Unsupported parameters for (osdk_metric) module: {}. Supported parameters include: {}.",
                     unknown.join(", "),
                     allowed.join(", ")
-                ));
+                ))
+                .into());
             }
             given.push((*kind, map));
         }
     }
     let (kind, map) = match given.as_slice() {
-        [] => return Err("a request should contain at least one metric".to_owned()),
+        [] => return Err("a request should contain at least one metric".into()),
         [one] => one,
-        _ => return Err("only one metric can be processed at a time".to_owned()),
+        _ => return Err("only one metric can be processed at a time".into()),
     };
     let options = Args::new("osdk_metric", map);
     let kind = match *kind {
@@ -114,7 +115,7 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
                 float(&options, kind, "add")?
             };
             if add < 0.0 {
-                return Err("counter metrics cannot decrease in value".to_owned());
+                return Err("counter metrics cannot decrease in value".into());
             }
             MetricKind::Counter { add }
         }
@@ -188,7 +189,7 @@ mod tests {
 
     fn kind_of(arguments: serde_json::Value) -> Result<MetricKind, String> {
         let map = enka_template::convert::from_json(&arguments);
-        let output = run(&Args::new("osdk_metric", &map))?;
+        let output = run(&Args::new("osdk_metric", &map)).map_err(|e| e.to_string())?;
         Ok(output.metrics[0].kind.clone())
     }
 

@@ -8,13 +8,13 @@ use crate::catalogue;
 /// Longest pause allowed, so a role cannot stall a worker for long.
 const MAX_PAUSE: Duration = Duration::from_secs(3600);
 
-pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, String> {
+pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     let seconds = args.seconds("seconds")?.unwrap_or_default();
     let minutes = args.seconds("minutes")?.unwrap_or_default() * 60;
     if !args.has("seconds") && !args.has("minutes") {
         return Err(
             "pause without seconds or minutes waits for a keypress, which an operator cannot give"
-                .to_owned(),
+                .into(),
         );
     }
     let mut wait = (seconds + minutes).min(MAX_PAUSE);
@@ -45,7 +45,5 @@ pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
     expressions: &[],
     uses_cluster: false,
     check_mode_through: None,
-    run: catalogue::Run::Later(|args, ctx| {
-        Box::pin(async move { run(args, ctx).await.map_err(crate::ModuleFailure::from) })
-    }),
+    run: catalogue::Run::Later(|args, ctx| Box::pin(run(args, ctx))),
 };

@@ -4,7 +4,7 @@ use super::{Args, Control, Output};
 use crate::catalogue;
 use enka_template::time::parse_duration;
 
-pub fn run(args: &Args<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
     let text = args.required_str("time")?;
     let after = parse_duration(&text).ok_or_else(|| {
         format!("requeue_after: invalid duration {text:?} (use Go syntax such as 1s, 500ms, 1m)")

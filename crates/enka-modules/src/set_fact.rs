@@ -7,7 +7,7 @@ use minijinja::Value;
 use super::{Args, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>) -> Result<Output, String> {
+pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
     for name in args.names() {
@@ -17,7 +17,8 @@ pub fn run(args: &Args<'_>) -> Result<Output, String> {
         if !is_identifier(&name) {
             return Err(format!(
                 "The variable name '{name}' is not valid. Variables must start with a letter or underscore character, and contain only letters, numbers and underscores."
-            ));
+            )
+            .into());
         }
         let mut value = args.get(&name).unwrap_or(Value::from(()));
         // Ansible converts boolean-looking strings in set_fact (non-native

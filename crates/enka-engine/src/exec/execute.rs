@@ -97,7 +97,11 @@ impl Runner {
         self.api_time += module_ctx.api_time;
         match outcome {
             Ok(output) => self.take_output(module, output),
-            Err(message) => TaskResult::failed(message),
+            // A collection's failed result is the task's result as it is.
+            Err(modules::ModuleError::Result(output)) => {
+                self.take_output(module, output.with("failed", true))
+            }
+            Err(err) => TaskResult::failed(err.to_string()),
         }
     }
 

@@ -61,7 +61,7 @@ pub enum Requirement {
 }
 
 /// A module's result, or why it failed.
-pub type Answer = Result<crate::Output, crate::ModuleFailure>;
+pub type Answer = Result<crate::Output, crate::ModuleError>;
 
 /// A module's answer, awaited.
 pub type BoxAnswer<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send + 'a>>;
@@ -74,7 +74,12 @@ pub type AwaitedRun =
 /// a timer or a file).
 #[derive(Clone, Copy)]
 pub enum Run {
-    Now(fn(&crate::Args<'_>, &crate::ModuleContext<'_>) -> Result<crate::Output, String>),
+    Now(
+        fn(
+            &crate::Args<'_>,
+            &crate::ModuleContext<'_>,
+        ) -> Result<crate::Output, crate::ModuleError>,
+    ),
     Later(AwaitedRun),
 }
 
