@@ -4,6 +4,7 @@ cases.yaml. enka's conformance test replays the same cases and compares
 value and type.
 
     python3 tests/conformance/generate.py          # sets up a venv, then runs
+    python3 tests/conformance/generate.py --groups found   # those groups only
 
 The script installs ansible 11 (which pins ansible-core 2.18 and carries
 community.general for json_query) and jmespath from PyPI into a virtualenv under ~/.cache/enka (override with
@@ -16,6 +17,8 @@ import os
 import subprocess
 import sys
 import venv
+
+from oracle import plain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV = os.environ.get(
@@ -38,73 +41,40 @@ def ensure_venv():
     os.execv(python, [python, __file__, *sys.argv[1:]])
 
 
-def plain(value):
-    """The value as JSON data, and Python's type name for it."""
-    from ansible.utils.unsafe_proxy import AnsibleUnsafe  # noqa: F401
-
-    if value is None:
-        return None, "NoneType"
-    if isinstance(value, bool):
-        return value, "bool"
-    if isinstance(value, int):
-        return value, "int"
-    if isinstance(value, float):
-        return value, "float"
-    if isinstance(value, str):
-        return str(value), "str"
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace"), "bytes"
-    if isinstance(value, dict):
-        return {str(k): plain(v)[0] for k, v in value.items()}, "dict"
-    if isinstance(value, (list, tuple, set)):
-        return [plain(v)[0] for v in value], "list"
-    return repr(value), type(value).__name__
-
-
 def main():
     ensure_venv()
     import yaml
     import ansible
-    from ansible.plugins.loader import init_plugin_loader
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.playbook.task import Task
-    from ansible.template import Templar
+    from oracle import Oracle
 
-    # As the CLI does: makes FQCNs (ansible.builtin.*) and collection
-    # routing (json_query) resolvable.
-    init_plugin_loader()
     files = os.path.join(HERE, "files")
     os.environ["ENKA_CONFORMANCE"] = "from-env"
     os.environ.pop("ENKA_CONFORMANCE_UNSET", None)
     with open(os.path.join(HERE, "cases.yaml")) as f:
         groups = yaml.safe_load(f)
 
-    loader = DataLoader()
-    loader.set_basedir(files)
+    # `--groups a,b` records those groups alone, keeping every other
+    # recorded case as it is (the fuzzer saves what it finds so).
+    only = None
+    if "--groups" in sys.argv:
+        only = set(sys.argv[sys.argv.index("--groups") + 1].split(","))
+    oracle = Oracle(files)
     results = []
     for group in groups:
+        if only is not None and group["group"] not in only:
+            continue
         base_vars = dict(group.get("vars") or {})
-        base_vars["ansible_search_path"] = [files]
-        base_vars["omit"] = "__omit_place_holder__conformance"
         cases = [("template", t) for t in group.get("templates") or []]
         cases += [("condition", c) for c in group.get("conditions") or []]
         for index, (kind, source) in enumerate(cases):
-            case_id = f"{group['group']}/{index}"
-            templar = Templar(loader=loader, variables=dict(base_vars))
-            entry = {"id": case_id, "kind": kind, "source": source}
-            try:
-                if kind == "template":
-                    value = templar.template(source)
-                else:
-                    task = Task()
-                    task.when = [source]
-                    value = task.evaluate_conditional(templar, dict(base_vars))
-                data, type_name = plain(value)
-                entry.update(ok=True, value=data, type=type_name)
-            except Exception as err:  # noqa: BLE001 - every failure is data
-                entry.update(ok=False, error=f"{type(err).__name__}: {err}"[:300])
+            entry = {"id": f"{group['group']}/{index}", "kind": kind, "source": source}
+            entry.update(oracle.answer(kind, source, base_vars))
             results.append(entry)
 
+    if only is not None:
+        with open(os.path.join(HERE, "expected.json")) as f:
+            kept = [c for c in json.load(f)["cases"] if c["id"].split("/")[0] not in only]
+        results = kept + results
     out = {
         "ansible_core": ansible.__version__,
         "cases": results,
@@ -114,7 +84,8 @@ def main():
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])
     print(f"generate.py: {len(results)} cases from ansible-core {ansible.__version__} ({ok} succeed, {len(results) - ok} fail)")
-    plays(ansible.__version__)
+    if only is None:
+        plays(ansible.__version__)
 
 
 PLAYBOOK = """- hosts: localhost

@@ -51,7 +51,7 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use source::{check_filter_chains, escape_backslashes, keeps_text, single_var};
+use source::{check_source, escape_backslashes, keeps_text, single_var};
 
 pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
@@ -202,6 +202,9 @@ impl TemplarBuilder {
         // A condition's truth, and the type of a result that is not a
         // boolean (`True int`), which 2.18 deprecates.
         env.add_function("__enka_truth", |value: &Value| {
+            if is_silent_undefined(value) {
+                return Ok(Value::from("False"));
+            }
             if value.is_undefined() {
                 // The condition itself is what is undefined; the caller,
                 // which has its text, names it.
@@ -367,7 +370,7 @@ impl TemplarBuilder {
 }
 
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
-    check_filter_chains(source)?;
+    check_source(source)?;
     let escaped = escape_backslashes(&mutable::rewrite_set_literals(source));
     let escaped = operators::rewrite(&escaped).into_owned();
     env.add_template_owned(name.to_owned(), escaped)
@@ -400,7 +403,7 @@ fn holds_undefined(value: &Value) -> bool {
         return false;
     }
     match value.kind() {
-        ValueKind::Undefined => true,
+        ValueKind::Undefined => !is_silent_undefined(value),
         ValueKind::Seq => value
             .try_iter()
             .into_iter()
@@ -415,11 +418,32 @@ fn holds_undefined(value: &Value) -> bool {
     }
 }
 
+/// Whether `value` is what an inline `if` without `else` gives when false:
+/// Jinja's plain `Undefined`, which prints as nothing and is false, where
+/// any other undefined value fails (Ansible's strict undefined).
+/// minijinja keeps the two kinds apart, but not in its public API; its
+/// strict mode fails on the other kind only, so a strict environment is
+/// asked. Only called on undefined values, which otherwise fail.
+pub(crate) fn is_silent_undefined(value: &Value) -> bool {
+    static STRICT: std::sync::LazyLock<Environment<'static>> = std::sync::LazyLock::new(|| {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env
+    });
+    value.is_undefined()
+        && STRICT
+            .render_str("{% if v %}{% endif %}", minijinja::context! { v => value })
+            .is_ok()
+}
+
 fn format_output(
     out: &mut minijinja::Output<'_>,
     _state: &mut minijinja::State<'_, '_>,
     value: &Value,
 ) -> Result<(), minijinja::Error> {
+    if is_silent_undefined(value) {
+        return Ok(());
+    }
     if value.is_undefined() {
         return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
     }
@@ -519,7 +543,7 @@ impl Templar {
                 .map_err(|e| Error::from_minijinja(&e, source))?;
             template.render(ctx.to_value())
         } else {
-            check_filter_chains(source)?;
+            check_source(source)?;
             let escaped = escape_backslashes(source);
             let escaped = operators::rewrite(&escaped);
             let template = self
@@ -674,7 +698,7 @@ impl Templar {
                 .and_then(|t| t.render(ctx.to_value())),
             None => {
                 let source = condition_source(&expr);
-                check_filter_chains(&source)?;
+                check_source(&source)?;
                 self.env
                     .template_from_str(&source)
                     .and_then(|t| t.render(ctx.to_value()))

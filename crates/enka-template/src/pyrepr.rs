@@ -35,6 +35,7 @@ pub fn repr(value: &Value) -> String {
 /// Appends Python's `repr(value)` to `out`.
 pub fn write_repr(out: &mut String, value: &Value) {
     match value.kind() {
+        ValueKind::Undefined if crate::is_silent_undefined(value) => out.push_str("Undefined"),
         ValueKind::Undefined => out.push_str("AnsibleUndefined"),
         ValueKind::None => out.push_str("None"),
         ValueKind::Bool => out.push_str(if value.is_true() { "True" } else { "False" }),
@@ -177,6 +178,7 @@ pub fn write_bytes_repr(out: &mut String, bytes: &[u8]) {
 /// Python's type name for a value, as `type_debug` reports it.
 pub fn type_name(value: &Value) -> &'static str {
     match value.kind() {
+        ValueKind::Undefined if crate::is_silent_undefined(value) => "Undefined",
         ValueKind::Undefined => "AnsibleUndefined",
         ValueKind::None => "NoneType",
         ValueKind::Bool => "bool",

@@ -3,6 +3,9 @@
 //! chains bounded, and its backslashes as Python's string literals read
 //! them.
 
+use minijinja::machinery::{Token, tokenize};
+use minijinja::syntax::SyntaxConfig;
+
 use crate::{Error, ErrorKind, STRING_TYPE_FILTERS};
 
 /// The most filters one expression may chain. minijinja compiles a chain
@@ -10,12 +13,43 @@ use crate::{Error, ErrorKind, STRING_TYPE_FILTERS};
 /// thread stack; no real role comes near this.
 pub(crate) const MAX_FILTER_CHAIN: usize = 500;
 
+/// Refuses, before minijinja compiles it, what Jinja would not compile and
+/// minijinja does: see [`check_filter_chains`] and [`check_variable_ends`].
+pub(crate) fn check_source(source: &str) -> Result<(), Error> {
+    check_filter_chains(source)?;
+    check_variable_ends(source)
+}
+
+/// Refuses `+}}`: minijinja reads the `+` as whitespace control, as Jinja
+/// does only before `%}` and `#}`; Jinja, so Ansible, reads a `+` with no
+/// operand after it.
+fn check_variable_ends(source: &str) -> Result<(), Error> {
+    if !source.contains("+}}") {
+        return Ok(());
+    }
+    for token in tokenize(source, false, SyntaxConfig::default()) {
+        // A source that does not tokenize fails in minijinja, in its words.
+        let Ok((token, span)) = token else {
+            return Ok(());
+        };
+        let written = source.get(span.start_offset as usize..).unwrap_or_default();
+        if matches!(token, Token::VariableEnd) && written.starts_with('+') {
+            return Err(Error::new(
+                ErrorKind::Syntax,
+                "template syntax error: unexpected 'end of print statement'",
+            )
+            .in_template(source));
+        }
+    }
+    Ok(())
+}
+
 /// Refuses, before minijinja compiles it, a template with an expression
 /// chaining more than [`MAX_FILTER_CHAIN`] filters (a stack overflow aborts
 /// the process; an error fails one task), or a call that repeats a keyword
 /// argument, which Python refuses when Jinja compiles the template and
 /// minijinja would let the last one win.
-pub(crate) fn check_filter_chains(source: &str) -> Result<(), Error> {
+fn check_filter_chains(source: &str) -> Result<(), Error> {
     let bytes = source.as_bytes();
     let mut i = 0;
     let (mut inside, mut quote, mut pipes) = (false, None::<u8>, 0usize);

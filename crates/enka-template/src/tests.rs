@@ -469,3 +469,12 @@ fn a_plugin_name_refused_at_run_time_is_a_template_syntax_error() {
     let nested = render("{{ y }}", json!({"y": src})).unwrap_err();
     assert!(nested.python_exception().is_some(), "{nested:?}");
 }
+
+#[test]
+fn a_lazy_variables_typed_error_survives_printing_inside_text() {
+    let src = "{{ [{'a': 1}] | selectattr('a', 'x.y') | list }}";
+    let nested = render("a {{ y }} b", json!({"y": src})).unwrap_err();
+    assert!(nested.python_exception().is_some(), "{nested:?}");
+    let named = render("a {{ x }} b", json!({"x": "{{ nope | mandatory }}"})).unwrap_err();
+    assert_eq!(named.message(), "Mandatory variable 'nope' not defined.");
+}

@@ -73,17 +73,31 @@ pub(super) fn to_bool_filter(value: &Value) -> Result<Value, Error> {
 
 /// Python's `int(str, base)`, which allows surrounding whitespace, a sign,
 /// underscores between digits and a matching base prefix.
-fn parse_python_int(text: &str, base: u32) -> Option<i128> {
+fn parse_python_int(text: &str, base: i64) -> Option<i128> {
+    // Python refuses any other base with a ValueError.
+    let base = u32::try_from(base)
+        .ok()
+        .filter(|&b| b == 0 || (2..=36).contains(&b))?;
     let t = text.trim();
     let (negative, t) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
-    let lower = t.to_ascii_lowercase();
-    let digits = match (base, lower.get(..2)) {
-        (16, Some("0x")) | (8, Some("0o")) | (2, Some("0b")) => &t[2..],
-        _ => t,
+    let prefix = match t.get(..2).map(str::to_ascii_lowercase).as_deref() {
+        Some("0x") => Some(16),
+        Some("0o") => Some(8),
+        Some("0b") => Some(2),
+        _ => None,
+    };
+    let (radix, digits) = match (base, prefix) {
+        // Base 0 reads the prefix; after one, an underscore may come first.
+        (0, Some(radix)) => (radix, t[2..].strip_prefix('_').unwrap_or(&t[2..])),
+        // Without one it is decimal, where only zero may start with 0.
+        (0, None) if t.starts_with('0') && t.contains(|c| !matches!(c, '0' | '_')) => return None,
+        (0, None) => (10, t),
+        (base, Some(radix)) if radix == base => (base, t[2..].strip_prefix('_').unwrap_or(&t[2..])),
+        (base, _) => (base, t),
     };
     if digits.is_empty()
         || digits.starts_with('_')
@@ -93,7 +107,7 @@ fn parse_python_int(text: &str, base: u32) -> Option<i128> {
         return None;
     }
     let cleaned = digits.replace('_', "");
-    let n = i128::from_str_radix(&cleaned, base).ok()?;
+    let n = i128::from_str_radix(&cleaned, radix).ok()?;
     Some(if negative { -n } else { n })
 }
 
@@ -133,7 +147,7 @@ fn int_value(i: i128) -> Value {
 pub(super) fn int(
     value: &Value,
     default: Option<Value>,
-    base: Option<u32>,
+    base: Option<i64>,
     kwargs: Kwargs,
 ) -> Result<Value, Error> {
     defined(value, "int")?;
@@ -145,7 +159,7 @@ pub(super) fn int(
     };
     let base = match base {
         Some(b) => b,
-        None => kwargs.get::<Option<u32>>("base")?.unwrap_or(10),
+        None => kwargs.get::<Option<i64>>("base")?.unwrap_or(10),
     };
     kwargs.assert_all_used()?;
     match value.kind() {
@@ -262,6 +276,19 @@ mod tests {
         assert_eq!(parse_python_int("0x1f", 10), None);
         assert_eq!(parse_python_int("4.2", 10), None);
         assert_eq!(parse_python_int("", 10), None);
+        // Base 0 reads the prefix, as Python's int(text, 0).
+        assert_eq!(parse_python_int("0o17", 0), Some(15));
+        assert_eq!(parse_python_int("0X1F", 0), Some(31));
+        assert_eq!(parse_python_int("0b101", 0), Some(5));
+        assert_eq!(parse_python_int("0x_1f", 0), Some(31));
+        assert_eq!(parse_python_int("17", 0), Some(17));
+        assert_eq!(parse_python_int("00", 0), Some(0));
+        assert_eq!(parse_python_int("017", 0), None);
+        // Bases Python refuses, which no longer panic.
+        for base in [-1, 1, 37, 100] {
+            assert_eq!(parse_python_int("10", base), None, "base {base}");
+        }
+        assert_eq!(parse_python_int("z", 36), Some(35));
     }
 
     #[test]

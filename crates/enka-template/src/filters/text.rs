@@ -546,6 +546,11 @@ pub(super) fn regex_search(
     let multiline = kwargs.get::<Option<bool>>("multiline")?.unwrap_or(false);
     kwargs.assert_all_used()?;
     let s = text(value, "regex_search")?;
+    // The group arguments are read before the search, as Ansible does.
+    let groups = groups
+        .iter()
+        .map(|arg| group_reference(arg))
+        .collect::<Result<Vec<_>, _>>()?;
     let re = compile(&pattern, ignorecase, multiline)?;
     let names: Vec<Option<&str>> = re.capture_names().collect();
     let Some(caps) = re
@@ -558,23 +563,50 @@ pub(super) fn regex_search(
         return Ok(Value::from(caps.get(0).map_or("", |m| m.as_str())));
     }
     let mut items = Vec::new();
-    for group in groups.iter() {
-        let found = if let Some(name) = group.strip_prefix("\\g<").and_then(|g| g.strip_suffix('>'))
-        {
-            names
-                .iter()
-                .position(|n| *n == Some(name))
-                .and_then(|idx| caps.get(idx))
-        } else if let Some(num) = group.strip_prefix('\\') {
-            num.parse::<usize>().ok().and_then(|idx| caps.get(idx))
-        } else {
-            return Err(invalid(format!(
-                "Unknown argument {group:?} to regex_search"
-            )));
-        };
-        items.push(found.map_or(Value::from(()), |m| Value::from(m.as_str())));
+    for group in groups {
+        let index = match group {
+            GroupRef::Name(name) => names.iter().position(|n| *n == Some(name)),
+            GroupRef::Number(index) => (index < names.len()).then_some(index),
+        }
+        .ok_or_else(|| invalid("no such group"))?;
+        items.push(
+            caps.get(index)
+                .map_or(Value::from(()), |m| Value::from(m.as_str())),
+        );
     }
     Ok(Value::from(items))
+}
+
+/// A group `regex_search` is asked for.
+enum GroupRef<'a> {
+    Name(&'a str),
+    Number(usize),
+}
+
+/// Reads a group argument as Ansible does: `\g<name>` or `\N`, matched
+/// from its start (`re.match`); one that starts so but does not match fails
+/// as Python does on the match it did not get.
+fn group_reference(arg: &str) -> Result<GroupRef<'_>, Error> {
+    let no_match = || invalid("'NoneType' object has no attribute 'group'");
+    if let Some(rest) = arg.strip_prefix("\\g") {
+        // `\\g<(\S+)>`: the longest run without spaces that ends in `>`.
+        let run = rest.strip_prefix('<').ok_or_else(no_match)?;
+        let run = &run[..run.find(char::is_whitespace).unwrap_or(run.len())];
+        let end = run.rfind('>').filter(|&end| end > 0).ok_or_else(no_match)?;
+        return Ok(GroupRef::Name(&run[..end]));
+    }
+    if let Some(rest) = arg.strip_prefix('\\') {
+        let digits = &rest[..rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len())];
+        if digits.is_empty() {
+            return Err(no_match());
+        }
+        // Python's int() takes any length; a group number that large is
+        // no group.
+        return Ok(GroupRef::Number(digits.parse().unwrap_or(usize::MAX)));
+    }
+    Err(invalid("Unknown argument"))
 }
 
 pub(super) fn regex_findall(

@@ -1,0 +1,108 @@
+"""ansible-core's answer for a template or a condition, as a task's
+templating gives it: shared by generate.py (which records the corpus) and
+the differential template fuzzer (which asks for each case it makes).
+
+Run as a program, it serves one JSON request per line on stdin,
+`{"kind": "template"|"condition", "source": "...", "vars": {...}}`, with one
+JSON answer per line on stdout: `{"ok": true, "value": ..., "type": "str"}`
+or `{"ok": false, "error": "ExceptionClass: message"}`. A case that runs past
+its time (a huge range) answers `{"ok": null, "error": "timeout"}`.
+"""
+
+import json
+import os
+import signal
+import sys
+
+OMIT = "__omit_place_holder__conformance"
+
+
+def plain(value):
+    """The value as JSON data, and Python's type name for it."""
+    if value is None:
+        return None, "NoneType"
+    if isinstance(value, bool):
+        return value, "bool"
+    if isinstance(value, int):
+        return value, "int"
+    if isinstance(value, float):
+        return value, "float"
+    if isinstance(value, str):
+        return str(value), "str"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace"), "bytes"
+    if isinstance(value, dict):
+        return {str(k): plain(v)[0] for k, v in value.items()}, "dict"
+    if isinstance(value, (list, tuple, set)):
+        return [plain(v)[0] for v in value], "list"
+    return repr(value), type(value).__name__
+
+
+class Oracle:
+    """A Templar per case over one loader whose base directory is `files`."""
+
+    def __init__(self, files):
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.plugins.loader import init_plugin_loader
+
+        # As the CLI does: makes FQCNs (ansible.builtin.*) and collection
+        # routing (json_query) resolvable.
+        init_plugin_loader()
+        self.files = files
+        self.loader = DataLoader()
+        self.loader.set_basedir(files)
+
+    def answer(self, kind, source, variables):
+        """What ansible-core makes of `source`: a dict as the module says."""
+        from ansible.playbook.task import Task
+        from ansible.template import Templar
+
+        variables = dict(variables or {})
+        variables["ansible_search_path"] = [self.files]
+        variables["omit"] = OMIT
+        templar = Templar(loader=self.loader, variables=dict(variables))
+        try:
+            if kind == "template":
+                value = templar.template(source)
+            else:
+                task = Task()
+                task.when = [source]
+                value = task.evaluate_conditional(templar, dict(variables))
+            data, type_name = plain(value)
+            return {"ok": True, "value": data, "type": type_name}
+        except Exception as err:  # noqa: BLE001 - every failure is data
+            return {"ok": False, "error": f"{type(err).__name__}: {err}"[:300]}
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
+def serve():
+    files = os.environ.get("ENKA_ORACLE_FILES") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "files")
+    oracle = Oracle(files)
+    signal.signal(signal.SIGALRM, _alarm)
+    seconds = int(os.environ.get("ENKA_ORACLE_TIMEOUT", "5"))
+    for line in sys.stdin:
+        request = json.loads(line)
+        signal.alarm(seconds)
+        try:
+            answer = oracle.answer(request["kind"], request["source"], request.get("vars"))
+            text = json.dumps(answer, ensure_ascii=False)
+        except Timeout:
+            text = json.dumps({"ok": None, "error": "timeout"})
+        except (TypeError, ValueError, RecursionError) as err:
+            # A value JSON cannot carry (NaN is carried; a cycle is not).
+            text = json.dumps({"ok": None, "error": f"unanswerable: {err}"[:300]})
+        finally:
+            signal.alarm(0)
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()
