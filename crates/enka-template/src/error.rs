@@ -202,6 +202,13 @@ impl Error {
     /// Converts a minijinja error raised while compiling or rendering
     /// `source`, naming the undefined expression when that is the cause.
     pub(crate) fn from_minijinja(err: &minijinja::Error, source: &str) -> Self {
+        Self::from_render(err, source, source)
+    }
+
+    /// As [`Error::from_minijinja`], for an error raised while rendering
+    /// `compiled`, the text `source` was compiled to (rewritten where
+    /// minijinja needs help): its spans point into that text.
+    pub(crate) fn from_render(err: &minijinja::Error, source: &str, compiled: &str) -> Self {
         use minijinja::ErrorKind as K;
         let kind = match err.kind() {
             K::SyntaxError | K::UnknownFilter | K::UnknownTest | K::UnknownFunction => {
@@ -219,7 +226,7 @@ impl Error {
             inner.line = err.line();
             return inner;
         }
-        let expression = err.range().and_then(|r| undefined_expression(source, r));
+        let expression = err.range().and_then(|r| undefined_expression(compiled, r));
         // Our own filters put the full text in the detail; minijinja's kinds
         // add a generic prefix that helps for syntax errors only.
         let detail = err.detail().map(str::to_owned);
@@ -253,7 +260,7 @@ impl Error {
             {
                 let name = err
                     .range()
-                    .and_then(|r| source.get(r))
+                    .and_then(|r| compiled.get(r))
                     .map(|s| s.trim().to_owned())
                     .unwrap_or_default();
                 format!("template syntax error: Could not load \"{name}\": '{name}'")

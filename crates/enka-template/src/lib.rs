@@ -36,12 +36,14 @@ pub(crate) mod methods;
 mod mutable;
 mod operators;
 mod predicates;
+mod pycompare;
 pub mod pyliteral;
 pub mod pyrepr;
 mod python;
 mod pytime;
 pub mod scan;
 mod source;
+mod strict;
 pub mod time;
 
 use std::collections::HashMap;
@@ -221,6 +223,7 @@ impl TemplarBuilder {
         });
         filters::register(&mut env);
         predicates::register(&mut env);
+        strict::register(&mut env);
         lookups::register(&mut env);
         operators::register(&mut env);
         mutable::register(&mut env);
@@ -297,7 +300,8 @@ impl TemplarBuilder {
             keeps_text: false,
             trailing_newlines: 0,
         };
-        let source = operators::rewrite(&mutable::rewrite_set_literals(&source)).into_owned();
+        let literals = mutable::rewrite_set_literals(&source);
+        let source = strict::rewrite(&operators::rewrite(&literals)).into_owned();
         self.env
             .add_template_owned(name.to_owned(), source)
             .map_err(|e| Error::from_minijinja(&e, name))?;
@@ -372,7 +376,8 @@ impl TemplarBuilder {
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
     check_source(source)?;
     let escaped = escape_backslashes(&mutable::rewrite_set_literals(source));
-    let escaped = operators::rewrite(&escaped).into_owned();
+    let escaped = operators::rewrite(&escaped);
+    let escaped = strict::rewrite(&escaped).into_owned();
     env.add_template_owned(name.to_owned(), escaped)
         .map_err(|e| Error::from_minijinja(&e, source))?;
     Ok(analyse(Arc::from(name), source))
@@ -389,7 +394,8 @@ fn analyse(name: Arc<str>, source: &str) -> Compiled {
 
 /// The source of the template a condition compiles to.
 fn condition_source(expr: &str) -> String {
-    operators::rewrite(&format!("{{{{ __enka_truth(({expr}\n)) }}}}")).into_owned()
+    let source = format!("{{{{ __enka_truth(({expr}\n)) }}}}");
+    strict::rewrite(&operators::rewrite(&source)).into_owned()
 }
 
 /// Whether a list or dict (a plain one, not a lazy view of variables)
@@ -416,6 +422,29 @@ fn holds_undefined(value: &Value) -> bool {
         }),
         _ => false,
     }
+}
+
+/// Renders `template`, turning a panic inside minijinja (a negative-step
+/// slice of an empty string panics in minijinja 3.0.5) into an error of the
+/// template, so that no template takes a command or a worker down.
+pub(crate) fn guarded_render(
+    template: &minijinja::Template<'_, '_>,
+    ctx: &Context,
+) -> Result<String, minijinja::Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        template.render(ctx.to_value())
+    }))
+    .unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("the template engine failed on this template ({message})"),
+        ))
+    })
 }
 
 /// Whether `value` is what an inline `if` without `else` gives when false:
@@ -536,30 +565,33 @@ impl Templar {
                 return Ok(Value::from(()));
             }
         }
+        let render = |template: minijinja::Template<'_, '_>| {
+            guarded_render(&template, ctx).map_err(|e| {
+                let err = Error::from_render(&e, source, template.source());
+                if err.is_undefined() && ctx.recursion.load(std::sync::atomic::Ordering::Relaxed) {
+                    Error::recursion(source)
+                } else {
+                    err.explained(ctx)
+                }
+            })
+        };
         let mut text = if self.compiled.contains_key(source) {
-            let template = self
-                .env
-                .get_template(&info.name)
-                .map_err(|e| Error::from_minijinja(&e, source))?;
-            template.render(ctx.to_value())
+            render(
+                self.env
+                    .get_template(&info.name)
+                    .map_err(|e| Error::from_minijinja(&e, source))?,
+            )?
         } else {
             check_source(source)?;
             let escaped = escape_backslashes(source);
             let escaped = operators::rewrite(&escaped);
-            let template = self
-                .env
-                .template_from_str(&escaped)
-                .map_err(|e| Error::from_minijinja(&e, source))?;
-            template.render(ctx.to_value())
-        }
-        .map_err(|e| {
-            let err = Error::from_minijinja(&e, source);
-            if err.is_undefined() && ctx.recursion.load(std::sync::atomic::Ordering::Relaxed) {
-                Error::recursion(source)
-            } else {
-                err.explained(ctx)
-            }
-        })?;
+            let escaped = strict::rewrite(&escaped);
+            render(
+                self.env
+                    .template_from_str(&escaped)
+                    .map_err(|e| Error::from_minijinja(&e, source))?,
+            )?
+        };
         check_output_size(&text)?;
         let have = text.len() - text.trim_end_matches('\n').len();
         for _ in have..info.trailing_newlines {
@@ -695,13 +727,13 @@ impl Templar {
             Some(name) => self
                 .env
                 .get_template(name)
-                .and_then(|t| t.render(ctx.to_value())),
+                .and_then(|t| guarded_render(&t, ctx)),
             None => {
                 let source = condition_source(&expr);
                 check_source(&source)?;
                 self.env
                     .template_from_str(&source)
-                    .and_then(|t| t.render(ctx.to_value()))
+                    .and_then(|t| guarded_render(&t, ctx))
             }
         }
         .map_err(|e| {

@@ -32,10 +32,12 @@ pub fn call_method(
         None => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
             .map_err(|e| {
                 if e.kind() == ErrorKind::UnknownMethod {
+                    // Jinja looks the method up as an attribute, gets an
+                    // undefined value, and calling that raises.
                     Error::new(
-                        ErrorKind::UnknownMethod,
+                        ErrorKind::UndefinedError,
                         format!(
-                            "'{}' object has no attribute '{method}'",
+                            "'{} object' has no attribute '{method}'",
                             pyrepr::type_name(value)
                         ),
                     )
@@ -87,9 +89,11 @@ fn arg_str(args: &[Value], i: usize) -> Option<String> {
     args.get(i).filter(|v| !v.is_none()).map(pyrepr::to_text)
 }
 
+/// A width argument; Python pads nothing for a negative one.
 fn arg_usize(args: &[Value], i: usize, what: &str) -> Result<usize, Error> {
     args.get(i)
-        .and_then(|v| usize::try_from(v.clone()).ok())
+        .and_then(|v| i64::try_from(v.clone()).ok())
+        .map(|width| usize::try_from(width).unwrap_or(0))
         .ok_or_else(|| invalid(format!("{what}() expects an integer width")))
 }
 

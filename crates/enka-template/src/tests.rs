@@ -173,13 +173,16 @@ fn variables_are_templated_lazily() {
     assert!(err.message().contains("recursive"), "{err}");
 }
 
-/// Python raises TypeError here; minijinja orders mixed types (a string
-/// after every number). docs/compatibility.md states this difference; the
-/// test keeps the statement true.
 #[test]
-fn ordering_a_string_against_a_number_is_judged() {
-    assert!(cond("size > 3", json!({"size": "three"})).unwrap());
-    assert!(!cond("size < 3", json!({"size": "three"})).unwrap());
+fn ordering_a_string_against_a_number_fails_as_in_python() {
+    let err = cond("size > 3", json!({"size": "three"})).unwrap_err();
+    assert!(
+        err.message()
+            .contains("'>' not supported between instances of 'str' and 'int'"),
+        "{err}"
+    );
+    assert!(cond("size | int > 3", json!({"size": "4"})).unwrap());
+    assert!(cond("'b' > 'a'", json!({})).unwrap());
 }
 
 #[test]

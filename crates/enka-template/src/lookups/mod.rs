@@ -672,8 +672,7 @@ fn render_file(
         }),
         ..ctx.clone()
     };
-    let mut text = template
-        .render(render_ctx.to_value())
+    let mut text = crate::guarded_render(&template, &render_ctx)
         .map_err(|e| super::Error::from_minijinja(&e, template.source()).to_minijinja())?;
     // Jinja drops the final newline; Ansible's template lookup restores it.
     let source = template.source();
