@@ -171,6 +171,16 @@ fuzz: ## Fuzz watches.yaml parsing, role loading and templates (cargo-fuzz), FUZ
 	@echo "==> fuzzing $(or $(TARGETS),every target) for $(FUZZ_SECONDS) s each"
 	bash scripts/fuzz.sh $(FUZZ_SECONDS) $(TARGETS)
 
+.PHONY: template-fuzz
+template-fuzz: ansible-venv ## The differential template fuzzer against ansible-core for longer: SEED (random), CASES (100000), SECONDS (900); RECORD=1 adds what it finds to the corpus (make test runs seed 40, 3000 cases).
+	@echo "==> differential template fuzzer: enka against ansible-core 2.18"
+	ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" \
+	ENKA_TEMPLATE_FUZZ_SEED="$(or $(SEED),$$RANDOM$$RANDOM)" \
+	ENKA_TEMPLATE_FUZZ_CASES="$(or $(CASES),100000)" \
+	ENKA_TEMPLATE_FUZZ_SECONDS="$(or $(SECONDS),900)" \
+	ENKA_TEMPLATE_FUZZ_RECORD="$(RECORD)" \
+	$(CARGO) test --quiet --test template_fuzz
+
 .PHONY: conformance-generate
 conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).
 	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"

@@ -6,6 +6,7 @@ use minijinja::{Environment, Error, Value};
 use super::filters::{core_to_bool, invalid};
 use super::pyrepr;
 
+// Long: the test table, one line per test as minijinja's own.
 /// Registers every test on `env`, with `ansible.builtin.` names for
 /// Ansible's own.
 pub fn register(env: &mut Environment<'static>) {
@@ -13,7 +14,19 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_test("undefined", |v: &Value| v.is_undefined());
     env.add_test("none", |v: &Value| v.is_none());
     env.add_test("string", |v: &Value| v.kind() == ValueKind::String);
-    env.add_test("number", |v: &Value| v.kind() == ValueKind::Number);
+    // Python's Number: booleans are integers.
+    env.add_test("number", |v: &Value| {
+        matches!(v.kind(), ValueKind::Number | ValueKind::Bool)
+    });
+    // Jinja's lower/upper: `str(value).islower()`, of any value.
+    env.add_test("lower", |v: &Value| {
+        let text = crate::pyrepr::to_text(v);
+        text.chars().any(char::is_lowercase) && !text.chars().any(char::is_uppercase)
+    });
+    env.add_test("upper", |v: &Value| {
+        let text = crate::pyrepr::to_text(v);
+        text.chars().any(char::is_uppercase) && !text.chars().any(char::is_lowercase)
+    });
     env.add_test("integer", |v: &Value| v.is_integer());
     env.add_test("float", |v: &Value| {
         v.kind() == ValueKind::Number && !v.is_integer()
@@ -91,6 +104,24 @@ pub fn register(env: &mut Environment<'static>) {
     add!("is_same_file", same_file);
     add!("mount", is_mount);
     add!("is_mount", is_mount);
+    // Jinja's comparison tests, with Python's TypeError between types.
+    for (name, op) in [
+        ("lt", "<"),
+        ("lessthan", "<"),
+        ("<", "<"),
+        ("le", "<="),
+        ("<=", "<="),
+        ("gt", ">"),
+        ("greaterthan", ">"),
+        (">", ">"),
+        ("ge", ">="),
+        (">=", ">="),
+        ("in", "in"),
+    ] {
+        env.add_test(name, move |v: &Value, other: &Value| {
+            crate::pycompare::compare(v, op, other)
+        });
+    }
 }
 
 fn is_abs(value: &Value) -> bool {

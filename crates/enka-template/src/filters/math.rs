@@ -48,6 +48,21 @@ fn checked(result: f64, inputs_finite: bool) -> Result<Value, Error> {
     Ok(Value::from(result))
 }
 
+/// Jinja's `abs`: Python's `abs()`, booleans counting as integers.
+pub(super) fn abs(value: &Value) -> Result<Value, Error> {
+    match value.kind() {
+        ValueKind::Bool => Ok(Value::from(i64::from(value.is_true()))),
+        ValueKind::Number if value.is_integer() => i64::try_from(value.clone())
+            .map(|n| Value::from(n.unsigned_abs()))
+            .or_else(|_| i128::try_from(value.clone()).map(|n| Value::from(n.unsigned_abs()))),
+        ValueKind::Number => f64::try_from(value.clone()).map(|f| Value::from(f.abs())),
+        _ => Err(invalid(format!(
+            "bad operand type for abs(): '{}'",
+            pyrepr::type_name(value)
+        ))),
+    }
+}
+
 /// `log(x, base=e)`: `math.log10` for base 10, else `math.log(x, base)`.
 pub(super) fn log(value: &Value, base: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
     defined(value, "log")?;

@@ -102,6 +102,7 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "checksum", encoding::sha1);
     add!(env, "to_uuid", encoding::to_uuid);
     // math
+    env.add_filter("abs", math::abs);
     add!(env, "log", math::log);
     add!(env, "pow", math::pow);
     add!(env, "root", math::root);

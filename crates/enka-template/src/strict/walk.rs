@@ -245,13 +245,20 @@ impl Walk<'_> {
                 }
                 self.call_args(&f.args);
             }
+            // A test's arguments are compared or matched against (`x is
+            // equalto(y)`, `x is version(v, '>')`): used.
             Expr::Test(t) => {
                 if LENIENT_TESTS.contains(&t.name) {
                     self.expr(&t.expr);
                 } else {
                     self.used(&t.expr);
                 }
-                self.call_args(&t.args);
+                for arg in &t.args {
+                    match arg {
+                        CallArg::Pos(e) | CallArg::Kwarg(_, e) => self.used(e),
+                        CallArg::PosSplat(e) | CallArg::KwargSplat(e) => self.expr(e),
+                    }
+                }
             }
             Expr::GetAttr(g) => self.expr(&g.expr),
             Expr::GetItem(g) => {
@@ -284,14 +291,31 @@ impl Walk<'_> {
         self.used(inner);
     }
 
-    /// A method's receiver is used (`x.upper()`); arguments are only
-    /// passed on (`'{}'.format(x)` uses only what its format names).
+    /// A method's receiver is used (`x.upper()`), and so are its
+    /// arguments (`''.join(x)`) but for the methods that may leave one
+    /// alone (`'{}'.format(x)` uses what its format names, `d.get(k, x)`
+    /// its default only when `k` is missing); a function's arguments are
+    /// only passed on (`dict(a=x)`).
     fn call(&mut self, callee: &Expr<'_>, args: &[CallArg<'_>]) {
-        match callee {
-            Expr::GetAttr(method) => self.used(&method.expr),
-            callee => self.expr(callee),
+        let Expr::GetAttr(method) = callee else {
+            self.expr(callee);
+            self.call_args(args);
+            return;
+        };
+        self.used(&method.expr);
+        if matches!(
+            method.name,
+            "format" | "format_map" | "get" | "pop" | "setdefault"
+        ) {
+            self.call_args(args);
+            return;
         }
-        self.call_args(args);
+        for arg in args {
+            match arg {
+                CallArg::Pos(e) | CallArg::Kwarg(_, e) => self.used(e),
+                CallArg::PosSplat(e) | CallArg::KwargSplat(e) => self.expr(e),
+            }
+        }
     }
 
     fn comparison(&mut self, whole: &Expr<'_>, left: &Expr<'_>, op: &'static str) {
