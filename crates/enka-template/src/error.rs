@@ -21,6 +21,10 @@ pub(crate) enum Cause {
     /// the template's source names the variable.
     #[error("a mandatory value is undefined")]
     MandatoryUndefined,
+    /// A value used where it must be defined is not; the expression, as
+    /// written.
+    #[error("'{0}' is undefined")]
+    UndefinedUse(String),
     /// One of our errors, failing a lazily templated variable inside
     /// another template.
     #[error("{0}")]
@@ -226,7 +230,10 @@ impl Error {
             inner.line = err.line();
             return inner;
         }
-        let expression = err.range().and_then(|r| undefined_expression(compiled, r));
+        let expression = match cause {
+            Some(Cause::UndefinedUse(expression)) => Some(expression.clone()),
+            _ => err.range().and_then(|r| undefined_expression(compiled, r)),
+        };
         // Our own filters put the full text in the detail; minijinja's kinds
         // add a generic prefix that helps for syntax errors only.
         let detail = err.detail().map(str::to_owned);
@@ -252,7 +259,8 @@ impl Error {
                     .as_ref()
                     .map(|expr| format!("'{expr}' "))
                     .unwrap_or_default();
-                format!("Mandatory variable {name}not defined.")
+                // Ansible's words: the name and its space, then a space.
+                format!("Mandatory variable {name} not defined.")
             }
             // Ansible's plugin loader words a missing filter or test so.
             (ErrorKind::Syntax, _, _)

@@ -454,12 +454,12 @@ fn an_undefined_value_knows_the_path_it_was_reached_through() {
 #[test]
 fn mandatory_names_the_undefined_variable_or_says_its_own_message() {
     let named = render("{{ nope | mandatory }}", json!({})).unwrap_err();
-    assert_eq!(named.message(), "Mandatory variable 'nope' not defined.");
+    assert_eq!(named.message(), "Mandatory variable 'nope'  not defined.");
     let own = render("{{ nope | mandatory('set nope') }}", json!({})).unwrap_err();
     assert_eq!(own.message(), "set nope");
     // The same through a lazily templated variable.
     let nested = render("{{ x }}", json!({"x": "{{ nope | mandatory }}"})).unwrap_err();
-    assert_eq!(nested.message(), "Mandatory variable 'nope' not defined.");
+    assert_eq!(nested.message(), "Mandatory variable 'nope'  not defined.");
 }
 
 #[test]
@@ -479,5 +479,12 @@ fn a_lazy_variables_typed_error_survives_printing_inside_text() {
     let nested = render("a {{ y }} b", json!({"y": src})).unwrap_err();
     assert!(nested.python_exception().is_some(), "{nested:?}");
     let named = render("a {{ x }} b", json!({"x": "{{ nope | mandatory }}"})).unwrap_err();
-    assert_eq!(named.message(), "Mandatory variable 'nope' not defined.");
+    assert_eq!(named.message(), "Mandatory variable 'nope'  not defined.");
+}
+
+#[test]
+fn an_undefined_operand_names_the_path_it_was_reached_through() {
+    let err = render("{{ ansible_env.HOME + '/x' }}", json!({})).unwrap_err();
+    assert!(err.is_undefined(), "{err:?}");
+    assert!(err.is_undefined_through("ansible_env"), "{err:?}");
 }

@@ -68,10 +68,8 @@ pub fn register(env: &mut Environment<'static>) {
 /// `value`, unless it is undefined (Jinja's plain undefined passes).
 fn defined(value: Value, text: &str) -> Result<Value, Error> {
     if value.is_undefined() && !crate::is_silent_undefined(&value) {
-        return Err(Error::new(
-            ErrorKind::UndefinedError,
-            format!("'{text}' is undefined"),
-        ));
+        return Err(crate::error::Cause::UndefinedUse(text.to_owned())
+            .error(ErrorKind::UndefinedError, format!("'{text}' is undefined")));
     }
     Ok(value)
 }
