@@ -15,12 +15,14 @@
 //! yet, each with its reason: they must still fail, so a fix is noticed and
 //! the entry removed.
 
+mod json_eq;
 mod plays;
 mod templates;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use json_eq::json_eq;
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value as Json;
 
@@ -151,27 +153,6 @@ fn matches(want: &Json, got: &Outcome) -> bool {
         }
         (Some(false), Err(_)) => true,
         _ => false,
-    }
-}
-
-/// JSON equality with floats compared to Python's printing precision.
-fn json_eq(a: &Json, b: &Json) -> bool {
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => {
-            x.is_f64() == y.is_f64()
-                && x.as_f64()
-                    .zip(y.as_f64())
-                    .is_some_and(|(p, q)| p == q || (p - q).abs() <= 1e-12 * p.abs().max(1.0))
-        }
-        (Json::Array(x), Json::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
-        }
-        (Json::Object(x), Json::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
     }
 }
 

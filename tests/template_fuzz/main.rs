@@ -21,6 +21,8 @@
 //! it); without it the run fails, never skips.
 
 mod generate;
+#[path = "../conformance/json_eq.rs"]
+mod json_eq;
 mod oracle;
 mod shrink;
 
@@ -36,6 +38,7 @@ use rand::rngs::StdRng;
 use serde_json::Value as Json;
 
 use generate::{Case, Gen};
+use json_eq::json_eq;
 use oracle::Oracle;
 
 /// How a failure is classed on both sides.
@@ -269,27 +272,6 @@ const KNOWN: &[Known] = &[
         },
     },
 ];
-
-/// JSON equality with floats compared to Python's printing precision.
-fn json_eq(a: &Json, b: &Json) -> bool {
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => {
-            x.is_f64() == y.is_f64()
-                && x.as_f64()
-                    .zip(y.as_f64())
-                    .is_some_and(|(p, q)| p == q || (p - q).abs() <= 1e-12 * p.abs().max(1.0))
-        }
-        (Json::Array(x), Json::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
-        }
-        (Json::Object(x), Json::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
-        }
-        _ => a == b,
-    }
-}
 
 /// ansible-core's answer as an [`Answer`].
 fn ansible_answer(json: &Json) -> Answer {
