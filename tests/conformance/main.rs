@@ -30,10 +30,6 @@ use serde_json::Value as Json;
 /// through the library and `enka template`) or `play::<name>`, with why.
 const KNOWN_FAILURES: &[(&str, &str)] = &[
     (
-        "encoding::{{ special | to_yaml }}",
-        "a newline inside a single-quoted scalar: PyYAML writes a blank line so it survives, enka's emitter writes one newline, which YAML folds to a space (issue 40)",
-    ),
-    (
         "lookups::{{ (lookup('items', 'aB') + 'x') | type_debug }}",
         "type_debug: enka does not carry AnsibleUnsafeText's class through string operations",
     ),

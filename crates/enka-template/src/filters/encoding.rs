@@ -559,9 +559,10 @@ fn yaml_dump(
     let mut out = String::new();
     if !is_collection(value) || flow_for(value, flow) {
         let text = if is_collection(value) {
-            flow_node(value, sort_keys)?
+            flow_node(value, sort_keys, 2 * indent, indent)?
         } else {
-            scalar(value, false)?
+            // A document's own scalar continues at the indent.
+            scalar_block(value, indent)?
         };
         out.push_str(&text);
         out.push('\n');
@@ -649,7 +650,7 @@ fn child(
         }
     } else {
         let text = if is_collection(v) {
-            flow_node(v, style.sort_keys)?
+            flow_node(v, style.sort_keys, level + 2 * style.indent, style.indent)?
         } else {
             scalar_block(v, level + style.indent)?
         };
@@ -660,7 +661,9 @@ fn child(
     }
 }
 
-fn flow_node(value: &Value, sort_keys: bool) -> Result<String, Error> {
+/// A flow collection whose scalars continue at indent `level` (PyYAML's:
+/// two indents past the block it stands in, one more per nesting).
+fn flow_node(value: &Value, sort_keys: bool, level: usize, indent: usize) -> Result<String, Error> {
     let mut out = String::new();
     if value.kind() == ValueKind::Map {
         out.push('{');
@@ -671,9 +674,9 @@ fn flow_node(value: &Value, sort_keys: bool) -> Result<String, Error> {
             out.push_str(&scalar(&k, true)?);
             out.push_str(": ");
             out.push_str(&if is_collection(&v) {
-                flow_node(&v, sort_keys)?
+                flow_node(&v, sort_keys, level + indent, indent)?
             } else {
-                scalar(&v, true)?
+                scalar_at(&v, true, level)?
             });
         }
         out.push('}');
@@ -684,9 +687,9 @@ fn flow_node(value: &Value, sort_keys: bool) -> Result<String, Error> {
                 out.push_str(", ");
             }
             out.push_str(&if is_collection(&item) {
-                flow_node(&item, sort_keys)?
+                flow_node(&item, sort_keys, level + indent, indent)?
             } else {
-                scalar(&item, true)?
+                scalar_at(&item, true, level)?
             });
         }
         out.push(']');
@@ -695,13 +698,34 @@ fn flow_node(value: &Value, sort_keys: bool) -> Result<String, Error> {
 }
 
 fn scalar_block(value: &Value, level: usize) -> Result<String, Error> {
-    let text = scalar(value, false)?;
-    if text.starts_with('\'') && text.contains('\n') {
-        // PyYAML writes a line break inside single quotes as an empty line,
-        // continuing at the current indent.
-        return Ok(text.replace('\n', &format!("\n\n{}", " ".repeat(level))));
+    scalar_at(value, false, level)
+}
+
+/// A scalar as PyYAML writes it at indent `level`, in a flow collection or
+/// not.
+fn scalar_at(value: &Value, flow: bool, level: usize) -> Result<String, Error> {
+    let text = scalar(value, flow)?;
+    if !(text.starts_with('\'') && text.contains('\n')) {
+        return Ok(text);
     }
-    Ok(text)
+    // PyYAML (write_single_quoted) writes a run of line breaks inside
+    // single quotes as one more line break than the run has, so that each
+    // survives folding, then continues at the current indent.
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\n' {
+            out.push(c);
+            continue;
+        }
+        let mut breaks = 1;
+        while chars.next_if_eq(&'\n').is_some() {
+            breaks += 1;
+        }
+        out.push_str(&"\n".repeat(breaks + 1));
+        out.push_str(&" ".repeat(level));
+    }
+    Ok(out)
 }
 
 fn plain_allowed(s: &str, flow: bool) -> bool {
@@ -774,6 +798,10 @@ fn scalar(value: &Value, flow: bool) -> Result<String, Error> {
             } else if s
                 .chars()
                 .all(|c| c == '\n' || !(c.is_control() || c == '\u{feff}'))
+                // PyYAML's analyze_scalar: a space next to a line break
+                // cannot be single-quoted (folding would eat it).
+                && !s.contains(" \n")
+                && !s.contains("\n ")
             {
                 format!("'{}'", s.replace('\'', "''"))
             } else {
