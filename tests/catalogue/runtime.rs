@@ -228,7 +228,9 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "until_undefined",
         r#"{}"#,
         "An until condition on a field that is not there",
-        "polling (the until condition never held in 3 attempts)",
+        // As ansible-playbook 2.18.19: the condition fails on the first
+        // attempt, it does not poll.
+        "The conditional check 'polled.nope.deeper == 1' failed. The error was: error while evaluating conditional (polled.nope.deeper == 1): 'dict object' has no attribute 'nope'",
     ),
     (
         "bad_requeue_time",
