@@ -100,7 +100,24 @@ impl Case {
     }
 
     /// The expressions in it, to shrink one at a time.
-    pub fn exprs(&self) -> Vec<&Expr> {
+    pub fn exprs(&self) -> Vec<Expr> {
+        self.clone()
+            .exprs_mut()
+            .into_iter()
+            .map(|e| e.clone())
+            .collect()
+    }
+
+    /// The same case with its `index`-th expression replaced.
+    pub fn with_expr(&self, index: usize, new: Expr) -> Case {
+        let mut case = self.clone();
+        if let Some(slot) = case.exprs_mut().into_iter().nth(index) {
+            *slot = new;
+        }
+        case
+    }
+
+    fn exprs_mut(&mut self) -> Vec<&mut Expr> {
         match self {
             Case::Value(e)
             | Case::Text(_, e, _)
@@ -113,24 +130,6 @@ impl Case {
             Case::Two(a, b) => vec![a, b],
             Case::Broken(_) => Vec::new(),
         }
-    }
-
-    /// The same case with its `index`-th expression replaced.
-    pub fn with_expr(&self, index: usize, new: Expr) -> Case {
-        let mut case = self.clone();
-        match &mut case {
-            Case::Value(e)
-            | Case::Text(_, e, _)
-            | Case::Trimmed(e)
-            | Case::If(e)
-            | Case::For(e)
-            | Case::Set(e)
-            | Case::Condition(e)
-            | Case::Literal(_, e, _) => *e = new,
-            Case::Two(a, b) => *(if index == 0 { a } else { b }) = new,
-            Case::Broken(_) => {}
-        }
-        case
     }
 }
 

@@ -104,15 +104,12 @@ struct Known {
     matches: fn(&Case, &Answer, &Answer) -> bool,
 }
 
-fn ansible_error(answer: &Answer) -> &str {
+/// A failure's message; empty for an answer that is not one.
+fn error_text(answer: &Answer) -> &str {
     match answer {
         Answer::Failed { message, .. } => message,
         _ => "",
     }
-}
-
-fn enka_error(answer: &Answer) -> &str {
-    ansible_error(answer)
 }
 
 /// The disagreements a run may meet without failing, each with its reason.
@@ -130,18 +127,18 @@ const KNOWN: &[Known] = &[
     Known {
         name: "unknown filter or test",
         reason: "Jinja resolves filter names while compiling, so an unknown one fails first; enka's project loader refuses an unknown name at load (`enka check`, before any reconcile), and the templar alone meets it only when it is reached",
-        matches: |_, ansible, _| ansible_error(ansible).contains("Could not load \""),
+        matches: |_, ansible, _| error_text(ansible).contains("Could not load \""),
     },
     Known {
         name: "unary plus",
         reason: "minijinja has no unary `+` (`{{ +x }}`); no role in the census writes one",
-        matches: |_, _, enka| enka_error(enka).contains("unexpected `+`"),
+        matches: |_, _, enka| error_text(enka).contains("unexpected `+`"),
     },
     Known {
         name: "a Python TypeError inside a filter or test",
         reason: "a filter or test given a value of a type its Python code does not take (`0 | truncate`, `'a' is even`, `none | sort`, a list of mixed types sorted) raises a TypeError in Ansible; enka's takes what it can. The comparisons and loops roles write are Python's (pycompare.rs, strict/)",
         matches: |_, ansible, enka| {
-            let message = ansible_error(ansible);
+            let message = error_text(ansible);
             !matches!(enka, Answer::Failed { .. })
                 && (message.contains("Unexpected templating type error")
                     || message.starts_with("FilterArgumentError")
@@ -155,7 +152,7 @@ const KNOWN: &[Known] = &[
         name: "Jinja's select, reject and map on a non-list",
         reason: "Jinja's select/reject/map family are generators that Ansible's templar turns into [] when its input cannot be iterated; enka's refuses the input. A role filters lists",
         matches: |case, _, enka| {
-            let message = enka_error(enka);
+            let message = error_text(enka);
             ["select", "reject", "map("]
                 .iter()
                 .any(|name| case.source().contains(name))
@@ -203,8 +200,8 @@ const KNOWN: &[Known] = &[
         name: "Jinja's plain undefined used",
         reason: "an inline `if` without `else` gives Jinja's plain Undefined, which Jinja lets print, compare and iterate but not slice or index; enka lets it pass everywhere",
         matches: |case, ansible, enka| {
-            ansible_error(ansible).contains("no else section was defined")
-                || enka_error(enka).contains("an undefined value was passed")
+            error_text(ansible).contains("no else section was defined")
+                || error_text(enka).contains("an undefined value was passed")
                     && case.source().contains(" if ")
         },
     },
@@ -212,7 +209,7 @@ const KNOWN: &[Known] = &[
         name: "minijinja's empty negative-step slice",
         reason: "minijinja 3.0.5 panics slicing an empty string or list with a negative step (`''[::-1]`); enka turns the panic into the template's error where Python gives ''",
         matches: |_, _, enka| {
-            enka_error(enka).contains("the template engine failed on this template")
+            error_text(enka).contains("the template engine failed on this template")
         },
     },
     Known {
@@ -222,7 +219,7 @@ const KNOWN: &[Known] = &[
             let source = case.source();
             matches!(enka, Answer::Failed { .. })
                 && ((source.contains("| last") || source.contains("| first"))
-                    && enka_error(enka).contains("item from value")
+                    && error_text(enka).contains("item from value")
                     || source.contains("in([])"))
         },
     },
@@ -242,9 +239,9 @@ const KNOWN: &[Known] = &[
         reason: "Jinja refuses a float literal with a trailing dot (`0.`), reads a number sliced (`0[1:2]`) as undefined, keeps the NativeJinjaText of to_json/to_yaml through a variable, prints zip's tuples as tuples, and decodes base64 that is not UTF-8 with replacement characters; each needs a template no role writes",
         matches: |case, ansible, enka| {
             let source = case.source();
-            ansible_error(ansible).contains("expected name or number")
-                || enka_error(enka).contains("cannot be sliced")
-                || enka_error(enka).contains("not valid UTF-8")
+            error_text(ansible).contains("expected name or number")
+                || error_text(enka).contains("cannot be sliced")
+                || error_text(enka).contains("not valid UTF-8")
                 || (source.contains("zip") || source.contains("to_json"))
                     && matches!(
                         (ansible, enka),
@@ -257,14 +254,14 @@ const KNOWN: &[Known] = &[
         reason: "Python's `%` takes a list or a mapping as a mapping argument, used only by `%(name)s`, so `'text' % [1]` is 'text'; enka's counts it as one argument",
         matches: |_, ansible, enka| {
             matches!(ansible, Answer::Value { .. })
-                && enka_error(enka).contains("not all arguments converted")
+                && error_text(enka).contains("not all arguments converted")
         },
     },
     Known {
         name: "negative and boolean arithmetic",
         reason: "Python repeats a string a negative number of times as '' and negates booleans as integers (`- True` is -1); minijinja refuses both",
         matches: |_, _, enka| {
-            let message = enka_error(enka);
+            let message = error_text(enka);
             message.starts_with("strings can only be multiplied with integers")
                 || message.starts_with("sequences and iterables can only be multiplied")
                 || message.starts_with("cannot round value (bool)")

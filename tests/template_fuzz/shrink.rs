@@ -15,7 +15,7 @@ pub fn shrink(case: &Case, kind: &str, mut judge: impl FnMut(&Case) -> Option<St
     let mut attempts = 0;
     'smaller: loop {
         for (index, expr) in best.exprs().into_iter().enumerate() {
-            let mut candidates = smaller(expr);
+            let mut candidates = smaller(&expr);
             candidates.sort_by_key(Expr::size);
             for candidate in candidates {
                 if attempts >= ATTEMPTS {

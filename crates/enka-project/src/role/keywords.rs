@@ -83,13 +83,6 @@ pub struct Keyword {
     pub read: Read,
 }
 
-impl Keyword {
-    /// Whether enka accepts it without giving it an effect.
-    pub fn ignored(&self) -> bool {
-        self.read == Read::Ignored
-    }
-}
-
 const fn kw(name: &'static str, places: Places) -> Keyword {
     Keyword {
         name,
