@@ -31,6 +31,7 @@ fn main() -> ExitCode {
     unsafe {
         libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
     }
+    enka::template::quiet_render_panics();
     Cli::parse().run()
 }
 

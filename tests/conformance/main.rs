@@ -30,6 +30,51 @@ use serde_json::Value as Json;
 /// through the library and `enka template`) or `play::<name>`, with why.
 const KNOWN_FAILURES: &[(&str, &str)] = &[
     (
+        "fuzz::{{ 1 if true else (n | no_such_filter) }}",
+        "Jinja resolves filter names while compiling; enka's loader refuses an unknown name at load (`enka check`), its templar alone only when reached",
+    ),
+    ("fuzz::{{ +n }}", "minijinja has no unary `+`"),
+    (
+        "fuzz::{{ 0 | rejectattr('b', 'defined') }}",
+        "Jinja's select/reject family are generators Ansible turns into [] when the input cannot be iterated; enka refuses the input",
+    ),
+    (
+        "fuzz::{{ (-2) ** 0.5 }}",
+        "complex numbers have no counterpart in enka's values",
+    ),
+    (
+        "fuzz::{{ ''[::-1] }}",
+        "minijinja 3.0.5 panics slicing an empty string with a negative step; enka turns the panic into the template's error",
+    ),
+    (
+        "fuzz::{{ 'text' % [1] }}",
+        "Python's % takes a list as a mapping argument used only by %(name)s; enka counts it as one argument",
+    ),
+    (
+        "fuzz::{{ s * -1 }}",
+        "Python repeats a string a negative number of times as ''; minijinja refuses it",
+    ),
+    (
+        "fuzz::{{ - b }}",
+        "Python negates a boolean as an integer; minijinja refuses it",
+    ),
+    (
+        "fuzz::{{ {'k': nope} | replace('x', 'y') }}",
+        "Python's str() of a dict writes the repr of the AnsibleUndefined inside it; enka fails on the undefined value",
+    ),
+    (
+        "fuzz::{{ 3 | default(nope[1:2]) }}",
+        "Ansible's undefined slices to itself; minijinja slices it to an empty list, so enka fails on it rather than pass it silently",
+    ),
+    (
+        "fuzz::{{ nope in [] }}",
+        "Python's `x in []` compares nothing; enka fails on the undefined operand first",
+    ),
+    (
+        "fuzz::{{ dl | intersect(s) }}",
+        "Ansible's fallback `x in b` raises a TypeError for a dict in a string; enka's intersect compares items",
+    ),
+    (
         "lookups::{{ (lookup('items', 'aB') + 'x') | type_debug }}",
         "type_debug: enka does not carry AnsibleUnsafeText's class through string operations",
     ),

@@ -104,6 +104,17 @@ struct Known {
     matches: fn(&Case, &Answer, &Answer) -> bool,
 }
 
+/// Whether an answer is a failure on an undefined value.
+fn fails_undefined(answer: &Answer) -> bool {
+    matches!(
+        answer,
+        Answer::Failed {
+            class: Class::Undefined,
+            ..
+        }
+    )
+}
+
 /// A failure's message; empty for an answer that is not one.
 fn error_text(answer: &Answer) -> &str {
     match answer {
@@ -127,7 +138,11 @@ const KNOWN: &[Known] = &[
     Known {
         name: "unknown filter or test",
         reason: "Jinja resolves filter names while compiling, so an unknown one fails first; enka's project loader refuses an unknown name at load (`enka check`, before any reconcile), and the templar alone meets it only when it is reached",
-        matches: |_, ansible, _| error_text(ansible).contains("Could not load \""),
+        matches: |_, ansible, enka| {
+            error_text(ansible).contains("Could not load \"")
+                || error_text(enka).contains("Could not load \"")
+                || error_text(enka).contains("is unknown")
+        },
     },
     Known {
         name: "unary plus",
@@ -189,8 +204,11 @@ const KNOWN: &[Known] = &[
         matches: |case, ansible, _| match ansible {
             Answer::Value { value, .. } => {
                 let text = value.as_str().unwrap_or_default();
-                text.ends_with("j)")
+                text.contains("j)")
                     || text == "NativeJinjaText"
+                    || ["dict_keys(", "dict_values(", "dict_items("]
+                        .iter()
+                        .any(|view| text.to_lowercase().contains(view))
                     || (case.source().starts_with("{% for") && value.is_array())
             }
             _ => false,
@@ -242,7 +260,7 @@ const KNOWN: &[Known] = &[
             error_text(ansible).contains("expected name or number")
                 || error_text(enka).contains("cannot be sliced")
                 || error_text(enka).contains("not valid UTF-8")
-                || (source.contains("zip") || source.contains("to_json"))
+                || (source.contains("zip") || source.contains("_json") || source.contains("yaml"))
                     && matches!(
                         (ansible, enka),
                         (Answer::Value { .. }, Answer::Value { .. })
@@ -251,10 +269,55 @@ const KNOWN: &[Known] = &[
     },
     Known {
         name: "Python's % with a list or a mapping",
-        reason: "Python's `%` takes a list or a mapping as a mapping argument, used only by `%(name)s`, so `'text' % [1]` is 'text'; enka's counts it as one argument",
-        matches: |_, ansible, enka| {
+        reason: "Python's `%` takes a list or a mapping (Ansible's undefined too, having `__getitem__`) as a mapping argument, used only by `%(name)s`, so `'text' % [1]` is 'text' and `'017' is divisibleby x.missing` is false; enka's counts it as one argument and fails on an undefined one",
+        matches: |case, ansible, enka| {
             matches!(ansible, Answer::Value { .. })
-                && error_text(enka).contains("not all arguments converted")
+                && (error_text(enka).contains("not all arguments converted")
+                    || case.source().contains("divisibleby")
+                        && matches!(
+                            enka,
+                            Answer::Failed {
+                                class: Class::Undefined,
+                                ..
+                            }
+                        ))
+        },
+    },
+    Known {
+        name: "an undefined value inside a collection turned into text",
+        reason: "Jinja keeps an undefined value inside a list or dict literal, and Python's str() of the collection writes its repr (`AnsibleUndefined(hint=None, obj=missing, name='x')`) into the text; enka fails on the undefined value instead of writing that repr into a resource",
+        matches: |case, ansible, _| match ansible {
+            Answer::Value { value, .. } => {
+                value
+                    .to_string()
+                    .to_lowercase()
+                    .contains("ansibleundefined(")
+                    || undefined_in_literal(&case.source())
+            }
+            _ => false,
+        },
+    },
+    Known {
+        name: "a slice of an undefined value",
+        reason: "Ansible's undefined slices to itself (AnsibleUndefined.__getitem__), so `x[1:] | default(y)` is y, and Jinja's getitem turns `none[1:]` into an undefined value; minijinja slices both to an empty list, which would pass silently, so enka fails on them, naming them",
+        matches: |case, ansible, enka| {
+            let source = case.source();
+            matches!(ansible, Answer::Value { .. })
+                && (fails_undefined(enka)
+                    || error_text(enka).contains("'NoneType' object is not subscriptable"))
+                && ["[1:]", "[:-1]", "[::-1]", "[1:2]"]
+                    .iter()
+                    .any(|slice| source.contains(slice))
+        },
+    },
+    Known {
+        name: "membership of an undefined value in an empty collection",
+        reason: "Python's `x in []` compares nothing, so an undefined x passes; enka fails on the undefined operand of `in` before looking at the collection",
+        matches: |case, ansible, enka| {
+            let message = error_text(enka);
+            matches!(ansible, Answer::Value { .. })
+                && (message.contains("is undefined") || message.contains("has no attribute"))
+                && case.source().contains(" in ")
         },
     },
     Known {
@@ -269,6 +332,39 @@ const KNOWN: &[Known] = &[
         },
     },
 ];
+
+/// Whether one of the generator's undefined values (`nope`, `x.missing`,
+/// `l[7]`, a slice of `none`, a string's missing key) stands inside a list or dict literal: walking back from it, an
+/// opening bracket that starts a literal (not a subscript) comes before
+/// any call's parenthesis.
+fn undefined_in_literal(source: &str) -> bool {
+    [
+        "nope", ".missing", ".a", ".b", ".k", ".x", "l[7]", "none[", "['a']", "[5]",
+    ]
+    .iter()
+    .any(|name| {
+        source.match_indices(name).any(|(at, _)| {
+            let before = &source[..at];
+            let mut depth = 0i32;
+            for (i, c) in before.char_indices().rev() {
+                match c {
+                    ')' | ']' | '}' => depth += 1,
+                    '(' | '[' | '{' if depth > 0 => depth -= 1,
+                    '(' => return false,
+                    '{' => return true,
+                    '[' => {
+                        let prev = before[..i].trim_end().chars().last();
+                        return !prev.is_some_and(|p| {
+                            p.is_alphanumeric() || matches!(p, '_' | ')' | ']' | '\'')
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            false
+        })
+    })
+}
 
 /// ansible-core's answer as an [`Answer`].
 fn ansible_answer(json: &Json) -> Answer {
@@ -450,6 +546,9 @@ fn main() {
     let started = Instant::now();
     let mut found: BTreeMap<String, (Case, String)> = BTreeMap::new();
     let mut known = vec![0usize; KNOWN.len()];
+    // ENKA_TEMPLATE_FUZZ_SHOW_KNOWN=n prints n examples of each known kind.
+    let show_known: usize = setting("ENKA_TEMPLATE_FUZZ_SHOW_KNOWN", 0);
+    let mut examples: Vec<Vec<String>> = vec![Vec::new(); KNOWN.len()];
     let mut done = 0;
     let most: usize = setting("ENKA_TEMPLATE_FUZZ_MOST", 25);
     while done < cases && started.elapsed() < budget && found.len() < most {
@@ -464,6 +563,15 @@ fn main() {
             .position(|k| (k.matches)(&case, &ansible, &enka))
         {
             known[index] += 1;
+            if examples[index].len() < show_known {
+                examples[index].push(format!(
+                    "{} {:?}\n      ansible-core: {}\n      enka:         {}",
+                    case.kind(),
+                    case.source(),
+                    shown(&ansible),
+                    shown(&enka)
+                ));
+            }
             continue;
         }
         let small = shrink::shrink(&case, &kind, |c| judge.disagreement(c));
@@ -487,6 +595,12 @@ fn main() {
     );
     for (class, count) in KNOWN.iter().zip(&known).filter(|(_, count)| **count > 0) {
         println!("  known, {count}: {}: {}", class.name, class.reason);
+    }
+    for (class, shown) in KNOWN.iter().zip(&examples).filter(|(_, s)| !s.is_empty()) {
+        println!("\n  examples of {}:", class.name);
+        for example in shown {
+            println!("    {example}");
+        }
     }
     report(&mut judge, &found);
     if record && !found.is_empty() {

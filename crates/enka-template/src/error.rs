@@ -365,11 +365,19 @@ fn undefined_expression(source: &str, range: std::ops::Range<usize>) -> Option<S
         .last()
         .map_or(range.start, |(i, _)| i);
     let text = format!("{}{span}", &head[path_start..]);
-    let text = text
+    let mut text = text
         .trim()
         .trim_start_matches("{{")
         .trim_end_matches("}}")
         .trim()
         .to_owned();
-    (!text.is_empty()).then_some(text)
+    // The closing bracket of a list the name stands in (`[0, nope] | max`).
+    while text.ends_with(']') && text.matches(']').count() > text.matches('[').count() {
+        text.pop();
+    }
+    // Only a name starts an expression that can be named (`]` of `[a] |
+    // map(...)` cannot: the undefined value is somewhere inside).
+    // Nor is a rewritten part, which the author never wrote.
+    (text.starts_with(|c: char| c.is_alphabetic() || c == '_') && !text.contains("__enka_"))
+        .then_some(text)
 }

@@ -410,7 +410,7 @@ fn holds_undefined(value: &Value) -> bool {
     }
     match value.kind() {
         ValueKind::Undefined => !is_silent_undefined(value),
-        ValueKind::Seq => value
+        ValueKind::Seq | ValueKind::Iterable => value
             .try_iter()
             .into_iter()
             .flatten()
@@ -424,6 +424,24 @@ fn holds_undefined(value: &Value) -> bool {
     }
 }
 
+thread_local! {
+    /// Whether this thread is inside [`guarded_render`], whose panics
+    /// become the template's error.
+    static RENDERING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs a panic hook that stays silent for a panic inside a render
+/// (which becomes that template's error, not a crash) and hands every
+/// other panic to the hook before it. Commands call it once at start.
+pub fn quiet_render_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !RENDERING.get() {
+            previous(info);
+        }
+    }));
+}
+
 /// Renders `template`, turning a panic inside minijinja (a negative-step
 /// slice of an empty string panics in minijinja 3.0.5) into an error of the
 /// template, so that no template takes a command or a worker down.
@@ -431,10 +449,12 @@ pub(crate) fn guarded_render(
     template: &minijinja::Template<'_, '_>,
     ctx: &Context,
 ) -> Result<String, minijinja::Error> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let was_rendering = RENDERING.replace(true);
+    let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         template.render(ctx.to_value())
-    }))
-    .unwrap_or_else(|panic| {
+    }));
+    RENDERING.set(was_rendering);
+    rendered.unwrap_or_else(|panic| {
         let message = panic
             .downcast_ref::<String>()
             .map(String::as_str)

@@ -85,6 +85,83 @@ const UNSAFE_KEEPING: &[&str] = &[
     "zfill",
 ];
 
+/// Python's `str.title`: a cased character after an uncased one (or at
+/// the start) upper case, every other cased character lower case.
+fn python_title(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut after_cased = false;
+    for c in s.chars() {
+        let cased = c.is_lowercase() || c.is_uppercase();
+        if !cased {
+            out.push(c);
+        } else if after_cased {
+            out.extend(c.to_lowercase());
+        } else {
+            out.extend(c.to_uppercase());
+        }
+        after_cased = cased;
+    }
+    out
+}
+
+/// Python's `str.split(sep=None, maxsplit=-1)` as a method.
+fn python_split_method(s: &str, args: &[Value]) -> Result<Value, Error> {
+    if args.len() > 2 {
+        return Err(invalid(format!(
+            "split() takes at most 2 arguments ({} given)",
+            args.len()
+        )));
+    }
+    let sep = match args.first().filter(|v| !v.is_none()) {
+        Some(sep) => Some(sep.as_str().map(str::to_owned).ok_or_else(|| {
+            invalid(format!(
+                "must be str or None, not {}",
+                pyrepr::type_name(sep)
+            ))
+        })?),
+        None => None,
+    };
+    let maxsplit = match args.get(1) {
+        Some(n) if n.is_integer() => i64::try_from(n.clone())?,
+        Some(n) => {
+            return Err(invalid(format!(
+                "'{}' object cannot be interpreted as an integer",
+                pyrepr::type_name(n)
+            )));
+        }
+        None => -1,
+    };
+    let parts = super::filters::python_split(s, sep.as_deref(), maxsplit)?;
+    Ok(Value::from(parts))
+}
+
+/// Python's `str.join(iterable)`: every item a string.
+fn python_join(s: &str, items: &Value) -> Result<Value, Error> {
+    let iter = match items.kind() {
+        ValueKind::String => {
+            let text = items.as_str().unwrap_or_default();
+            return Ok(Value::from(
+                text.chars().map(String::from).collect::<Vec<_>>().join(s),
+            ));
+        }
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map => items.try_iter()?,
+        _ => return Err(invalid("can only join an iterable")),
+    };
+    let mut parts = Vec::new();
+    for (index, item) in iter.enumerate() {
+        match item.as_str() {
+            Some(text) => parts.push(text.to_owned()),
+            None => {
+                return Err(invalid(format!(
+                    "sequence item {index}: expected str instance, {} found",
+                    pyrepr::type_name(&item)
+                )));
+            }
+        }
+    }
+    Ok(Value::from(parts.join(s)))
+}
+
 fn arg_str(args: &[Value], i: usize) -> Option<String> {
     args.get(i).filter(|v| !v.is_none()).map(pyrepr::to_text)
 }
@@ -145,6 +222,9 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Option<Value>,
                 Value::from(format!("{sign}{}{digits}", "0".repeat(width - len)))
             }
         }
+        "title" if args.is_empty() => Value::from(python_title(s)),
+        "split" if args.iter().all(|a| !a.is_kwargs()) => python_split_method(s, args)?,
+        "join" if args.len() == 1 => python_join(s, &args[0])?,
         "center" => Value::from(pad(s, arg_usize(args, 0, "center")?, fill_char(args)?, '^')),
         "ljust" => Value::from(pad(s, arg_usize(args, 0, "ljust")?, fill_char(args)?, '<')),
         "rjust" => Value::from(pad(s, arg_usize(args, 0, "rjust")?, fill_char(args)?, '>')),

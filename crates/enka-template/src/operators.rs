@@ -340,6 +340,16 @@ fn matching_close(tokens: &[(Token<'_>, Span)], open: usize) -> Option<usize> {
 }
 
 /// `lhs % rhs` as Python computes it.
+/// Python's `lhs % rhs` with one right operand: Jinja's `odd`, `even` and
+/// `divisibleby` tests are made of it.
+pub(crate) fn python_remainder(
+    state: &mut State,
+    lhs: &Value,
+    rhs: &Value,
+) -> Result<Value, Error> {
+    percent(state, lhs, rhs, false)
+}
+
 fn percent(state: &mut State, lhs: &Value, rhs: &Value, tuple: bool) -> Result<Value, Error> {
     if let Some(format) = lhs.as_str() {
         let args: Vec<Value> = if tuple {
@@ -399,7 +409,7 @@ fn minus(lhs: &Value, rhs: &Value) -> Result<Value, Error> {
 
 /// How many values a printf-style format takes (`%%` none, each `*` one
 /// more).
-fn conversions(format: &str) -> usize {
+pub(crate) fn conversions(format: &str) -> usize {
     let mut count = 0;
     let mut chars = format.chars();
     while let Some(c) = chars.next() {

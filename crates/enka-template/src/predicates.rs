@@ -1,9 +1,10 @@
 //! Jinja tests (`x is defined`, `r is failed`, …) with Ansible's semantics.
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, Value};
+use minijinja::{Environment, Error, State, Value};
 
 use super::filters::{core_to_bool, invalid};
+use super::operators::python_remainder;
 use super::pyrepr;
 
 // Long: the test table, one line per test as minijinja's own.
@@ -43,10 +44,15 @@ pub fn register(env: &mut Environment<'static>) {
                 | ValueKind::Bytes
         )
     });
+    // A slice of a list is one (minijinja's is an iterable over it).
     env.add_test("sequence", |v: &Value| {
         matches!(
             v.kind(),
-            ValueKind::Seq | ValueKind::Map | ValueKind::String | ValueKind::Bytes
+            ValueKind::Seq
+                | ValueKind::Iterable
+                | ValueKind::Map
+                | ValueKind::String
+                | ValueKind::Bytes
         )
     });
     macro_rules! add {
@@ -104,6 +110,19 @@ pub fn register(env: &mut Environment<'static>) {
     add!("is_same_file", same_file);
     add!("mount", is_mount);
     add!("is_mount", is_mount);
+    // Jinja's arithmetic tests: Python's `%`, its TypeError included.
+    env.add_test("odd", |state: &mut State, v: &Value| {
+        python_remainder(state, v, &Value::from(2)).map(|r| r == Value::from(1))
+    });
+    env.add_test("even", |state: &mut State, v: &Value| {
+        python_remainder(state, v, &Value::from(2)).map(|r| r == Value::from(0))
+    });
+    env.add_test(
+        "divisibleby",
+        |state: &mut State, v: &Value, num: &Value| {
+            python_remainder(state, v, num).map(|r| r == Value::from(0))
+        },
+    );
     // Jinja's comparison tests, with Python's TypeError between types.
     for (name, op) in [
         ("lt", "<"),
@@ -204,9 +223,12 @@ fn is_mount(value: &Value) -> bool {
 fn truthy(value: &Value, kwargs: Kwargs) -> Result<bool, Error> {
     let convert_bool = kwargs.get::<Option<bool>>("convert_bool")?.unwrap_or(false);
     kwargs.assert_all_used()?;
-    if value.is_undefined() {
-        return Err(super::filters::defined(value, "truthy").unwrap_err());
+    // Jinja's plain undefined (`x if c` without else) is false; Ansible's
+    // fails.
+    if crate::is_silent_undefined(value) {
+        return Ok(false);
     }
+    super::filters::defined(value, "truthy")?;
     // ansible's boolean(strict=True): a value that is not a boolean word
     // raises, and truthy keeps the value as it was.
     if convert_bool && let Some(converted) = strict_boolean(value) {
@@ -258,7 +280,12 @@ fn regex_test(
         Some("fullmatch") => MatchType::FullMatch,
         Some(other) => return Err(invalid(format!("unknown match_type {other:?}"))),
     };
-    let text = pyrepr::to_text(super::filters::defined(value, "regex test")?);
+    // Jinja's plain undefined is the empty text; Ansible's fails.
+    let text = if crate::is_silent_undefined(value) {
+        String::new()
+    } else {
+        pyrepr::to_text(super::filters::defined(value, "regex test")?)
+    };
     let anchored = match match_type {
         MatchType::Match => format!("\\A(?:{pattern})"),
         MatchType::Search => pattern.to_owned(),
@@ -611,10 +638,7 @@ fn superset(a: &Value, b: &Value) -> Result<bool, Error> {
 
 /// Python's `item in seq`: a substring for text, a member otherwise.
 fn contains(seq: &Value, item: &Value) -> Result<bool, Error> {
-    if let (Some(text), Some(part)) = (seq.as_str(), item.as_str()) {
-        return Ok(text.contains(part));
-    }
-    Ok(members(seq)?.contains(item))
+    crate::pycompare::compare(item, "in", seq)
 }
 
 fn result_field(value: &Value, test: &str) -> Result<(bool, bool, bool), Error> {

@@ -120,10 +120,24 @@ fn contains(haystack: &Value, needle: &Value) -> Result<bool, Error> {
             }
             Ok(haystack.get_item(needle).is_ok_and(|v| !v.is_undefined()))
         }
-        ValueKind::Seq | ValueKind::Iterable => Ok(haystack
-            .try_iter()
-            .map(|mut items| items.any(|item| &item == needle))
-            .unwrap_or(false)),
+        // Python compares item by item until one is equal; an undefined
+        // item met first raises.
+        ValueKind::Seq | ValueKind::Iterable => {
+            for item in haystack.try_iter()? {
+                if item.is_undefined() && !crate::is_silent_undefined(&item) {
+                    return Err(Error::new(
+                        ErrorKind::UndefinedError,
+                        "an item of the collection looked in is undefined",
+                    ));
+                }
+                if &item == needle {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        }
+        // Jinja's plain undefined iterates as nothing.
+        ValueKind::Undefined if crate::is_silent_undefined(haystack) => Ok(false),
         _ => Err(type_error(format!(
             "argument of type '{}' is not iterable",
             type_name(haystack)

@@ -144,111 +144,28 @@ pub(crate) fn single_var(source: &str) -> Option<&str> {
 /// which `ansible_eval_concat` hands back without parsing it into data).
 /// That is so only when the filter applies to the whole expression:
 /// `x | string` keeps text, `x | string == '1'` is a comparison whose
-/// `True` becomes a boolean, `[x | string]` a list.
+/// `True` becomes a boolean, `[x | string]` a list. Read from minijinja's
+/// parse, so brackets and literals inside (`{'k': {'k': 1}} | string`)
+/// are the parser's business.
 pub(crate) fn keeps_text(source: &str) -> bool {
-    let Some(inner) = source
-        .strip_prefix("{{")
-        .and_then(|s| s.trim_end_matches('\n').strip_suffix("}}"))
+    use minijinja::machinery::ast::{Expr, Stmt};
+    let Ok(tree) = minijinja::machinery::parse(source, "<template>", SyntaxConfig::default())
     else {
         return false;
     };
-    if inner.contains("{{") || inner.contains("}}") {
-        return false;
-    }
-    let Some(tail) = outermost_filter(strip_enclosing_parens(inner.trim())) else {
+    let Stmt::Template(template) = &tree else {
         return false;
     };
-    let name: String = tail
-        .trim_start()
-        .chars()
-        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
-        .collect();
-    let after = tail.trim_start()[name.len()..].trim();
-    let call_or_nothing = after.is_empty()
-        || (after.starts_with('(')
-            && after.ends_with(')')
-            && strip_enclosing_parens(after).len() + 2 == after.len());
-    let name = name.strip_prefix("ansible.builtin.").unwrap_or(&name);
-    call_or_nothing && STRING_TYPE_FILTERS.contains(&name)
-}
-
-/// An expression without the parentheses that enclose all of it.
-pub(crate) fn strip_enclosing_parens(mut expr: &str) -> &str {
-    while expr.starts_with('(') && expr.ends_with(')') {
-        let spans_all = top_level(expr)
-            .find(|(i, _)| *i > 0)
-            .is_none_or(|(i, _)| i == expr.len() - 1);
-        if !spans_all {
-            break;
-        }
-        expr = expr[1..expr.len() - 1].trim();
-    }
-    expr
-}
-
-/// The characters of an expression outside brackets and string literals,
-/// with their byte offsets (a closing bracket that returns to the top is
-/// included, as is the opening one).
-pub(crate) fn top_level(expr: &str) -> impl Iterator<Item = (usize, char)> + '_ {
-    let mut depth = 0usize;
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    expr.char_indices().filter(move |&(_, c)| {
-        if let Some(q) = quote {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == q {
-                quote = None;
-            }
-            return false;
-        }
-        match c {
-            '\'' | '"' => {
-                quote = Some(c);
-                false
-            }
-            '(' | '[' | '{' => {
-                depth += 1;
-                depth == 1
-            }
-            ')' | ']' | '}' => {
-                depth = depth.saturating_sub(1);
-                depth == 0
-            }
-            _ => depth == 0,
-        }
-    })
-}
-
-/// What follows the last top-level `|` of an expression made only of a
-/// value and its filters: `None` when there is no filter, or when an
-/// operator (`==`, `~`, `in`, `is`, `and`, `if`, …) at the top level
-/// makes something else the expression's value.
-pub(crate) fn outermost_filter(expr: &str) -> Option<&str> {
-    const OPERATOR_WORDS: &[&str] = &["in", "is", "and", "or", "not", "if", "else"];
-    let mut last_pipe = None;
-    let mut word = String::new();
-    for (i, c) in top_level(expr) {
-        if c.is_alphanumeric() || c == '_' {
-            word.push(c);
-            continue;
-        }
-        if OPERATOR_WORDS.contains(&word.as_str()) {
-            return None;
-        }
-        word.clear();
-        match c {
-            '|' => last_pipe = Some(i),
-            '+' | '-' | '*' | '/' | '%' | '~' | '<' | '>' | '=' | '!' if i > 0 => return None,
-            _ => {}
-        }
-    }
-    if OPERATOR_WORDS.contains(&word.as_str()) {
-        return None;
-    }
-    last_pipe.map(|i| &expr[i + 1..])
+    // One expression, and at most the line break after it.
+    let expression = match template.children.as_slice() {
+        [Stmt::EmitExpr(e)] => e,
+        [Stmt::EmitExpr(e), Stmt::EmitRaw(raw)] if raw.raw.trim_matches('\n').is_empty() => e,
+        _ => return false,
+    };
+    matches!(&expression.expr, Expr::Filter(filter)
+    if STRING_TYPE_FILTERS.contains(
+        &filter.name.strip_prefix("ansible.builtin.").unwrap_or(filter.name)
+    ))
 }
 
 /// Ansible doubles every backslash inside the string literals of `{{ … }}`

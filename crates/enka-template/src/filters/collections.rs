@@ -1,13 +1,13 @@
-//! Dicts and lists: `combine`, `dict2items`, `items2dict`, `unique`,
-//! `union`, `difference`, `intersect`, `flatten`, `min`, `max`, `zip`,
-//! `subelements`, `random`, `shuffle`, `json_query`, `extract`.
+//! Dicts and lists: `combine`, `dict2items`, `items2dict`, `flatten`,
+//! `min`, `max`, `sort`, `join`, `zip`, `subelements`, `random`,
+//! `shuffle`, `map`, `json_query`, `extract` (the set filters are in
+//! `sets`).
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, State, Value};
 use rand::Rng;
 use rand::seq::SliceRandom;
 
-use super::pyset::{self, NumberSet};
 use super::{defined, defined_deep, invalid};
 use crate::context::{CONTEXT_VAR, Context};
 use crate::pyrepr;
@@ -28,20 +28,21 @@ pub(super) fn select_by_attr(
         for part in attr.split('.') {
             field = field.get_attr(part).unwrap_or(Value::UNDEFINED);
         }
+        // Jinja's attribute getter gives Ansible's strict undefined, which
+        // fails when the test (or truth) uses it.
+        let missing = || {
+            Error::new(
+                minijinja::ErrorKind::UndefinedError,
+                format!(
+                    "'{} object' has no attribute '{attr}'",
+                    pyrepr::type_name(&item)
+                ),
+            )
+        };
         let passed = match args.split_first() {
             None => {
                 if field.is_undefined() {
-                    return Err(Error::new(
-                        minijinja::ErrorKind::UndefinedError,
-                        format!(
-                            "'{}' object has no attribute '{attr}'",
-                            if item.kind() == ValueKind::Map {
-                                "dict"
-                            } else {
-                                pyrepr::type_name(&item)
-                            }
-                        ),
-                    ));
+                    return Err(missing());
                 }
                 field.is_true()
             }
@@ -50,6 +51,9 @@ pub(super) fn select_by_attr(
                     .as_str()
                     .ok_or_else(|| invalid("the test name must be a string"))?;
                 check_plugin_name(name)?;
+                if field.is_undefined() && !crate::strict::takes_undefined(name) {
+                    return Err(missing());
+                }
                 let mut call = vec![field];
                 call.extend(test_args.iter().cloned());
                 state.perform_test(name, &call)?
@@ -60,6 +64,83 @@ pub(super) fn select_by_attr(
         }
     }
     Ok(Value::from(out))
+}
+
+/// Jinja's `items`: a mapping's pairs; nothing for an undefined value.
+pub(super) fn items_filter(value: &Value) -> Result<Value, Error> {
+    match value.kind() {
+        ValueKind::Undefined => Ok(Value::from(Vec::<Value>::new())),
+        ValueKind::Map => Ok(Value::from(
+            value
+                .try_iter()?
+                .map(|key| {
+                    let item = value.get_item(&key).unwrap_or_default();
+                    super::tuple(vec![key, item])
+                })
+                .collect::<Vec<_>>(),
+        )),
+        _ => Err(invalid("Can only get item pairs from a mapping.")),
+    }
+}
+
+/// Jinja's `sort` (minijinja's), after Python's checks: the value must be
+/// iterable and, sorted by itself, its unequal items comparable (timsort
+/// compares neighbours first, so that is where Python's TypeError shows).
+pub(super) fn sort(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+    defined(value, "sort")?;
+    if !matches!(
+        value.kind(),
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String
+    ) {
+        return Err(invalid(format!(
+            "'{}' object is not iterable",
+            pyrepr::type_name(value)
+        )));
+    }
+    if !kwargs.has("attribute") {
+        let items: Vec<Value> = value.try_iter()?.collect();
+        // Jinja sorts by one-item lists of the items, which compare equal
+        // items without `<`.
+        for pair in items.windows(2) {
+            if pair[1] != pair[0] {
+                crate::pycompare::compare(&pair[1], "<", &pair[0])?;
+            }
+        }
+    }
+    minijinja::filters::sort(state, value.clone(), kwargs)
+}
+
+/// Jinja's `join` (minijinja's), failing as Python's `str()` of an
+/// undefined item does.
+pub(super) fn join(
+    state: &mut State,
+    value: &Value,
+    joiner: Option<Value>,
+    attribute: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    defined(value, "join")?;
+    if matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) {
+        for item in value.try_iter()? {
+            let item = match attribute.as_ref().and_then(Value::as_str) {
+                Some(name) => item.get_attr(name).unwrap_or(Value::UNDEFINED),
+                None => item,
+            };
+            if item.is_undefined() && !crate::is_silent_undefined(&item) {
+                return Err(Error::new(
+                    minijinja::ErrorKind::UndefinedError,
+                    "an item passed to join is undefined",
+                ));
+            }
+        }
+    }
+    let joiner = joiner.map(|j| Value::from(pyrepr::to_text(&j)));
+    let joiner = match &joiner {
+        Some(j) => Some(minijinja::value::StringInput::new(state, j)?),
+        None => None,
+    };
+    let attribute = attribute.map(|a| pyrepr::to_text(&a));
+    minijinja::filters::join(state, value, joiner, attribute.as_deref(), kwargs)
 }
 
 /// Refuses a test named at run time that Ansible's plugin loader would not
@@ -332,137 +413,6 @@ pub(super) fn to_dict(value: &Value) -> Result<Value, Error> {
     Ok(Value::from_pairs(pairs))
 }
 
-fn dedup(values: Vec<Value>) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::with_capacity(values.len());
-    for v in values {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    }
-    out
-}
-
-/// Ansible's `unique`: Jinja's (case-insensitive unless
-/// `case_sensitive=True`, keyed by `attribute`), falling back to an exact
-/// comparison when an item cannot be a set member (a dict or a list),
-/// which Ansible refuses when `case_sensitive=False` or `attribute` was
-/// asked for.
-pub(super) fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let attribute = kwargs.get::<Option<String>>("attribute")?;
-    let case_sensitive = kwargs.get::<Option<bool>>("case_sensitive")?;
-    kwargs.assert_all_used()?;
-    defined(value, "unique")?;
-    if !matches!(
-        value.kind(),
-        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String
-    ) {
-        return Err(invalid(format!(
-            "'{}' object is not iterable",
-            pyrepr::type_name(value)
-        )));
-    }
-    let values: Vec<Value> = value.try_iter()?.collect();
-    let fold = !case_sensitive.unwrap_or(false);
-    let unhashable = |v: &Value| {
-        matches!(v.kind(), ValueKind::Map) || (v.kind() == ValueKind::Seq && !v.is_tuple())
-    };
-    let mut keys = Vec::with_capacity(values.len());
-    for v in &values {
-        let key = match &attribute {
-            Some(attr) => v.get_attr(attr).unwrap_or_default(),
-            None => v.clone(),
-        };
-        if unhashable(&key) {
-            if case_sensitive == Some(false) || attribute.is_some() {
-                return Err(invalid(format!(
-                    "Jinja2's unique filter failed and we cannot fall back to Ansible's version as it does not support the parameters supplied. unhashable type: '{}'",
-                    pyrepr::type_name(&key)
-                )));
-            }
-            return Ok(Value::from(dedup(values)));
-        }
-        keys.push(match (fold, key.as_str()) {
-            (true, Some(s)) => Value::from(s.to_lowercase()),
-            _ => key,
-        });
-    }
-    let mut seen: Vec<Value> = Vec::new();
-    let mut out = Vec::new();
-    for (v, key) in values.into_iter().zip(keys) {
-        if !seen.contains(&key) {
-            seen.push(key);
-            out.push(v);
-        }
-    }
-    Ok(Value::from(out))
-}
-
-/// Both operands as Python sets of numbers, when every item of each is a
-/// number or boolean: then Ansible's result has the order of CPython's
-/// table, which [`pyset`] reproduces. `None` when some item is anything
-/// else: unhashable items make Ansible fall back to first-seen order, and
-/// strings hash with a per-run seed, so no order is Ansible's for them.
-fn number_sets(a: &[Value], b: &[Value]) -> Option<(NumberSet, NumberSet)> {
-    let hashed = |items: &[Value]| -> Option<Vec<(i64, Value)>> {
-        items
-            .iter()
-            .map(|v| pyset::number_hash(v).map(|h| (h, v.clone())))
-            .collect()
-    };
-    Some((
-        NumberSet::from_items(hashed(a)?),
-        NumberSet::from_items(hashed(b)?),
-    ))
-}
-
-pub(super) fn union(a: &Value, b: &Value) -> Result<Value, Error> {
-    let mut all = items(a, "union")?;
-    let b = items(b, "union")?;
-    if let Some((a, b)) = number_sets(&all, &b) {
-        return Ok(Value::from(a.union(&b).into_values()));
-    }
-    all.extend(b);
-    Ok(Value::from(dedup(all)))
-}
-
-pub(super) fn difference(a: &Value, b: &Value) -> Result<Value, Error> {
-    let a = items(a, "difference")?;
-    let b = items(b, "difference")?;
-    if let Some((a, b)) = number_sets(&a, &b) {
-        return Ok(Value::from(a.difference(&b).into_values()));
-    }
-    Ok(Value::from(dedup(
-        a.into_iter().filter(|x| !b.contains(x)).collect(),
-    )))
-}
-
-pub(super) fn intersect(a: &Value, b: &Value) -> Result<Value, Error> {
-    let a = items(a, "intersect")?;
-    let b = items(b, "intersect")?;
-    if let Some((a, b)) = number_sets(&a, &b) {
-        return Ok(Value::from(a.intersection(&b).into_values()));
-    }
-    Ok(Value::from(dedup(
-        a.into_iter().filter(|x| b.contains(x)).collect(),
-    )))
-}
-
-pub(super) fn symmetric_difference(a: &Value, b: &Value) -> Result<Value, Error> {
-    let a_items = items(a, "symmetric_difference")?;
-    let b_items = items(b, "symmetric_difference")?;
-    if let Some((a, b)) = number_sets(&a_items, &b_items) {
-        return Ok(Value::from(a.symmetric_difference(&b).into_values()));
-    }
-    let mut all = a_items.clone();
-    all.extend(b_items.iter().cloned());
-    Ok(Value::from(
-        dedup(all)
-            .into_iter()
-            .filter(|x| !(a_items.contains(x) && b_items.contains(x)))
-            .collect::<Vec<_>>(),
-    ))
-}
-
 fn flatten_into(out: &mut Vec<Value>, values: Vec<Value>, levels: Option<i64>, skip_nulls: bool) {
     for element in values {
         let is_null = element.is_none() || matches!(element.as_str(), Some("None" | "null"));
@@ -529,11 +479,24 @@ fn extreme(
         }
     };
     let mut best: Option<(Value, Value)> = None;
+    // Python's min and max compare with `<` and `>`, their TypeErrors
+    // and an undefined value's error included.
+    let op = if want == std::cmp::Ordering::Less {
+        "<"
+    } else {
+        ">"
+    };
     for v in values {
         let k = key(&v);
+        if k.is_undefined() && !crate::is_silent_undefined(&k) {
+            return Err(Error::new(
+                minijinja::ErrorKind::UndefinedError,
+                format!("an item passed to {what} is undefined"),
+            ));
+        }
         let replace = match &best {
             None => true,
-            Some((bk, _)) => k.partial_cmp(bk) == Some(want),
+            Some((bk, _)) => crate::pycompare::compare(&k, op, bk)?,
         };
         if replace {
             best = Some((k, v));
@@ -570,6 +533,12 @@ pub(super) fn sum(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
 }
 
 fn add_values(a: &Value, b: &Value) -> Result<Value, Error> {
+    // A bool adds as the int 0 or 1.
+    let as_number = |v: &Value| match v.kind() {
+        ValueKind::Bool => Value::from(i64::from(v.is_true())),
+        _ => v.clone(),
+    };
+    let (a, b) = (&as_number(a), &as_number(b));
     if a.is_integer() && b.is_integer() {
         let (x, y) = (i128::try_from(a.clone())?, i128::try_from(b.clone())?);
         return Ok(Value::from(x + y));

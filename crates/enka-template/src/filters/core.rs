@@ -1,27 +1,30 @@
 //! Types and defaults: `default`, `mandatory`, `bool`, `int`, `float`,
 //! `string`, `ternary`, `type_debug`, `length`.
 
-use minijinja::value::{Kwargs, ValueKind};
+use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 
 use super::{defined, invalid};
 use crate::pyrepr;
 
 /// Jinja's `default(value, default_value='', boolean=False)`.
-pub(super) fn default(
-    value: &Value,
-    default_value: Option<Value>,
-    boolean: Option<bool>,
-    kwargs: Kwargs,
-) -> Result<Value, Error> {
-    let default_value = match default_value {
-        Some(v) => v,
+pub(super) fn default(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    if args.len() > 2 {
+        return Err(Error::new(
+            ErrorKind::TooManyArguments,
+            "default takes at most 2 arguments",
+        ));
+    }
+    // An undefined default is returned as it is (`x | d(y)` is undefined
+    // when both are), so the arguments are read as values, not options.
+    let default_value = match args.first() {
+        Some(v) => v.clone(),
         None => kwargs
             .get::<Option<Value>>("default_value")?
             .unwrap_or_else(|| Value::from("")),
     };
-    let boolean = match boolean {
-        Some(b) => b,
+    let boolean = match args.get(1) {
+        Some(b) => b.is_true(),
         None => kwargs.get::<Option<bool>>("boolean")?.unwrap_or(false),
     };
     kwargs.assert_all_used()?;

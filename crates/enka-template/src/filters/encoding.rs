@@ -239,6 +239,20 @@ pub(super) fn b64decode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '='))
         .collect();
+    // binascii's padding rules: a last group of 2 or 3 characters must be
+    // padded to 4; one of 1 is no data at all.
+    let data = cleaned.trim_end_matches('=');
+    let padding = cleaned.len() - data.len();
+    match data.len() % 4 {
+        1 => {
+            return Err(invalid(format!(
+                "Invalid base64-encoded string: number of data characters ({}) cannot be 1 more than a multiple of 4",
+                data.len()
+            )));
+        }
+        rest @ (2 | 3) if padding < 4 - rest => return Err(invalid("Incorrect padding")),
+        _ => {}
+    }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(cleaned.trim_end_matches('='))
         .or_else(|_| {
@@ -442,6 +456,14 @@ pub(super) fn to_nice_json(
 
 pub(super) fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     kwargs.assert_all_used()?;
+    defined(value, "from_json")?;
+    // Python's json.loads takes only text.
+    if !matches!(value.kind(), ValueKind::String | ValueKind::Bytes) {
+        return Err(invalid(format!(
+            "the JSON object must be str, bytes or bytearray, not {}",
+            pyrepr::type_name(value)
+        )));
+    }
     let text = text_of(value, "from_json")?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| invalid(format!("from_json: {e}")))?;

@@ -276,6 +276,42 @@ fn unit_names(range: char, isbits: bool) -> (String, String) {
 }
 
 /// Python's `int(round(x))`: halves to the even neighbour.
+/// Jinja's `round(value, precision=0, method='common')` (minijinja's), as
+/// Python computes it: a bool is the int 0 or 1, and `ceil` and `floor`
+/// divide by `10 ** precision`, so they give a float even for an int.
+pub(super) fn round(
+    value: &Value,
+    precision: Option<Value>,
+    method: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    defined(value, "round")?;
+    let value = match value.kind() {
+        ValueKind::Bool => Value::from(i64::from(value.is_true())),
+        _ => value.clone(),
+    };
+    let precision = match precision {
+        Some(p) => Some(i32::try_from(p)?),
+        None => kwargs.get::<Option<i32>>("precision")?,
+    };
+    let method = match method {
+        Some(m) => Some(pyrepr::to_text(&m)),
+        None => kwargs.get::<Option<String>>("method")?,
+    };
+    kwargs.assert_all_used()?;
+    let floored = matches!(method.as_deref(), Some("ceil" | "floor"));
+    let rounded = minijinja::filters::round(
+        value,
+        precision,
+        method.as_deref(),
+        Kwargs::from_iter(std::iter::empty::<(&str, Value)>()),
+    )?;
+    if floored && rounded.is_integer() {
+        return Ok(Value::from(f64::try_from(rounded)?));
+    }
+    Ok(rounded)
+}
+
 fn round_half_even(x: f64) -> Value {
     let rounded = x.round_ties_even();
     if rounded.abs() < i64::MAX as f64 {

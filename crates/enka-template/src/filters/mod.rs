@@ -12,6 +12,7 @@ pub(crate) mod encoding;
 mod math;
 mod paths;
 mod pyset;
+mod sets;
 mod text;
 
 pub use collections::{dict_global, merge_hash};
@@ -19,7 +20,7 @@ pub use core::to_bool as core_to_bool;
 pub(crate) use datetime::{now, py_datetime};
 pub use encoding::{json_string, python_json};
 pub(crate) use paths::glob_files;
-pub(crate) use text::{python_format, python_regex_error};
+pub(crate) use text::{python_format, python_regex_error, python_split};
 
 use minijinja::value::{Kwargs, Rest};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
@@ -51,15 +52,11 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "dict2items", collections::dict2items);
     add!(env, "items2dict", collections::items2dict);
     env.add_filter("dict", collections::to_dict);
-    add!(env, "unique", collections::unique);
-    add!(env, "union", collections::union);
-    add!(env, "difference", collections::difference);
-    add!(env, "intersect", collections::intersect);
-    add!(
-        env,
-        "symmetric_difference",
-        collections::symmetric_difference
-    );
+    add!(env, "unique", sets::unique);
+    add!(env, "union", sets::union);
+    add!(env, "difference", sets::difference);
+    add!(env, "intersect", sets::intersect);
+    add!(env, "symmetric_difference", sets::symmetric_difference);
     add!(env, "flatten", collections::flatten);
     add!(env, "min", collections::min);
     add!(env, "max", collections::max);
@@ -71,6 +68,9 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "extract", collections::extract);
     add!(env, "rekey_on_member", collections::rekey_on_member);
     env.add_filter("map", collections::map);
+    env.add_filter("items", collections::items_filter);
+    env.add_filter("sort", collections::sort);
+    env.add_filter("join", collections::join);
     env.add_filter("json_query", collections::json_query);
     env.add_filter("community.general.json_query", collections::json_query);
     env.add_filter("sum", collections::sum);
@@ -103,6 +103,7 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "to_uuid", encoding::to_uuid);
     // math
     env.add_filter("abs", math::abs);
+    env.add_filter("round", math::round);
     add!(env, "log", math::log);
     add!(env, "pow", math::pow);
     add!(env, "root", math::root);

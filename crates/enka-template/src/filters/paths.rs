@@ -2,6 +2,7 @@
 //! `urlsplit`, `urlencode`, `urldecode`, as Python's `os.path` and
 //! `urllib.parse` compute them.
 
+use minijinja::value::ValueKind;
 use minijinja::{Error, Value};
 
 use super::{defined, invalid};
@@ -33,7 +34,6 @@ fn url_quote(value: &Value, for_query: bool) -> String {
 /// Jinja's `urlencode`: a string quoted; a dict, or an iterable of pairs,
 /// as a query string.
 pub(super) fn urlencode(value: &Value) -> Result<Value, Error> {
-    use minijinja::value::ValueKind;
     defined(value, "urlencode")?;
     let pairs: Vec<(Value, Value)> = match value.kind() {
         ValueKind::Map => value
@@ -71,7 +71,7 @@ pub(super) fn urlencode(value: &Value) -> Result<Value, Error> {
 
 /// Ansible's `urldecode`: Python's `unquote_plus`.
 pub(super) fn urldecode(value: &Value) -> Result<Value, Error> {
-    let text = text(value, "urldecode")?.replace('+', " ");
+    let text = no_attribute(value, "urldecode", "replace")?.replace('+', " ");
     Ok(Value::from(
         percent_encoding::percent_decode_str(&text)
             .decode_utf8_lossy()
@@ -79,21 +79,48 @@ pub(super) fn urldecode(value: &Value) -> Result<Value, Error> {
     ))
 }
 
-fn text(value: &Value, what: &str) -> Result<String, Error> {
+/// A path for `os.path`'s functions: a string, or Python's TypeError.
+fn path(value: &Value, what: &str) -> Result<String, Error> {
     defined(value, what)?;
-    Ok(pyrepr::to_text(value))
+    string_or(value, || {
+        format!(
+            "expected str, bytes or os.PathLike object, not {}",
+            pyrepr::type_name(value)
+        )
+    })
+}
+
+/// `value`'s text when it is a string, else the error `message` gives:
+/// what the filter's Python code raises on any other type.
+fn string_or(value: &Value, message: impl FnOnce() -> String) -> Result<String, Error> {
+    match value.kind() {
+        ValueKind::String => Ok(value.as_str().unwrap_or_default().to_owned()),
+        ValueKind::Bytes => Ok(pyrepr::to_text(value)),
+        _ => Err(invalid(message())),
+    }
+}
+
+/// The AttributeError of calling string method `method` on a non-string.
+fn no_attribute(value: &Value, what: &str, method: &str) -> Result<String, Error> {
+    defined(value, what)?;
+    string_or(value, || {
+        format!(
+            "'{}' object has no attribute '{method}'",
+            pyrepr::type_name(value)
+        )
+    })
 }
 
 /// `os.path.basename`: everything after the last `/`.
 pub(super) fn basename(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "basename")?;
+    let path = path(value, "basename")?;
     Ok(Value::from(path.rsplit('/').next().unwrap_or_default()))
 }
 
 /// `os.path.dirname`: everything before the last `/`, with trailing
 /// slashes stripped unless the result is all slashes.
 pub(super) fn dirname(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "dirname")?;
+    let path = path(value, "dirname")?;
     let head = match path.rfind('/') {
         Some(i) => &path[..=i],
         None => "",
@@ -103,7 +130,7 @@ pub(super) fn dirname(value: &Value) -> Result<Value, Error> {
 }
 
 pub(super) fn splitext(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "splitext")?;
+    let path = path(value, "splitext")?;
     let base_start = path.rfind('/').map_or(0, |i| i + 1);
     let base = &path[base_start..];
     let leading_dots = base.len() - base.trim_start_matches('.').len();
@@ -146,7 +173,7 @@ pub(super) fn path_join(value: &Value) -> Result<Value, Error> {
 
 /// `urllib.parse.urlsplit`, as Ansible's `urlsplit(query='')` returns it.
 pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
-    let url = text(value, "urlsplit")?;
+    let url = no_attribute(value, "urlsplit", "decode")?;
     let (scheme, rest) = match url.find(':') {
         Some(i)
             if i > 0
@@ -229,7 +256,7 @@ pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Er
 /// of this process's user), `~name` that user's home; a user with no entry
 /// leaves the path as it is.
 pub(super) fn expanduser(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "expanduser")?;
+    let path = path(value, "expanduser")?;
     let Some(after) = path.strip_prefix('~') else {
         return Ok(Value::from(path));
     };
@@ -267,7 +294,7 @@ fn passwd_home(matches: impl Fn(&[&str]) -> bool) -> Option<String> {
 /// has (names of ASCII letters, digits and `_`); others are left as
 /// written.
 pub(super) fn expandvars(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "expandvars")?;
+    let path = path(value, "expandvars")?;
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut out = String::with_capacity(path.len());
     let mut rest = path.as_str();
@@ -354,7 +381,7 @@ fn join(head: &str, tail: &str) -> String {
 /// `os.path.realpath` (not strict): symbolic links resolved as far as the
 /// path exists, the rest kept, then made absolute.
 pub(super) fn realpath(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "realpath")?;
+    let path = path(value, "realpath")?;
     let mut seen = std::collections::HashMap::new();
     let (resolved, _) = join_realpath(String::new(), &path, &mut seen);
     Ok(Value::from(abspath(&resolved)))
@@ -434,7 +461,7 @@ fn split(path: &str) -> (String, String) {
 
 /// `os.path.relpath(path, start='.')`.
 pub(super) fn relpath(value: &Value, start: Option<String>) -> Result<Value, Error> {
-    let path = text(value, "relpath")?;
+    let path = path(value, "relpath")?;
     if path.is_empty() {
         return Err(invalid("no path specified"));
     }
@@ -456,7 +483,10 @@ pub(super) fn relpath(value: &Value, start: Option<String>) -> Result<Value, Err
 /// Python's `glob`: `*` does not match a leading dot), relative patterns
 /// from the working directory, sorted.
 pub(super) fn fileglob(value: &Value) -> Result<Value, Error> {
-    let pattern = text(value, "fileglob")?;
+    defined(value, "fileglob")?;
+    let pattern = string_or(value, || {
+        format!("'{}' object is not subscriptable", pyrepr::type_name(value))
+    })?;
     Ok(Value::from(glob_files(&pattern)))
 }
 
@@ -523,17 +553,17 @@ fn nt_split(path: &str) -> (String, String) {
 }
 
 pub(super) fn win_basename(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "win_basename")?;
+    let path = path(value, "win_basename")?;
     Ok(Value::from(nt_split(&path).1))
 }
 
 pub(super) fn win_dirname(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "win_dirname")?;
+    let path = path(value, "win_dirname")?;
     Ok(Value::from(nt_split(&path).0))
 }
 
 pub(super) fn win_splitdrive(value: &Value) -> Result<Value, Error> {
-    let path = text(value, "win_splitdrive")?;
+    let path = path(value, "win_splitdrive")?;
     let (drive, rest) = nt_splitdrive(&path);
     Ok(super::tuple(vec![Value::from(drive), Value::from(rest)]))
 }

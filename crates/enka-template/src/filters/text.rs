@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use fancy_regex::{Captures, Regex, RegexBuilder};
-use minijinja::value::{Kwargs, Rest, ValueOrKwargs};
+use minijinja::value::{Kwargs, Rest, ValueKind, ValueOrKwargs};
 use minijinja::{Error, State, Value};
 
 use super::{defined, invalid};
@@ -115,11 +115,41 @@ pub(super) fn format(
     format_str: &Value,
     args: Rest<ValueOrKwargs>,
 ) -> Result<Value, Error> {
+    defined(format_str, "format")?;
+    // Jinja formats `soft_str(value)`: any value as its text.
+    let text_value;
+    let format_str = if format_str.as_str().is_some() {
+        format_str
+    } else {
+        text_value = Value::from(pyrepr::to_text(format_str));
+        &text_value
+    };
     let mut args = args.into_values();
+    // Python's `text % args`: every positional value must be converted (a
+    // mapping is formatting by name, which may leave values unused).
+    if let Some(text) = format_str.as_str()
+        && args.iter().all(|a| a.kind() != ValueKind::Map)
+        && crate::operators::conversions(text) < args.len()
+    {
+        return Err(invalid(
+            "not all arguments converted during string formatting",
+        ));
+    }
     let rewritten = format_str
         .as_str()
         .and_then(|text| repr_conversions(text, &mut args));
     let format_str = rewritten.map_or_else(|| format_str.clone(), Value::from);
+    // Python's `%s` writes an argument with str(), which an undefined one
+    // refuses (`%r` took its repr above).
+    if args
+        .iter()
+        .any(|a| a.is_undefined() && !crate::is_silent_undefined(a))
+    {
+        return Err(Error::new(
+            minijinja::ErrorKind::UndefinedError,
+            "an argument passed to format is undefined",
+        ));
+    }
     let args = args.into_iter().map(ValueOrKwargs::from).collect();
     minijinja::filters::format(state, &format_str, Rest(args))
 }
@@ -389,15 +419,22 @@ pub(crate) fn python_split(
     }
 }
 
+/// Ansible's `split`: `str.split` itself, which takes only a string.
 pub(super) fn split(
     value: &Value,
     sep: Option<Value>,
     maxsplit: Option<i64>,
 ) -> Result<Value, Error> {
-    let s = text(value, "split")?;
+    defined(value, "split")?;
+    let Some(s) = value.as_str() else {
+        return Err(invalid(format!(
+            "descriptor 'split' for 'str' objects doesn't apply to a '{}' object",
+            pyrepr::type_name(value)
+        )));
+    };
     let sep = sep.filter(|v| !v.is_none()).map(|v| pyrepr::to_text(&v));
     Ok(Value::from(python_split(
-        &s,
+        s,
         sep.as_deref(),
         maxsplit.unwrap_or(-1),
     )?))
@@ -750,7 +787,7 @@ pub(super) fn indent(
                 .map_err(|_| invalid("indent: width must be a number or a string"))?,
         ),
     };
-    let s = text(value, "indent")? + "\n";
+    let s = indent_input(value)? + "\n";
     let lines = splitlines(&s);
     let mut rv = if blank {
         lines.join(&format!("\n{indention}"))
@@ -770,6 +807,23 @@ pub(super) fn indent(
         rv = indention + &rv;
     }
     Ok(Value::from(rv))
+}
+
+/// What Jinja's `indent` does to its input first, `s += "\n"`: a string
+/// grows, any other type raises (a list grows too, then has no
+/// `splitlines`).
+fn indent_input(value: &Value) -> Result<String, Error> {
+    defined(value, "indent")?;
+    match (value.as_str(), value.kind()) {
+        (Some(s), _) => Ok(s.to_owned()),
+        (None, ValueKind::Seq | ValueKind::Iterable) => {
+            Err(invalid("'list' object has no attribute 'splitlines'"))
+        }
+        _ => Err(invalid(format!(
+            "unsupported operand type(s) for +=: '{}' and 'str'",
+            pyrepr::type_name(value)
+        ))),
+    }
 }
 
 /// Jinja's `truncate(s, length=255, killwords=False, end='...', leeway=None)`,
@@ -804,11 +858,15 @@ pub(super) fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Resu
         None => kwargs.get::<Option<usize>>("leeway")?.unwrap_or(5),
     };
     kwargs.assert_all_used()?;
-    let s = text(value, "truncate")?;
-    let chars: Vec<char> = s.chars().collect();
+    defined(value, "truncate")?;
     if length < end.chars().count() {
         return Err(invalid("expected length >= len(end)"));
     }
+    if value.as_str().is_none() {
+        return truncate_other(value, length + leeway);
+    }
+    let s = pyrepr::to_text(value);
+    let chars: Vec<char> = s.chars().collect();
     if chars.len() <= length + leeway {
         return Ok(Value::from(s));
     }
@@ -822,6 +880,29 @@ pub(super) fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Resu
         None => head,
     };
     Ok(Value::from(head + &end))
+}
+
+/// `truncate` of what is not a string: Python's `len` of it, the value
+/// itself when short enough, else the TypeError of slicing it as text.
+fn truncate_other(value: &Value, most: usize) -> Result<Value, Error> {
+    let Some(len) = value.len().filter(|_| {
+        matches!(
+            value.kind(),
+            ValueKind::Seq | ValueKind::Map | ValueKind::Bytes
+        )
+    }) else {
+        return Err(invalid(format!(
+            "object of type '{}' has no len()",
+            pyrepr::type_name(value)
+        )));
+    };
+    if len <= most {
+        return Ok(value.clone());
+    }
+    Err(invalid(format!(
+        "'{}' object has no attribute 'rsplit'",
+        pyrepr::type_name(value)
+    )))
 }
 
 /// Python's `str.capitalize`: first character upper case, the rest lower.

@@ -5,7 +5,7 @@ use minijinja::machinery::{Token, tokenize};
 use minijinja::syntax::SyntaxConfig;
 
 use super::walk::{Check, Extent, Uses};
-use super::{COMPARE, ITERABLE, STRICT};
+use super::{COMPARE, ITERABLE, SLICEABLE, STRICT};
 
 /// The template's tokens, as far as the rewrite needs them: brackets (to
 /// widen an extent over the brackets around its start) and comparison
@@ -123,6 +123,7 @@ pub fn apply(source: &str, tokens: &Tokens, uses: &Uses) -> String {
         let function = match check {
             Check::Defined => STRICT,
             Check::Iterable => ITERABLE,
+            Check::Sliceable => SLICEABLE,
         };
         bracket(&mut edits, extent, format!("{function}("), close);
     }

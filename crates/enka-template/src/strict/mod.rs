@@ -33,10 +33,21 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 const STRICT: &str = "__enka_strict";
 const COMPARE: &str = "__enka_compare";
 const ITERABLE: &str = "__enka_iterable";
+const SLICEABLE: &str = "__enka_sliceable";
 
 /// Registers the functions the rewritten templates call.
 pub fn register(env: &mut Environment<'static>) {
     env.add_function(STRICT, defined);
+    env.add_function(SLICEABLE, |value: Value, text: &str| {
+        let value = defined(value, text)?;
+        if value.is_none() {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "'NoneType' object is not subscriptable",
+            ));
+        }
+        Ok(value)
+    });
     env.add_function(ITERABLE, |value: Value, text: &str| {
         let value = defined(value, text)?;
         match value.kind() {
@@ -63,6 +74,12 @@ pub fn register(env: &mut Environment<'static>) {
     env.add_function(COMPARE, |lhs: Value, op: &str, rhs: Value| {
         crate::pycompare::compare(&lhs, op, &rhs)
     });
+}
+
+/// Whether test `name` looks at an undefined value without failing on it
+/// (`defined`, the type tests): `selectattr` asks for a missing attribute.
+pub(crate) fn takes_undefined(name: &str) -> bool {
+    walk::LENIENT_TESTS.contains(&name.strip_prefix("ansible.builtin.").unwrap_or(name))
 }
 
 /// `value`, unless it is undefined (Jinja's plain undefined passes).

@@ -70,3 +70,10 @@ fn orderings_and_membership_become_python_comparisons() {
     // Chained comparisons keep minijinja's.
     assert_eq!(rewrite("{{ 1 < 2 < 3 }}"), "{{ 1 < 2 < 3 }}");
 }
+#[test]
+fn a_negated_operand_is_wrapped_with_its_sign() {
+    assert_eq!(
+        rewrite("{{ 0 ~ (-1.25 if 0 else x) }}"),
+        "{{ 0 ~ (__enka_strict(-1.25 if 0 else x, '-1.25 if 0 else x')) }}"
+    );
+}

@@ -18,11 +18,12 @@ const LENIENT_FILTERS: &[&str] = &[
     "ansible.builtin.mandatory",
     "type_debug",
     "ansible.builtin.type_debug",
+    "items",
 ];
 
 /// Tests that look at an undefined value without using it: Jinja's type
 /// tests (`isinstance`) and those that catch what using it raises.
-const LENIENT_TESTS: &[&str] = &[
+pub(crate) const LENIENT_TESTS: &[&str] = &[
     "defined",
     "undefined",
     "none",
@@ -57,6 +58,8 @@ pub enum Check {
     /// Defined and iterable as Python iterates it: a string by its
     /// characters, `None` and numbers not at all.
     Iterable,
+    /// Defined and not `None`, which Python cannot slice.
+    Sliceable,
 }
 
 /// A comparison to rewrite: the whole of it, where its left operand ends
@@ -206,7 +209,11 @@ impl Walk<'_> {
         match e {
             Expr::Var(_) | Expr::Const(_) => {}
             Expr::Slice(s) => {
-                self.used(&s.expr);
+                if !matches!(s.expr, Expr::List(_) | Expr::Map(_) | Expr::Tuple(_)) {
+                    let extent = self.extent(&s.expr);
+                    self.uses.values.push((extent, Check::Sliceable));
+                }
+                self.expr(&s.expr);
                 for part in [&s.start, &s.stop, &s.step].into_iter().flatten() {
                     self.expr(part);
                 }
@@ -303,17 +310,20 @@ impl Walk<'_> {
             return;
         };
         self.used(&method.expr);
-        if matches!(
-            method.name,
-            "format" | "format_map" | "get" | "pop" | "setdefault"
-        ) {
-            self.call_args(args);
-            return;
-        }
-        for arg in args {
+        // How many leading arguments the method uses: all but for those
+        // named above (a mapping's key is hashed, its default is not).
+        let uses = match method.name {
+            "format" | "format_map" => 0,
+            "get" | "pop" | "setdefault" => 1,
+            _ => args.len(),
+        };
+        for (index, arg) in args.iter().enumerate() {
             match arg {
-                CallArg::Pos(e) | CallArg::Kwarg(_, e) => self.used(e),
-                CallArg::PosSplat(e) | CallArg::KwargSplat(e) => self.expr(e),
+                CallArg::Pos(e) | CallArg::Kwarg(_, e) if index < uses => self.used(e),
+                CallArg::Pos(e)
+                | CallArg::Kwarg(_, e)
+                | CallArg::PosSplat(e)
+                | CallArg::KwargSplat(e) => self.expr(e),
             }
         }
     }
@@ -361,10 +371,14 @@ impl Walk<'_> {
             Expr::GetItem(g) => self.leftmost(&g.expr),
             Expr::Slice(s) => self.leftmost(&s.expr),
             Expr::Call(c) => self.leftmost(&c.expr),
-            Expr::UnaryOp(u) if self.is_infix_not(e) => match &u.expr {
-                Expr::BinOp(b) => self.leftmost(&b.left),
-                inner => self.leftmost(inner),
-            },
+            // `a not in b` parses as `not (a in b)`; a prefix `-` or `not`
+            // starts where it is written.
+            Expr::UnaryOp(u) if matches!(u.op, UnaryOpKind::Not) && self.is_infix_not(e) => {
+                match &u.expr {
+                    Expr::BinOp(b) => self.leftmost(&b.left),
+                    inner => self.leftmost(inner),
+                }
+            }
             _ => span(e).start_offset as usize,
         }
     }
