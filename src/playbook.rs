@@ -162,6 +162,14 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             start_at_task = None;
         }
         if let Some(failure) = outcome.failure() {
+            // Raised out of the strategy: the command's own error, no recap.
+            if failure.aborts_run {
+                // Ansible's excerpt ends its message with its own newline.
+                let message = &failure.message;
+                let newline = if message.ends_with('\n') { "" } else { "\n" };
+                eprint!("ERROR! {message}{newline}");
+                return exit::ERROR;
+            }
             if !printer.reported(&failure.location) {
                 eprintln!("ERROR! {failure}");
             }
@@ -844,6 +852,11 @@ impl Observer for Printer {
         let _ = writeln!(out, "{line}");
     }
 
+    fn task_raised(&self, task: &Task, handler: bool, host: &str) {
+        let mut out = std::io::stdout().lock();
+        self.task_banner(&mut out, task, handler, host, false);
+    }
+
     fn task_finished(&self, event: &TaskEvent<'_>) {
         let module = module_name(event.task);
         let debug = module == "debug";
@@ -903,6 +916,10 @@ impl Observer for Printer {
                     let _ = writeln!(out, "{line}");
                 }
             } else {
+                // Items shown before one ended the loop, then its failure.
+                for item in event.items_before {
+                    let _ = writeln!(out, "{}", self.item_line(host, item, debug));
+                }
                 let line = self.result_line(host, event.status, event.result, debug, verbose);
                 let _ = writeln!(out, "{line}");
             }

@@ -156,7 +156,7 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "bad_b64decode",
         r#"{}"#,
         "Decode base64 that is not",
-        "b64decode: Invalid input",
+        "Invalid base64-encoded string: number of data characters (9) cannot be 1 more than a multiple of 4",
     ),
     (
         "bad_regex",

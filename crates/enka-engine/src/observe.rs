@@ -52,6 +52,9 @@ pub struct TaskEvent<'a> {
     pub duration: Duration,
     /// It ran as a handler (or inside one).
     pub handler: bool,
+    /// The results of the loop items before the item that ended the loop
+    /// (its arguments could not be templated): shown before the failure.
+    pub items_before: &'a [Value],
 }
 
 /// Receives each task's result while a run goes on.
@@ -74,6 +77,10 @@ pub trait Observer: Send + Sync {
     }
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
+    /// `task` (a handler's when `handler`) ran on `host`, and reading its
+    /// result raised an error that ends the run (see
+    /// `Failure::aborts_run`): it has no result to show.
+    fn task_raised(&self, _task: &Task, _handler: bool, _host: &str) {}
     /// Something works but is likely a mistake, as Ansible's warnings say
     /// (each distinct warning once per run).
     fn warning(&self, message: &str) {

@@ -45,7 +45,7 @@ impl Stats {
 #[derive(Debug, Clone)]
 pub struct Failure {
     /// The task's name (or module).
-    pub task: String,
+    pub task: std::sync::Arc<str>,
     /// Where it is.
     pub location: Location,
     /// Ansible's message for it.
@@ -55,6 +55,11 @@ pub struct Failure {
     /// The task's action as written (`fail`, `ansible.builtin.command`),
     /// empty for a failure that is not a task's.
     pub action: std::sync::Arc<str>,
+    /// Raised out of Ansible's strategy rather than returned by a task (a
+    /// notified handler that does not exist, a meta task's condition that
+    /// cannot be evaluated): no `rescue` or `always` runs for it, and
+    /// ansible-playbook stops with `ERROR!`, exit 1 and no recap.
+    pub aborts_run: bool,
 }
 
 /// The longest failure message kept: it lands in the object's `Failure`
@@ -90,11 +95,20 @@ impl Failure {
     /// [`MAX_FAILURE_MESSAGE`] bytes is cut, saying how much was left out.
     pub fn new(task: String, location: Location, message: String, result: Value) -> Self {
         Failure {
-            task,
+            task: std::sync::Arc::from(task),
             location,
             message: bounded(message, MAX_FAILURE_MESSAGE),
             result,
             action: std::sync::Arc::from(""),
+            aborts_run: false,
+        }
+    }
+
+    /// This failure, raised out of the strategy (see [`Failure::aborts_run`]).
+    pub fn aborting(self) -> Self {
+        Failure {
+            aborts_run: true,
+            ..self
         }
     }
 

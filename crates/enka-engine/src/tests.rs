@@ -123,7 +123,7 @@ async fn sing(seed: u64) -> (Arc<MemoryCluster>, usize) {
                 failure.message, "Fail Intentionally in order to go to next loop",
                 "{failure}"
             );
-            assert_eq!(failure.task, "Go to next loop");
+            assert_eq!(&*failure.task, "Go to next loop");
         }
         if cluster.writes() == writes_before && outcome.is_success() {
             break;

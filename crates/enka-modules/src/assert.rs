@@ -30,11 +30,14 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::Mo
         .unwrap_or(Value::from("All assertions passed"));
     let mut deprecations = Vec::new();
     let mut warnings = Vec::new();
-    for condition in &that {
-        let judgement = ctx
-            .templar
-            .judge(condition, ctx.ctx)
-            .map_err(|e| e.to_string())?;
+    for (index, condition) in that.iter().enumerate() {
+        let judgement = ctx.templar.judge(condition, ctx.ctx).map_err(|error| {
+            crate::ModuleError::Conditional {
+                argument: "that",
+                index,
+                error,
+            }
+        })?;
         warnings.extend(judgement.delimiters_warning(condition).map(Value::from));
         // The assert action's conditions have no position in 2.18.
         let place = || {

@@ -42,6 +42,18 @@ pub enum ModuleError {
     /// The module refused: its `msg`.
     #[error("{0}")]
     Failed(String),
+    /// A condition the action evaluates (`assert`'s `that`) could not be
+    /// evaluated: the engine words it as Ansible's Conditional does, with
+    /// where the `index`-th string of `argument` is written.
+    #[error("{error}")]
+    Conditional {
+        /// The argument holding the condition.
+        argument: &'static str,
+        /// Which of its strings (0 for a single one).
+        index: usize,
+        /// Why it could not be evaluated.
+        error: enka_template::Error,
+    },
     /// A whole failed result, as the module's collection returns it
     /// (kubernetes.core's refusals carry the answer's `reason`,
     /// operator_sdk.util's an `error` with the body, a timed-out wait the

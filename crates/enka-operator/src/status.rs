@@ -197,6 +197,7 @@ mod tests {
                     message: "boom".into(),
                     result: minijinja::Value::UNDEFINED,
                     action: std::sync::Arc::from(""),
+                    aborts_run: false,
                 })
             } else {
                 enka_engine::RunStatus::Successful

@@ -326,7 +326,22 @@ impl Builder {
                 pending_key,
                 ..
             }) => match pending_key.take() {
-                None => *pending_key = Some(node),
+                // A mapping or a list cannot be a key: Python cannot hash it
+                // (`s: {{ x }}` unquoted is a mapping inside a mapping).
+                None => {
+                    let unhashable = match node.value {
+                        Value::Map(_) => Some("AnsibleMapping"),
+                        Value::Seq(_) => Some("AnsibleSequence"),
+                        _ => None,
+                    };
+                    if let Some(kind) = unhashable {
+                        return Err(Error {
+                            pos: node.pos,
+                            message: format!("found unacceptable key (unhashable type: '{kind}')"),
+                        });
+                    }
+                    *pending_key = Some(node);
+                }
                 Some(key) => entries.push((key, node)),
             },
         }
@@ -491,6 +506,14 @@ mod tests {
             doc.get("list").unwrap().to_json(),
             serde_json::json!([{"x": 1, "y": 2}])
         );
+    }
+
+    #[test]
+    fn a_mapping_or_a_list_as_a_key_is_refused() {
+        for text in ["a: {{ x }}\n", "? [1, 2]\n: v\n"] {
+            let err = load_one(text).unwrap_err();
+            assert!(err.message.contains("unacceptable key"), "{text}: {err:?}");
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl Runner {
             .await;
         // A host that cannot be reached leaves the play at once: its block
         // runs no rescue and no always.
-        if matches!(&flow, Flow::Failed(f) if f.is_unreachable()) {
+        if matches!(&flow, Flow::Failed(f) if f.is_unreachable() || f.aborts_run) {
             return flow;
         }
         if let Flow::Failed(failure) = &flow
@@ -40,7 +40,7 @@ impl Runner {
             rescue_frame.scope.set_magic(
                 "ansible_failed_task",
                 Value::from_pairs([
-                    (Value::from("name"), Value::from(failure.task.as_str())),
+                    (Value::from("name"), Value::from(&*failure.task)),
                     (Value::from("action"), Value::from(&*failure.action)),
                     (
                         Value::from("location"),
@@ -59,7 +59,9 @@ impl Runner {
                 .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
                 .await;
         }
-        if !always.is_empty() && !matches!(flow, Flow::EndRole) {
+        // `meta: end_play` and `end_role` end the host's tasks at once: no
+        // always section runs.
+        if !always.is_empty() && !matches!(flow, Flow::EndRole | Flow::EndPlay) {
             self.host_errors_cleared = false;
             let always_flow = self
                 .run_tasks(section(self, &inner, 2), always.clone())
@@ -78,10 +80,11 @@ impl Runner {
 }
 
 /// A task's failure as the failed result TaskExecutor.run returns for it;
-/// any other flow as it is.
+/// any other flow (an error that ends the run included) as it is.
 pub(super) fn as_failed_result(flow: Flow) -> Result<TaskResult, Flow> {
     match flow {
-        Flow::Failed(failure) => {
+        // Raised out of the strategy: no task result holds it.
+        Flow::Failed(failure) if !failure.aborts_run => {
             let mut result = TaskResult::error(failure.message);
             if let Ok(exception) = failure.result.get_attr("exception")
                 && !exception.is_undefined()

@@ -1,12 +1,19 @@
 //! Conditions and boolean keywords: `when`, `ignore_errors` and their kin, judged as Ansible's
 //! strict booleans.
 
-use enka_project::role::Task;
+use enka_project::role::{Location, Task, ansible_excerpt};
 use enka_template::{Context, Error as TemplateError, Templar};
 use minijinja::Value;
 
 use super::outcome::fail_result;
-use super::{Flow, Frame, Inherited, KeywordError, Runner};
+use super::{Flow, Frame, Inherited, InheritedWhen, KeywordError, Runner};
+
+/// A `when` condition that could not be evaluated, with where it is
+/// written when known.
+pub(super) struct WhenError {
+    pub err: TemplateError,
+    pub at: Option<Location>,
+}
 
 impl Runner {
     /// Evaluates the inherited and own conditions; `Ok(None)` means run,
@@ -16,26 +23,33 @@ impl Runner {
         ctx: &Context,
         inherited: &Inherited,
         task: &Task,
-    ) -> Result<Option<Value>, TemplateError> {
-        let own = std::iter::once(&task.when[..]);
-        for (level, conditions) in inherited.when.iter().map(|c| &c[..]).chain(own).enumerate() {
-            let is_own = level == inherited.when.len();
-            for (index, condition) in conditions.iter().enumerate() {
-                let judgement = self.templar.judge(condition, ctx)?;
+    ) -> Result<Option<Value>, WhenError> {
+        let own = InheritedWhen::of(task);
+        for level in inherited.when.iter().chain(std::iter::once(&own)) {
+            for (index, condition) in level.conditions.iter().enumerate() {
+                let at = level.written.as_ref().and_then(|(file, positions)| {
+                    let pos = positions.get(index).copied().flatten()?;
+                    Some(Location::new(file, pos))
+                });
+                let judgement = self
+                    .templar
+                    .judge(condition, ctx)
+                    .map_err(|err| WhenError {
+                        err,
+                        at: at.clone(),
+                    })?;
                 if let Some(warning) = judgement.delimiters_warning(condition) {
                     self.warn(warning);
                 }
                 if judgement.not_boolean.is_some() {
-                    // Only the task's own conditions have their position;
-                    // an inherited one is placed at the task, as Ansible
-                    // does for a condition without one.
-                    let at = task
-                        .when_positions
-                        .get(index)
-                        .copied()
-                        .flatten()
-                        .filter(|_| is_own);
-                    self.deprecate_broken_conditional(task, at, &judgement);
+                    // Only a condition written in the task's own file is
+                    // placed where it is; another is placed at the task,
+                    // as Ansible does for a condition without a position.
+                    let here = at
+                        .as_ref()
+                        .filter(|at| at.file == task.location.file)
+                        .and_then(|at| at.pos);
+                    self.deprecate_broken_conditional(task, here, &judgement);
                 }
                 if !judgement.holds {
                     return Ok(Some(condition.clone()));
@@ -128,6 +142,34 @@ impl Runner {
         let message = conditional_error(err);
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }
+
+    /// The `index`-th condition of task keyword `keyword` (`until`) could
+    /// not be evaluated: Ansible's message, then where it is written.
+    pub(super) fn keyword_condition_failure(
+        &self,
+        task: &Task,
+        keyword: &str,
+        index: usize,
+        err: &TemplateError,
+    ) -> Flow {
+        let message = located(
+            conditional_error(err),
+            task,
+            condition_at(task, keyword, index),
+        );
+        Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+    }
+
+    /// A `when` that could not be evaluated: Ansible's message, then where
+    /// the condition is written, as its errors show it.
+    pub(super) fn when_failure(&self, task: &Task, when: &WhenError) -> Flow {
+        let mut message = conditional_error(&when.err);
+        if let Some(excerpt) = when.at.as_ref().and_then(ansible_excerpt) {
+            message.push_str("\n\n");
+            message.push_str(&excerpt);
+        }
+        Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+    }
 }
 
 pub(super) fn all_true(
@@ -135,12 +177,48 @@ pub(super) fn all_true(
     conditions: &[Value],
     ctx: &Context,
 ) -> Result<bool, TemplateError> {
-    for condition in conditions {
-        if !templar.evaluate(condition, ctx)? {
+    all_true_at(templar, conditions, ctx).map_err(|(_, err)| err)
+}
+
+/// [`all_true`], with the index of the condition that failed.
+pub(super) fn all_true_at(
+    templar: &Templar,
+    conditions: &[Value],
+    ctx: &Context,
+) -> Result<bool, (usize, TemplateError)> {
+    for (index, condition) in conditions.iter().enumerate() {
+        if !templar
+            .evaluate(condition, ctx)
+            .map_err(|err| (index, err))?
+        {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+/// Where the `index`-th condition of `task`'s keyword `keyword` (`until`,
+/// `changed_when`, `failed_when`) is written.
+pub(super) fn condition_at(task: &Task, keyword: &str, index: usize) -> Option<enka_yaml::Pos> {
+    task.condition_positions
+        .iter()
+        .find(|(name, _)| &**name == keyword)
+        .and_then(|(_, positions)| positions.get(index).copied().flatten())
+}
+
+/// `message`, then where it happened in `task`'s file (at `at`), as
+/// Ansible's errors with a positioned object show it; `message` alone
+/// without a position.
+pub(super) fn located(mut message: String, task: &Task, at: Option<enka_yaml::Pos>) -> String {
+    let written = Location {
+        file: task.location.file.clone(),
+        pos: at,
+    };
+    if let Some(excerpt) = ansible_excerpt(&written) {
+        message.push_str("\n\n");
+        message.push_str(&excerpt);
+    }
+    message
 }
 
 /// Ansible's message for a condition that could not be evaluated, quoting

@@ -101,6 +101,25 @@ impl Runner {
             Err(modules::ModuleError::Result(output)) => {
                 self.take_output(module, output.with("failed", true))
             }
+            // The action raised Ansible's conditional error out of
+            // `_execute`: its text is the whole result, judged by nothing.
+            Err(modules::ModuleError::Conditional {
+                argument,
+                index,
+                error,
+            }) => {
+                let at = task
+                    .arg_positions
+                    .iter()
+                    .find(|(name, _)| &**name == argument)
+                    .and_then(|(_, positions)| positions.get(index).copied().flatten());
+                let message = super::conditions::located(
+                    super::conditions::conditional_error(&error),
+                    task,
+                    at,
+                );
+                TaskResult::task_error(message)
+            }
             Err(err) => TaskResult::failed(err.to_string()),
         }
     }
@@ -294,6 +313,7 @@ impl Runner {
             control: output.control,
             ignore_unreachable: None,
             fails_task: false,
+            shown_before: Vec::new(),
         }
     }
 }

@@ -27,7 +27,7 @@ impl Runner {
                 return Flow::Continue;
             }
             Ok(None) => {}
-            Err(err) => return self.template_failure(task, "when", &err),
+            Err(when) => return self.when_failure(task, &when),
         }
         if frame.depth >= self.options.max_include_depth {
             let message = format!(
@@ -84,7 +84,7 @@ impl Runner {
                 }
                 Action::ImportRole { role, from } => {
                     if !task.when.is_empty() {
-                        inner.inherited.when.push(task.when.clone());
+                        inner.inherited.when.push(super::InheritedWhen::of(task));
                     }
                     inner.inherited.tags.extend(task.tags.iter().cloned());
                     self.run_role(

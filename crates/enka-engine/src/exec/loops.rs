@@ -55,9 +55,18 @@ impl Runner {
             // tempfiles" loops over files of a block that did not run).
             Err(err) if err.is_undefined() => {
                 // `None`: run once without a loop, where `when` skips it.
+                // Otherwise TaskExecutor raises the kept error, whose text
+                // alone is the task's message.
                 return match self.check_when(ctx, inherited, task) {
                     Ok(Some(_)) => Ok(None),
-                    _ => Err(self.template_failure(task, "loop", &err)),
+                    _ => {
+                        let message = err.message().to_owned();
+                        Err(Flow::Failed(self.failure(
+                            task,
+                            message.clone(),
+                            super::outcome::fail_result(&message),
+                        )))
+                    }
                 };
             }
             Err(err) => {
@@ -163,7 +172,10 @@ impl Runner {
             };
             if result.fails_task {
                 (self.facts, self.host_facts, self.included) = before;
-                aborted = Some(result);
+                aborted = Some(TaskResult {
+                    shown_before: results.iter().map(TaskResult::to_value).collect(),
+                    ..result
+                });
                 break;
             }
             if result.flag("unreachable") {

@@ -99,10 +99,32 @@ enum KeywordError {
     NotBoolean(String),
 }
 
+/// The `when` of a block, an import or a role entry, as its tasks inherit
+/// it: the conditions, and where each string one is written when known.
+#[derive(Clone)]
+struct InheritedWhen {
+    conditions: Arc<[Value]>,
+    /// The file, and each condition's position in it.
+    written: Option<(Arc<std::path::Path>, Positions)>,
+}
+
+/// Where each of a keyword's string values is written.
+type Positions = Arc<[Option<enka_yaml::Pos>]>;
+
+impl InheritedWhen {
+    /// A task's `when` (a block's, an import's) with its positions.
+    fn of(task: &Task) -> Self {
+        InheritedWhen {
+            conditions: task.when.clone(),
+            written: Some((task.location.file.clone(), task.when_positions.clone())),
+        }
+    }
+}
+
 /// Conditions and settings a block passes down to its tasks.
 #[derive(Clone, Default)]
 struct Inherited {
-    when: Vec<Arc<[Value]>>,
+    when: Vec<InheritedWhen>,
     /// Each inherited setting (the keyword table says which) of the play
     /// and blocks around the task, outermost first: most read the
     /// innermost, `environment` and `module_defaults` merge them all.
@@ -120,7 +142,7 @@ impl Inherited {
         self.tags.extend(block.tags.iter().cloned());
         self.notify.extend(block.notify.iter().cloned());
         if !block.when.is_empty() {
-            self.when.push(block.when.clone());
+            self.when.push(InheritedWhen::of(block));
         }
         self.enter(&block.settings);
     }
@@ -241,6 +263,8 @@ struct TaskReport {
     silent: bool,
     /// `meta: flush_handlers` ran: the notified handlers run after it.
     flush_handlers: bool,
+    /// The loop items shown before an item ended the loop.
+    items_before: Vec<Value>,
 }
 
 /// How a module task runs, judged once per task from its own keywords,

@@ -45,6 +45,9 @@ impl Runner {
                 _ => crate::TaskStatus::Ok,
             };
             report.outcome = Some((status, shown.clone(), None));
+            if !no_log {
+                report.items_before = result.shown_before.clone();
+            }
         }
         if let Some(name) = &task.register {
             self.warn_if_reserved([&**name]);
@@ -76,10 +79,14 @@ impl Runner {
                 .chain(task.notify.iter())
                 .cloned()
                 .collect();
+            // Raised while the strategy reads the result, before it is
+            // shown.
             if !names.is_empty()
                 && let Err(message) = self.notify(&names)
             {
-                return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
+                report.outcome = None;
+                let failure = self.failure(task, message.clone(), fail_result(&message));
+                return Flow::Failed(failure.aborting());
             }
         }
         if let Some(control) = result.control.clone()

@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use enka_modules::ModuleRef;
 use enka_project::role::Task;
-use enka_template::Context;
 use enka_template::time::seconds;
+use enka_template::{Context, Error as TemplateError};
 use minijinja::Value;
 
-use super::conditions::{all_true, conditional_error};
+use super::conditions::{all_true_at, condition_at, conditional_error, located};
 use super::task_result::TaskResult;
 use super::{Flow, Frame, Runner, TaskModes};
 use crate::scope::Scope;
@@ -38,6 +38,16 @@ impl Runner {
         let heeds_when = meta_action
             .as_deref()
             .is_none_or(enka_modules::meta::heeds_when);
+        // The strategy's _cond_not_supported_warn.
+        if !heeds_when
+            && let Some(action) = &meta_action
+            && (!task.when.is_empty() || !frame.inherited.when.is_empty())
+        {
+            self.warn(format!(
+                "{} task does not support when conditional",
+                action.trim()
+            ));
+        }
         if heeds_when {
             match self.check_when(&ctx, &frame.inherited, task) {
                 Ok(Some(condition)) => {
@@ -47,7 +57,14 @@ impl Runner {
                     });
                 }
                 Ok(None) => {}
-                Err(err) => return Err(self.conditional_failure(task, &err)),
+                // The strategy evaluates a meta task's condition itself:
+                // its error is raised out of the run.
+                Err(when) => {
+                    return Err(match (self.when_failure(task, &when), &meta_action) {
+                        (Flow::Failed(failure), Some(_)) => Flow::Failed(failure.aborting()),
+                        (flow, _) => flow,
+                    });
+                }
             }
         }
         let until = task.until.clone();
@@ -94,9 +111,11 @@ impl Runner {
                         judged_scope.set_magic(name, result.to_value());
                     }
                     let judged_ctx = self.context(frame, &judged_scope, task);
-                    match all_true(&self.templar, until, &judged_ctx) {
+                    match all_true_at(&self.templar, until, &judged_ctx) {
                         Ok(done) => done,
-                        Err(err) => return Err(self.conditional_failure(task, &err)),
+                        Err((index, err)) => {
+                            return Err(self.keyword_condition_failure(task, "until", index, &err));
+                        }
                     }
                 }
                 None => !result.is_failed(),
@@ -180,24 +199,33 @@ impl Runner {
             judged_scope.set_magic(name, result.to_value());
         }
         let judged_ctx = self.context(frame, &judged_scope, task);
+        // A condition that cannot be evaluated fails the result, its error
+        // (and where the condition is written) under `<keyword>_result`.
+        let error_text = |keyword: &str, index: usize, err: &TemplateError| {
+            let at = condition_at(task, keyword, index);
+            Value::from(located(conditional_error(err), task, at))
+        };
         if let Some(conditions) = &task.changed_when {
-            match all_true(&self.templar, conditions, &judged_ctx) {
+            match all_true_at(&self.templar, conditions, &judged_ctx) {
                 Ok(changed) => result.set("changed", Value::from(changed)),
-                Err(err) => {
+                Err((index, err)) => {
                     result.set("failed", Value::from(true));
-                    result.set("changed_when_result", Value::from(conditional_error(&err)));
+                    result.set(
+                        "changed_when_result",
+                        error_text("changed_when", index, &err),
+                    );
                 }
             }
         }
         if let Some(conditions) = &task.failed_when {
-            match all_true(&self.templar, conditions, &judged_ctx) {
+            match all_true_at(&self.templar, conditions, &judged_ctx) {
                 Ok(failed) => {
                     result.set("failed_when_result", Value::from(failed));
                     result.set("failed", Value::from(failed));
                 }
-                Err(err) => {
+                Err((index, err)) => {
                     result.set("failed", Value::from(true));
-                    result.set("failed_when_result", Value::from(conditional_error(&err)));
+                    result.set("failed_when_result", error_text("failed_when", index, &err));
                 }
             }
         }

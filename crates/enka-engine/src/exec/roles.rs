@@ -20,7 +20,10 @@ impl Runner {
         role_ref: &'a enka_project::role::RoleRef,
     ) -> BoxFlow<'a> {
         if !role_ref.when.is_empty() {
-            frame.inherited.when.push(role_ref.when.clone());
+            frame.inherited.when.push(super::InheritedWhen {
+                conditions: role_ref.when.clone(),
+                written: None,
+            });
         }
         frame.inherited.tags.extend(role_ref.tags.iter().cloned());
         self.run_role(

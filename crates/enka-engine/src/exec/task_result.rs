@@ -18,6 +18,9 @@ pub(crate) struct TaskResult {
     /// the environment or a keyword that cannot be templated): in a loop,
     /// it ends the loop and fails the task as a whole.
     pub(super) fails_task: bool,
+    /// The results of the loop items before the one that ended the loop
+    /// (`fails_task`): the callback showed each as it came.
+    pub(super) shown_before: Vec<Value>,
 }
 
 impl TaskResult {
@@ -28,6 +31,7 @@ impl TaskResult {
             control: None,
             ignore_unreachable: None,
             fails_task: false,
+            shown_before: Vec::new(),
         }
     }
 
@@ -247,6 +251,7 @@ impl TaskResult {
             control,
             ignore_unreachable,
             fails_task: false,
+            shown_before: Vec::new(),
         }
     }
 }

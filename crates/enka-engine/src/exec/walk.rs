@@ -214,6 +214,20 @@ impl Runner {
         if report.silent {
             return;
         }
+        // An error raised out of the strategy shows no result for the task.
+        if matches!(flow, Flow::Failed(f) if f.aborts_run) {
+            observer.task_raised(task, self.in_handlers, &self.host);
+            return;
+        }
+        // An include whose included task failed: that task said so.
+        let is_include = matches!(
+            task.action,
+            enka_project::role::Action::IncludeTasks { .. }
+                | enka_project::role::Action::IncludeRole(_)
+        );
+        if is_include && matches!(flow, Flow::Failed(f) if f.location != task.location) {
+            return;
+        }
         observer.task_finished(&TaskEvent {
             task,
             host: &self.host,
@@ -222,6 +236,7 @@ impl Runner {
             message: message.as_deref(),
             duration,
             handler: self.in_handlers,
+            items_before: &report.items_before,
         });
     }
 

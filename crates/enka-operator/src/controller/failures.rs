@@ -95,7 +95,7 @@ pub(super) fn failed_reconcile(
     let message = outcome.reconcile_failure()?;
     let (task, refused) = match outcome.failure() {
         Some(failure) => (
-            failure.task.clone(),
+            failure.task.to_string(),
             ReconcileError::TaskFailed(Box::new(failure.clone())),
         ),
         None => (

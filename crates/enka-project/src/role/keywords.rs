@@ -254,6 +254,11 @@ pub fn lookup(name: &str) -> Option<&'static Keyword> {
     KEYWORDS.iter().find(|k| k.name == name)
 }
 
+/// Whether `name` is a keyword a block may carry.
+pub fn of_block(name: &str) -> bool {
+    lookup(name).is_some_and(|k| k.places.allows(Places::BLOCK))
+}
+
 /// Whether `name` is a keyword of a task, a handler or a block: what the
 /// loader does not take for a module's name.
 pub fn of_task_or_block(name: &str) -> bool {

@@ -222,6 +222,10 @@ pub struct RoleRef {
     pub tags: Vec<String>,
 }
 
+/// Positions of a module's written string arguments: per argument, one
+/// per string (a list's items each, `None` for an item that is no string).
+pub type ArgPositions = Arc<[(Arc<str>, Arc<[Option<enka_yaml::Pos>]>)]>;
+
 /// A task, validated, with its templates compiled.
 #[derive(Debug)]
 pub struct Task {
@@ -239,6 +243,13 @@ pub struct Task {
     /// Where each of `when`'s conditions is written, for a string one
     /// (Ansible's strings carry their position; a `when: 1` does not).
     pub when_positions: Arc<[Option<enka_yaml::Pos>]>,
+    /// Where each string of the module's written arguments is, by
+    /// argument (a list's items each): a failing `assert` condition points
+    /// there, as Ansible's strings carry their position.
+    pub arg_positions: ArgPositions,
+    /// Where each string condition of `until`, `changed_when` and
+    /// `failed_when` is written, by keyword.
+    pub condition_positions: ArgPositions,
     /// `register`.
     pub register: Option<Arc<str>>,
     /// Task (or block) `vars`.

@@ -39,6 +39,23 @@ pub(crate) const LENIENT_TESTS: &[&str] = &[
     "callable",
     "sameas",
     "escaped",
+    // Ansible's result tests take any value and refuse what is not a
+    // mapping with their own error ("The 'changed' test expects a
+    // dictionary"), an undefined one included.
+    "changed",
+    "change",
+    "failed",
+    "failure",
+    "succeeded",
+    "success",
+    "successful",
+    "skipped",
+    "skip",
+    "finished",
+    "started",
+    "reachable",
+    "unreachable",
+    "timedout",
 ];
 
 /// Where an expression's text is, by byte offsets. minijinja's spans end

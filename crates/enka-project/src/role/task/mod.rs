@@ -314,6 +314,14 @@ fn parse_task_body(
     let action = task_action(loader, at, node, entries)?;
 
     let (when, when_positions) = parse_when(loader, at, node);
+    let arg_positions = arg_positions(entries);
+    let condition_positions = ["until", "changed_when", "failed_when"]
+        .iter()
+        .filter_map(|key| {
+            node.get(key)
+                .map(|n| (Arc::from(*key), string_positions(n)))
+        })
+        .collect();
     let register = parse_register(loader, at, node);
     let owner = match &action {
         Action::Block { .. } => "Block",
@@ -355,6 +363,8 @@ fn parse_task_body(
         action,
         when,
         when_positions,
+        arg_positions,
+        condition_positions,
         register,
         vars,
         looping,
@@ -398,7 +408,17 @@ fn task_action(
     }
 
     let action = if is_block {
-        if let Some((k, _)) = action_keys.first() {
+        // A task's own keywords (`loop`, `register`, …) are no block's.
+        let foreign = entries
+            .iter()
+            .map(|(k, _)| k)
+            .find(|k| {
+                let key = key_of(k);
+                !keywords::of_block(&key)
+                    && (keywords::of_task_or_block(&key) || key.starts_with("with_"))
+            })
+            .or(action_keys.first().map(|(k, _)| *k));
+        if let Some(k) = foreign {
             loader.error(
                 at.loc(k.pos),
                 format!("'{}' is not a valid attribute for a Block", key_of(k)),
@@ -410,10 +430,25 @@ fn task_action(
                 .unwrap_or_default()
                 .into()
         };
+        let block = list(loader, "block");
+        let rescue = list(loader, "rescue");
+        let always = list(loader, "always");
+        // Block._validate_rescue/_validate_always: an empty block cannot
+        // have them.
+        if block.is_empty() {
+            for (key, tasks) in [("rescue", &rescue), ("always", &always)] {
+                if !tasks.is_empty() {
+                    loader.error(
+                        at.loc(node.pos),
+                        format!("'{key}' keyword cannot be used without 'block'"),
+                    );
+                }
+            }
+        }
         Action::Block {
-            block: list(loader, "block"),
-            rescue: list(loader, "rescue"),
-            always: list(loader, "always"),
+            block,
+            rescue,
+            always,
         }
     } else {
         match action_keys.as_slice() {
@@ -468,6 +503,32 @@ fn parse_when(
         })
         .unwrap_or_else(|| Arc::from(Vec::new()));
     (when, when_positions)
+}
+
+/// Where the strings of the module's written arguments are: the first
+/// key that is no keyword names the module, its mapping the arguments.
+fn arg_positions(entries: &[(Node, Node)]) -> super::ArgPositions {
+    let Some(args) = entries
+        .iter()
+        .find(|(k, _)| !keywords::of_task_or_block(&key_of(k)))
+        .and_then(|(_, v)| v.as_map())
+    else {
+        return Arc::from(Vec::new());
+    };
+    args.iter()
+        .filter(|(_, v)| matches!(v.value, enka_yaml::Value::Seq(_) | enka_yaml::Value::Str(_)))
+        .map(|(k, v)| (Arc::from(key_of(k).as_str()), string_positions(v)))
+        .collect()
+}
+
+/// Where each string of `node` is: itself, or each item of a list (`None`
+/// for one that is no string).
+fn string_positions(node: &Node) -> Arc<[Option<enka_yaml::Pos>]> {
+    let position = |node: &Node| matches!(node.value, enka_yaml::Value::Str(_)).then_some(node.pos);
+    match &node.value {
+        enka_yaml::Value::Seq(items) => items.iter().map(position).collect(),
+        _ => Arc::from(vec![position(node)]),
+    }
 }
 
 /// `notify` or `listen`: one name or a list of them.

@@ -1,0 +1,130 @@
+//! The differential play fuzzer: small playbooks made from a seed
+//! (`generate.rs`), each run by `ansible-playbook` (ansible-core 2.18, the
+//! worker's virtualenv) and by `enka playbook`, compared on exit code and
+//! on what each prints (task by task, the recap), with only the case's
+//! directory normalised. Each disagreement is made as small as it stays
+//! one (`shrink.rs`) and printed; `ENKA_PLAY_FUZZ_RECORD=1` records it with
+//! ansible-playbook's answer into `tests/conformance/fuzzed_plays.yaml`,
+//! where the conformance tests replay it as a named case.
+//!
+//! - `cargo test --test play_fuzz`: a fixed seed and case count (the
+//!   `make test` run); fails on any disagreement not of a [`KNOWN`] kind.
+//! - `ENKA_PLAY_FUZZ_SEED`, `ENKA_PLAY_FUZZ_CASES`, `ENKA_PLAY_FUZZ_SECONDS`:
+//!   another stream, more cases, a time limit (`make play-fuzz`).
+//!
+//! Needs `ENKA_ANSIBLE_PYTHON` (the worker's virtualenv, as `make test` sets
+//! it); without it the run fails, never skips.
+
+mod generate;
+mod play;
+mod shrink;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use generate::{Gen, Playbook};
+use play::{Outcome, Runner};
+
+/// A kind of disagreement understood and not fixed: what identifies it
+/// and why it stays.
+struct Known {
+    name: &'static str,
+    reason: &'static str,
+    matches: fn(&Outcome, &Outcome) -> bool,
+}
+
+/// The disagreements a run may meet without failing, each with its reason.
+const KNOWN: &[Known] = &[Known {
+    name: "a playbook neither loads",
+    reason: "both refuse it before running anything (exit 4, nothing on stdout); enka words its load errors its own way, each with file, line, column and a caret under the spot, as `enka check` does",
+    matches: |ansible, enka| {
+        ansible.code == 4
+            && enka.code == 4
+            && ansible.stdout.trim().is_empty()
+            && enka.stdout.trim().is_empty()
+    },
+}];
+
+fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn conformance_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
+}
+
+fn main() {
+    let seed: u64 = setting("ENKA_PLAY_FUZZ_SEED", 42);
+    let cases: usize = setting("ENKA_PLAY_FUZZ_CASES", 40);
+    let budget = Duration::from_secs(setting("ENKA_PLAY_FUZZ_SECONDS", 900));
+    let most: usize = setting("ENKA_PLAY_FUZZ_MOST", 10);
+    let record = std::env::var("ENKA_PLAY_FUZZ_RECORD").is_ok_and(|v| v == "1");
+    let python = std::env::var("ENKA_ANSIBLE_PYTHON").unwrap_or_else(|_| {
+        eprintln!("play_fuzz: ENKA_ANSIBLE_PYTHON is not set; `make test` sets it (scripts/ansible-venv.sh)");
+        std::process::exit(1);
+    });
+    let runner = Runner::new(&python, Path::new(env!("CARGO_BIN_EXE_enka"))).unwrap_or_else(|e| {
+        eprintln!("play_fuzz: {e}");
+        std::process::exit(1);
+    });
+    let mut rng = StdRng::seed_from_u64(seed);
+    let started = Instant::now();
+    let mut known = vec![0usize; KNOWN.len()];
+    let mut found: Vec<(Playbook, Outcome, Outcome)> = Vec::new();
+    let mut done = 0;
+    while done < cases && started.elapsed() < budget && found.len() < most {
+        let playbook = Gen {
+            rng: &mut rng,
+            tasks_made: 0,
+            files_made: 0,
+        }
+        .playbook();
+        done += 1;
+        let (ansible, enka) = runner.both(&playbook);
+        let Some(kind) = play::disagreement(&ansible, &enka) else {
+            continue;
+        };
+        if let Some(index) = KNOWN.iter().position(|k| (k.matches)(&ansible, &enka)) {
+            known[index] += 1;
+            continue;
+        }
+        let small = shrink::shrink(&playbook, &kind, |p| {
+            let (a, e) = runner.both(p);
+            play::disagreement(&a, &e)
+        });
+        let (ansible, enka) = runner.both(&small);
+        // One example of each kind: the first one met, made small.
+        if found
+            .iter()
+            .any(|(p, a, e)| *p == small || play::disagreement(a, e).as_deref() == Some(&kind))
+        {
+            continue;
+        }
+        found.push((small, ansible, enka));
+    }
+    println!(
+        "play_fuzz: seed {seed}, {done} playbooks in {:.1} s, {} disagreements",
+        started.elapsed().as_secs_f64(),
+        found.len()
+    );
+    for (class, count) in KNOWN.iter().zip(&known).filter(|(_, count)| **count > 0) {
+        println!("  known, {count}: {}: {}", class.name, class.reason);
+    }
+    for (playbook, ansible, enka) in &found {
+        println!("\n{}", play::report(playbook, ansible, enka));
+    }
+    if record && !found.is_empty() {
+        let path = conformance_dir().join("fuzzed_plays.yaml");
+        play::record(&path, seed, &found).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        println!("recorded in {}", path.display());
+    }
+    if !found.is_empty() {
+        std::process::exit(1);
+    }
+}
