@@ -181,6 +181,16 @@ template-fuzz: ansible-venv ## The differential template fuzzer against ansible-
 	ENKA_TEMPLATE_FUZZ_RECORD="$(RECORD)" \
 	$(CARGO) test --quiet --test template_fuzz
 
+.PHONY: play-fuzz
+play-fuzz: ansible-venv ## The differential play fuzzer against ansible-playbook for longer: SEED (random), CASES (2000), SECONDS (1800); RECORD=1 records what it finds in tests/conformance/fuzzed_plays.yaml (make test runs seed 42, 40 playbooks).
+	@echo "==> differential play fuzzer: enka playbook against ansible-playbook 2.18"
+	ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" \
+	ENKA_PLAY_FUZZ_SEED="$(or $(SEED),$$RANDOM$$RANDOM)" \
+	ENKA_PLAY_FUZZ_CASES="$(or $(CASES),2000)" \
+	ENKA_PLAY_FUZZ_SECONDS="$(or $(SECONDS),1800)" \
+	ENKA_PLAY_FUZZ_RECORD="$(RECORD)" \
+	$(CARGO) test --quiet --test play_fuzz
+
 .PHONY: conformance-generate
 conformance-generate: ## Regenerate tests/conformance/expected.json with real ansible-core 2.18 (needs PyPI).
 	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"

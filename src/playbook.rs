@@ -717,7 +717,14 @@ impl Printer {
     fn recap(&self, hosts: &[(String, engine::Stats)]) {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "\n{}", banner("PLAY RECAP"));
-        let mut hosts: Vec<&(String, engine::Stats)> = hosts.iter().collect();
+        // AggregateStats lists the hosts it counted something for: a host
+        // that only ran meta tasks is not in the recap.
+        let mut hosts: Vec<&(String, engine::Stats)> = hosts
+            .iter()
+            .filter(|(_, s)| {
+                s.ok + s.changed + s.unreachable + s.failed + s.skipped + s.rescued + s.ignored > 0
+            })
+            .collect();
         hosts.sort_by(|a, b| a.0.cmp(&b.0));
         for (host, stats) in hosts {
             let _ = writeln!(
@@ -850,6 +857,22 @@ impl Observer for Printer {
             ));
         }
         let _ = writeln!(out, "{line}");
+    }
+
+    fn task_retrying(&self, task: &Task, handler: bool, host: &str, retries_left: u64) {
+        let mut out = std::io::stdout().lock();
+        self.task_banner(&mut out, task, handler, host, true);
+        // The task's result follows under the same banner.
+        if let Ok(mut last) = self.last_banner.lock()
+            && let Some((_, hosts)) = &mut *last
+        {
+            hosts.retain(|h| h != host);
+        }
+        let name = task.display_name();
+        let _ = writeln!(
+            out,
+            "FAILED - RETRYING: [{host}]: {name} ({retries_left} retries left)."
+        );
     }
 
     fn task_raised(&self, task: &Task, handler: bool, host: &str) {

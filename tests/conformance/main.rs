@@ -16,6 +16,10 @@
 //! the entry removed.
 
 mod json_eq;
+#[path = "../play_fuzz/outcome.rs"]
+#[allow(dead_code)] // the fuzzer's side: ansible-playbook is not run here
+mod outcome;
+mod played;
 mod plays;
 mod templates;
 
@@ -131,6 +135,7 @@ fn main() {
     let args = Arguments::from_args();
     let mut trials = templates::trials();
     trials.extend(plays::trials());
+    trials.extend(played::trials());
     let names: Vec<&str> = trials.iter().map(|t| t.name()).collect();
     for (known, _) in KNOWN_FAILURES {
         assert!(

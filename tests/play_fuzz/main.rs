@@ -11,11 +11,15 @@
 //!   `make test` run); fails on any disagreement not of a [`KNOWN`] kind.
 //! - `ENKA_PLAY_FUZZ_SEED`, `ENKA_PLAY_FUZZ_CASES`, `ENKA_PLAY_FUZZ_SECONDS`:
 //!   another stream, more cases, a time limit (`make play-fuzz`).
+//! - `ENKA_PLAY_FUZZ_RERECORD=1`: records ansible-playbook's outcome anew
+//!   for every case of `fuzzed_plays.yaml` (a case added by hand needs only
+//!   its name and files) and stops.
 //!
 //! Needs `ENKA_ANSIBLE_PYTHON` (the worker's virtualenv, as `make test` sets
 //! it); without it the run fails, never skips.
 
 mod generate;
+mod outcome;
 mod play;
 mod shrink;
 
@@ -26,7 +30,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use generate::{Gen, Playbook};
-use play::{Outcome, Runner};
+use outcome::Outcome;
+use play::Runner;
 
 /// A kind of disagreement understood and not fixed: what identifies it
 /// and why it stays.
@@ -40,12 +45,7 @@ struct Known {
 const KNOWN: &[Known] = &[Known {
     name: "a playbook neither loads",
     reason: "both refuse it before running anything (exit 4, nothing on stdout); enka words its load errors its own way, each with file, line, column and a caret under the spot, as `enka check` does",
-    matches: |ansible, enka| {
-        ansible.code == 4
-            && enka.code == 4
-            && ansible.stdout.trim().is_empty()
-            && enka.stdout.trim().is_empty()
-    },
+    matches: outcome::both_refuse_to_load,
 }];
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -73,6 +73,14 @@ fn main() {
         eprintln!("play_fuzz: {e}");
         std::process::exit(1);
     });
+    let recorded = conformance_dir().join("fuzzed_plays.yaml");
+    if std::env::var("ENKA_PLAY_FUZZ_RERECORD").is_ok_and(|v| v == "1") {
+        match play::rerecord(&recorded, &runner) {
+            Ok(count) => println!("play_fuzz: recorded {count} cases from ansible-playbook"),
+            Err(e) => panic!("{}: {e}", recorded.display()),
+        }
+        return;
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let started = Instant::now();
     let mut known = vec![0usize; KNOWN.len()];
@@ -87,7 +95,7 @@ fn main() {
         .playbook();
         done += 1;
         let (ansible, enka) = runner.both(&playbook);
-        let Some(kind) = play::disagreement(&ansible, &enka) else {
+        let Some(kind) = outcome::disagreement(&ansible, &enka) else {
             continue;
         };
         if let Some(index) = KNOWN.iter().position(|k| (k.matches)(&ansible, &enka)) {
@@ -96,13 +104,13 @@ fn main() {
         }
         let small = shrink::shrink(&playbook, &kind, |p| {
             let (a, e) = runner.both(p);
-            play::disagreement(&a, &e)
+            outcome::disagreement(&a, &e)
         });
         let (ansible, enka) = runner.both(&small);
         // One example of each kind: the first one met, made small.
         if found
             .iter()
-            .any(|(p, a, e)| *p == small || play::disagreement(a, e).as_deref() == Some(&kind))
+            .any(|(p, a, e)| *p == small || outcome::disagreement(a, e).as_deref() == Some(&kind))
         {
             continue;
         }
@@ -120,9 +128,9 @@ fn main() {
         println!("\n{}", play::report(playbook, ansible, enka));
     }
     if record && !found.is_empty() {
-        let path = conformance_dir().join("fuzzed_plays.yaml");
-        play::record(&path, seed, &found).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        println!("recorded in {}", path.display());
+        play::record(&recorded, seed, &found)
+            .unwrap_or_else(|e| panic!("{}: {e}", recorded.display()));
+        println!("recorded in {}", recorded.display());
     }
     if !found.is_empty() {
         std::process::exit(1);

@@ -77,6 +77,9 @@ pub trait Observer: Send + Sync {
     }
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
+    /// `task` (a handler's when `handler`) did not meet its `until` on
+    /// `host` and runs again, `retries_left` more times at most.
+    fn task_retrying(&self, _task: &Task, _handler: bool, _host: &str, _retries_left: u64) {}
     /// `task` (a handler's when `handler`) ran on `host`, and reading its
     /// result raised an error that ends the run (see
     /// `Failure::aborts_run`): it has no result to show.

@@ -7,7 +7,8 @@ use minijinja::Value;
 
 use super::loops::set_loop_vars;
 use super::outcome::fail_result;
-use super::{Flow, Frame, Runner};
+use super::task_result::TaskResult;
+use super::{Flow, Frame, Runner, TaskReport};
 use crate::scope;
 
 impl Runner {
@@ -16,14 +17,17 @@ impl Runner {
         frame: &Frame,
         task: &Task,
         position: &Arc<[u32]>,
+        report: &mut TaskReport,
     ) -> Flow {
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
         // An include's own `when` decides whether it runs; it is not passed
         // down (unlike a block's or an import's).
         match self.check_when(&ctx, &frame.inherited, task) {
-            Ok(Some(_)) => {
+            Ok(Some(condition)) => {
                 self.stats.skipped += 1;
+                let skipped = TaskResult::skipped(condition).to_value();
+                report.outcome = Some((crate::TaskStatus::Skipped, skipped, None));
                 return Flow::Continue;
             }
             Ok(None) => {}

@@ -128,6 +128,9 @@ impl Runner {
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
+            if let Some(observer) = &self.options.observer {
+                observer.task_retrying(task, self.in_handlers, &self.host, attempts - attempt);
+            }
             self.sleep(delay).await;
         }
     }

@@ -100,8 +100,10 @@ impl TaskResult {
     /// has one (a failed_when overrides even an until loop that ran out),
     /// else `failed`.
     pub(super) fn is_failed(&self) -> bool {
+        // `_check_key`: Python's truth of the value, so the error text of
+        // a condition that could not be evaluated fails the task.
         match self.get("failed_when_result") {
-            Some(judged) => enka_template::to_bool(judged),
+            Some(judged) => judged.is_true(),
             None => self.flag("failed"),
         }
     }

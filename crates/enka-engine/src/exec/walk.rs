@@ -80,7 +80,9 @@ impl Runner {
                     }
                     Action::IncludeTasks { .. }
                     | Action::IncludeRole(_)
-                    | Action::ImportRole { .. } => self.run_include(frame, task, position).await,
+                    | Action::ImportRole { .. } => {
+                        self.run_include(frame, task, position, report).await
+                    }
                 }
             }
             .instrument(span.clone())
