@@ -170,22 +170,27 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 eprint!("ERROR! {message}{newline}");
                 return exit::ERROR;
             }
-            if !printer.reported(&failure.location) {
-                eprintln!("ERROR! {failure}");
-            }
-            // ansible-playbook's codes: 2 for a failed host, 4 for an
-            // unreachable one.
-            code = if failure.is_unreachable() {
-                exit::HOST_UNREACHABLE
-            } else {
-                exit::HOST_FAILED
-            };
+            code = failed_exit(failure, &printer);
             break;
         }
     }
     printer.recap(&stats);
     printer.custom_stats();
     code
+}
+
+/// ansible-playbook's exit code for a failed play: 2 for a failed host, 4
+/// for an unreachable one; the failure said on stderr unless its task
+/// already showed it.
+fn failed_exit(failure: &engine::Failure, printer: &Printer) -> u8 {
+    if !printer.reported(&failure.location) {
+        eprintln!("ERROR! {failure}");
+    }
+    if failure.is_unreachable() {
+        exit::HOST_UNREACHABLE
+    } else {
+        exit::HOST_FAILED
+    }
 }
 
 /// CLI.get_host_list: a `--limit` that leaves no host of a non-empty
