@@ -71,23 +71,11 @@ impl Runner {
             }
             return Flow::Continue;
         }
-        if changed && !failed {
-            let names: Vec<String> = frame
-                .inherited
-                .notify
-                .iter()
-                .chain(task.notify.iter())
-                .cloned()
-                .collect();
-            // Raised while the strategy reads the result, before it is
-            // shown.
-            if !names.is_empty()
-                && let Err(message) = self.notify(&names)
-            {
-                report.outcome = None;
-                let failure = self.failure(task, message.clone(), fail_result(&message));
-                return Flow::Failed(failure.aborting());
-            }
+        if changed
+            && !failed
+            && let Some(flow) = self.notify_for(frame, task, report)
+        {
+            return flow;
         }
         if let Some(control) = result.control.clone()
             && let Some(flow) = self.obey(control, report)
@@ -120,6 +108,26 @@ impl Runner {
         }
         Flow::Continue
     }
+    /// Notifies the handlers a changed task (and its blocks) name; a name
+    /// no handler answers to is raised while the strategy reads the result,
+    /// before it is shown, and ends the run.
+    fn notify_for(&mut self, frame: &Frame, task: &Task, report: &mut TaskReport) -> Option<Flow> {
+        let names: Vec<String> = frame
+            .inherited
+            .notify
+            .iter()
+            .chain(task.notify.iter())
+            .cloned()
+            .collect();
+        if names.is_empty() {
+            return None;
+        }
+        let message = self.notify(&names).err()?;
+        report.outcome = None;
+        let failure = self.failure(task, message.clone(), fail_result(&message));
+        Some(Flow::Failed(failure.aborting()))
+    }
+
     /// Does what a module asked of the run beyond its result (`meta`,
     /// `requeue_after`); a flow when the task list ends here.
     fn obey(&mut self, control: Control, report: &mut TaskReport) -> Option<Flow> {

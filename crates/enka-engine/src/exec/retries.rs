@@ -35,37 +35,8 @@ impl Runner {
             .then(|| args.get_attr("_raw_params").ok())
             .flatten()
             .and_then(|action| action.as_str().map(str::to_owned));
-        let heeds_when = meta_action
-            .as_deref()
-            .is_none_or(enka_modules::meta::heeds_when);
-        // The strategy's _cond_not_supported_warn.
-        if !heeds_when
-            && let Some(action) = &meta_action
-            && (!task.when.is_empty() || !frame.inherited.when.is_empty())
-        {
-            self.warn(format!(
-                "{} task does not support when conditional",
-                action.trim()
-            ));
-        }
-        if heeds_when {
-            match self.check_when(&ctx, &frame.inherited, task) {
-                Ok(Some(condition)) => {
-                    return Ok(match &meta_action {
-                        Some(action) => self.meta_skipped(task, action),
-                        None => TaskResult::skipped(condition),
-                    });
-                }
-                Ok(None) => {}
-                // The strategy evaluates a meta task's condition itself:
-                // its error is raised out of the run.
-                Err(when) => {
-                    return Err(match (self.when_failure(task, &when), &meta_action) {
-                        (Flow::Failed(failure), Some(_)) => Flow::Failed(failure.aborting()),
-                        (flow, _) => flow,
-                    });
-                }
-            }
+        if let Some(skipped) = self.judge_when(frame, task, &ctx, meta_action.as_deref())? {
+            return Ok(skipped);
         }
         let until = task.until.clone();
         let (attempts, delay) = self.retry_plan(task, &ctx)?;
@@ -132,6 +103,42 @@ impl Runner {
                 observer.task_retrying(task, self.in_handlers, &self.host, attempts - attempt);
             }
             self.sleep(delay).await;
+        }
+    }
+
+    /// The task's `when`: `Some(result)` when it skips the task. A meta
+    /// task's condition is the strategy's to judge: some meta actions take
+    /// none (a warning), and one that cannot be evaluated ends the run.
+    fn judge_when(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+        meta_action: Option<&str>,
+    ) -> Result<Option<TaskResult>, Flow> {
+        let heeds_when = meta_action.is_none_or(enka_modules::meta::heeds_when);
+        if !heeds_when {
+            // The strategy's _cond_not_supported_warn.
+            if let Some(action) = meta_action
+                && (!task.when.is_empty() || !frame.inherited.when.is_empty())
+            {
+                self.warn(format!(
+                    "{} task does not support when conditional",
+                    action.trim()
+                ));
+            }
+            return Ok(None);
+        }
+        match self.check_when(ctx, &frame.inherited, task) {
+            Ok(Some(condition)) => Ok(Some(match meta_action {
+                Some(action) => self.meta_skipped(task, action),
+                None => TaskResult::skipped(condition),
+            })),
+            Ok(None) => Ok(None),
+            Err(when) => Err(match (self.when_failure(task, &when), meta_action) {
+                (Flow::Failed(failure), Some(_)) => Flow::Failed(failure.aborting()),
+                (flow, _) => flow,
+            }),
         }
     }
 
