@@ -68,14 +68,17 @@ impl Runner {
                     result.set("msg", Value::from(msg));
                 }
             }
+            // TaskExecutor makes `attempts` available early, for
+            // changed_when and failed_when to use.
+            if attempts > 1 {
+                result.set("attempts", Value::from(attempt));
+            }
             let mut judged_scope = self.judge_result(frame, task, &scope, &mut result);
             // With `retries: 0` Ansible runs the task once and never judges
             // `until`.
             if attempts <= 1 {
                 return Ok(result);
             }
-            // Ansible counts the attempt before judging `until`.
-            result.set("attempts", Value::from(attempt));
             let done = match &until {
                 Some(until) => {
                     if let Some(name) = &task.register {
