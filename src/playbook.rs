@@ -541,6 +541,24 @@ impl Printer {
         }
     }
 
+    /// The strategy runs meta tasks itself: a line at -vv, and a result
+    /// only when skipped. Whether that was all.
+    fn meta_said(&self, out: &mut impl Write, event: &TaskEvent<'_>) -> bool {
+        if self.verbosity >= 2 {
+            let header = ["skip_reason", "msg"].iter().find_map(|key| {
+                event
+                    .result
+                    .get_attr(key)
+                    .ok()
+                    .filter(|v| !v.is_undefined())
+            });
+            if let Some(header) = header {
+                let _ = writeln!(out, "META: {header}");
+            }
+        }
+        event.status == TaskStatus::Ok
+    }
+
     /// `TASK [name] ****` once for the hosts that run a task in turn;
     /// `same_host_again`: not again for a host already under this banner.
     fn task_banner(
@@ -864,6 +882,10 @@ impl Observer for Printer {
         let _ = writeln!(out, "{line}");
     }
 
+    fn error(&self, message: &str) {
+        eprintln!("ERROR! {message}");
+    }
+
     fn task_retrying(&self, task: &Task, handler: bool, host: &str, retries_left: u64) {
         let mut out = std::io::stdout().lock();
         self.task_banner(&mut out, task, handler, host, true);
@@ -893,32 +915,18 @@ impl Observer for Printer {
         let name = event.task.display_name();
         let host = event.host;
         // An include that ran said so before its tasks (`included: …`).
-        let announced = matches!(event.task.action, crate::role::Action::IncludeTasks { .. })
-            && event.status == TaskStatus::Ok;
+        let announced = matches!(
+            event.task.action,
+            crate::role::Action::IncludeTasks { .. } | crate::role::Action::IncludeRole(_)
+        ) && event.status == TaskStatus::Ok;
         if !announced {
             // A failed include said `included:` under its banner already.
             let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
             self.task_banner(&mut out, event.task, event.handler, host, is_include);
         }
         self.result_warnings(event.result);
-        if module == "meta" {
-            // The strategy runs meta tasks itself: a line at -vv, and a
-            // result only when skipped.
-            if self.verbosity >= 2 {
-                let header = ["skip_reason", "msg"].iter().find_map(|key| {
-                    event
-                        .result
-                        .get_attr(key)
-                        .ok()
-                        .filter(|v| !v.is_undefined())
-                });
-                if let Some(header) = header {
-                    let _ = writeln!(out, "META: {header}");
-                }
-            }
-            if event.status == TaskStatus::Ok {
-                return;
-            }
+        if module == "meta" && self.meta_said(&mut out, event) {
+            return;
         }
         if !announced {
             let items = event

@@ -89,7 +89,11 @@ pub fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     for (name, text) in files {
-        std::fs::write(dir.join(name), text)?;
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
     }
     Ok(())
 }

@@ -77,6 +77,11 @@ pub trait Observer: Send + Sync {
     }
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
+    /// An error the run reports without stopping (Ansible's display.error),
+    /// such as an included file that is nowhere.
+    fn error(&self, message: &str) {
+        tracing::error!("{message}");
+    }
     /// `task` (a handler's when `handler`) did not meet its `until` on
     /// `host` and runs again, `retries_left` more times at most.
     fn task_retrying(&self, _task: &Task, _handler: bool, _host: &str, _retries_left: u64) {}

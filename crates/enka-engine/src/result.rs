@@ -60,6 +60,10 @@ pub struct Failure {
     /// cannot be evaluated): no `rescue` or `always` runs for it, and
     /// ansible-playbook stops with `ERROR!`, exit 1 and no recap.
     pub aborts_run: bool,
+    /// The strategy marked the host failed itself (an included file that
+    /// could not be loaded) rather than from a task's result: a rescue
+    /// runs, without `ansible_failed_task` and `ansible_failed_result`.
+    pub marked_failed: bool,
 }
 
 /// The longest failure message kept: it lands in the object's `Failure`
@@ -101,6 +105,7 @@ impl Failure {
             result,
             action: std::sync::Arc::from(""),
             aborts_run: false,
+            marked_failed: false,
         }
     }
 

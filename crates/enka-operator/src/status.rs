@@ -198,6 +198,7 @@ mod tests {
                     result: minijinja::Value::UNDEFINED,
                     action: std::sync::Arc::from(""),
                     aborts_run: false,
+                    marked_failed: false,
                 })
             } else {
                 enka_engine::RunStatus::Successful

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use enka_project::role::Task;
+use enka_template::Var;
 use minijinja::Value;
 
 use super::task_result::TaskResult;
@@ -36,25 +37,37 @@ impl Runner {
         if let Flow::Failed(failure) = &flow
             && !rescue.is_empty()
         {
-            let mut rescue_frame = inner.clone();
-            rescue_frame.scope.set_magic(
-                "ansible_failed_task",
-                Value::from_pairs([
-                    (Value::from("name"), Value::from(&*failure.task)),
-                    (Value::from("action"), Value::from(&*failure.action)),
-                    (
-                        Value::from("location"),
-                        Value::from(failure.location.to_string()),
-                    ),
-                ]),
-            );
-            rescue_frame
-                .scope
-                .set_magic("ansible_failed_result", failure.result.clone());
+            let rescue_frame = inner.clone();
+            // The strategy sets them as the host's non-persistent facts when
+            // a failure moves it into a rescue: they stay for `always` and
+            // after the block, and a failure inside the rescue (which moves
+            // to `always`) does not replace them.
+            let failed_task = Value::from_pairs([
+                (Value::from("name"), Value::from(&*failure.task)),
+                (Value::from("action"), Value::from(&*failure.action)),
+                (
+                    Value::from("location"),
+                    Value::from(failure.location.to_string()),
+                ),
+            ]);
+            if !failure.marked_failed {
+                let facts = Arc::make_mut(&mut self.facts);
+                facts.insert(
+                    Arc::from("ansible_failed_task"),
+                    Var::unsafe_data(&failed_task),
+                );
+                facts.insert(
+                    Arc::from("ansible_failed_result"),
+                    Var::unsafe_data(&failure.result),
+                );
+            }
             // A failure a rescue takes is counted rescued, not failed,
-            // whatever the rescue then does (StrategyBase's results).
-            self.stats.rescued += 1;
-            self.stats.failed = self.stats.failed.saturating_sub(1);
+            // whatever the rescue then does (StrategyBase's results); one
+            // the strategy marked itself stays failed.
+            if !failure.marked_failed {
+                self.stats.rescued += 1;
+                self.stats.failed = self.stats.failed.saturating_sub(1);
+            }
             flow = self
                 .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
                 .await;

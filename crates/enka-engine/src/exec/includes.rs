@@ -55,9 +55,10 @@ impl Runner {
         let items: Arc<[Value]> = items.unwrap_or_default().into();
         for iteration in iterations {
             // Ansible counts each dynamic include (each item of a looped
-            // one) as a task that ran ok, before the tasks it brings in; an
-            // import is static and counts nothing itself.
-            if !matches!(task.action, Action::ImportRole { .. }) {
+            // one) as a task that ran ok, before the tasks it brings in
+            // (include_tasks once its file loaded); an import is static and
+            // counts nothing itself.
+            if matches!(task.action, Action::IncludeRole(_)) {
                 self.stats.ok += 1;
             }
             let mut inner = frame.clone();
@@ -73,18 +74,8 @@ impl Runner {
                     self.include_tasks(inner, task, item).await
                 }
                 Action::IncludeRole(include) => {
-                    let role = match self.included_role(&inner, task, include) {
-                        Ok(role) => role,
-                        Err(flow) => return flow,
-                    };
-                    self.run_role(
-                        inner,
-                        role,
-                        include.from.clone(),
-                        Arc::from(Vec::new()),
-                        Some(task),
-                    )
-                    .await
+                    let item = iteration.and_then(|index| items.get(index));
+                    self.include_role(inner, task, include, item).await
                 }
                 Action::ImportRole { role, from } => {
                     if !task.when.is_empty() {
@@ -135,6 +126,9 @@ impl Runner {
         if let (Some(observer), Some(path), Some(_)) = (&self.options.observer, &path, &tasks) {
             observer.included(task, self.in_handlers, &self.host, path, item);
         }
+        if tasks.is_some() {
+            self.stats.ok += 1;
+        }
         match tasks {
             Some(tasks) => match apply {
                 Some(apply) => {
@@ -149,17 +143,85 @@ impl Runner {
                 let broken = path
                     .as_ref()
                     .and_then(|p| self.project.unloadable_task_files.get(p));
-                let message = match broken {
-                    Some(problem) => {
+                let message = match (broken, &path) {
+                    (Some(problem), _) => {
                         format!("include_tasks: {name} does not load: {problem}")
                     }
-                    None => format!(
+                    (None, Some(_)) => format!(
                         "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
                     ),
+                    (None, None) => {
+                        return self.include_not_found(task, role.as_deref(), dir, &name);
+                    }
                 };
                 Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
             }
         }
+    }
+
+    /// One run of `include_role`: the role found, announced (`included: r
+    /// for host`), its vars kept for the play when `public`, then run.
+    async fn include_role(
+        &mut self,
+        inner: Frame,
+        task: &Task,
+        include: &enka_project::role::RoleInclude,
+        item: Option<&Value>,
+    ) -> Flow {
+        let role = match self.included_role(&inner, task, include) {
+            Ok(role) => role,
+            Err(flow) => return flow,
+        };
+        if let Some(observer) = &self.options.observer {
+            let name = std::path::Path::new(role.name.as_str());
+            observer.included(task, self.in_handlers, &self.host, name, item);
+        }
+        if include.public {
+            self.public_role_vars.push((
+                role.defaults(&include.from.defaults),
+                role.vars(&include.from.vars),
+            ));
+        }
+        self.run_role(
+            inner,
+            role,
+            include.from.clone(),
+            Arc::from(Vec::new()),
+            Some(task),
+        )
+        .await
+    }
+
+    /// An included file that is nowhere: the strategy says so (an error
+    /// line) and marks the host failed with its own result.
+    fn include_not_found(
+        &self,
+        task: &Task,
+        role: Option<&std::path::Path>,
+        dir: &std::path::Path,
+        name: &str,
+    ) -> Flow {
+        let looked = match role {
+            Some(role) => role.join("tasks").join(name),
+            None => dir.join(name),
+        };
+        let looked = std::path::absolute(&looked).unwrap_or(looked);
+        let reason = format!(
+            "Could not find or access '{}' on the Ansible Controller.",
+            looked.display()
+        );
+        if let Some(observer) = &self.options.observer {
+            observer.error(&reason);
+        }
+        let result = Value::from_pairs([
+            (Value::from("changed"), Value::from(false)),
+            (Value::from("failed"), Value::from(true)),
+            (Value::from("include"), Value::from(name)),
+            (Value::from("reason"), Value::from(reason.as_str())),
+        ]);
+        let mut failure = self.failure(task, reason, result);
+        failure.marked_failed = true;
+        Flow::Failed(failure)
     }
 
     /// The role `include_role` names (templated when it is a template),

@@ -229,6 +229,9 @@ pub(crate) struct Runner {
     /// Roles `include_role` ran in this play: Ansible adds them to the
     /// play's role names (`role_names`, `ansible_role_names`, …).
     included_role_names: Vec<Value>,
+    /// The defaults and vars of roles `include_role` ran with `public:
+    /// true`: the rest of the play sees them.
+    public_role_vars: Vec<(VarList, VarList)>,
     /// The host this runner runs tasks on.
     host: Arc<str>,
     /// Its place in the play's batch (the batch's hosts), and the batch's
@@ -312,6 +315,7 @@ impl Runner {
             warned: Arc::default(),
             in_handlers: false,
             included_role_names: Vec::new(),
+            public_role_vars: Vec::new(),
             waiting_for: options.start_at_task.as_deref().map(|p| {
                 glob::Pattern::new(p)
                     .unwrap_or_else(|_| glob::Pattern::escape(p).parse().unwrap_or_default())

@@ -150,8 +150,9 @@ impl Runner {
             Control::EndHost => return Some(Flow::EndPlay),
             Control::EndRole => return Some(Flow::EndRole),
             Control::Requeue(after) => self.requeue_after = Some(after),
+            // VariableManager.clear_facts: the host's fact cache, not what
+            // set_fact and register keep (the non-persistent cache).
             Control::ClearFacts => {
-                Arc::make_mut(&mut self.facts).clear();
                 Arc::make_mut(&mut self.host_facts).clear();
             }
         }

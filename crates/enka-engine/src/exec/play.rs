@@ -404,6 +404,10 @@ impl Runner {
             if !matches!(flow, Flow::Continue) {
                 break;
             }
+            // The same role with the same parameters runs once.
+            if !self.runs_again(role_ref) {
+                continue;
+            }
             let mut role_frame = section(1);
             role_frame.position = Arc::from(vec![1, index as u32]);
             flow = self.run_role_ref(role_frame, role_ref).await;
@@ -570,7 +574,8 @@ pub(super) fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, St
 /// What the roles listed in a play give the whole play: their defaults and
 /// vars (Ansible's default, with private role vars off), each after its
 /// dependencies' (Role.get_vars), and the play's role names (`role_names`,
-/// `ansible_play_role_names`, dependencies, and all) with its hosts.
+/// `ansible_play_role_names`, dependencies, and all) with its hosts and its
+/// name.
 fn add_play_roles(scope: &mut Scope, play: &enka_project::role::Play, hosts: &[String]) {
     let mut dependent_names: Vec<Value> = Vec::new();
     for role_ref in &play.roles {
@@ -619,6 +624,14 @@ fn add_play_roles(scope: &mut Scope, play: &enka_project::role::Play, hosts: &[S
         (
             Arc::from("ansible_play_hosts_all"),
             Var::plain(names_value(hosts)),
+        ),
+        // Play.get_name(): its name, else its hosts.
+        (
+            Arc::from("ansible_play_name"),
+            Var::templated(Value::from(match &play.name {
+                Some(name) => name.clone(),
+                None => hosts_text(&play.hosts),
+            })),
         ),
     ]);
     scope.builtins = builtins.into();

@@ -102,6 +102,21 @@ impl Runner {
         })
     }
 
+    /// Whether a role entry (a play's, a dependency's) runs: a role runs
+    /// once per play with the same parameters (Role.has_run) unless its
+    /// meta allows duplicates. Notes the run.
+    pub(super) fn runs_again(&mut self, role_ref: &enka_project::role::RoleRef) -> bool {
+        let key = (role_ref.role.path.clone(), role_ref.params.clone());
+        let seen = self
+            .dependencies_run
+            .iter()
+            .any(|(path, params)| *path == key.0 && same_vars(params, &key.1));
+        if !seen {
+            self.dependencies_run.push(key);
+        }
+        !seen || role_ref.role.allow_duplicates
+    }
+
     /// A role's `meta/main.yml` dependencies, each once per run with the
     /// same parameters (as Ansible runs them once per play), unless the
     /// dependency allows duplicates.
@@ -112,16 +127,8 @@ impl Runner {
         role_at: &Arc<[u32]>,
     ) -> Flow {
         for (index, dependency) in role.dependencies.iter().enumerate() {
-            let key = (dependency.role.path.clone(), dependency.params.clone());
-            let seen = self
-                .dependencies_run
-                .iter()
-                .any(|(path, params)| *path == key.0 && same_vars(params, &key.1));
-            if seen && !dependency.role.allow_duplicates {
+            if !self.runs_again(dependency) {
                 continue;
-            }
-            if !seen {
-                self.dependencies_run.push(key);
             }
             let mut dep_frame = frame.clone();
             dep_frame.position = self.at(&self.at(role_at, 0), index);

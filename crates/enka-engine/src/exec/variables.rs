@@ -41,6 +41,15 @@ impl Runner {
     /// current facts.
     pub(super) fn task_scope(&self, frame: &Frame, task: &Task) -> Scope {
         let mut scope = frame.scope.clone();
+        // Roles included with `public: true`, for the play's own tasks
+        // (inside a role its own vars must stay above them, which these
+        // frames cannot order: there they are not seen).
+        if frame.role.is_none() {
+            for (defaults, vars) in &self.public_role_vars {
+                scope.defaults = scope::push(&scope.defaults, defaults);
+                scope.role_vars = scope::push(&scope.role_vars, vars);
+            }
+        }
         scope.locals = scope::push(&scope.locals, &task.vars);
         scope.facts = self.facts.clone();
         scope.host_facts = self.host_facts.clone();

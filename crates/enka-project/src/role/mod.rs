@@ -299,7 +299,11 @@ impl Task {
             (None, Action::Module { module, .. }) => module.name().to_owned(),
             (None, Action::Block { .. }) => "block".to_owned(),
             (None, Action::IncludeTasks { .. }) => "include_tasks".to_owned(),
-            (None, Action::IncludeRole { .. }) => "include_role".to_owned(),
+            // IncludeRole.get_name: the action and the role's name.
+            (None, Action::IncludeRole(include)) => match include.name.as_str() {
+                Some(name) => format!("include_role : {name}"),
+                None => "include_role".to_owned(),
+            },
             (None, Action::ImportRole { role, .. }) => format!("import_role {}", role.name),
         }
     }

@@ -78,6 +78,24 @@ pub(super) fn parse_action(
 
     // `include` is no longer among them: ansible-core 2.16 removed it, and
     // Ansible's own words for it come back from the worker's resolution.
+    // An import is static: there is no loop to run it in (helpers.py).
+    if let Some(dynamic) = match short(&module_name) {
+        "import_tasks" => Some("include_tasks"),
+        "import_role" => Some("include_role"),
+        _ => None,
+    } && let Some((_, looped)) = task.as_map().unwrap_or_default().iter().find(|(k, _)| {
+        k.as_str()
+            .is_some_and(|k| k == "loop" || k.starts_with("with_"))
+    }) {
+        loader.error(
+            at.loc(looped.pos),
+            format!(
+                "You cannot use loops on '{}' statements. You should use '{dynamic}' instead.",
+                short(&module_name)
+            ),
+        );
+        return None;
+    }
     match short(&module_name) {
         "include_tasks" | "import_tasks" => {
             return parse_include_tasks(loader, at, task, &module_name, &value);

@@ -112,11 +112,21 @@ pub(super) fn parse_include_tasks(
         });
     };
     let Some(path) = resolve_task_file(at.role, &dir, name) else {
-        loader.error(
-            at.loc(file_node.pos),
-            format!("{module}: could not find the task file {name}"),
-        );
-        return None;
+        // Ansible looks for a dynamic include's file only when it runs:
+        // then the include fails, and a rescue can take it.
+        if is_static {
+            loader.error(
+                at.loc(file_node.pos),
+                format!("{module}: could not find the task file {name}"),
+            );
+            return None;
+        }
+        return Some(Action::IncludeTasks {
+            file: file_value,
+            role: at.role.map(Path::to_path_buf),
+            dir,
+            apply,
+        });
     };
     if is_static {
         let tasks = loader.task_file(&path, at.role, Some(at.loc(file_node.pos)))?;
