@@ -87,16 +87,7 @@ pub(super) fn items_filter(value: &Value) -> Result<Value, Error> {
 /// iterable and, sorted by itself, its unequal items comparable (timsort
 /// compares neighbours first, so that is where Python's TypeError shows).
 pub(super) fn sort(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    defined(value, "sort")?;
-    if !matches!(
-        value.kind(),
-        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String
-    ) {
-        return Err(invalid(format!(
-            "'{}' object is not iterable",
-            pyrepr::type_name(value)
-        )));
-    }
+    super::iterable(value, "sort")?;
     if !kwargs.has("attribute") {
         let items: Vec<Value> = value.try_iter()?.collect();
         // Jinja sorts by one-item lists of the items, which compare equal

@@ -183,6 +183,27 @@ pub(crate) fn defined<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Err
     Ok(value)
 }
 
+/// `value`, if Python can iterate it (a list, a mapping, a string); else
+/// Python's TypeError, or the undefined error of an undefined value.
+pub(crate) fn iterable<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Error> {
+    use minijinja::value::ValueKind;
+    defined(value, what)?;
+    if !matches!(
+        value.kind(),
+        ValueKind::Seq
+            | ValueKind::Iterable
+            | ValueKind::Map
+            | ValueKind::String
+            | ValueKind::Bytes
+    ) {
+        return Err(invalid(format!(
+            "'{}' object is not iterable",
+            crate::pyrepr::type_name(value)
+        )));
+    }
+    Ok(value)
+}
+
 /// A Python tuple: compares unequal to a list, renders as `(a, b)`.
 pub(crate) fn tuple(values: Vec<Value>) -> Value {
     Value::from_object(minijinja::value::Tuple::new(values))

@@ -46,16 +46,7 @@ pub(super) fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let attribute = kwargs.get::<Option<String>>("attribute")?;
     let case_sensitive = kwargs.get::<Option<bool>>("case_sensitive")?;
     kwargs.assert_all_used()?;
-    defined(value, "unique")?;
-    if !matches!(
-        value.kind(),
-        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String
-    ) {
-        return Err(invalid(format!(
-            "'{}' object is not iterable",
-            pyrepr::type_name(value)
-        )));
-    }
+    super::iterable(value, "unique")?;
     let values = set_items(value, "unique")?;
     let fold = !case_sensitive.unwrap_or(false);
     let unhashable = |v: &Value| {

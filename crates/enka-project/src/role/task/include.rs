@@ -92,6 +92,13 @@ pub(super) fn parse_include_tasks(
     };
     let file_value = templated(loader, at, file_node, module);
     let dir = at.dir();
+    // An include resolved when it runs.
+    let dynamic = |file: minijinja::Value, dir: PathBuf, apply| Action::IncludeTasks {
+        file,
+        role: at.role.map(Path::to_path_buf),
+        dir,
+        apply,
+    };
     let is_static = short(module) == "import_tasks";
     let Some(name) = file_value
         .as_str()
@@ -104,12 +111,7 @@ pub(super) fn parse_include_tasks(
             );
             return None;
         }
-        return Some(Action::IncludeTasks {
-            file: file_value,
-            role: at.role.map(Path::to_path_buf),
-            dir,
-            apply,
-        });
+        return Some(dynamic(file_value, dir, apply));
     };
     let Some(path) = resolve_task_file(at.role, &dir, name) else {
         // Ansible looks for a dynamic include's file only when it runs:
@@ -121,12 +123,7 @@ pub(super) fn parse_include_tasks(
             );
             return None;
         }
-        return Some(Action::IncludeTasks {
-            file: file_value,
-            role: at.role.map(Path::to_path_buf),
-            dir,
-            apply,
-        });
+        return Some(dynamic(file_value, dir, apply));
     };
     if is_static {
         let tasks = loader.task_file(&path, at.role, Some(at.loc(file_node.pos)))?;
@@ -152,12 +149,7 @@ pub(super) fn parse_include_tasks(
             format!("{module}: {name} does not load, and the include fails if it runs: {reason}"),
         );
     }
-    Some(Action::IncludeTasks {
-        file: file_value,
-        role: at.role.map(Path::to_path_buf),
-        dir,
-        apply,
-    })
+    Some(dynamic(file_value, dir, apply))
 }
 
 /// The task file `name`, relative to the including file's directory, then
