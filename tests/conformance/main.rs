@@ -47,10 +47,6 @@ const KNOWN_FAILURES: &[(&str, &str)] = &[
         "complex numbers have no counterpart in enka's values",
     ),
     (
-        "fuzz::{{ ''[::-1] }}",
-        "minijinja 3.0.5 panics slicing an empty string with a negative step; enka turns the panic into the template's error",
-    ),
-    (
         "fuzz::{{ 'text' % [1] }}",
         "Python's % takes a list as a mapping argument used only by %(name)s; enka counts it as one argument",
     ),

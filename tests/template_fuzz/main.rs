@@ -224,13 +224,6 @@ const KNOWN: &[Known] = &[
         },
     },
     Known {
-        name: "minijinja's empty negative-step slice",
-        reason: "minijinja 3.0.5 panics slicing an empty string or list with a negative step (`''[::-1]`); enka turns the panic into the template's error where Python gives ''",
-        matches: |_, _, enka| {
-            error_text(enka).contains("the template engine failed on this template")
-        },
-    },
-    Known {
         name: "first and last of a mapping, a test of an empty list",
         reason: "Jinja's `first`/`last` take a mapping's keys and `x is in([])` looks at nothing; minijinja refuses the mapping and enka's strict undefined fails the test's input",
         matches: |case, _, enka| {

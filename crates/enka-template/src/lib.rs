@@ -442,9 +442,10 @@ pub fn quiet_render_panics() {
     }));
 }
 
-/// Renders `template`, turning a panic inside minijinja (a negative-step
-/// slice of an empty string panics in minijinja 3.0.5) into an error of the
-/// template, so that no template takes a command or a worker down.
+/// Renders `template`, turning a panic inside minijinja into an error of
+/// the template, so that no template takes a command or a worker down (the
+/// one known, a negative-step slice of an empty value in minijinja 3.0.5,
+/// is rewritten away by `strict`).
 pub(crate) fn guarded_render(
     template: &minijinja::Template<'_, '_>,
     ctx: &Context,

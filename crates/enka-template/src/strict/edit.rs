@@ -5,7 +5,7 @@ use minijinja::machinery::{Token, tokenize};
 use minijinja::syntax::SyntaxConfig;
 
 use super::walk::{Check, Extent, Uses};
-use super::{COMPARE, ITERABLE, SLICEABLE, STRICT};
+use super::{COMPARE, ITERABLE, SLICEABLE, STEP, STRICT};
 
 /// The template's tokens, as far as the rewrite needs them: brackets (to
 /// widen an extent over the brackets around its start) and comparison
@@ -107,6 +107,17 @@ pub fn apply(source: &str, tokens: &Tokens, uses: &Uses) -> String {
     let mut edits = Vec::with_capacity(uses.values.len() * 2 + uses.comparisons.len() * 3);
     for &(extent, check) in &uses.values {
         let extent = tokens.balanced(extent);
+        if let Check::StepOf(sliced) = check {
+            let sliced = tokens.balanced(sliced);
+            let value = &source[sliced.start..sliced.end];
+            bracket(
+                &mut edits,
+                extent,
+                format!("{STEP}("),
+                format!(", ({value}))"),
+            );
+            continue;
+        }
         let text = &source[extent.start..extent.end];
         let mut close = String::from(", '");
         for c in text.chars() {
@@ -124,6 +135,7 @@ pub fn apply(source: &str, tokens: &Tokens, uses: &Uses) -> String {
             Check::Defined => STRICT,
             Check::Iterable => ITERABLE,
             Check::Sliceable => SLICEABLE,
+            Check::StepOf(_) => unreachable!("a step is bracketed above"),
         };
         bracket(&mut edits, extent, format!("{function}("), close);
     }

@@ -34,6 +34,7 @@ const STRICT: &str = "__enka_strict";
 const COMPARE: &str = "__enka_compare";
 const ITERABLE: &str = "__enka_iterable";
 const SLICEABLE: &str = "__enka_sliceable";
+const STEP: &str = "__enka_step";
 
 /// Registers the functions the rewritten templates call.
 pub fn register(env: &mut Environment<'static>) {
@@ -47,6 +48,13 @@ pub fn register(env: &mut Environment<'static>) {
             ));
         }
         Ok(value)
+    });
+    env.add_function(STEP, |step: Value, sliced: Value| {
+        let negative = i64::try_from(step.clone()).is_ok_and(|s| s < 0);
+        if negative && sliced.len() == Some(0) {
+            return Value::from(1);
+        }
+        step
     });
     env.add_function(ITERABLE, |value: Value, text: &str| {
         let value = defined(value, text)?;

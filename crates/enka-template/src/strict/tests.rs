@@ -77,3 +77,11 @@ fn a_negated_operand_is_wrapped_with_its_sign() {
         "{{ 0 ~ (__enka_strict(-1.25 if 0 else x, '-1.25 if 0 else x')) }}"
     );
 }
+
+#[test]
+fn a_slice_step_is_given_the_sliced_value() {
+    assert_eq!(
+        rewrite("{{ s[::-1] }}"),
+        "{{ __enka_sliceable(s, 's')[::__enka_step(-1, (s))] }}"
+    );
+}

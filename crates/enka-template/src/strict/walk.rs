@@ -77,6 +77,10 @@ pub enum Check {
     Iterable,
     /// Defined and not `None`, which Python cannot slice.
     Sliceable,
+    /// A slice's step, given the sliced value (at this extent): a
+    /// negative step over an empty value becomes 1, as both give nothing
+    /// and minijinja 3.0.5 panics on the first.
+    StepOf(Extent),
 }
 
 /// A comparison to rewrite: the whole of it, where its left operand ends
@@ -231,6 +235,11 @@ impl Walk<'_> {
                     self.uses.values.push((extent, Check::Sliceable));
                 }
                 self.expr(&s.expr);
+                if let Some(step) = &s.step {
+                    let sliced = self.extent(&s.expr);
+                    let extent = self.extent(step);
+                    self.uses.values.push((extent, Check::StepOf(sliced)));
+                }
                 for part in [&s.start, &s.stop, &s.step].into_iter().flatten() {
                     self.expr(part);
                 }
