@@ -417,10 +417,13 @@ impl Cli {
         };
         // `enka test` prints the tests' results; the in-process operator
         // speaks only of trouble.
-        // `enka playbook` keeps stderr for Ansible's warnings and errors,
-        // as ansible-playbook does.
-        if let Some(Command::Test(_) | Command::Playbook(_)) = &self.command {
+        if let Some(Command::Test(_)) = &self.command {
             options.level = Some(crate::logging::ZapLevel::Warn);
+        }
+        // `enka playbook` keeps stderr for Ansible's warnings and errors,
+        // as ansible-playbook does: its printer says what failed.
+        if let Some(Command::Playbook(_)) = &self.command {
+            options.level = Some(crate::logging::ZapLevel::Error);
         }
         if let Some(Command::Run(args)) = &self.command {
             options.devel = args.zap_devel;

@@ -886,7 +886,14 @@ impl Observer for Printer {
         eprintln!("ERROR! {message}");
     }
 
-    fn task_retrying(&self, task: &Task, handler: bool, host: &str, retries_left: u64) {
+    fn task_retrying(
+        &self,
+        task: &Task,
+        handler: bool,
+        host: &str,
+        retries_left: u64,
+        result: &minijinja::Value,
+    ) {
         let mut out = std::io::stdout().lock();
         self.task_banner(&mut out, task, handler, host, true);
         // The task's result follows under the same banner.
@@ -896,10 +903,17 @@ impl Observer for Printer {
             hosts.retain(|h| h != host);
         }
         let name = task.display_name();
-        let _ = writeln!(
-            out,
-            "FAILED - RETRYING: [{host}]: {name} ({retries_left} retries left)."
-        );
+        // v2_runner_retry: the attempt's result too at -vv, or when the
+        // action shows its results always (debug, assert).
+        let mut line =
+            format!("FAILED - RETRYING: [{host}]: {name} ({retries_left} retries left).");
+        if self.verbosity >= 2 || verbose_always(result) {
+            line.push_str(&format!(
+                "Result was: {}",
+                dumped(result, false, self.verbosity)
+            ));
+        }
+        let _ = writeln!(out, "{line}");
     }
 
     fn task_raised(&self, task: &Task, handler: bool, host: &str) {

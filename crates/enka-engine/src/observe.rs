@@ -84,7 +84,16 @@ pub trait Observer: Send + Sync {
     }
     /// `task` (a handler's when `handler`) did not meet its `until` on
     /// `host` and runs again, `retries_left` more times at most.
-    fn task_retrying(&self, _task: &Task, _handler: bool, _host: &str, _retries_left: u64) {}
+    /// `result` is the attempt's.
+    fn task_retrying(
+        &self,
+        _task: &Task,
+        _handler: bool,
+        _host: &str,
+        _retries_left: u64,
+        _result: &Value,
+    ) {
+    }
     /// `task` (a handler's when `handler`) ran on `host`, and reading its
     /// result raised an error that ends the run (see
     /// `Failure::aborts_run`): it has no result to show.

@@ -103,7 +103,21 @@ impl Runner {
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
             if let Some(observer) = &self.options.observer {
-                observer.task_retrying(task, self.in_handlers, &self.host, attempts - attempt);
+                // The retry's result says how many runs there are at most.
+                let mut shown = result.clone();
+                shown.set("retries", Value::from(attempts));
+                let shown = if modes.no_log {
+                    super::no_log::censored(&shown)
+                } else {
+                    shown.to_value()
+                };
+                observer.task_retrying(
+                    task,
+                    self.in_handlers,
+                    &self.host,
+                    attempts - attempt,
+                    &shown,
+                );
             }
             self.sleep(delay).await;
         }
@@ -221,12 +235,15 @@ impl Runner {
         if let Some(conditions) = &task.changed_when {
             match all_true_at(&self.templar, conditions, &judged_ctx) {
                 Ok(changed) => result.set("changed", Value::from(changed)),
+                // TaskExecutor judges failed_when only once changed_when
+                // evaluated.
                 Err((index, err)) => {
                     result.set("failed", Value::from(true));
                     result.set(
                         "changed_when_result",
                         error_text("changed_when", index, &err),
                     );
+                    return judged_scope;
                 }
             }
         }

@@ -217,8 +217,12 @@ impl Runner {
             return;
         }
         // An error raised out of the strategy shows no result for the task.
-        if matches!(flow, Flow::Failed(f) if f.aborts_run) {
-            observer.task_raised(task, self.in_handlers, &self.host);
+        if let Flow::Failed(f) = flow
+            && f.aborts_run
+        {
+            if f.location == task.location {
+                observer.task_raised(task, self.in_handlers, &self.host);
+            }
             return;
         }
         // An include whose included task failed: that task said so.
