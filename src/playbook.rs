@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use minijinja::Value;
 
 mod listing;
+mod shown;
 mod wrap;
 
 pub use listing::Listings;
@@ -23,6 +24,7 @@ pub use listing::Listings;
 use crate::engine::{self, Entry, Observer, RunOptions, TaskEvent, TaskStatus};
 use crate::role::{LoadOptions, Project, RolePaths, Target, Task};
 use crate::template::{Options, Var, convert};
+use shown::{censored_loop, dumped, verbose_always, without_items};
 
 /// `enka playbook`'s inputs.
 #[derive(Debug, Clone, Default)]
@@ -765,71 +767,6 @@ impl Printer {
         }
         let _ = writeln!(out);
     }
-}
-
-/// A result as the default callback receives and dumps it: without
-/// `failed` and `skipped` (the line says so, TaskResult.clean_copy),
-/// internal `_ansible_*` keys, `exception`, and below `-vvv` `invocation`
-/// and `diff`; a debug result holds only its `msg` (or its variable).
-fn cleaned(result: &Value, debug: bool, verbosity: u8) -> Value {
-    const DEBUG_KEEPS: &[&str] = &["msg", "exception", "warnings", "deprecations"];
-    const DEBUG_HIDES: &[&str] = &["changed", "failed", "skipped", "invocation", "skip_reason"];
-    let Ok(keys) = result.try_iter() else {
-        return result.clone();
-    };
-    let has_msg = result.get_attr("msg").is_ok_and(|v| !v.is_undefined());
-    let pairs: Vec<(Value, Value)> = keys
-        .filter_map(|key| {
-            let name = key.as_str()?.to_owned();
-            let drop = name.starts_with("_ansible")
-                || matches!(name.as_str(), "failed" | "skipped" | "exception")
-                || (verbosity < 3 && matches!(name.as_str(), "invocation" | "diff"))
-                || (debug && has_msg && !DEBUG_KEEPS.contains(&name.as_str()))
-                || (debug && !has_msg && DEBUG_HIDES.contains(&name.as_str()));
-            let value = result.get_item(&key).ok()?;
-            // _handle_warnings printed them and took them out.
-            let printed = matches!(name.as_str(), "warnings" | "deprecations") && value.is_true();
-            (!drop && !printed).then_some((key, value))
-        })
-        .collect();
-    Value::from_pairs(pairs)
-}
-
-/// A loop's result without its items.
-fn without_items(result: &Value) -> Value {
-    let Ok(keys) = result.try_iter() else {
-        return result.clone();
-    };
-    Value::from_pairs(
-        keys.filter(|key| key.as_str() != Some("results"))
-            .map(|key| {
-                let value = result.get_item(&key).unwrap_or_default();
-                (key, value)
-            })
-            .collect::<Vec<_>>(),
-    )
-}
-
-/// Whether a loop's result is a `no_log` task's, censored as a whole.
-fn censored_loop(result: &Value) -> bool {
-    result.get_attr("censored").is_ok_and(|v| !v.is_undefined())
-}
-
-/// Whether an action marked its result for display in full (debug, and
-/// assert unless quiet: `_ansible_verbose_always`).
-fn verbose_always(result: &Value) -> bool {
-    result
-        .get_attr("_ansible_verbose_always")
-        .is_ok_and(|v| v.is_true())
-}
-
-/// The default callback's `_dump_results`: JSON with sorted keys, indented
-/// by four for a result marked `_ansible_verbose_always` or from `-vvv`,
-/// else on one line.
-fn dumped(result: &Value, debug: bool, verbosity: u8) -> String {
-    let value = cleaned(result, debug, verbosity);
-    let indent = (verbose_always(result) || verbosity > 2).then_some(4);
-    crate::template::python_json(&value, indent).unwrap_or_else(|_| value.to_string())
 }
 
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.

@@ -198,7 +198,7 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "missing_include",
         r#"{"name": "nope"}"#,
         "Include a file that is not there",
-        "could not find or load cases/nope.yml",
+        "Could not find or access",
     ),
     (
         "missing_role",

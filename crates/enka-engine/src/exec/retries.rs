@@ -102,23 +102,7 @@ impl Runner {
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
-            if let Some(observer) = &self.options.observer {
-                // The retry's result says how many runs there are at most.
-                let mut shown = result.clone();
-                shown.set("retries", Value::from(attempts));
-                let shown = if modes.no_log {
-                    super::no_log::censored(&shown)
-                } else {
-                    shown.to_value()
-                };
-                observer.task_retrying(
-                    task,
-                    self.in_handlers,
-                    &self.host,
-                    attempts - attempt,
-                    &shown,
-                );
-            }
+            self.tell_retry(task, &result, attempts - attempt, attempts, modes.no_log);
             self.sleep(delay).await;
         }
     }
@@ -157,6 +141,22 @@ impl Runner {
                 (flow, _) => flow,
             }),
         }
+    }
+
+    /// Tells the observer the task runs again (v2_runner_retry), with the
+    /// attempt's result, which says how many runs there are at most.
+    fn tell_retry(&self, task: &Task, result: &TaskResult, left: u64, runs: u64, no_log: bool) {
+        let Some(observer) = &self.options.observer else {
+            return;
+        };
+        let mut shown = result.clone();
+        shown.set("retries", Value::from(runs));
+        let shown = if no_log {
+            super::no_log::censored(&shown)
+        } else {
+            shown.to_value()
+        };
+        observer.task_retrying(task, self.in_handlers, &self.host, left, &shown);
     }
 
     pub(super) fn past_deadline(&self, upcoming: Duration) -> bool {
