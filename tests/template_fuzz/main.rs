@@ -115,6 +115,15 @@ fn fails_undefined(answer: &Answer) -> bool {
     )
 }
 
+/// Whether a failure is about an undefined value, whatever its class (a
+/// condition's failures have none).
+fn names_undefined(answer: &Answer) -> bool {
+    let message = error_text(answer);
+    fails_undefined(answer)
+        || message.contains("is undefined")
+        || message.contains("has no attribute")
+}
+
 /// A failure's message; empty for an answer that is not one.
 fn error_text(answer: &Answer) -> &str {
     match answer {
@@ -266,14 +275,7 @@ const KNOWN: &[Known] = &[
         matches: |case, ansible, enka| {
             matches!(ansible, Answer::Value { .. })
                 && (error_text(enka).contains("not all arguments converted")
-                    || case.source().contains("divisibleby")
-                        && matches!(
-                            enka,
-                            Answer::Failed {
-                                class: Class::Undefined,
-                                ..
-                            }
-                        ))
+                    || case.source().contains("divisibleby") && names_undefined(enka))
         },
     },
     Known {
@@ -297,6 +299,7 @@ const KNOWN: &[Known] = &[
             let source = case.source();
             matches!(ansible, Answer::Value { .. })
                 && (fails_undefined(enka)
+                    || names_undefined(enka)
                     || error_text(enka).contains("'NoneType' object is not subscriptable"))
                 && ["[1:]", "[:-1]", "[::-1]", "[1:2]"]
                     .iter()

@@ -470,8 +470,9 @@ pub(super) fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     Ok(convert::from_json(&json))
 }
 
+/// Ansible's `from_yaml`: a string parsed; any other value, an undefined
+/// one included, as it is.
 pub(super) fn from_yaml(value: &Value) -> Result<Value, Error> {
-    defined(value, "from_yaml")?;
     let Some(text) = value.as_str() else {
         return Ok(value.clone());
     };
@@ -481,8 +482,9 @@ pub(super) fn from_yaml(value: &Value) -> Result<Value, Error> {
     }
 }
 
+/// Ansible's `from_yaml_all`: documents of a string; any other value, an
+/// undefined one included, as it is.
 pub(super) fn from_yaml_all(value: &Value) -> Result<Value, Error> {
-    defined(value, "from_yaml_all")?;
     let Some(text) = value.as_str() else {
         return Ok(value.clone());
     };

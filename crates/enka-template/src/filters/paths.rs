@@ -60,6 +60,17 @@ pub(super) fn urlencode(value: &Value) -> Result<Value, Error> {
             .collect::<Result<_, Error>>()?,
         _ => return Ok(Value::from(url_quote(value, false))),
     };
+    // Each key and value is written with str(), which an undefined one
+    // refuses.
+    if pairs
+        .iter()
+        .any(|(k, v)| k.is_undefined() || v.is_undefined())
+    {
+        return Err(Error::new(
+            minijinja::ErrorKind::UndefinedError,
+            "a value passed to urlencode is undefined",
+        ));
+    }
     Ok(Value::from(
         pairs
             .iter()

@@ -885,12 +885,14 @@ pub(super) fn truncate(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Resu
 /// `truncate` of what is not a string: Python's `len` of it, the value
 /// itself when short enough, else the TypeError of slicing it as text.
 fn truncate_other(value: &Value, most: usize) -> Result<Value, Error> {
-    let Some(len) = value.len().filter(|_| {
-        matches!(
-            value.kind(),
-            ValueKind::Seq | ValueKind::Map | ValueKind::Bytes
-        )
-    }) else {
+    let sized = matches!(
+        value.kind(),
+        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::Bytes
+    );
+    let len = value
+        .len()
+        .or_else(|| value.try_iter().ok().map(Iterator::count));
+    let Some(len) = len.filter(|_| sized) else {
         return Err(invalid(format!(
             "object of type '{}' has no len()",
             pyrepr::type_name(value)

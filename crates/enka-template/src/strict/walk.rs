@@ -19,6 +19,11 @@ const LENIENT_FILTERS: &[&str] = &[
     "type_debug",
     "ansible.builtin.type_debug",
     "items",
+    // A value that is no string passes as it is, an undefined one too.
+    "from_yaml",
+    "ansible.builtin.from_yaml",
+    "from_yaml_all",
+    "ansible.builtin.from_yaml_all",
 ];
 
 /// Tests that look at an undefined value without using it: Jinja's type
