@@ -115,7 +115,8 @@ pub(super) fn parse_include_tasks(
     };
     let Some(path) = resolve_task_file(at.role, &dir, name) else {
         // Ansible looks for a dynamic include's file only when it runs:
-        // then the include fails, and a rescue can take it.
+        // then the include fails, and a rescue can take it (`enka check`
+        // warns).
         if is_static {
             loader.error(
                 at.loc(file_node.pos),
@@ -123,6 +124,10 @@ pub(super) fn parse_include_tasks(
             );
             return None;
         }
+        loader.warning(
+            at.loc(file_node.pos),
+            format!("{module}: could not find the task file {name}; the include fails if it runs"),
+        );
         return Some(dynamic(file_value, dir, apply));
     };
     if is_static {
