@@ -413,12 +413,11 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
     let (project, diagnostics) =
         Project::load(&load_options, &[Target::Playbook(path.to_path_buf())]);
     // The first error as ansible-playbook words a load error (`ERROR!
-    // <message>`, then where), the rest as enka's diagnostics; enka's
-    // warnings (`enka check` shows them) only from -v, as ansible-playbook
-    // has none of them.
+    // <message>`, then where), the rest as enka's diagnostics; what Ansible
+    // meets only when the task runs (`enka check` refuses it) is said then.
     let mut first_error = true;
     for diagnostic in &diagnostics.0 {
-        if !diagnostic.is_error() && options.verbosity == 0 {
+        if diagnostic.severity == crate::role::Severity::WhenRun {
             continue;
         }
         if diagnostic.is_error() && std::mem::take(&mut first_error) {

@@ -47,7 +47,7 @@ fn every_broken_role_is_reported_with_its_position() {
         format!("{roles}/unknown_module/tasks/main.yml:4:3: error: task \"no such module\": couldn't resolve module/action 'community.kubernetes.k8s_frobnicate'"),
         format!("{roles}/unknown_keyword/tasks/main.yml:3:3: error: task \"a typo in when\": 'whne' is not a valid task keyword or module"),
         format!("{roles}/bad_argument/tasks/main.yml:4:11: error: task \"misspelt argument\": unsupported parameter for k8s_info: nmae"),
-        format!("{roles}/missing_include/tasks/main.yml:2:18: warning: task \"include a file that is not there\": include_tasks: could not find the task file does_not_exist.yml; the include fails if it runs"),
+        format!("{roles}/missing_include/tasks/main.yml:2:18: error: task \"include a file that is not there\": include_tasks: could not find the task file does_not_exist.yml"),
         format!("{roles}/bad_condition/tasks/main.yml:3:9: error: task \"broken when\": when: template syntax error"),
         format!("{roles}/python_filter/tasks/main.yml:5:10: error: task \"a filter nobody has\": no filter named 'no_such_filter'"),
         format!("{roles}/vault/tasks/main.yml:3:15: error: task \"vaulted variable\": Ansible Vault: The vault password file /opt/ansible/pwd.yml was not found"),
@@ -62,7 +62,7 @@ fn every_broken_role_is_reported_with_its_position() {
         "{stderr}"
     );
     assert!(
-        stdout.contains("enka check: 12 errors, 1 warning"),
+        stdout.contains("enka check: 13 errors, 0 warnings"),
         "{stdout}"
     );
 }

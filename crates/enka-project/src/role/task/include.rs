@@ -116,7 +116,7 @@ pub(super) fn parse_include_tasks(
     let Some(path) = resolve_task_file(at.role, &dir, name) else {
         // Ansible looks for a dynamic include's file only when it runs:
         // then the include fails, and a rescue can take it (`enka check`
-        // warns).
+        // refuses it).
         if is_static {
             loader.error(
                 at.loc(file_node.pos),
@@ -124,9 +124,9 @@ pub(super) fn parse_include_tasks(
             );
             return None;
         }
-        loader.warning(
+        loader.when_run(
             at.loc(file_node.pos),
-            format!("{module}: could not find the task file {name}; the include fails if it runs"),
+            format!("{module}: could not find the task file {name}"),
         );
         return Some(dynamic(file_value, dir, apply));
     };
