@@ -468,6 +468,12 @@ pub(crate) fn guarded_render(
     })
 }
 
+/// Whether `value` is Ansible's strict undefined, which fails where Python
+/// uses it (Jinja's plain undefined of an inline `if` passes).
+pub(crate) fn is_strict_undefined(value: &Value) -> bool {
+    value.is_undefined() && !is_silent_undefined(value)
+}
+
 /// Whether `value` is what an inline `if` without `else` gives when false:
 /// Jinja's plain `Undefined`, which prints as nothing and is false, where
 /// any other undefined value fails (Ansible's strict undefined).

@@ -124,7 +124,7 @@ fn contains(haystack: &Value, needle: &Value) -> Result<bool, Error> {
         // item met first raises.
         ValueKind::Seq | ValueKind::Iterable => {
             for item in haystack.try_iter()? {
-                if item.is_undefined() && !crate::is_silent_undefined(&item) {
+                if crate::is_strict_undefined(&item) {
                     return Err(Error::new(
                         ErrorKind::UndefinedError,
                         "an item of the collection looked in is undefined",

@@ -117,11 +117,8 @@ pub(super) fn join(
                 Some(name) => item.get_attr(name).unwrap_or(Value::UNDEFINED),
                 None => item,
             };
-            if item.is_undefined() && !crate::is_silent_undefined(&item) {
-                return Err(Error::new(
-                    minijinja::ErrorKind::UndefinedError,
-                    "an item passed to join is undefined",
-                ));
+            if crate::is_strict_undefined(&item) {
+                return Err(super::undefined_part("an item", "join"));
             }
         }
     }
@@ -479,11 +476,8 @@ fn extreme(
     };
     for v in values {
         let k = key(&v);
-        if k.is_undefined() && !crate::is_silent_undefined(&k) {
-            return Err(Error::new(
-                minijinja::ErrorKind::UndefinedError,
-                format!("an item passed to {what} is undefined"),
-            ));
+        if crate::is_strict_undefined(&k) {
+            return Err(super::undefined_part("an item", what));
         }
         let replace = match &best {
             None => true,

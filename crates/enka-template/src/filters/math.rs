@@ -324,17 +324,11 @@ fn round_half_even(x: f64) -> Value {
 /// The items of an iterable as `itertools` takes them: a string's
 /// characters, a mapping's keys.
 fn pool(value: &Value, what: &str) -> Result<Vec<Value>, Error> {
-    defined(value, what)?;
+    super::iterable(value, what)?;
     if let Some(text) = value.as_str() {
         return Ok(text.chars().map(|c| Value::from(c.to_string())).collect());
     }
-    match value.kind() {
-        ValueKind::Seq | ValueKind::Iterable | ValueKind::Map => Ok(value.try_iter()?.collect()),
-        _ => Err(invalid(format!(
-            "'{}' object is not iterable",
-            pyrepr::type_name(value)
-        ))),
-    }
+    Ok(value.try_iter()?.collect())
 }
 
 /// A count argument as itertools takes it: a non-negative int.

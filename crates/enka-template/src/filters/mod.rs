@@ -183,6 +183,15 @@ pub(crate) fn defined<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Err
     Ok(value)
 }
 
+/// The UndefinedError of an undefined `part` (item, argument, value) that
+/// filter `what` uses as Python's str() or hash() would.
+pub(crate) fn undefined_part(part: &str, what: &str) -> Error {
+    Error::new(
+        ErrorKind::UndefinedError,
+        format!("{part} passed to {what} is undefined"),
+    )
+}
+
 /// `value`, if Python can iterate it (a list, a mapping, a string); else
 /// Python's TypeError, or the undefined error of an undefined value.
 pub(crate) fn iterable<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Error> {

@@ -66,10 +66,7 @@ pub(super) fn urlencode(value: &Value) -> Result<Value, Error> {
         .iter()
         .any(|(k, v)| k.is_undefined() || v.is_undefined())
     {
-        return Err(Error::new(
-            minijinja::ErrorKind::UndefinedError,
-            "a value passed to urlencode is undefined",
-        ));
+        return Err(super::undefined_part("a value", "urlencode"));
     }
     Ok(Value::from(
         pairs

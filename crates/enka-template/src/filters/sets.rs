@@ -15,14 +15,8 @@ use crate::pyrepr;
 /// an undefined item fails there.
 fn set_items(value: &Value, what: &str) -> Result<Vec<Value>, Error> {
     let items = items(value, what)?;
-    if items
-        .iter()
-        .any(|item| item.is_undefined() && !crate::is_silent_undefined(item))
-    {
-        return Err(Error::new(
-            minijinja::ErrorKind::UndefinedError,
-            format!("an item passed to {what} is undefined"),
-        ));
+    if items.iter().any(crate::is_strict_undefined) {
+        return Err(super::undefined_part("an item", what));
     }
     Ok(items)
 }

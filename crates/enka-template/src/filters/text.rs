@@ -141,14 +141,8 @@ pub(super) fn format(
     let format_str = rewritten.map_or_else(|| format_str.clone(), Value::from);
     // Python's `%s` writes an argument with str(), which an undefined one
     // refuses (`%r` took its repr above).
-    if args
-        .iter()
-        .any(|a| a.is_undefined() && !crate::is_silent_undefined(a))
-    {
-        return Err(Error::new(
-            minijinja::ErrorKind::UndefinedError,
-            "an argument passed to format is undefined",
-        ));
+    if args.iter().any(crate::is_strict_undefined) {
+        return Err(super::undefined_part("an argument", "format"));
     }
     let args = args.into_iter().map(ValueOrKwargs::from).collect();
     minijinja::filters::format(state, &format_str, Rest(args))

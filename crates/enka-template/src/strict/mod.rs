@@ -92,7 +92,7 @@ pub(crate) fn takes_undefined(name: &str) -> bool {
 
 /// `value`, unless it is undefined (Jinja's plain undefined passes).
 fn defined(value: Value, text: &str) -> Result<Value, Error> {
-    if value.is_undefined() && !crate::is_silent_undefined(&value) {
+    if crate::is_strict_undefined(&value) {
         return Err(crate::error::Cause::UndefinedUse(text.to_owned())
             .error(ErrorKind::UndefinedError, format!("'{text}' is undefined")));
     }
