@@ -8,23 +8,23 @@
 //! Exit codes are ansible-playbook's: 0 when every task ran, 2 when a task
 //! failed, 4 when a playbook did not load, 5 on bad options.
 
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use minijinja::Value;
 
+mod diff;
 mod listing;
+mod printer;
 mod shown;
 mod wrap;
 
 pub use listing::Listings;
 
-use crate::engine::{self, Entry, Observer, RunOptions, TaskEvent, TaskStatus};
-use crate::role::{LoadOptions, Project, RolePaths, Target, Task};
+use crate::engine::{self, Entry, Observer, RunOptions};
+use crate::role::{LoadOptions, Project, RolePaths, Target};
 use crate::template::{Options, Var, convert};
-use shown::{censored_loop, dumped, verbose_always, without_items};
+use printer::{Printer, banner};
 
 /// `enka playbook`'s inputs.
 #[derive(Debug, Clone, Default)]
@@ -108,6 +108,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
     };
     let printer = Arc::new(Printer::new(
         options.verbosity,
+        options.diff,
         options.events_file.as_deref(),
     ));
     let mut stats: Vec<(String, engine::Stats)> = Vec::new();
@@ -133,6 +134,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         }
         if options.listings.any() {
             print_listing(&options, &project, &path, &extra, limit.as_ref());
+            listing::warn_unmatched(&project, &path, |message| printer.warning(message));
             continue;
         }
         if options.verbosity > 1 {
@@ -176,8 +178,11 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             break;
         }
     }
-    printer.recap(&stats);
-    printer.custom_stats();
+    // A listing runs nothing: it has no recap.
+    if !options.listings.any() {
+        printer.recap(&stats);
+        printer.custom_stats();
+    }
     code
 }
 
@@ -261,107 +266,6 @@ fn run_options(
         connection: options.connection.clone(),
         limit,
         ..RunOptions::default()
-    }
-}
-
-/// Display.deprecated's line, or `None` when deprecation warnings are off
-/// (`ANSIBLE_DEPRECATION_WARNINGS=false`).
-fn deprecation_text(message: &str, version: Option<&str>) -> Option<String> {
-    let enabled = std::env::var("ANSIBLE_DEPRECATION_WARNINGS")
-        .ok()
-        .and_then(|v| crate::template::strict_boolean(&Value::from(v)))
-        .unwrap_or(true);
-    if !enabled {
-        return None;
-    }
-    let mut message = message.trim().to_owned();
-    if !message.ends_with(['!', '?', '.']) {
-        message.push('.');
-    }
-    let removal = match version {
-        Some(version) => format!("This feature will be removed in version {version}."),
-        None => "This feature will be removed in a future release.".to_owned(),
-    };
-    Some(format!(
-        "[DEPRECATION WARNING]: {message} {removal} Deprecation warnings can be disabled by setting deprecation_warnings=False in ansible.cfg."
-    ))
-}
-
-impl Printer {
-    /// A warning or deprecation on stderr, wrapped as Display wraps it,
-    /// once per run.
-    fn say(&self, text: String) {
-        let first = self
-            .said
-            .lock()
-            .map(|mut said| said.insert(text.clone()))
-            .unwrap_or(true);
-        if first {
-            eprintln!("{}", wrap::wrap(&text, wrap::display_columns()).join("\n"));
-        }
-    }
-
-    /// The `warnings` and `deprecations` a result carries, printed as the
-    /// default callback's `_handle_warnings` prints them.
-    fn result_warnings(&self, result: &Value) {
-        result_warnings(result, |text| self.say(text));
-    }
-}
-
-/// Each of the `warnings` and `deprecations` a result carries, as the line
-/// Display prints for it.
-fn result_warnings(result: &Value, mut say: impl FnMut(String)) {
-    let list = |key: &str| -> Vec<Value> {
-        result
-            .get_attr(key)
-            .ok()
-            .filter(|v| v.kind() == minijinja::value::ValueKind::Seq)
-            .map(|v| v.try_iter().into_iter().flatten().collect())
-            .unwrap_or_default()
-    };
-    for warning in list("warnings") {
-        say(format!(
-            "[WARNING]: {}",
-            crate::template::pyrepr::to_text(&warning)
-        ));
-    }
-    for deprecation in list("deprecations") {
-        let field = |key: &str| {
-            deprecation
-                .get_attr(key)
-                .ok()
-                .filter(|v| !v.is_undefined() && !v.is_none())
-                .map(|v| crate::template::pyrepr::to_text(&v))
-        };
-        let message = field("msg").unwrap_or_default();
-        if let Some(text) = deprecation_text(&message, field("version").as_deref()) {
-            say(text);
-        }
-    }
-}
-
-/// Ansible's `AggregateStats.update_custom_stats`: mappings merge, numbers,
-/// strings and lists add; a value of another type than the kept one is
-/// dropped.
-fn aggregate_stat(kept: &mut serde_json::Value, value: &serde_json::Value) {
-    use serde_json::Value as J;
-    match (&mut *kept, value) {
-        (J::Object(_), J::Object(_)) => {
-            let merged =
-                crate::template::merge_hash(&convert::from_json(kept), &convert::from_json(value));
-            if let Ok(merged) = convert::to_json(&merged) {
-                *kept = merged;
-            }
-        }
-        (J::Number(old), J::Number(new)) => {
-            *kept = match (old.as_i64(), new.as_i64()) {
-                (Some(a), Some(b)) => J::from(a.saturating_add(b)),
-                _ => J::from(old.as_f64().unwrap_or(0.0) + new.as_f64().unwrap_or(0.0)),
-            };
-        }
-        (J::String(old), J::String(new)) => old.push_str(new),
-        (J::Array(old), J::Array(new)) => old.extend(new.iter().cloned()),
-        _ => {}
     }
 }
 
@@ -485,469 +389,6 @@ pub fn extra_vars(args: &[String]) -> Result<Vec<(Arc<str>, Var)>, String> {
         }
     }
     Ok(vars)
-}
-
-/// Prints each task's result as Ansible's default stdout callback does, and
-/// appends it to the events file as a JSON line.
-struct Printer {
-    verbosity: u8,
-    events: Option<Mutex<std::fs::File>>,
-    /// Where the last failed task was, to tell a task's failure (already
-    /// printed) from a run's.
-    last_failure: Mutex<Option<String>>,
-    /// The task whose banner was printed last, and the hosts shown under
-    /// it.
-    last_banner: Mutex<Option<(String, Vec<String>)>>,
-    /// `set_stats` data: per host, or `_run` for the whole run.
-    custom_stats: Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>,
-    /// Warnings and deprecations printed so far: Display says each once.
-    said: Mutex<std::collections::HashSet<String>>,
-}
-
-impl Printer {
-    fn new(verbosity: u8, events_file: Option<&Path>) -> Self {
-        let events = events_file.and_then(|path| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| eprintln!("[WARNING]: cannot write {}: {e}", path.display()))
-                .ok()
-                .map(Mutex::new)
-        });
-        Printer {
-            verbosity,
-            events,
-            last_failure: Mutex::new(None),
-            last_banner: Mutex::new(None),
-            custom_stats: Mutex::new(BTreeMap::new()),
-            said: Mutex::new(std::collections::HashSet::new()),
-        }
-    }
-
-    /// Records in the events file that a playbook was refused as it loaded:
-    /// a run that ends there still checked something (a test may expect
-    /// the refusal).
-    fn refused(&self, playbook: &Path, message: &str) {
-        self.write_event(|| {
-            serde_json::json!({
-                "status": "refused",
-                "playbook": playbook.display().to_string(),
-                "message": message,
-            })
-        });
-    }
-
-    /// Appends one JSON line to the events file, if there is one.
-    fn write_event(&self, line: impl FnOnce() -> serde_json::Value) {
-        if let Some(events) = &self.events
-            && let Ok(mut file) = events.lock()
-        {
-            let _ = writeln!(file, "{}", line());
-        }
-    }
-
-    /// The strategy runs meta tasks itself: a line at -vv, and a result
-    /// only when skipped. Whether that was all.
-    fn meta_said(&self, out: &mut impl Write, event: &TaskEvent<'_>) -> bool {
-        if self.verbosity >= 2 {
-            let header = ["skip_reason", "msg"].iter().find_map(|key| {
-                event
-                    .result
-                    .get_attr(key)
-                    .ok()
-                    .filter(|v| !v.is_undefined())
-            });
-            if let Some(header) = header {
-                let _ = writeln!(out, "META: {header}");
-            }
-        }
-        event.status == TaskStatus::Ok
-    }
-
-    /// `TASK [name] ****` once for the hosts that run a task in turn;
-    /// `same_host_again`: not again for a host already under this banner.
-    fn task_banner(
-        &self,
-        out: &mut impl Write,
-        task: &Task,
-        handler: bool,
-        host: &str,
-        same_host_again: bool,
-    ) {
-        let name = task.title();
-        let shown = format!("{}\u{0}{name}", task.location);
-        let repeated = self
-            .last_banner
-            .lock()
-            .is_ok_and(|mut last| match &mut *last {
-                Some((task, hosts)) if *task == shown && !hosts.iter().any(|h| h == host) => {
-                    hosts.push(host.to_owned());
-                    true
-                }
-                Some((task, _)) if same_host_again && *task == shown => true,
-                _ => {
-                    *last = Some((shown, vec![host.to_owned()]));
-                    false
-                }
-            });
-        if !repeated {
-            let kind = if handler { "RUNNING HANDLER" } else { "TASK" };
-            let _ = writeln!(out, "\n{}", banner(&format!("{kind} [{name}]")));
-        }
-    }
-
-    fn reported(&self, location: &crate::role::Location) -> bool {
-        let last = self.last_failure.lock().ok().and_then(|l| l.clone());
-        last.is_some_and(|l| l == location.to_string())
-    }
-
-    /// A task's line, as the default callback's `v2_runner_on_*` print it.
-    fn result_line(
-        &self,
-        host: &str,
-        status: TaskStatus,
-        result: &Value,
-        debug: bool,
-        verbose: bool,
-    ) -> String {
-        let word = status.word();
-        match status {
-            TaskStatus::Failed | TaskStatus::Ignored => {
-                let text = dumped(result, debug, self.verbosity);
-                let unreachable = result.get_attr("unreachable").is_ok_and(|v| v.is_true());
-                let what = if unreachable {
-                    "UNREACHABLE!"
-                } else {
-                    "FAILED!"
-                };
-                format!("{word}: [{host}]: {what} => {text}")
-            }
-            _ if verbose => {
-                let text = dumped(result, debug, self.verbosity);
-                format!("{word}: [{host}] => {text}")
-            }
-            _ => format!("{word}: [{host}]"),
-        }
-    }
-
-    /// One loop item's line, as the default callback's item hooks print it.
-    fn item_line(&self, host: &str, item: &Value, debug: bool) -> String {
-        let flag = |key: &str| item.get_attr(key).is_ok_and(|v| v.is_true());
-        // An item not to be shown (the task's no_log, or its action's own
-        // `_ansible_no_log`) is censored, and its label with it: the clean
-        // copy the callback gets has no item, so 2.18 labels it `None`.
-        let censored;
-        let item = if flag("_ansible_no_log") {
-            censored = crate::engine::censored_item(item);
-            &censored
-        } else {
-            item
-        };
-        let label = if flag("_ansible_no_log") {
-            "None".to_owned()
-        } else {
-            let label = item
-                .get_attr("_ansible_item_label")
-                .ok()
-                .filter(|v| !v.is_undefined())
-                .or_else(|| {
-                    let var = item.get_attr("ansible_loop_var").ok()?;
-                    item.get_item(&var).ok()
-                })
-                .unwrap_or_default();
-            crate::template::pyrepr::to_text(&label)
-        };
-        let verbose = self.verbosity > 0 || verbose_always(item);
-        // An item whose host could not be reached is a failed item to the
-        // callback (v2_runner_item_on_failed).
-        if flag("failed") || flag("unreachable") {
-            let text = dumped(item, debug, self.verbosity);
-            format!("failed: [{host}] (item={label}) => {text}")
-        } else if flag("skipped") {
-            let mut line = format!("skipping: [{host}] => (item={label}) ");
-            if verbose {
-                line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
-            }
-            line
-        } else {
-            let word = if flag("changed") { "changed" } else { "ok" };
-            let mut line = format!("{word}: [{host}] => (item={label})");
-            if verbose {
-                line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
-            }
-            line
-        }
-    }
-
-    /// Keeps the `ansible_stats` a `set_stats` result carries, as Ansible's
-    /// strategy does: per host or for the run, each key replaced or (with
-    /// `aggregate`, the default) added to what earlier results set.
-    fn collect_stats(&self, host: &str, result: &serde_json::Value) {
-        let Some(stats) = result.get("ansible_stats") else {
-            return;
-        };
-        let Some(data) = stats.get("data").and_then(|d| d.as_object()) else {
-            return;
-        };
-        let flag =
-            |key: &str, default: bool| stats.get(key).and_then(|v| v.as_bool()).unwrap_or(default);
-        let owner = if flag("per_host", false) {
-            host
-        } else {
-            "_run"
-        };
-        let Ok(mut custom) = self.custom_stats.lock() else {
-            return;
-        };
-        let kept = custom.entry(owner.to_owned()).or_default();
-        for (key, value) in data {
-            match kept.get_mut(key) {
-                Some(old) if flag("aggregate", true) => aggregate_stat(old, value),
-                _ => {
-                    kept.insert(key.clone(), value.clone());
-                }
-            }
-        }
-    }
-
-    /// `CUSTOM STATS` after the recap, when ANSIBLE_SHOW_CUSTOM_STATS asks
-    /// for them (the default callback's `show_custom_stats`).
-    fn custom_stats(&self) {
-        let shown = std::env::var("ANSIBLE_SHOW_CUSTOM_STATS")
-            .is_ok_and(|v| crate::template::to_bool(&Value::from(v)));
-        let Ok(custom) = self.custom_stats.lock() else {
-            return;
-        };
-        if !shown || custom.is_empty() {
-            return;
-        }
-        // json.dumps(indent=1, sort_keys=True) with its newlines removed.
-        let dumped = |data: &serde_json::Map<String, serde_json::Value>| {
-            crate::template::python_json(
-                &convert::from_json(&serde_json::Value::Object(data.clone())),
-                Some(1),
-            )
-            .unwrap_or_default()
-            .replace('\n', "")
-        };
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "\n{}", banner("CUSTOM STATS: "));
-        for (host, data) in custom.iter().filter(|(h, _)| *h != "_run") {
-            let _ = writeln!(out, "\t{host}: {}", dumped(data));
-        }
-        if let Some(run) = custom.get("_run") {
-            let _ = writeln!(out, "\n\tRUN: {}", dumped(run));
-        }
-        let _ = writeln!(out);
-    }
-
-    /// The play recap: a line per host, sorted by name as Ansible's.
-    fn recap(&self, hosts: &[(String, engine::Stats)]) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "\n{}", banner("PLAY RECAP"));
-        // AggregateStats lists the hosts it counted something for: a host
-        // that only ran meta tasks is not in the recap.
-        let mut hosts: Vec<&(String, engine::Stats)> = hosts
-            .iter()
-            .filter(|(_, s)| {
-                s.ok + s.changed + s.unreachable + s.failed + s.skipped + s.rescued + s.ignored > 0
-            })
-            .collect();
-        hosts.sort_by(|a, b| a.0.cmp(&b.0));
-        for (host, stats) in hosts {
-            let _ = writeln!(
-                out,
-                "{:<27}: ok={:<4} changed={:<4} unreachable={:<4} failed={:<4} skipped={:<4} rescued={:<4} ignored={:<4}",
-                host,
-                stats.ok,
-                stats.changed,
-                stats.unreachable,
-                stats.failed,
-                stats.skipped,
-                stats.rescued,
-                stats.ignored
-            );
-        }
-        let _ = writeln!(out);
-    }
-}
-
-/// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
-fn banner(title: &str) -> String {
-    let stars = 79usize.saturating_sub(title.len()).max(3);
-    format!("{title} {}", "*".repeat(stars))
-}
-
-fn module_name(task: &Task) -> &str {
-    match &task.action {
-        crate::role::Action::Module { module, .. } => module.name(),
-        crate::role::Action::IncludeTasks { .. } => "include_tasks",
-        crate::role::Action::IncludeRole(_) => "include_role",
-        crate::role::Action::ImportRole { .. } => "import_role",
-        crate::role::Action::Block { .. } => "block",
-    }
-}
-
-impl Observer for Printer {
-    fn play_started(&self, name: &str, hosts: usize) {
-        if let Ok(mut last) = self.last_banner.lock() {
-            *last = None;
-        }
-        println!("\n{}", banner(&format!("PLAY [{name}]")));
-        // A play of no tasks still ran on its hosts (a harness tells it
-        // from a run that did nothing).
-        self.write_event(|| serde_json::json!({"status": "play", "play": name, "hosts": hosts}));
-    }
-
-    fn warning(&self, message: &str) {
-        self.say(format!("[WARNING]: {message}"));
-    }
-
-    fn deprecation(&self, message: &str, version: &str) {
-        if let Some(text) = deprecation_text(message, Some(version)) {
-            self.say(text);
-        }
-    }
-
-    fn included(&self, task: &Task, handler: bool, host: &str, file: &Path, item: Option<&Value>) {
-        let mut out = std::io::stdout().lock();
-        self.task_banner(&mut out, task, handler, host, false);
-        let mut line = format!("included: {} for {host}", file.display());
-        if let Some(item) = item {
-            line.push_str(&format!(
-                " => (item={})",
-                crate::template::pyrepr::to_text(item)
-            ));
-        }
-        let _ = writeln!(out, "{line}");
-    }
-
-    fn error(&self, message: &str) {
-        eprintln!("ERROR! {message}");
-    }
-
-    fn task_retrying(
-        &self,
-        task: &Task,
-        handler: bool,
-        host: &str,
-        retries_left: u64,
-        result: &minijinja::Value,
-    ) {
-        let mut out = std::io::stdout().lock();
-        self.task_banner(&mut out, task, handler, host, true);
-        // The task's result follows under the same banner.
-        if let Ok(mut last) = self.last_banner.lock()
-            && let Some((_, hosts)) = &mut *last
-        {
-            hosts.retain(|h| h != host);
-        }
-        let name = task.display_name();
-        // v2_runner_retry: the attempt's result too at -vv, or when the
-        // action shows its results always (debug, assert).
-        let mut line =
-            format!("FAILED - RETRYING: [{host}]: {name} ({retries_left} retries left).");
-        if self.verbosity >= 2 || verbose_always(result) {
-            line.push_str(&format!(
-                "Result was: {}",
-                dumped(result, false, self.verbosity)
-            ));
-        }
-        let _ = writeln!(out, "{line}");
-    }
-
-    fn task_raised(&self, task: &Task, handler: bool, host: &str) {
-        let mut out = std::io::stdout().lock();
-        self.task_banner(&mut out, task, handler, host, false);
-    }
-
-    fn task_finished(&self, event: &TaskEvent<'_>) {
-        let module = module_name(event.task);
-        let debug = module == "debug";
-        let verbose = self.verbosity > 0 || verbose_always(event.result);
-        let mut out = std::io::stdout().lock();
-        let name = event.task.display_name();
-        let host = event.host;
-        // An include that ran said so before its tasks (`included: …`).
-        let announced = matches!(
-            event.task.action,
-            crate::role::Action::IncludeTasks { .. } | crate::role::Action::IncludeRole(_)
-        ) && event.status == TaskStatus::Ok;
-        if !announced {
-            // A failed include said `included:` under its banner already.
-            let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
-            self.task_banner(&mut out, event.task, event.handler, host, is_include);
-        }
-        self.result_warnings(event.result);
-        if module == "meta" && self.meta_said(&mut out, event) {
-            return;
-        }
-        if !announced {
-            let items = event
-                .task
-                .looping
-                .as_ref()
-                .and_then(|_| event.result.get_attr("results").ok())
-                .filter(|r| r.kind() == minijinja::value::ValueKind::Seq);
-            if let Some(items) = items {
-                // A loop shows a line per item (v2_runner_item_on_*); only a
-                // skipped task adds its own line.
-                for item in items.try_iter().into_iter().flatten() {
-                    let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
-                }
-                if event.status == TaskStatus::Skipped {
-                    let _ = writeln!(out, "skipping: [{host}]");
-                } else if censored_loop(event.result) {
-                    // A no_log loop's own result is censored too, so it has
-                    // no `results` for the callback, which shows it as a
-                    // task without a loop.
-                    let own = without_items(event.result);
-                    let line = self.result_line(host, event.status, &own, debug, verbose);
-                    let _ = writeln!(out, "{line}");
-                }
-            } else {
-                // Items shown before one ended the loop, then its failure.
-                for item in event.items_before {
-                    let _ = writeln!(out, "{}", self.item_line(host, item, debug));
-                }
-                let line = self.result_line(host, event.status, event.result, debug, verbose);
-                let _ = writeln!(out, "{line}");
-            }
-        }
-        if event.status == TaskStatus::Failed
-            && let Ok(mut last) = self.last_failure.lock()
-        {
-            *last = Some(event.task.location.to_string());
-        }
-        if event.status == TaskStatus::Ignored {
-            let _ = writeln!(out, "...ignoring");
-        }
-        let result = convert::to_json(event.result).unwrap_or(serde_json::Value::Null);
-        if !matches!(event.status, TaskStatus::Failed | TaskStatus::Skipped) {
-            self.collect_stats(host, &result);
-        }
-        self.write_event(|| {
-            serde_json::json!({
-                "task": name,
-                "host": host,
-                "location": event.task.location.to_string(),
-                "file": event.task.location.file.display().to_string(),
-                "line": event.task.location.pos.map(|p| p.line),
-                "module": module,
-                "status": match event.status {
-                    TaskStatus::Skipped => "skipped",
-                    TaskStatus::Failed => "failed",
-                    TaskStatus::Ignored => "ignored",
-                    TaskStatus::Changed => "changed",
-                    TaskStatus::Ok => "ok",
-                },
-                "message": event.message,
-                "assertion": result.get("assertion"),
-                "duration_ms": event.duration.as_secs_f64() * 1000.0,
-            })
-        });
-    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,23 @@ pub fn render(
     out
 }
 
+/// Calls `warn` for each host pattern of the playbook's plays that matches
+/// nothing, as ansible-playbook warns when it makes each play's variables
+/// (its listings included).
+pub fn warn_unmatched(project: &Project, path: &Path, mut warn: impl FnMut(&str)) {
+    let Some(playbook) = project.playbooks.get(path) else {
+        return;
+    };
+    let inventory = project.inventory.as_deref().cloned().unwrap_or_default();
+    for play in &playbook.plays {
+        for pattern in inventory.unmatched(&host_list(&play.hosts)) {
+            warn(&format!(
+                "Could not match supplied host pattern, ignoring: {pattern}"
+            ));
+        }
+    }
+}
+
 /// `play.hosts` as the list the Play keyword makes of it.
 fn host_list(hosts: &Value) -> Vec<String> {
     match hosts.as_str() {

@@ -40,6 +40,7 @@ fn run(case: &Recorded, dir: &Path) -> Result<Outcome, String> {
         Path::new(env!("CARGO_BIN_EXE_enka")),
         dir,
         &env,
+        &case.args,
     ))
 }
 

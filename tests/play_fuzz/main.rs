@@ -13,7 +13,8 @@
 //!   another stream, more cases, a time limit (`make play-fuzz`).
 //! - `ENKA_PLAY_FUZZ_RERECORD=1`: records ansible-playbook's outcome anew
 //!   for every case of `fuzzed_plays.yaml` (a case added by hand needs only
-//!   its name and files) and stops.
+//!   its name, files and any `args`) and stops; `=text`: only the cases
+//!   whose name has `text`.
 //!
 //! Needs `ENKA_ANSIBLE_PYTHON` (the worker's virtualenv, as `make test` sets
 //! it); without it the run fails, never skips.
@@ -81,8 +82,10 @@ fn main() {
         std::process::exit(1);
     });
     let recorded = conformance_dir().join("fuzzed_plays.yaml");
-    if std::env::var("ENKA_PLAY_FUZZ_RERECORD").is_ok_and(|v| v == "1") {
-        match play::rerecord(&recorded, &runner) {
+    if let Ok(which) = std::env::var("ENKA_PLAY_FUZZ_RERECORD") {
+        // `1`: every case; else the cases whose name has it.
+        let which = (which != "1").then_some(which);
+        match play::rerecord(&recorded, &runner, which.as_deref()) {
             Ok(count) => println!("play_fuzz: recorded {count} cases from ansible-playbook"),
             Err(e) => panic!("{}: {e}", recorded.display()),
         }

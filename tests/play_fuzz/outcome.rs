@@ -98,17 +98,39 @@ pub fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()
     Ok(())
 }
 
-/// `ansible-playbook play.yml` in `dir`, on localhost.
-pub fn run_ansible(ansible_playbook: &Path, dir: &Path, env: &[(&'static str, String)]) -> Outcome {
+/// The inventory a case runs on: its `inventory` file when it has one
+/// (several hosts, all on the local connection), else localhost.
+fn inventory(dir: &Path) -> &'static str {
+    if dir.join("inventory").is_file() {
+        "inventory"
+    } else {
+        "localhost,"
+    }
+}
+
+/// `ansible-playbook play.yml` in `dir`, with the case's own `args`.
+pub fn run_ansible(
+    ansible_playbook: &Path,
+    dir: &Path,
+    env: &[(&'static str, String)],
+    args: &[String],
+) -> Outcome {
     let mut command = Command::new(ansible_playbook);
-    command.args(["-i", "localhost,", "-c", "local", "play.yml"]);
+    command.args(["-i", inventory(dir), "-c", "local", "play.yml"]);
+    command.args(args);
     run(command, dir, env)
 }
 
-/// `enka playbook play.yml` in `dir`, on localhost.
-pub fn run_enka(enka: &Path, dir: &Path, env: &[(&'static str, String)]) -> Outcome {
+/// `enka playbook play.yml` in `dir`, with the case's own `args`.
+pub fn run_enka(
+    enka: &Path,
+    dir: &Path,
+    env: &[(&'static str, String)],
+    args: &[String],
+) -> Outcome {
     let mut command = Command::new(enka);
-    command.args(["playbook", "play.yml", "-i", "localhost,", "-c", "local"]);
+    command.args(["playbook", "play.yml", "-i", inventory(dir), "-c", "local"]);
+    command.args(args);
     run(command, dir, env)
 }
 
@@ -178,6 +200,10 @@ pub fn both_refuse_to_load(ansible: &Outcome, enka: &Outcome) -> bool {
 pub struct Recorded {
     pub name: String,
     pub files: std::collections::BTreeMap<String, String>,
+    /// Options of both commands beyond the inventory and connection
+    /// (`--diff`, `--forks 1` for hosts in a fixed order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
     #[serde(default)]
     pub code: i32,
     #[serde(default)]

@@ -42,8 +42,9 @@ impl Runner {
         }
         let env = environment(&self.python);
         std::thread::scope(|scope| {
-            let ansible = scope.spawn(|| run_ansible(&self.ansible_playbook, &ansible_dir, &env));
-            let enka = run_enka(&self.enka, &enka_dir, &env);
+            let ansible =
+                scope.spawn(|| run_ansible(&self.ansible_playbook, &ansible_dir, &env, &[]));
+            let enka = run_enka(&self.enka, &enka_dir, &env, &[]);
             let ansible = ansible
                 .join()
                 .unwrap_or_else(|_| panic!("play_fuzz: a runner thread panicked"));
@@ -51,11 +52,16 @@ impl Runner {
         })
     }
 
-    /// ansible-playbook's outcome of a recorded case's files.
-    pub fn ansible(&self, files: &[(String, String)]) -> Outcome {
+    /// ansible-playbook's outcome of a recorded case's files and options.
+    pub fn ansible(&self, files: &[(String, String)], args: &[String]) -> Outcome {
         let dir = self.root.join("ansible");
         write_files(&dir, files).unwrap_or_else(|e| panic!("play_fuzz: writing a playbook: {e}"));
-        run_ansible(&self.ansible_playbook, &dir, &environment(&self.python))
+        run_ansible(
+            &self.ansible_playbook,
+            &dir,
+            &environment(&self.python),
+            args,
+        )
     }
 }
 
@@ -109,6 +115,7 @@ pub fn record(
         cases.push(Recorded {
             name: format!("seed{seed}_{index}"),
             files,
+            args: Vec::new(),
             code: ansible.code,
             stdout: ansible.stdout.clone(),
             stderr: ansible.stderr.clone(),
@@ -118,19 +125,25 @@ pub fn record(
     std::fs::write(path, text).map_err(|e| e.to_string())
 }
 
-/// Records ansible-playbook's outcome anew for every case at `path` (a
-/// case written by hand needs only its name and files).
-pub fn rerecord(path: &Path, runner: &Runner) -> Result<usize, String> {
+/// Records ansible-playbook's outcome anew for the cases at `path` whose
+/// name has `which` (all without it; a case written by hand needs only its
+/// name and files).
+pub fn rerecord(path: &Path, runner: &Runner, which: Option<&str>) -> Result<usize, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let mut cases: Vec<Recorded> = serde_yaml::from_str(&text).map_err(|e| e.to_string())?;
+    let mut count = 0;
     for case in &mut cases {
+        if which.is_some_and(|which| !case.name.contains(which)) {
+            continue;
+        }
+        count += 1;
         let files: Vec<(String, String)> = case.files.clone().into_iter().collect();
-        let ansible = runner.ansible(&files);
+        let ansible = runner.ansible(&files, &case.args);
         case.code = ansible.code;
         case.stdout = ansible.stdout;
         case.stderr = ansible.stderr;
     }
     let text = serde_yaml::to_string(&cases).map_err(|e| e.to_string())?;
     std::fs::write(path, text).map_err(|e| e.to_string())?;
-    Ok(cases.len())
+    Ok(count)
 }

@@ -62,6 +62,8 @@ pub trait Observer: Send + Sync {
     /// A play starts: its `name`, else its `hosts` pattern, and how many
     /// hosts it runs on.
     fn play_started(&self, _name: &str, _hosts: usize) {}
+    /// The play that just started matches no host: it runs nothing.
+    fn no_hosts_matched(&self) {}
     /// `task` is about to run (its `when` not yet evaluated).
     fn task_started(&self, _task: &Task) {}
     /// The include `task` (a handler's when `handler`) brings in `file`

@@ -260,6 +260,24 @@ impl Inventory {
         Ok(hosts)
     }
 
+    /// The terms of `patterns` that match no group and no host, each as
+    /// Ansible warns of it ("Could not match supplied host pattern"):
+    /// without its `!` or `&`, never `all`.
+    pub fn unmatched(&self, patterns: &[String]) -> Vec<String> {
+        patterns
+            .iter()
+            .flat_map(|p| split_pattern(p))
+            .map(|term| term.trim_start_matches(['!', '&']).to_owned())
+            .filter(|term| term != "all")
+            .filter(|term| {
+                let (expr, _) = split_subscript(term);
+                let names_a_group = Matcher::new(expr)
+                    .is_ok_and(|m| self.groups.keys().any(|name| m.matches(name)));
+                !names_a_group && self.enumerate(expr).is_ok_and(|hosts| hosts.is_empty())
+            })
+            .collect()
+    }
+
     /// [`Inventory::select`] narrowed to the hosts `limit` selects, as
     /// InventoryManager.get_hosts applies `--limit` before the order.
     pub fn select_limited(

@@ -141,25 +141,44 @@ impl Runner {
             Some(name) => name.clone(),
             None => hosts_text(&play.hosts),
         };
-        if let Some(observer) = &self.options.observer {
-            let count = selected.as_ref().map_or(0, |(hosts, _, _)| hosts.len());
-            observer.play_started(&name, count);
-        }
-        let (hosts, batch_sizes, strategy) = match selected {
+        let (matched, batch_sizes, strategy) = match selected {
             Ok(selected) => selected,
             Err(message) => {
+                self.play_started(&name, 0);
                 let location = enka_project::role::Location::file(&playbook.path);
                 let failure = Failure::new(name, location, message.clone(), fail_result(&message));
                 self.first_failure.get_or_insert(failure);
                 return false;
             }
         };
+        if matched.is_empty() {
+            self.play_started(&name, 0);
+            if let Some(observer) = &self.options.observer {
+                observer.no_hosts_matched();
+            }
+            return true;
+        }
+        // Hosts that failed in an earlier play stay in their batch but
+        // run nothing (the strategy leaves them out).
+        let hosts: Vec<String> = matched
+            .iter()
+            .filter(|h| !self.failed_hosts.contains(h))
+            .cloned()
+            .collect();
         add_play_roles(&mut scope, play, &hosts);
         let frame = play_frame(play, scope, search_path);
-        let mut remaining = hosts.as_slice();
+        let mut remaining = matched.as_slice();
         for size in batch_sizes {
-            let (batch, rest) = remaining.split_at(size.min(remaining.len()));
+            let (whole_batch, rest) = remaining.split_at(size.min(remaining.len()));
             remaining = rest;
+            // Each batch is a run of the play of its own (TaskQueueManager.run).
+            let batch: Vec<String> = whole_batch
+                .iter()
+                .filter(|h| !self.failed_hosts.contains(h))
+                .cloned()
+                .collect();
+            self.play_started(&name, batch.len());
+            let batch = batch.as_slice();
             let lockstep =
                 (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks, strategy));
             let batch_names: Arc<[String]> = Arc::from(batch);
@@ -195,9 +214,10 @@ impl Runner {
             });
             let finished = futures::future::join_all(runs).await;
             let (failed, ended) = self.absorb_batch(finished);
-            // A batch whose every host failed ends the playbook
-            // (PlaybookExecutor's break_play).
-            if failed == batch.len() {
+            // A batch whose every host failed in it ends the playbook
+            // (PlaybookExecutor's break_play; hosts failed before count
+            // in the batch's size, not in its failures).
+            if failed == whole_batch.len() {
                 return false;
             }
             if ended && self.play_ended {
@@ -208,8 +228,8 @@ impl Runner {
         true
     }
 
-    /// The hosts a play runs on (its `hosts` templated, in its `order`,
-    /// without hosts that failed earlier), the sizes of its `serial`
+    /// The hosts a play's `hosts` (templated) matches, in its `order` and
+    /// with hosts that failed earlier, the sizes of its `serial`
     /// batches, and how its hosts take turns (`strategy`).
     pub(super) fn play_hosts(
         &self,
@@ -235,8 +255,14 @@ impl Runner {
             None => "inventory".to_owned(),
         };
         let inventory = self.live_inventory().unwrap_or_default();
-        let mut hosts = inventory.select_limited(&patterns, &order, self.options.limit.as_ref())?;
-        hosts.retain(|h| !self.failed_hosts.contains(h));
+        if let Some(observer) = &self.options.observer {
+            for pattern in inventory.unmatched(&patterns) {
+                observer.warning(&format!(
+                    "Could not match supplied host pattern, ignoring: {pattern}"
+                ));
+            }
+        }
+        let hosts = inventory.select_limited(&patterns, &order, self.options.limit.as_ref())?;
         let serial = match &play.serial {
             Some(serial) => template(serial, "serial")?,
             None => Value::UNDEFINED,
@@ -248,6 +274,13 @@ impl Runner {
             None => Strategy::Linear,
         };
         Ok((hosts.clone(), batch_sizes(&serial, hosts.len())?, strategy))
+    }
+
+    /// A play (or one `serial` batch of it) starts on `hosts` hosts.
+    fn play_started(&self, name: &str, hosts: usize) {
+        if let Some(observer) = &self.options.observer {
+            observer.play_started(name, hosts);
+        }
     }
 
     /// The live inventory as it is now (`None` outside playbooks).

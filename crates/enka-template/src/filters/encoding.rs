@@ -420,12 +420,22 @@ fn json_style(
 /// `json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=False)`,
 /// as Ansible's callbacks dump results.
 pub fn python_json(value: &Value, indent: Option<usize>) -> Result<String, Error> {
+    sorted_json(value, indent, false)
+}
+
+/// `json.dumps(value, indent=indent, sort_keys=True)`: non-ASCII text
+/// escaped, as the callbacks write a diff's mapping.
+pub fn python_json_ascii(value: &Value, indent: Option<usize>) -> Result<String, Error> {
+    sorted_json(value, indent, true)
+}
+
+fn sorted_json(value: &Value, indent: Option<usize>, ensure_ascii: bool) -> Result<String, Error> {
     let style = JsonStyle {
         indent,
         sort_keys: true,
         item_sep: if indent.is_some() { "," } else { ", " }.to_owned(),
         key_sep: ": ".to_owned(),
-        ensure_ascii: false,
+        ensure_ascii,
     };
     let mut out = String::new();
     json_dump(&mut out, value, &style, 0)?;

@@ -18,7 +18,7 @@ mod text;
 pub use collections::{dict_global, merge_hash};
 pub use core::to_bool as core_to_bool;
 pub(crate) use datetime::{now, py_datetime};
-pub use encoding::{json_string, python_json};
+pub use encoding::{json_string, python_json, python_json_ascii};
 pub(crate) use paths::glob_files;
 pub(crate) use text::{python_format, python_regex_error, python_split};
 
