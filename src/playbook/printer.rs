@@ -166,6 +166,7 @@ impl Printer {
         verbose: bool,
     ) -> String {
         let word = status.word();
+        let host = host_label(host, result);
         match status {
             TaskStatus::Failed | TaskStatus::Ignored => {
                 let text = dumped(result, debug, self.verbosity);
@@ -217,7 +218,10 @@ impl Printer {
         // callback (v2_runner_item_on_failed).
         if flag("failed") || flag("unreachable") {
             let text = dumped(item, debug, self.verbosity);
-            format!("failed: [{host}] (item={label}) => {text}")
+            format!(
+                "failed: [{}] (item={label}) => {text}",
+                host_label(host, item)
+            )
         } else if flag("skipped") {
             let mut line = format!("skipping: [{host}] => (item={label}) ");
             if verbose {
@@ -226,7 +230,7 @@ impl Printer {
             line
         } else {
             let word = if flag("changed") { "changed" } else { "ok" };
-            let mut line = format!("{word}: [{host}] => (item={label})");
+            let mut line = format!("{word}: [{}] => (item={label})", host_label(host, item));
             if verbose {
                 line.push_str(&format!(" => {}", dumped(item, debug, self.verbosity)));
             }
@@ -327,6 +331,33 @@ impl Printer {
     }
 }
 
+/// The host a result's line names: `host -> delegate` for a task
+/// delegated to another host, with the delegate's address when it has
+/// another (CallbackBase.host_label).
+fn host_label(host: &str, result: &Value) -> String {
+    let delegated = result
+        .get_attr("_ansible_delegated_vars")
+        .ok()
+        .filter(|v| !v.is_undefined());
+    let Some(delegated) = delegated else {
+        return host.to_owned();
+    };
+    let text = |key: &str| {
+        delegated
+            .get_attr(key)
+            .ok()
+            .filter(|v| !v.is_undefined())
+            .map(|v| crate::template::pyrepr::to_text(&v))
+    };
+    let Some(delegate) = text("ansible_delegated_host").filter(|d| d != host) else {
+        return host.to_owned();
+    };
+    match text("ansible_host").filter(|address| *address != delegate) {
+        Some(address) => format!("{host} -> {delegate}({address})"),
+        None => format!("{host} -> {delegate}"),
+    }
+}
+
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
 pub(super) fn banner(title: &str) -> String {
     let stars = 79usize.saturating_sub(title.len()).max(3);
@@ -404,8 +435,10 @@ impl Observer for Printer {
         let name = task.display_name();
         // v2_runner_retry: the attempt's result too at -vv, or when the
         // action shows its results always (debug, assert).
-        let mut line =
-            format!("FAILED - RETRYING: [{host}]: {name} ({retries_left} retries left).");
+        let mut line = format!(
+            "FAILED - RETRYING: [{}]: {name} ({retries_left} retries left).",
+            host_label(host, result)
+        );
         if self.verbosity >= 2 || verbose_always(result) {
             line.push_str(&format!(
                 "Result was: {}",

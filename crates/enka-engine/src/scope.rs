@@ -26,26 +26,111 @@ pub struct HostState {
     pub included: Facts,
 }
 
-/// Every host's [`HostState`], by host name.
+/// Facts another host's task set on a host (`delegate_facts`).
+#[derive(Debug, Clone, Default)]
+pub struct Delivered {
+    /// `set_fact`'s.
+    pub facts: Vec<(Arc<str>, Var)>,
+    /// A module's (`setup`).
+    pub module_facts: Vec<(Arc<str>, Value)>,
+}
+
+impl Delivered {
+    /// Adds these facts to what a host has set.
+    pub fn apply(&self, state: &mut HostState) {
+        if !self.facts.is_empty() {
+            Arc::make_mut(&mut state.facts).extend(self.facts.iter().cloned());
+        }
+        if !self.module_facts.is_empty() {
+            add_module_facts(&mut state.host_facts, &self.module_facts);
+        }
+    }
+}
+
+/// Every host's [`HostState`], by host name, and the facts delivered to a
+/// host its runner has not taken yet.
 #[derive(Debug, Default)]
-pub struct Peers(std::sync::Mutex<std::collections::HashMap<String, HostState>>);
+pub struct Peers {
+    states: std::sync::Mutex<std::collections::HashMap<String, HostState>>,
+    mail: std::sync::Mutex<std::collections::HashMap<String, Vec<Delivered>>>,
+}
 
 impl Peers {
     /// What `host` has set so far (nothing for a host that has not run).
     pub fn get(&self, host: &str) -> HostState {
-        self.0
+        self.states
             .lock()
             .ok()
             .and_then(|peers| peers.get(host).cloned())
             .unwrap_or_default()
     }
 
-    /// Records what `host` has set.
-    pub fn set(&self, host: &str, state: HostState) {
-        if let Ok(mut peers) = self.0.lock() {
+    /// Records what `host` has set, with what was delivered to it and its
+    /// runner has not taken yet.
+    pub fn set(&self, host: &str, mut state: HostState) {
+        if let Ok(mail) = self.mail.lock() {
+            for delivered in mail.get(host).into_iter().flatten() {
+                delivered.apply(&mut state);
+            }
+        }
+        if let Ok(mut peers) = self.states.lock() {
             peers.insert(host.to_owned(), state);
         }
     }
+
+    /// Gives `host` facts another host's task set on it: seen at once
+    /// through `hostvars`, taken by its runner before its next task.
+    pub fn deliver(&self, host: &str, delivered: Delivered) {
+        if let Ok(mut peers) = self.states.lock() {
+            delivered.apply(peers.entry(host.to_owned()).or_default());
+        }
+        if let Ok(mut mail) = self.mail.lock() {
+            mail.entry(host.to_owned()).or_default().push(delivered);
+        }
+    }
+
+    /// The facts delivered to `host` since it last took them.
+    pub fn take_mail(&self, host: &str) -> Vec<Delivered> {
+        self.mail
+            .lock()
+            .ok()
+            .and_then(|mut mail| mail.remove(host))
+            .unwrap_or_default()
+    }
+}
+
+/// Facts a module returned (`setup`, `gather_facts`, `*_facts`), as
+/// Ansible keeps them: the host's facts (below play vars), each a
+/// variable of its own (facts injected as vars), and under
+/// `ansible_facts` without the `ansible_` prefix.
+pub fn add_module_facts(host_facts: &mut Facts, returned: &[(Arc<str>, Value)]) {
+    let namespace = host_facts
+        .get("ansible_facts")
+        .map(|var| var.value.clone())
+        .unwrap_or_default();
+    let mut merged: Vec<(Value, Value)> = namespace
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let v = namespace.get_item(&k).unwrap_or_default();
+            (k, v)
+        })
+        .collect();
+    let facts = Arc::make_mut(host_facts);
+    for (name, value) in returned {
+        facts.insert(name.clone(), Var::unsafe_data(value));
+        let short = match name.strip_prefix("ansible_") {
+            Some(short) if &**name != "ansible_local" => short,
+            _ => name,
+        };
+        merged.retain(|(k, _)| k.as_str() != Some(short));
+        merged.push((Value::from(short), value.clone()));
+    }
+    facts.insert(
+        Arc::from("ansible_facts"),
+        Var::unsafe_data(&Value::from_pairs(merged)),
+    );
 }
 
 /// A chain of variable lists, innermost first.

@@ -39,6 +39,7 @@ impl Runner {
         args: &Value,
         ctx: &Context,
         modes: TaskModes,
+        facts_to: Option<&str>,
     ) -> TaskResult {
         let no_log = modes.no_log;
         let templated = match self.templated_args(frame, task, module, args, ctx) {
@@ -96,10 +97,10 @@ impl Runner {
         }
         self.api_time += module_ctx.api_time;
         match outcome {
-            Ok(output) => self.take_output(module, output),
+            Ok(output) => self.take_output(module, output, facts_to),
             // A collection's failed result is the task's result as it is.
             Err(modules::ModuleError::Result(output)) => {
-                self.take_output(module, output.with("failed", true))
+                self.take_output(module, output.with("failed", true), facts_to)
             }
             // The action raised Ansible's conditional error out of
             // `_execute`: its text is the whole result, judged by nothing.
@@ -135,15 +136,9 @@ impl Runner {
         frame: &Frame,
         task: &Task,
         ctx: &Context,
+        delegate: Option<&str>,
     ) -> Result<Option<String>, Flow> {
-        let delegate = match frame.inherited.for_task(task, Setting::DelegateTo) {
-            Some(value) => match self.templar.template_value(value, ctx) {
-                Ok(v) if v.is_none() || v.is_undefined() => None,
-                Ok(v) => Some(enka_template::pyrepr::to_text(&v)),
-                Err(err) => return Err(self.template_failure(task, "delegate_to", &err)),
-            },
-            None => None,
-        };
+        let delegate = delegate.map(str::to_owned);
         let target = delegate.clone().unwrap_or_else(|| self.host.to_string());
         let host_connection = match &delegate {
             Some(name) => ctx
@@ -185,6 +180,40 @@ impl Runner {
                 "Failed to connect to the host via {connection}: enka runs every task on its own machine, and host {target} asks for a {connection} connection"
             )
         }))
+    }
+
+    /// The host the task's `delegate_to` names (templated for this host
+    /// and item), if it names one.
+    pub(super) fn delegate(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+    ) -> Result<Option<String>, Flow> {
+        match frame.inherited.for_task(task, Setting::DelegateTo) {
+            Some(value) => match self.templar.template_value(value, ctx) {
+                Ok(v) if v.is_none() || v.is_undefined() => Ok(None),
+                Ok(v) => Ok(Some(enka_template::pyrepr::to_text(&v))),
+                Err(err) => Err(self.template_failure(task, "delegate_to", &err)),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// What a result delegated to another host carries for the callbacks
+    /// (`_ansible_delegated_vars`): the host, and its `ansible_host`.
+    pub(super) fn delegated_vars(&self, delegate: &str, ctx: &Context) -> Value {
+        let address = ctx
+            .hostvars()
+            .get_item(&Value::from(delegate))
+            .ok()
+            .and_then(|vars| vars.get_attr("ansible_host").ok())
+            .filter(|v| !v.is_undefined() && !v.is_none())
+            .unwrap_or_else(|| Value::from(delegate));
+        Value::from_pairs(vec![
+            (Value::from("ansible_delegated_host"), Value::from(delegate)),
+            (Value::from("ansible_host"), address),
+        ])
     }
 
     /// The task's arguments with `module_defaults`, templated, `omit`
@@ -274,9 +303,15 @@ impl Runner {
         })
     }
 
-    /// A module's output taken into the run: facts, module facts, included
+    /// A module's output taken into the run: facts (this host's, or with
+    /// `delegate_facts` the host in `facts_to`), module facts, included
     /// variables and metrics kept, the rest its result.
-    fn take_output(&mut self, module: &ModuleRef, output: modules::Output) -> TaskResult {
+    fn take_output(
+        &mut self,
+        module: &ModuleRef,
+        mut output: modules::Output,
+        facts_to: Option<&str>,
+    ) -> TaskResult {
         self.warn_if_reserved(
             output
                 .facts
@@ -284,6 +319,16 @@ impl Runner {
                 .chain(&output.included_vars)
                 .map(|(name, _)| &**name),
         );
+        if let Some(delegate) = facts_to {
+            let delivered = crate::scope::Delivered {
+                facts: std::mem::take(&mut output.facts)
+                    .into_iter()
+                    .map(|(k, v)| (k, Var::templated(v)))
+                    .collect(),
+                module_facts: std::mem::take(&mut output.plain_facts),
+            };
+            self.peers.deliver(delegate, delivered);
+        }
         if !output.facts.is_empty() {
             let facts = Arc::make_mut(&mut self.facts);
             for (k, v) in &output.facts {
@@ -291,7 +336,7 @@ impl Runner {
             }
         }
         if !output.plain_facts.is_empty() {
-            self.add_module_facts(&output.plain_facts);
+            crate::scope::add_module_facts(&mut self.host_facts, &output.plain_facts);
             // What gather_facts tells the executor (smart
             // gathering then skips the next plays' gathering).
             if module.name().rsplit('.').next() == Some("gather_facts") {

@@ -202,41 +202,6 @@ impl Runner {
         Ok(modes)
     }
 
-    /// Facts a module returned (`setup`, `gather_facts`, `*_facts`), as
-    /// Ansible keeps them: the host's facts (below play vars), each a
-    /// variable of its own (facts injected as vars), and under
-    /// `ansible_facts` without the `ansible_` prefix.
-    pub(super) fn add_module_facts(&mut self, returned: &[(Arc<str>, Value)]) {
-        let namespace = self
-            .host_facts
-            .get("ansible_facts")
-            .map(|var| var.value.clone())
-            .unwrap_or_default();
-        let mut merged: Vec<(Value, Value)> = namespace
-            .try_iter()
-            .into_iter()
-            .flatten()
-            .map(|k| {
-                let v = namespace.get_item(&k).unwrap_or_default();
-                (k, v)
-            })
-            .collect();
-        let facts = Arc::make_mut(&mut self.host_facts);
-        for (name, value) in returned {
-            facts.insert(name.clone(), Var::unsafe_data(value));
-            let short = match name.strip_prefix("ansible_") {
-                Some(short) if &**name != "ansible_local" => short,
-                _ => name,
-            };
-            merged.retain(|(k, _)| k.as_str() != Some(short));
-            merged.push((Value::from(short), value.clone()));
-        }
-        facts.insert(
-            Arc::from("ansible_facts"),
-            Var::unsafe_data(&Value::from_pairs(merged)),
-        );
-    }
-
     /// A meta task whose condition was false: skipped, with the reason
     /// Ansible's strategy gives.
     pub(super) fn meta_skipped(&self, task: &Task, action: &str) -> TaskResult {

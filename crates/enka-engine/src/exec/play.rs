@@ -299,6 +299,8 @@ impl Runner {
         index: usize,
         lockstep: Option<Arc<Lockstep>>,
     ) -> Runner {
+        // What was delivered to the host is in its state already.
+        let _ = self.peers.take_mail(host);
         let state = self.peers.get(host);
         let mut runner = Runner::new(
             self.project.clone(),
@@ -341,6 +343,20 @@ impl Runner {
         for dependent in runner.dependents {
             enka_kube::Dependent::merge_into(&mut self.dependents, dependent);
         }
+    }
+
+    /// Takes the facts other hosts' tasks delivered to this host
+    /// (`delegate_facts`) since it last looked.
+    pub(super) fn take_delivered_facts(&mut self) {
+        let mail = self.peers.take_mail(&self.host);
+        if mail.is_empty() {
+            return;
+        }
+        let mut state = self.host_state();
+        for delivered in mail {
+            delivered.apply(&mut state);
+        }
+        (self.facts, self.host_facts) = (state.facts, state.host_facts);
     }
 
     pub(super) fn host_state(&self) -> scope::HostState {

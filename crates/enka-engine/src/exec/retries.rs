@@ -40,17 +40,44 @@ impl Runner {
         }
         let until = task.until.clone();
         let (attempts, delay) = self.retry_plan(task, &ctx)?;
+        let delegate = self.delegate(frame, task, &ctx)?;
+        // A task delegated to another host says so in its result's line.
+        let delegated = delegate
+            .as_deref()
+            .filter(|d| *d != &*self.host)
+            .map(|d| self.delegated_vars(d, &ctx));
+        let mark = |mut result: TaskResult| {
+            if let Some(vars) = &delegated {
+                result.set("_ansible_delegated_vars", vars.clone());
+            }
+            result
+        };
+        // `delegate_facts`: facts the task sets go to the host it is
+        // delegated to.
+        let facts_to = match delegate.as_deref().filter(|d| *d != &*self.host) {
+            Some(delegate) => {
+                let own = task.settings.get(Setting::DelegateFacts);
+                let inherited = frame.inherited.setting(Setting::DelegateFacts);
+                self.flag(&ctx, own, inherited)
+                    .map_err(|err| self.template_failure(task, "delegate_facts", &err))?
+                    .then_some(delegate)
+            }
+            None => None,
+        };
         if !module.runs_on_controller() {
-            match self.unreachable_reason(frame, task, &ctx) {
+            match self.unreachable_reason(frame, task, &ctx, delegate.as_deref()) {
                 Ok(None) => {}
-                Ok(Some(message)) => return Ok(TaskResult::unreachable(message)),
+                Ok(Some(message)) => return Ok(mark(TaskResult::unreachable(message))),
                 Err(flow) => return Err(flow),
             }
         }
         let mut attempt = 0u64;
         loop {
             attempt += 1;
-            let mut result = self.execute(frame, task, module, args, &ctx, modes).await;
+            let result = self
+                .execute(frame, task, module, args, &ctx, modes, facts_to)
+                .await;
+            let mut result = mark(result);
             // Raised, not returned, in Ansible: no condition judges it and
             // `until` does not retry it.
             if result.fails_task {

@@ -50,6 +50,7 @@ impl Runner {
             if let Some(flow) = self.gate(frame, task, position, static_parent).await {
                 return flow;
             }
+            self.take_delivered_facts();
             let started = Instant::now();
             let is_block = matches!(task.action, Action::Block { .. });
             let observed = match is_block {

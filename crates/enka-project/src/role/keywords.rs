@@ -39,6 +39,7 @@ pub enum Setting {
     IgnoreErrors,
     IgnoreUnreachable,
     DelegateTo,
+    DelegateFacts,
     Connection,
     RunOnce,
     Throttle,
@@ -207,7 +208,7 @@ pub const KEYWORDS: &[Keyword] = &[
     kw("when", P::TASK_BLOCK),
     kw("notify", P::TASK_BLOCK),
     inherited("delegate_to", P::TASK_BLOCK, Setting::DelegateTo),
-    ignored("delegate_facts", P::TASK_BLOCK),
+    inherited("delegate_facts", P::TASK_BLOCK, Setting::DelegateFacts),
     // Blocks.
     kw("block", P::BLOCK),
     kw("rescue", P::BLOCK),
