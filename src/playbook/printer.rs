@@ -385,6 +385,10 @@ impl Observer for Printer {
         self.write_event(|| serde_json::json!({"status": "play", "play": name, "hosts": hosts}));
     }
 
+    fn no_hosts_remaining(&self) {
+        println!("\n{}", banner("NO MORE HOSTS LEFT"));
+    }
+
     fn no_hosts_matched(&self) {
         println!("skipping: no hosts matched");
     }

@@ -98,6 +98,11 @@ struct Inner {
     /// Per host: parked after it could not be reached, and taken back by a
     /// `meta: clear_host_errors` since.
     readmitted: Vec<bool>,
+    /// `max_fail_percentage` as a share, and the batch's size (hosts that
+    /// failed in earlier plays count in it).
+    max_fail: Option<(f64, usize)>,
+    /// More than `max_fail` failed: the play ended for every host.
+    broken: bool,
 }
 
 enum Slot {
@@ -130,6 +135,8 @@ impl Lockstep {
                 running_at: vec![None; hosts],
                 failed: Vec::new(),
                 readmitted: vec![false; hosts],
+                max_fail: None,
+                broken: false,
             }),
             shared: Mutex::new(std::collections::HashMap::new()),
         })
@@ -214,6 +221,21 @@ impl Lockstep {
             }
             inner.schedule();
         }
+    }
+
+    /// `max_fail_percentage`: once more than `share` of the batch's
+    /// `batch_size` hosts failed out of the play, the play ends for all
+    /// (the linear strategy's check after each task).
+    pub(crate) fn limit_failures(&self, share: f64, batch_size: usize) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.max_fail = Some((share, batch_size));
+            inner.schedule();
+        }
+    }
+
+    /// Whether too many hosts failed (`max_fail_percentage`).
+    pub(crate) fn broken(&self) -> bool {
+        self.inner.lock().is_ok_and(|inner| inner.broken)
     }
 
     /// The hosts (by place in the batch) that failed out of the play so far.
@@ -309,7 +331,31 @@ impl Lockstep {
 }
 
 impl Inner {
+    /// Once a task's round is over: whether more than `max_fail` of the
+    /// batch failed, which ends the play.
+    fn check_failures(&mut self) {
+        let Some((share, size)) = self.max_fail else {
+            return;
+        };
+        // The round of the current task is over when no host runs it and
+        // none still waits for its turn at it (forks).
+        let current = self.current.as_ref();
+        let round_over = self.slots.iter().all(|slot| match slot {
+            Slot::Busy => false,
+            Slot::Waiting(position, _, _) => Some(position) != current,
+            Slot::Parked(_) | Slot::Done => true,
+        });
+        if self.broken || !round_over {
+            return;
+        }
+        if self.failed.len() as f64 / size.max(1) as f64 > share {
+            self.broken = true;
+            self.ended = true;
+        }
+    }
+
     fn schedule(&mut self) {
+        self.check_failures();
         if self.ended {
             for slot in &mut self.slots {
                 if let Slot::Waiting(_, _, sender) | Slot::Parked(sender) = slot {

@@ -64,6 +64,8 @@ pub trait Observer: Send + Sync {
     fn play_started(&self, _name: &str, _hosts: usize) {}
     /// The play that just started matches no host: it runs nothing.
     fn no_hosts_matched(&self) {}
+    /// No host is left to run the play's next task (too many failed).
+    fn no_hosts_remaining(&self) {}
     /// `task` is about to run (its `when` not yet evaluated).
     fn task_started(&self, _task: &Task) {}
     /// The include `task` (a handler's when `handler`) brings in `file`

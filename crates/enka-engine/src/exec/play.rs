@@ -165,6 +165,15 @@ impl Runner {
             .filter(|h| !self.failed_hosts.contains(h))
             .cloned()
             .collect();
+        let max_fail = match self.max_fail_share(play, &ctx, strategy) {
+            Ok(share) => share,
+            Err(message) => {
+                let location = enka_project::role::Location::file(&playbook.path);
+                let failure = Failure::new(name, location, message.clone(), fail_result(&message));
+                self.first_failure.get_or_insert(failure);
+                return false;
+            }
+        };
         add_play_roles(&mut scope, play, &hosts);
         let frame = play_frame(play, scope, search_path);
         let mut remaining = matched.as_slice();
@@ -179,8 +188,13 @@ impl Runner {
                 .collect();
             self.play_started(&name, batch.len());
             let batch = batch.as_slice();
-            let lockstep =
-                (batch.len() > 1).then(|| Lockstep::new(batch.len(), self.options.forks, strategy));
+            // A play with max_fail_percentage counts failures even on one
+            // host.
+            let lockstep = (batch.len() > 1 || max_fail.is_some())
+                .then(|| Lockstep::new(batch.len(), self.options.forks, strategy));
+            if let (Some(lockstep), Some(share)) = (&lockstep, max_fail) {
+                lockstep.limit_failures(share, whole_batch.len());
+            }
             let batch_names: Arc<[String]> = Arc::from(batch);
             // ansible_play_hosts: the play's hosts that have not failed.
             let active: Vec<String> = hosts
@@ -214,6 +228,10 @@ impl Runner {
             });
             let finished = futures::future::join_all(runs).await;
             let (failed, ended) = self.absorb_batch(finished);
+            if lockstep.as_ref().is_some_and(|l| l.broken()) {
+                self.too_many_failed(batch);
+                return false;
+            }
             // A batch whose every host failed in it ends the playbook
             // (PlaybookExecutor's break_play; hosts failed before count
             // in the batch's size, not in its failures).
@@ -274,6 +292,49 @@ impl Runner {
             None => Strategy::Linear,
         };
         Ok((hosts.clone(), batch_sizes(&serial, hosts.len())?, strategy))
+    }
+
+    /// `max_fail_percentage` as a share of a batch (linear plays only; the
+    /// free strategy warns that it takes none).
+    fn max_fail_share(
+        &self,
+        play: &enka_project::role::Play,
+        ctx: &Context,
+        strategy: Strategy,
+    ) -> Result<Option<f64>, String> {
+        let Some(raw) = &play.max_fail_percentage else {
+            return Ok(None);
+        };
+        if strategy == Strategy::Free {
+            self.warn("Using max_fail_percentage with the free strategy is not supported, as tasks are executed independently on each host".to_owned());
+            return Ok(None);
+        }
+        let value = self
+            .templar
+            .template_value(raw, ctx)
+            .map_err(|err| format!("max_fail_percentage: {}", err.ansible_message()))?;
+        let text = enka_template::pyrepr::to_text(&value).replace('%', "");
+        let percent: f64 = text.trim().parse().map_err(|_| {
+            format!("the field 'max_fail_percentage' has an invalid value ({text}), and could not be converted to float")
+        })?;
+        Ok(Some(percent / 100.0))
+    }
+
+    /// More than `max_fail_percentage` of a batch failed: every host of the
+    /// batch is out of the run (without a failure of its own in the
+    /// recap), and the playbook stops.
+    fn too_many_failed(&mut self, batch: &[String]) {
+        for host in batch {
+            if !self.failed_hosts.contains(host) {
+                self.failed_hosts.push(host.clone());
+            }
+        }
+        if let Some(observer) = &self.options.observer {
+            // The strategy says so when it stops the hosts, and again as it
+            // finds none left.
+            observer.no_hosts_remaining();
+            observer.no_hosts_remaining();
+        }
     }
 
     /// A play (or one `serial` batch of it) starts on `hosts` hosts.

@@ -158,6 +158,9 @@ pub struct Play {
     pub serial: Option<Value>,
     /// `strategy`: how the hosts take turns (linear when absent).
     pub strategy: Option<Value>,
+    /// `max_fail_percentage`: past this share of a batch's hosts failed,
+    /// the playbook stops.
+    pub max_fail_percentage: Option<Value>,
     /// `tags` of the whole play.
     pub tags: Vec<String>,
     /// Its settings (`ignore_errors`, `no_log`, `throttle`, …), as written.

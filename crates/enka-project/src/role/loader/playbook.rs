@@ -413,6 +413,9 @@ impl Loader {
             order: play.get("order").map(template::convert::from_yaml),
             serial: play.get("serial").map(template::convert::from_yaml),
             strategy: play.get("strategy").map(template::convert::from_yaml),
+            max_fail_percentage: play
+                .get("max_fail_percentage")
+                .map(template::convert::from_yaml),
             tags: play.get("tags").map(tag_list).unwrap_or_default(),
             settings,
             vars,
@@ -562,6 +565,7 @@ pub(super) fn clone_play(play: &Play) -> Play {
         order: play.order.clone(),
         serial: play.serial.clone(),
         strategy: play.strategy.clone(),
+        max_fail_percentage: play.max_fail_percentage.clone(),
         tags: play.tags.clone(),
         settings: play.settings.clone(),
         vars: play.vars.clone(),
