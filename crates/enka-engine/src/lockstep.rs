@@ -317,7 +317,12 @@ impl Lockstep {
             }
             match &mut inner.slots[other] {
                 Slot::Done | Slot::Parked(_) => {}
+                // A host still waiting for its turn at the same task (forks)
+                // runs it first: the strategy marks hosts after the round.
                 Slot::Busy => inner.marked[other] = Some(position.to_vec()),
+                Slot::Waiting(at, _, _) if at.as_slice() == position => {
+                    inner.marked[other] = Some(position.to_vec());
+                }
                 Slot::Waiting(_, _, sender) => {
                     if let Some(sender) = sender.take() {
                         let _ = sender.send(Turn::Fatal);

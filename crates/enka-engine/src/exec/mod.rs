@@ -217,8 +217,8 @@ pub(crate) struct Runner {
     /// again (it clears the whole play's errors, as Ansible's).
     cleared_play_errors: bool,
     /// The host failed and runs the handlers it notified anyway
-    /// (`force_handlers`): outside the batch's turn-taking, whose stop
-    /// under any_errors_fatal would fail them.
+    /// (`force_handlers`): in turn with the other hosts, where a stop
+    /// under any_errors_fatal does not fail them.
     forcing_handlers: bool,
     /// Handlers run now (Ansible's output calls their tasks `RUNNING
     /// HANDLER`).

@@ -280,17 +280,17 @@ impl Runner {
         if task.is_implicit_fact_gathering() && self.facts_gathered_smartly() {
             return Some(Flow::Continue);
         }
-        // Hosts of a batch take turns task by task (the linear strategy).
-        if !static_parent
-            && !self.forcing_handlers
-            && let Some(lockstep) = self.lockstep.clone()
-        {
+        // Hosts of a batch take turns task by task (the linear strategy);
+        // a failed host forcing its handlers runs them in turn with the
+        // others' (at the same flush), and no fatal failure stops it.
+        if !static_parent && let Some(lockstep) = self.lockstep.clone() {
             let throttle = self.throttle(frame, task);
             match lockstep
                 .arrive(self.host_index, position.to_vec(), throttle)
                 .await
             {
                 Turn::Go => {}
+                Turn::Fatal if self.forcing_handlers => {}
                 Turn::EndPlay => return Some(Flow::EndPlay),
                 // Another host failed under any_errors_fatal: this one
                 // stops as failed, with nothing of its own to report.
