@@ -157,12 +157,20 @@ impl Runner {
                 (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
             let unreachable_scope = item_scope.clone();
             let label_scope = task.loop_control.label.as_ref().map(|_| item_scope.clone());
+            // `no_log` again for each item, with the item (an error in it
+            // hides the item too).
+            let item_ctx = self.context(frame, &item_scope, task);
+            let item_no_log = no_log && self.no_log(frame, task, &item_ctx).unwrap_or(true);
+            let item_modes = TaskModes {
+                no_log: item_no_log,
+                ..modes
+            };
             let mut result = match self
-                .run_item(frame, task, module, args, item_scope, modes)
+                .run_item(frame, task, module, args, item_scope, item_modes)
                 .await
             {
                 Ok(result) => result,
-                Err(flow) => match as_failed_result(censor(flow, no_log)) {
+                Err(flow) => match as_failed_result(censor(flow, item_no_log)) {
                     Ok(result) => TaskResult {
                         fails_task: true,
                         ..result
@@ -197,7 +205,9 @@ impl Runner {
                     label_scope
                 }),
             );
-            if result.is_failed() && !no_log {
+            if item_no_log {
+                result.set("_ansible_no_log", Value::from(true));
+            } else if result.is_failed() {
                 log_failed_item(task, item, &result);
             }
             let stop = match break_scope {

@@ -142,7 +142,41 @@ impl Runner {
                 Err(flow) => return flow,
             },
         };
+        let no_log = match self.looped_no_log(frame, task) {
+            Some(_) => first_item_no_log(&result).unwrap_or(no_log),
+            None => no_log,
+        };
         self.finish_task(frame, task, result, no_log, report)
+    }
+
+    /// `no_log` of the task (else of its blocks and play, else
+    /// `ANSIBLE_NO_LOG`), templated in `ctx`.
+    pub(super) fn no_log(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+    ) -> Result<bool, KeywordError> {
+        let own = task.settings.get(Setting::NoLog);
+        let inherited = frame.inherited.setting(Setting::NoLog);
+        if own.is_none() && inherited.is_empty() {
+            return Ok(default_no_log());
+        }
+        self.keyword_bool(ctx, own, inherited, "no_log")
+    }
+
+    /// A looped task's own `no_log` when written as text (a template):
+    /// TaskExecutor templates it for each item only. The loop's result is
+    /// shown as the first item settled it (see [`first_item_no_log`]); a
+    /// loop of no items keeps the text, whose truth (not empty) hides the
+    /// result. `None` when it is not text or the task does not loop.
+    fn looped_no_log(&self, frame: &Frame, task: &Task) -> Option<bool> {
+        task.looping.as_ref()?;
+        let raw = task
+            .settings
+            .get(Setting::NoLog)
+            .or_else(|| frame.inherited.setting(Setting::NoLog).last())?;
+        raw.as_str().map(|text| !text.is_empty())
     }
 
     /// The task's `no_log`, `check_mode` and `diff`. TaskExecutor
@@ -156,17 +190,11 @@ impl Runner {
         task: &Task,
         ctx: &Context,
     ) -> Result<TaskModes, (&'static str, KeywordError, bool)> {
-        let no_log_set = task.settings.get(Setting::NoLog).is_some()
-            || !frame.inherited.setting(Setting::NoLog).is_empty();
-        let no_log = match self.keyword_bool(
-            ctx,
-            task.settings.get(Setting::NoLog),
-            frame.inherited.setting(Setting::NoLog),
-            "no_log",
-        ) {
-            Ok(b) if no_log_set => b,
-            Ok(_) => default_no_log(),
-            Err(err) => return Err(("no_log", err, false)),
+        let no_log = match self.looped_no_log(frame, task) {
+            Some(no_log) => no_log,
+            None => self
+                .no_log(frame, task, ctx)
+                .map_err(|err| ("no_log", err, false))?,
         };
         // `check_mode` of the task, else of its blocks and play, else the
         // run's --check. `ansible_check_mode` stays --check's, as in
@@ -245,3 +273,12 @@ impl Runner {
 
 /// Ansible's DEFAULT_POLL_INTERVAL.
 pub(super) const DEFAULT_POLL_SECONDS: u64 = 15;
+
+/// The `no_log` the first item of a loop settled for the task as a whole:
+/// TaskExecutor validates the task itself with the first item's variables
+/// (later items validate copies of it). `None` for a loop of no items.
+fn first_item_no_log(result: &TaskResult) -> Option<bool> {
+    let first = result.get("results")?.get_item(&Value::from(0)).ok()?;
+    let hidden = first.get_attr("_ansible_no_log").is_ok_and(|v| v.is_true());
+    (!first.is_undefined()).then_some(hidden)
+}

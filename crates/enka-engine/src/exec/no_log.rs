@@ -48,16 +48,24 @@ pub(super) fn shown_message(result: &TaskResult, no_log: bool) -> String {
 }
 
 /// A result as a `no_log` task shows it: the message Ansible puts in its
-/// place, with the flags that decide what follows; a loop's items each
-/// censored alike, so each is still shown as Ansible's callback shows it.
+/// place, with the flags that decide what follows; a loop's items that
+/// were hidden (`_ansible_no_log`, each item's own `no_log`) censored
+/// alike, so each is still shown as Ansible's callback shows it.
 pub(super) fn censored(result: &TaskResult) -> Value {
     let mut shown = censored_fields(&result.to_value());
     if let Some(items) = result.get("results").filter(|v| v.kind() == ValueKind::Seq) {
+        let hidden = |item: &Value| item.get_attr("_ansible_no_log").is_ok_and(|v| v.is_true());
         let items: Vec<Value> = items
             .try_iter()
             .into_iter()
             .flatten()
-            .map(|item| censored_item(&item))
+            .map(|item| {
+                if hidden(&item) {
+                    censored_item(&item)
+                } else {
+                    item
+                }
+            })
             .collect();
         shown.push((Value::from("results"), Value::from(items)));
     }
