@@ -168,6 +168,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         if let Some(failure) = outcome.failure() {
             // Raised out of the strategy: the command's own error, no recap.
             if failure.aborts_run {
+                printer.flush();
                 // Ansible's excerpt ends its message with its own newline.
                 let message = &failure.message;
                 let newline = if message.ends_with('\n') { "" } else { "\n" };

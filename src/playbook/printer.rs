@@ -32,6 +32,36 @@ pub(super) struct Printer {
     custom_stats: Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>,
     /// Warnings and deprecations printed so far: Display says each once.
     said: Mutex<std::collections::HashSet<String>>,
+    /// The `included:` lines of the include task running now, merged
+    /// across hosts; printed before anything else is.
+    pending_includes: Mutex<PendingIncludes>,
+}
+
+/// `included:` lines waiting for every host of the round (the strategy
+/// gathers the round's includes, IncludedFile.process_include_results).
+#[derive(Default)]
+struct PendingIncludes {
+    /// The include task's banner key.
+    task: String,
+    /// Each included file (and item) with the hosts it is for, in order.
+    lines: Vec<(String, Vec<String>)>,
+}
+
+impl PendingIncludes {
+    /// Adds `host`'s include of `what` (file and item): to the first line
+    /// of it that `host` is not on yet, else a new line.
+    fn add(&mut self, what: String, host: &str) {
+        let mut from = 0;
+        while let Some(at) = self.lines[from..].iter().position(|(w, _)| *w == what) {
+            let hosts = &mut self.lines[from + at].1;
+            if !hosts.iter().any(|h| h == host) {
+                hosts.push(host.to_owned());
+                return;
+            }
+            from += at + 1;
+        }
+        self.lines.push((what, vec![host.to_owned()]));
+    }
 }
 
 impl Printer {
@@ -53,6 +83,7 @@ impl Printer {
             last_banner: Mutex::new(None),
             custom_stats: Mutex::new(BTreeMap::new()),
             said: Mutex::new(std::collections::HashSet::new()),
+            pending_includes: Mutex::default(),
         }
     }
 
@@ -130,6 +161,7 @@ impl Printer {
     ) {
         let name = task.title();
         let shown = format!("{}\u{0}{name}", task.location);
+        self.flush_includes_unless(out, Some(&shown));
         let repeated = self
             .last_banner
             .lock()
@@ -148,6 +180,30 @@ impl Printer {
             let kind = if handler { "RUNNING HANDLER" } else { "TASK" };
             let _ = writeln!(out, "\n{}", banner(&format!("{kind} [{name}]")));
         }
+    }
+
+    /// Prints the pending `included:` lines, unless they are of the task
+    /// whose banner key is `task` (its round is still going on).
+    fn flush_includes_unless(&self, out: &mut impl Write, task: Option<&str>) {
+        let Ok(mut pending) = self.pending_includes.lock() else {
+            return;
+        };
+        if pending.lines.is_empty() || task == Some(pending.task.as_str()) {
+            return;
+        }
+        for (what, hosts) in std::mem::take(&mut pending.lines) {
+            let (file, item) = what.split_once('\u{0}').unwrap_or((&what, ""));
+            let mut line = format!("included: {file} for {}", hosts.join(", "));
+            if let Some(item) = item.strip_prefix('\u{1}') {
+                line.push_str(&format!(" => (item={item})"));
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+
+    /// Prints what is pending before output of another kind.
+    pub(super) fn flush(&self) {
+        self.flush_includes_unless(&mut std::io::stdout().lock(), None);
     }
 
     pub(super) fn reported(&self, location: &crate::role::Location) -> bool {
@@ -302,6 +358,7 @@ impl Printer {
 
     /// The play recap: a line per host, sorted by name as Ansible's.
     pub(super) fn recap(&self, hosts: &[(String, engine::Stats)]) {
+        self.flush();
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "\n{}", banner("PLAY RECAP"));
         // AggregateStats lists the hosts it counted something for: a host
@@ -376,6 +433,7 @@ fn module_name(task: &Task) -> &str {
 
 impl Observer for Printer {
     fn play_started(&self, name: &str, hosts: usize) {
+        self.flush();
         if let Ok(mut last) = self.last_banner.lock() {
             *last = None;
         }
@@ -386,6 +444,7 @@ impl Observer for Printer {
     }
 
     fn no_hosts_remaining(&self) {
+        self.flush();
         println!("\n{}", banner("NO MORE HOSTS LEFT"));
     }
 
@@ -405,15 +464,15 @@ impl Observer for Printer {
 
     fn included(&self, task: &Task, handler: bool, host: &str, file: &Path, item: Option<&Value>) {
         let mut out = std::io::stdout().lock();
-        self.task_banner(&mut out, task, handler, host, false);
-        let mut line = format!("included: {} for {host}", file.display());
-        if let Some(item) = item {
-            line.push_str(&format!(
-                " => (item={})",
-                crate::template::pyrepr::to_text(item)
-            ));
+        self.task_banner(&mut out, task, handler, host, true);
+        // An item (even an empty one) is marked, to be told from none.
+        let item = item
+            .map(|item| format!("\u{1}{}", crate::template::pyrepr::to_text(item)))
+            .unwrap_or_default();
+        if let Ok(mut pending) = self.pending_includes.lock() {
+            pending.task = format!("{}\u{0}{}", task.location, task.title());
+            pending.add(format!("{}\u{0}{item}", file.display()), host);
         }
-        let _ = writeln!(out, "{line}");
     }
 
     fn error(&self, message: &str) {

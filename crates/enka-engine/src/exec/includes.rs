@@ -53,46 +53,53 @@ impl Runner {
             Some(items) => (0..items.len()).map(Some).collect(),
         };
         let items: Arc<[Value]> = items.unwrap_or_default().into();
-        for iteration in iterations {
-            // Ansible counts each dynamic include (each item of a looped
-            // one) as a task that ran ok, before the tasks it brings in
-            // (include_tasks once its file loaded); an import is static and
-            // counts nothing itself.
-            if matches!(task.action, Action::IncludeRole(_)) {
-                self.stats.ok += 1;
-            }
-            let mut inner = frame.clone();
-            inner.depth += 1;
-            inner.position = self.at(position, iteration.unwrap_or(0));
-            inner.scope.params = scope::push(&inner.scope.params, &task.vars);
-            if let Some(index) = iteration {
-                set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
-            }
-            let flow = match &task.action {
-                Action::IncludeTasks { .. } => {
-                    let item = iteration.and_then(|index| items.get(index));
-                    self.include_tasks(inner, task, item).await
+        let frames: Vec<(Option<usize>, Frame)> = iterations
+            .into_iter()
+            .map(|iteration| {
+                let mut inner = frame.clone();
+                inner.depth += 1;
+                inner.position = self.at(position, iteration.unwrap_or(0));
+                inner.scope.params = scope::push(&inner.scope.params, &task.vars);
+                if let Some(index) = iteration {
+                    set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
                 }
-                Action::IncludeRole(include) => {
-                    let item = iteration.and_then(|index| items.get(index));
-                    self.include_role(inner, task, include, item).await
+                (iteration, inner)
+            })
+            .collect();
+        if let Action::ImportRole { role, from } = &task.action {
+            for (_, mut inner) in frames {
+                if !task.when.is_empty() {
+                    inner.inherited.when.push(super::InheritedWhen::of(task));
                 }
-                Action::ImportRole { role, from } => {
-                    if !task.when.is_empty() {
-                        inner.inherited.when.push(super::InheritedWhen::of(task));
-                    }
-                    inner.inherited.tags.extend(task.tags.iter().cloned());
-                    self.run_role(
+                inner.inherited.tags.extend(task.tags.iter().cloned());
+                let flow = self
+                    .run_role(
                         inner,
                         role.clone(),
                         from.clone(),
                         Arc::from(Vec::new()),
                         Some(task),
                     )
-                    .await
+                    .await;
+                if !matches!(flow, Flow::Continue) {
+                    return flow;
                 }
-                _ => Flow::Continue,
-            };
+            }
+            return Flow::Continue;
+        }
+        // Every item's file (or role) is found and said (`included: …`)
+        // before any of them runs, as the strategy gathers the round's
+        // includes first.
+        let mut found = Vec::with_capacity(frames.len());
+        for (iteration, inner) in frames {
+            let item = iteration.and_then(|index| items.get(index));
+            match self.find_included(&inner, task, item) {
+                Ok(included) => found.push((inner, included)),
+                Err(flow) => return flow,
+            }
+        }
+        for (inner, included) in found {
+            let flow = self.run_included(inner, task, included).await;
             if !matches!(flow, Flow::Continue) {
                 return flow;
             }
@@ -100,37 +107,30 @@ impl Runner {
         Flow::Continue
     }
 
-    /// One run of `include_tasks`: its file templated and found among the
-    /// files loaded with the project, its tasks run (inside `apply`'s
-    /// block when it has one).
-    async fn include_tasks(&mut self, inner: Frame, task: &Task, item: Option<&Value>) -> Flow {
-        let Action::IncludeTasks {
-            file,
-            role,
-            dir,
-            apply,
-        } = &task.action
-        else {
-            return Flow::Continue;
-        };
-        let scope = self.task_scope(&inner, task);
-        let ctx = self.context(&inner, &scope, task);
-        let name = match self.templar.template_value(file, &ctx) {
-            Ok(v) => enka_template::pyrepr::to_text(&v),
-            Err(err) => return self.template_failure(task, "include_tasks", &err),
-        };
-        let path = enka_project::role::resolve_task_file(role.as_deref(), dir, &name);
-        let tasks = path
-            .as_ref()
-            .and_then(|p| self.project.task_files.get(p).cloned());
-        if let (Some(observer), Some(path), Some(_)) = (&self.options.observer, &path, &tasks) {
-            observer.included(task, self.in_handlers, &self.host, path, item);
+    /// What one run of an include brings in: found, said and counted.
+    fn find_included(
+        &mut self,
+        inner: &Frame,
+        task: &Task,
+        item: Option<&Value>,
+    ) -> Result<Included, Flow> {
+        match &task.action {
+            Action::IncludeTasks { .. } => self.find_included_tasks(inner, task, item),
+            Action::IncludeRole(include) => {
+                // Ansible counts each dynamic include (each item of a
+                // looped one) as a task that ran ok, before the tasks it
+                // brings in (include_tasks once its file loaded).
+                self.stats.ok += 1;
+                self.find_included_role(inner, task, include, item)
+            }
+            _ => Ok(Included::Nothing),
         }
-        if tasks.is_some() {
-            self.stats.ok += 1;
-        }
-        match tasks {
-            Some(tasks) => match apply {
+    }
+
+    /// Runs what an include brought in.
+    async fn run_included(&mut self, inner: Frame, task: &Task, included: Included) -> Flow {
+        match (included, &task.action) {
+            (Included::Tasks(tasks), Action::IncludeTasks { apply, .. }) => match apply {
                 Some(apply) => {
                     let none: Arc<[Task]> = Arc::from(Vec::new());
                     let at = inner.position.clone();
@@ -139,39 +139,86 @@ impl Runner {
                 }
                 None => self.run_tasks(inner, tasks).await,
             },
-            None => {
-                let broken = path
-                    .as_ref()
-                    .and_then(|p| self.project.unloadable_task_files.get(p));
-                let message = match (broken, &path) {
-                    (Some(problem), _) => {
-                        format!("include_tasks: {name} does not load: {problem}")
-                    }
-                    (None, Some(_)) => format!(
-                        "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
-                    ),
-                    (None, None) => {
-                        return self.include_not_found(task, role.as_deref(), dir, &name);
-                    }
-                };
-                Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+            (Included::Role(role), Action::IncludeRole(include)) => {
+                // `apply`: the role's tasks as inside a block of its keywords.
+                let mut inner = inner;
+                if let Some(apply) = &include.apply {
+                    inner.scope.locals = scope::push(&inner.scope.locals, &apply.vars);
+                    inner.inherited.enter_block(apply);
+                }
+                self.run_role(
+                    inner,
+                    role,
+                    include.from.clone(),
+                    Arc::from(Vec::new()),
+                    Some(task),
+                )
+                .await
             }
+            _ => Flow::Continue,
         }
     }
 
-    /// One run of `include_role`: the role found, announced (`included: r
-    /// for host`), its vars kept for the play when `public`, then run.
-    async fn include_role(
+    /// One run of `include_tasks`: its file templated and found among the
+    /// files loaded with the project, and said.
+    fn find_included_tasks(
         &mut self,
-        inner: Frame,
+        inner: &Frame,
+        task: &Task,
+        item: Option<&Value>,
+    ) -> Result<Included, Flow> {
+        let Action::IncludeTasks {
+            file, role, dir, ..
+        } = &task.action
+        else {
+            return Ok(Included::Nothing);
+        };
+        let scope = self.task_scope(inner, task);
+        let ctx = self.context(inner, &scope, task);
+        let name = match self.templar.template_value(file, &ctx) {
+            Ok(v) => enka_template::pyrepr::to_text(&v),
+            Err(err) => return Err(self.template_failure(task, "include_tasks", &err)),
+        };
+        let path = enka_project::role::resolve_task_file(role.as_deref(), dir, &name);
+        let tasks = path
+            .as_ref()
+            .and_then(|p| self.project.task_files.get(p).cloned());
+        if let (Some(path), Some(tasks)) = (&path, tasks) {
+            if let Some(observer) = &self.options.observer {
+                observer.included(task, self.in_handlers, &self.host, path, item);
+            }
+            self.stats.ok += 1;
+            return Ok(Included::Tasks(tasks));
+        }
+        let broken = path
+            .as_ref()
+            .and_then(|p| self.project.unloadable_task_files.get(p));
+        let message = match (broken, &path) {
+            (Some(problem), _) => format!("include_tasks: {name} does not load: {problem}"),
+            (None, Some(_)) => format!(
+                "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
+            ),
+            (None, None) => {
+                return Err(self.include_not_found(task, role.as_deref(), dir, &name));
+            }
+        };
+        Err(Flow::Failed(self.failure(
+            task,
+            message.clone(),
+            fail_result(&message),
+        )))
+    }
+
+    /// One run of `include_role`: the role found, announced (`included: r
+    /// for host`), its vars kept for the play when `public`.
+    fn find_included_role(
+        &mut self,
+        inner: &Frame,
         task: &Task,
         include: &enka_project::role::RoleInclude,
         item: Option<&Value>,
-    ) -> Flow {
-        let role = match self.included_role(&inner, task, include) {
-            Ok(role) => role,
-            Err(flow) => return flow,
-        };
+    ) -> Result<Included, Flow> {
+        let role = self.included_role(inner, task, include)?;
         if let Some(observer) = &self.options.observer {
             let name = std::path::Path::new(role.name.as_str());
             observer.included(task, self.in_handlers, &self.host, name, item);
@@ -182,14 +229,7 @@ impl Runner {
                 role.vars(&include.from.vars),
             ));
         }
-        self.run_role(
-            inner,
-            role,
-            include.from.clone(),
-            Arc::from(Vec::new()),
-            Some(task),
-        )
-        .await
+        Ok(Included::Role(role))
     }
 
     /// An included file that is nowhere: the strategy says so (an error
@@ -272,4 +312,11 @@ impl Runner {
             }
         }
     }
+}
+
+/// What one run of an include brings in.
+enum Included {
+    Tasks(Arc<[Task]>),
+    Role(Arc<enka_project::role::Role>),
+    Nothing,
 }

@@ -53,7 +53,9 @@ impl Runner {
             self.take_delivered_facts();
             let started = Instant::now();
             let is_block = matches!(task.action, Action::Block { .. });
-            let observed = match is_block {
+            // A block and an imported role are static: only their tasks
+            // have results to show.
+            let observed = match static_parent {
                 true => None,
                 false => self.options.observer.clone(),
             };

@@ -365,6 +365,9 @@ pub struct RoleInclude {
     pub from: RoleFrom,
     /// `public`: whether its vars stay visible after it.
     pub public: bool,
+    /// `apply`: keywords the role's tasks take, as from a block around
+    /// them.
+    pub apply: Option<Arc<Task>>,
 }
 
 /// `tasks_from`, `defaults_from`, `vars_from` (default `main`).

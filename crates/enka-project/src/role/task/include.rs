@@ -47,8 +47,8 @@ pub(super) fn apply_block(
     parse_task(loader, at, &block).map(Arc::new)
 }
 
-/// An argument of an include that enka does not take: `apply` is ignored
-/// with a warning, anything else is an error.
+/// An argument of an include that it does not take: `apply` of an import
+/// is Ansible's "Invalid options", anything else is an error too.
 pub(super) fn other_include_arg(
     loader: &mut Loader,
     at: &TaskFile<'_>,
@@ -56,17 +56,12 @@ pub(super) fn other_include_arg(
     key: &str,
     v: &Node,
 ) {
-    if key == "apply" {
-        loader.warning(
-            at.loc(v.pos),
-            format!("{module}: 'apply' has no effect in enka"),
-        );
+    let message = if key == "apply" {
+        format!("Invalid options for {}: apply", short(module))
     } else {
-        loader.error(
-            at.loc(v.pos),
-            format!("unsupported parameter for {module}: {key}"),
-        );
-    }
+        format!("unsupported parameter for {module}: {key}")
+    };
+    loader.error(at.loc(v.pos), message);
 }
 
 pub(super) fn parse_include_tasks(
@@ -110,6 +105,9 @@ pub(super) fn parse_include_tasks(
                 "import_tasks needs a file name without templates; use include_tasks for a dynamic one".to_owned(),
             );
             return None;
+        }
+        if let Some(text) = file_value.as_str() {
+            preload_candidates(loader, at, &dir, text);
         }
         return Some(dynamic(file_value, dir, apply));
     };
@@ -157,6 +155,47 @@ pub(super) fn parse_include_tasks(
     Some(dynamic(file_value, dir, apply))
 }
 
+/// Parses, tentatively, the task files an include named by a template
+/// may name when it runs: those in the directory its name starts with
+/// (relative to the including file's), so a run never reads files. A
+/// role's `tasks/` is loaded whole with the role.
+fn preload_candidates(loader: &mut Loader, at: &TaskFile<'_>, dir: &Path, template: &str) {
+    let fixed = template
+        .find("{{")
+        .into_iter()
+        .chain(template.find("{%"))
+        .min()
+        .map_or(template, |at| &template[..at]);
+    let sub_dir = fixed.rfind('/').map_or("", |slash| &fixed[..=slash]);
+    let candidates_dir = enka_template::normalize_path(&dir.join(sub_dir));
+    if at
+        .role
+        .is_some_and(|role| candidates_dir.starts_with(role.join("tasks")))
+    {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(&candidates_dir) else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.is_file()
+                && matches!(
+                    path.extension().and_then(|e| e.to_str()),
+                    Some("yml" | "yaml")
+                )
+        })
+        .collect();
+    files.sort();
+    for file in files {
+        if !loader.is_loading(&file) {
+            let _ = loader.tentative_task_file(&file, at.role);
+        }
+    }
+}
+
 /// The task file `name`, relative to the including file's directory, then
 /// to the role's `tasks/`.
 pub fn resolve_task_file(role: Option<&Path>, dir: &Path, name: &str) -> Option<PathBuf> {
@@ -180,6 +219,7 @@ pub(super) fn parse_include_role(
     let mut name: Option<&Node> = None;
     let mut from = RoleFrom::default();
     let mut public = short(module) == "import_role";
+    let mut apply = None;
     for (k, v) in &entries {
         let text = || {
             v.key_string()
@@ -193,6 +233,7 @@ pub(super) fn parse_include_role(
             "defaults_from" => from.defaults = text(),
             "vars_from" => from.vars = text(),
             "public" => public = enka_template::to_bool(&from_yaml(v)),
+            "apply" if short(module) == "include_role" => apply = apply_block(loader, at, v),
             "allow_duplicates" | "handlers_from" | "rolespec_validate" => {}
             other => other_include_arg(loader, at, module, other, v),
         }
@@ -252,6 +293,7 @@ pub(super) fn parse_include_role(
             role,
             from,
             public,
+            apply,
         }),
     })
 }
