@@ -475,6 +475,12 @@ impl Observer for Printer {
         }
     }
 
+    fn include_item_skipped(&self, task: &Task, handler: bool, host: &str, result: &Value) {
+        let mut out = std::io::stdout().lock();
+        self.task_banner(&mut out, task, handler, host, true);
+        let _ = writeln!(out, "{}", self.item_line(host, result, false));
+    }
+
     fn error(&self, message: &str) {
         eprintln!("ERROR! {message}");
     }

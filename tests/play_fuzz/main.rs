@@ -50,11 +50,36 @@ const KNOWN: &[Known] = &[
         matches: |ansible, _| ansible.code == 250,
     },
     Known {
+        name: "a Python TypeError's wording",
+        reason: "both fail the same task at the same place; Ansible words a TypeError with the template it rendered (\"Unexpected templating type error occurred on (…)\", a condition's wrapped in its own `{% set __cres = … %}`) and with the Python classes of the operands, which tell where a value was loaded from (AnsibleUnicode from YAML, AnsibleUnsafeText from a result, str when computed); enka's values carry no such origin, so it says Python's message with the plain type names",
+        matches: only_type_error_wording,
+    },
+    Known {
         name: "a playbook neither loads",
         reason: "both refuse it before running anything (exit 4, nothing on stdout); enka words its load errors its own way, each with file, line, column and a caret under the spot, as `enka check` does",
         matches: outcome::both_refuse_to_load,
     },
 ];
+
+/// Whether two outcomes differ only in the lines where ansible-playbook
+/// words a Python TypeError its own way (the same line's start, the same
+/// exit code and stderr).
+fn only_type_error_wording(ansible: &Outcome, enka: &Outcome) -> bool {
+    if ansible.code != enka.code || ansible.stderr != enka.stderr {
+        return false;
+    }
+    let (a, e): (Vec<&str>, Vec<&str>) = (
+        ansible.stdout.lines().collect(),
+        enka.stdout.lines().collect(),
+    );
+    a.len() == e.len()
+        && a.iter().zip(&e).all(|(x, y)| {
+            x == y
+                || (x.contains("Unexpected templating type error occurred on (")
+                    && y.contains(" not supported between instances of ")
+                    && x.split("=> {").next() == y.split("=> {").next())
+        })
+}
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name)

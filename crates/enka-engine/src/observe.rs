@@ -79,6 +79,9 @@ pub trait Observer: Send + Sync {
         _item: Option<&Value>,
     ) {
     }
+    /// An item of the looped include `task` (a handler's when `handler`)
+    /// was skipped on `host` (its `when`): `result` says so.
+    fn include_item_skipped(&self, _task: &Task, _handler: bool, _host: &str, _result: &Value) {}
     /// `event.task` finished.
     fn task_finished(&self, event: &TaskEvent<'_>);
     /// An error the run reports without stopping (Ansible's display.error),

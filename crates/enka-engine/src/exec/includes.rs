@@ -5,6 +5,7 @@ use std::sync::Arc;
 use enka_project::role::{Action, Task};
 use minijinja::Value;
 
+use super::blocks::as_failed_result;
 use super::loops::set_loop_vars;
 use super::outcome::fail_result;
 use super::task_result::TaskResult;
@@ -21,17 +22,20 @@ impl Runner {
     ) -> Flow {
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
-        // An include's own `when` decides whether it runs; it is not passed
-        // down (unlike a block's or an import's).
-        match self.check_when(&ctx, &frame.inherited, task) {
-            Ok(Some(condition)) => {
-                self.stats.skipped += 1;
-                let skipped = TaskResult::skipped(condition).to_value();
-                report.outcome = Some((crate::TaskStatus::Skipped, skipped, None));
-                return Flow::Continue;
+        // An include's own `when` decides whether it runs (for each item
+        // of a looped one, below); it is not passed down (unlike a
+        // block's or an import's).
+        if task.looping.is_none() {
+            match self.check_when(&ctx, &frame.inherited, task) {
+                Ok(Some(condition)) => {
+                    self.stats.skipped += 1;
+                    let skipped = TaskResult::skipped(condition).to_value();
+                    report.outcome = Some((crate::TaskStatus::Skipped, skipped, None));
+                    return Flow::Continue;
+                }
+                Ok(None) => {}
+                Err(when) => return self.when_failure(task, &when),
             }
-            Ok(None) => {}
-            Err(when) => return self.when_failure(task, &when),
         }
         if frame.depth >= self.options.max_include_depth {
             let message = format!(
@@ -40,20 +44,22 @@ impl Runner {
             );
             return Flow::Failed(self.failure(task, message.clone(), fail_result(&message)));
         }
+        // The loop is read before any item's condition (TaskExecutor); its
+        // error is the include's failed result (ignore_errors applies).
         let items = match self.loop_items(task, &ctx, &frame.inherited) {
             Ok(items) => items,
-            Err(flow) => return flow,
+            Err(flow) => return self.include_failed(frame, task, flow, report),
         };
         let loop_var = match self.loop_var(task, &ctx) {
             Ok(name) => name,
-            Err(flow) => return flow,
+            Err(flow) => return self.include_failed(frame, task, flow, report),
         };
         let iterations: Vec<Option<usize>> = match &items {
             None => vec![None],
             Some(items) => (0..items.len()).map(Some).collect(),
         };
         let items: Arc<[Value]> = items.unwrap_or_default().into();
-        let frames: Vec<(Option<usize>, Frame)> = iterations
+        let frames: Vec<(Option<&Value>, Frame)> = iterations
             .into_iter()
             .map(|iteration| {
                 let mut inner = frame.clone();
@@ -63,7 +69,7 @@ impl Runner {
                 if let Some(index) = iteration {
                     set_loop_vars(&mut inner.scope, task, &loop_var, index, &items);
                 }
-                (iteration, inner)
+                (iteration.and_then(|index| items.get(index)), inner)
             })
             .collect();
         if let Action::ImportRole { role, from } = &task.action {
@@ -87,12 +93,16 @@ impl Runner {
             }
             return Flow::Continue;
         }
+        let frames = match self.items_that_run(task, frames, &loop_var, report) {
+            Ok(Some(frames)) => frames,
+            Ok(None) => return Flow::Continue,
+            Err(flow) => return self.include_failed(frame, task, flow, report),
+        };
         // Every item's file (or role) is found and said (`included: …`)
         // before any of them runs, as the strategy gathers the round's
         // includes first.
         let mut found = Vec::with_capacity(frames.len());
-        for (iteration, inner) in frames {
-            let item = iteration.and_then(|index| items.get(index));
+        for (item, inner) in frames {
             match self.find_included(&inner, task, item) {
                 Ok(included) => found.push((inner, included)),
                 Err(flow) => return flow,
@@ -105,6 +115,68 @@ impl Runner {
             }
         }
         Flow::Continue
+    }
+
+    /// A looped include's items whose `when` holds (each judged with its
+    /// item); the others are shown skipped as they are met. `None` when
+    /// every item was skipped: the include is then skipped as a whole. A
+    /// condition that cannot be judged fails the include as a whole.
+    fn items_that_run<'i>(
+        &mut self,
+        task: &Task,
+        frames: Vec<(Option<&'i Value>, Frame)>,
+        loop_var: &str,
+        report: &mut TaskReport,
+    ) -> Result<Option<Vec<(Option<&'i Value>, Frame)>>, Flow> {
+        if task.looping.is_none() {
+            return Ok(Some(frames));
+        }
+        let mut kept = Vec::with_capacity(frames.len());
+        for (item, inner) in frames {
+            let scope = self.task_scope(&inner, task);
+            let ctx = self.context(&inner, &scope, task);
+            match self.check_when(&ctx, &inner.inherited, task) {
+                Ok(Some(condition)) => {
+                    let mut result = TaskResult::skipped(condition);
+                    result.set(loop_var, item.cloned().unwrap_or_default());
+                    result.set("ansible_loop_var", Value::from(loop_var));
+                    if let Some(observer) = &self.options.observer {
+                        let shown = result.to_value();
+                        observer.include_item_skipped(task, self.in_handlers, &self.host, &shown);
+                    }
+                }
+                Ok(None) => kept.push((item, inner)),
+                Err(when) => return Err(self.when_failure(task, &when)),
+            }
+        }
+        if kept.is_empty() {
+            // Its items were shown as they were skipped.
+            self.stats.skipped += 1;
+            let result = TaskResult::of(vec![
+                ("changed".into(), Value::from(false)),
+                ("skipped".into(), Value::from(true)),
+                ("msg".into(), Value::from("All items skipped")),
+            ]);
+            report.outcome = Some((crate::TaskStatus::Skipped, result.to_value(), None));
+            return Ok(None);
+        }
+        Ok(Some(kept))
+    }
+
+    /// An include that failed before bringing anything in (its loop, a
+    /// looped include's condition): a
+    /// failed result of the task, which `ignore_errors` forgives.
+    fn include_failed(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        flow: Flow,
+        report: &mut TaskReport,
+    ) -> Flow {
+        match as_failed_result(flow) {
+            Ok(result) => self.finish_task(frame, task, result, false, report),
+            Err(flow) => flow,
+        }
     }
 
     /// What one run of an include brings in: found, said and counted.
