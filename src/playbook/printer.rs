@@ -559,10 +559,19 @@ impl Observer for Printer {
                 }
                 if event.status == TaskStatus::Skipped {
                     let _ = writeln!(out, "skipping: [{host}]");
-                } else if censored_loop(event.result) {
-                    // A no_log loop's own result is censored too, so it has
-                    // no `results` for the callback, which shows it as a
-                    // task without a loop.
+                } else if censored_loop(event.result)
+                    || (debug
+                        && matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
+                        && event
+                            .result
+                            .get_attr("msg")
+                            .is_ok_and(|m| !m.is_undefined()))
+                {
+                    // A no_log loop's own result is censored too, and a
+                    // failed debug loop's keeps only its `msg` (the
+                    // failure's _clean_results runs before the items are
+                    // looked for): either has no `results` for the
+                    // callback, which shows it as a task without a loop.
                     let own = without_items(event.result);
                     let line = self.result_line(host, event.status, &own, debug, verbose);
                     let _ = writeln!(out, "{line}");

@@ -147,7 +147,7 @@ pub(super) fn parse_include_tasks(
             .unloadable_reason(&path)
             .unwrap_or("it does not load")
             .to_owned();
-        loader.warning(
+        loader.when_run(
             at.loc(file_node.pos),
             format!("{module}: {name} does not load, and the include fails if it runs: {reason}"),
         );
