@@ -79,8 +79,13 @@ impl Runner {
             let always_flow = self
                 .run_tasks(section(self, &inner, 2), always.clone())
                 .await;
-            if !matches!(always_flow, Flow::Continue) {
-                return always_flow;
+            // `end_play` (or `end_role`) in `always` ends the host's tasks,
+            // but a failure the block did not rescue stays: the host is
+            // still failed.
+            match (always_flow, &flow) {
+                (Flow::Continue, _) => {}
+                (Flow::EndPlay | Flow::EndRole, Flow::Failed(_)) => return flow,
+                (always_flow, _) => return always_flow,
             }
             // `meta: clear_host_errors` in `always` lets the host go on
             // after the failure it ran for (the strategy re-adds it).

@@ -227,19 +227,21 @@ impl Runner {
                 }
             });
             let finished = futures::future::join_all(runs).await;
-            let (failed, ended) = self.absorb_batch(finished);
+            let failed = self.absorb_batch(finished);
             if lockstep.as_ref().is_some_and(|l| l.broken()) {
                 self.too_many_failed(batch);
                 return false;
+            }
+            // `meta: end_play` ran (end_host only ends its own host): the
+            // play ends, and the playbook goes on whoever failed.
+            if self.play_ended {
+                break;
             }
             // A batch whose every host failed in it ends the playbook
             // (PlaybookExecutor's break_play; hosts failed before count
             // in the batch's size, not in its failures).
             if failed == whole_batch.len() {
                 return false;
-            }
-            if ended && self.play_ended {
-                break;
             }
         }
         self.play_ended = false;
@@ -573,13 +575,12 @@ impl Runner {
 
     /// Takes the hosts of a batch back: their state, and how many failed
     /// (a `meta: clear_host_errors` on any of them clears the play's
-    /// failures) and whether one ended the play.
-    fn absorb_batch(&mut self, finished: Vec<(Runner, Flow)>) -> (usize, bool) {
+    /// failures).
+    fn absorb_batch(&mut self, finished: Vec<(Runner, Flow)>) -> usize {
         let cleared = finished
             .iter()
             .any(|(runner, _)| runner.cleared_play_errors);
         let mut failed = 0;
-        let mut ended = false;
         for (runner, flow) in finished {
             let host = runner.host.clone();
             self.absorb(runner);
@@ -589,15 +590,14 @@ impl Runner {
                     self.failed_hosts.push(host.to_string());
                     self.first_failure.get_or_insert(failure);
                 }
-                Flow::EndPlay => ended = true,
-                Flow::Continue | Flow::EndRole => {}
+                Flow::EndPlay | Flow::Continue | Flow::EndRole => {}
             }
         }
         if cleared {
             self.failed_hosts.clear();
             failed = 0;
         }
-        (failed, ended)
+        failed
     }
 }
 
