@@ -34,7 +34,10 @@ impl Runner {
                     return Flow::Continue;
                 }
                 Ok(None) => {}
-                Err(when) => return self.when_failure(task, &when),
+                Err(when) => {
+                    let flow = self.when_failure(task, &when);
+                    return self.include_failed(frame, task, flow, report);
+                }
             }
         }
         if frame.depth >= self.options.max_include_depth {
