@@ -5,7 +5,11 @@
 //! handlers and `notify`, `register` and conditions on what was
 //! registered, and the failure keywords (`ignore_errors`, `failed_when`,
 //! `changed_when`, `until`). Expressions reach for undefined names and
-//! missing keys now and then, so error paths are played too.
+//! missing keys now and then, so error paths are played too. A play runs
+//! on one to three hosts (all on the local connection, one at a time so
+//! the output's order is fixed), with the keywords that decide how hosts
+//! go on together: `serial`, `max_fail_percentage`, `any_errors_fatal`,
+//! `force_handlers`, `run_once` and `delegate_to`.
 
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -45,13 +49,22 @@ pub enum Args {
     Text(String),
 }
 
-/// A generated playbook: play variables, tasks and handlers.
+/// A generated playbook: its hosts, play keywords and variables, tasks
+/// and handlers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Playbook {
+    /// The inventory's hosts (`localhost` alone, or `h1`…).
+    pub hosts: Vec<String>,
+    /// Play keywords beside `hosts` and `gather_facts`, as YAML text.
+    pub keywords: Vec<(String, String)>,
     pub vars: Vec<(String, String)>,
     pub tasks: Vec<Task>,
     pub handlers: Vec<Task>,
 }
+
+/// The options both commands run a generated playbook with: one host at a
+/// time, so hosts' lines come in the inventory's order.
+pub const ARGS: &[&str] = &["--forks", "1"];
 
 impl Task {
     pub fn children(&self) -> Vec<&Vec<Task>> {
@@ -132,6 +145,8 @@ const VALUES: &[&str] = &[
 const CONDITIONS: &[&str] = &[
     "n == 3",
     "n > 5",
+    "inventory_hostname == 'h1'",
+    "inventory_hostname != 'h2'",
     "s == 'abc'",
     "flag",
     "word",
@@ -222,7 +237,25 @@ impl Gen<'_> {
             .filter(|_| self.chance(90))
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
+        let hosts = match self.rng.random_range(0..100) {
+            0..60 => vec!["localhost".to_owned()],
+            60..80 => vec!["h1".to_owned(), "h2".to_owned()],
+            _ => vec!["h1".to_owned(), "h2".to_owned(), "h3".to_owned()],
+        };
+        let mut keywords = Vec::new();
+        for (keyword, values, percent) in [
+            ("serial", &["1", "2", "\"50%\"", "[1, 2]"][..], 15),
+            ("max_fail_percentage", &["0", "34", "\"50%\""][..], 10),
+            ("any_errors_fatal", &["true"][..], 8),
+            ("force_handlers", &["true"][..], 8),
+        ] {
+            if self.chance(percent) {
+                keywords.push((keyword.to_owned(), self.pick(values).to_owned()));
+            }
+        }
         Playbook {
+            hosts,
+            keywords,
             vars,
             tasks,
             handlers,
@@ -404,14 +437,28 @@ impl Gen<'_> {
         if self.chance(10) {
             keywords.push(("vars".to_owned(), "{n: 10, local_v: here}".to_owned()));
         }
+        if is_action && self.chance(6) {
+            keywords.push(("run_once".to_owned(), "true".to_owned()));
+        }
+        if is_action && module != "meta" && self.chance(6) {
+            let to = self.pick(&["localhost", "h2", "\"{{ inventory_hostname }}\""]);
+            keywords.push(("delegate_to".to_owned(), to.to_owned()));
+        }
         *task.keywords_mut() = keywords;
     }
 }
 
-/// The playbook's files: `play.yml` and each included task file.
+/// The playbook's files: `play.yml`, each included task file, and the
+/// inventory when the play has hosts of its own.
 pub fn files(playbook: &Playbook) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut text = String::from("- hosts: localhost\n  gather_facts: false\n");
+    let mut text = format!(
+        "- hosts: {}\n  gather_facts: false\n",
+        playbook.hosts.join(",")
+    );
+    for (key, value) in &playbook.keywords {
+        text.push_str(&format!("  {key}: {value}\n"));
+    }
     if !playbook.vars.is_empty() {
         text.push_str("  vars:\n");
         for (key, value) in &playbook.vars {
@@ -425,6 +472,10 @@ pub fn files(playbook: &Playbook) -> Vec<(String, String)> {
         write_tasks(&mut text, &playbook.handlers, 4, &mut out);
     }
     out.insert(0, ("play.yml".to_owned(), text));
+    if playbook.hosts.iter().any(|h| h != "localhost") {
+        let inventory: String = playbook.hosts.iter().map(|h| format!("{h}\n")).collect();
+        out.push(("inventory".to_owned(), inventory));
+    }
     out
 }
 

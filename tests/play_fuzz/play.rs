@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::generate::{Playbook, files};
+use crate::generate::{ARGS, Playbook, files};
 use crate::outcome::{Outcome, Recorded, environment, run_ansible, run_enka, write_files};
 
 /// Runs playbooks with ansible-playbook and with `enka playbook`.
@@ -41,10 +41,11 @@ impl Runner {
                 .unwrap_or_else(|e| panic!("play_fuzz: writing a playbook: {e}"));
         }
         let env = environment(&self.python);
+        let args = fuzz_args();
         std::thread::scope(|scope| {
             let ansible =
-                scope.spawn(|| run_ansible(&self.ansible_playbook, &ansible_dir, &env, &[]));
-            let enka = run_enka(&self.enka, &enka_dir, &env, &[]);
+                scope.spawn(|| run_ansible(&self.ansible_playbook, &ansible_dir, &env, &args));
+            let enka = run_enka(&self.enka, &enka_dir, &env, &args);
             let ansible = ansible
                 .join()
                 .unwrap_or_else(|_| panic!("play_fuzz: a runner thread panicked"));
@@ -63,6 +64,11 @@ impl Runner {
             args,
         )
     }
+}
+
+/// [`ARGS`] as the commands take them.
+fn fuzz_args() -> Vec<String> {
+    ARGS.iter().map(|a| (*a).to_owned()).collect()
 }
 
 /// A disagreement as a reader wants it: the playbook, then a diff of what
@@ -115,7 +121,7 @@ pub fn record(
         cases.push(Recorded {
             name: format!("seed{seed}_{index}"),
             files,
-            args: Vec::new(),
+            args: fuzz_args(),
             code: ansible.code,
             stdout: ansible.stdout.clone(),
             stderr: ansible.stderr.clone(),

@@ -1,6 +1,7 @@
-//! Makes a disagreeing playbook small: drops a task, puts a block's or an
-//! include's tasks in its place, drops a keyword, the handlers or the play
-//! variables, for as long as the same disagreement remains.
+//! Makes a disagreeing playbook small: drops a host, a play keyword, a
+//! task, puts a block's or an include's tasks in its place, drops a
+//! keyword, the handlers or the play variables, for as long as the same
+//! disagreement remains.
 
 use crate::generate::{Playbook, Task};
 
@@ -33,6 +34,20 @@ pub fn shrink(
 /// Every playbook one step smaller than `playbook`, biggest steps first.
 fn smaller(playbook: &Playbook) -> Vec<Playbook> {
     let mut out = Vec::new();
+    if playbook.hosts.len() > 1 {
+        out.push(Playbook {
+            hosts: playbook.hosts[..playbook.hosts.len() - 1].to_vec(),
+            ..playbook.clone()
+        });
+    }
+    for index in 0..playbook.keywords.len() {
+        let mut keywords = playbook.keywords.clone();
+        keywords.remove(index);
+        out.push(Playbook {
+            keywords,
+            ..playbook.clone()
+        });
+    }
     if !playbook.handlers.is_empty() {
         out.push(Playbook {
             handlers: Vec::new(),

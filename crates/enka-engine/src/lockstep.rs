@@ -409,7 +409,11 @@ impl Inner {
                     _ => None,
                 })
                 .min();
-            if let Some((position, leader)) = next {
+            // The first host let run a task leads it, even when `forks`
+            // lets the others run it in later rounds.
+            if let Some((position, leader)) = next
+                && self.current.as_ref() != Some(position)
+            {
                 self.current = Some(position.clone());
                 self.leader = leader;
             }

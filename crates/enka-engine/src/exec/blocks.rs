@@ -26,6 +26,7 @@ impl Runner {
         let mut inner = frame.clone();
         inner.scope.locals = scope::push(&inner.scope.locals, &task.vars);
         inner.inherited.enter_block(task);
+        let failed_before = self.stats.failed;
         let mut flow = self
             .run_tasks(section(self, &inner, 0), block.clone())
             .await;
@@ -61,13 +62,17 @@ impl Runner {
                     Var::unsafe_data(&failure.result),
                 );
             }
-            // A failure a rescue takes is counted rescued, not failed,
-            // whatever the rescue then does (StrategyBase's results); one
-            // the strategy marked itself stays failed.
-            if !failure.marked_failed {
-                self.stats.rescued += 1;
-                self.stats.failed = self.stats.failed.saturating_sub(1);
+            // The failures a rescue takes (the block's, and those of an
+            // inner block's `always` after it) are counted rescued, not
+            // failed, whatever the rescue then does: the strategy counts a
+            // failure with a rescue ahead as rescued. One the strategy
+            // marked itself stays failed.
+            let mut taken = self.stats.failed.saturating_sub(failed_before);
+            if failure.marked_failed {
+                taken = taken.saturating_sub(1);
             }
+            self.stats.rescued += taken;
+            self.stats.failed -= taken;
             flow = self
                 .run_tasks(section(self, &rescue_frame, 1), rescue.clone())
                 .await;
