@@ -415,6 +415,29 @@ fn host_label(host: &str, result: &Value) -> String {
     }
 }
 
+/// Whether `task` is a meta action the linear strategy runs for each host
+/// (the others run once for all).
+fn per_host_meta(task: &Task) -> bool {
+    let crate::role::Action::Module { module, args } = &task.action else {
+        return false;
+    };
+    if module.name().rsplit('.').next() != Some("meta") {
+        return false;
+    }
+    let action = args.get_attr("_raw_params").ok();
+    matches!(
+        action.as_ref().and_then(|a| a.as_str()).map(str::trim),
+        Some(
+            "noop"
+                | "reset_connection"
+                | "end_host"
+                | "role_complete"
+                | "flush_handlers"
+                | "end_role"
+        )
+    )
+}
+
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.
 pub(super) fn banner(title: &str) -> String {
     let stars = 79usize.saturating_sub(title.len()).max(3);
@@ -535,6 +558,13 @@ impl Observer for Printer {
             crate::role::Action::IncludeTasks { .. } | crate::role::Action::IncludeRole(_)
         ) && event.status == TaskStatus::Ok;
         if !announced {
+            // A meta action each host runs by itself is a task of its own
+            // to the callback: its banner comes again for each host.
+            if per_host_meta(event.task)
+                && let Ok(mut last) = self.last_banner.lock()
+            {
+                *last = None;
+            }
             // A failed include said `included:` under its banner already.
             let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
             self.task_banner(&mut out, event.task, event.handler, host, is_include);

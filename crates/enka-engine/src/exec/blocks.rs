@@ -109,10 +109,12 @@ pub(super) fn as_failed_result(flow: Flow) -> Result<TaskResult, Flow> {
         // Raised out of the strategy: no task result holds it.
         Flow::Failed(failure) if !failure.aborts_run => {
             let mut result = TaskResult::error(failure.message);
-            if let Ok(exception) = failure.result.get_attr("exception")
-                && !exception.is_undefined()
-            {
-                result.set("exception", exception);
+            for key in ["exception", "_ansible_delegated_vars"] {
+                if let Ok(value) = failure.result.get_attr(key)
+                    && !value.is_undefined()
+                {
+                    result.set(key, value);
+                }
             }
             Ok(result)
         }

@@ -35,17 +35,29 @@ impl Runner {
             .then(|| args.get_attr("_raw_params").ok())
             .flatten()
             .and_then(|action| action.as_str().map(str::to_owned));
-        if let Some(skipped) = self.judge_when(frame, task, &ctx, meta_action.as_deref())? {
-            return Ok(skipped);
-        }
-        let until = task.until.clone();
-        let (attempts, delay) = self.retry_plan(task, &ctx)?;
+        // The task's delegate is known before its condition is judged: a
+        // failure of the condition is shown as the delegate's too.
         let delegate = self.delegate(frame, task, &ctx)?;
         // A task delegated to another host says so in its result's line.
         let delegated = delegate
             .as_deref()
             .filter(|d| *d != &*self.host)
             .map(|d| self.delegated_vars(d, &ctx));
+        match self.judge_when(frame, task, &ctx, meta_action.as_deref()) {
+            Ok(Some(skipped)) => return Ok(skipped),
+            Ok(None) => {}
+            Err(Flow::Failed(mut failure)) if delegated.is_some() => {
+                failure.result = with_field(
+                    &failure.result,
+                    "_ansible_delegated_vars",
+                    delegated.clone().unwrap_or_default(),
+                );
+                return Err(Flow::Failed(failure));
+            }
+            Err(flow) => return Err(flow),
+        }
+        let until = task.until.clone();
+        let (attempts, delay) = self.retry_plan(task, &ctx)?;
         let mark = |mut result: TaskResult| {
             if let Some(vars) = &delegated {
                 result.set("_ansible_delegated_vars", vars.clone());
@@ -313,4 +325,20 @@ fn out_of_retries(result: &mut TaskResult, attempt: u64, attempts: u64) {
         )
     };
     result.set(UNTIL_REASON, Value::from(why));
+}
+
+/// `result` with `key` set to `value`.
+fn with_field(result: &Value, key: &str, value: Value) -> Value {
+    let mut pairs: Vec<(Value, Value)> = result
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .filter(|k| k.as_str() != Some(key))
+        .map(|k| {
+            let v = result.get_item(&k).unwrap_or_default();
+            (k, v)
+        })
+        .collect();
+    pairs.push((Value::from(key), value));
+    Value::from_pairs(pairs)
 }
