@@ -222,7 +222,11 @@ impl Printer {
         verbose: bool,
     ) -> String {
         let word = status.word();
-        let host = host_label(host, result);
+        // A skipped line names the host alone (v2_runner_on_skipped).
+        let host = match status {
+            TaskStatus::Skipped => host.to_owned(),
+            _ => host_label(host, result),
+        };
         match status {
             TaskStatus::Failed | TaskStatus::Ignored => {
                 let text = dumped(result, debug, self.verbosity);
@@ -413,6 +417,35 @@ fn host_label(host: &str, result: &Value) -> String {
         Some(address) => format!("{host} -> {delegate}({address})"),
         None => format!("{host} -> {delegate}"),
     }
+}
+
+/// A result that failed before its task's `delegate_to` was templated (its
+/// loop, say) names the delegate as written, as the task the callback gets
+/// still holds it so.
+fn with_written_delegate(event: &TaskEvent<'_>) -> Value {
+    let result = event.result;
+    let marked = result
+        .get_attr("_ansible_delegated_vars")
+        .is_ok_and(|v| !v.is_undefined());
+    let written = event.task.settings.get(crate::role::Setting::DelegateTo);
+    let (false, Some(written)) = (marked, written) else {
+        return result.clone();
+    };
+    let delegated = Value::from_pairs(vec![(
+        Value::from("ansible_delegated_host"),
+        Value::from(crate::template::pyrepr::to_text(written)),
+    )]);
+    let mut pairs: Vec<(Value, Value)> = result
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let v = result.get_item(&k).unwrap_or_default();
+            (k, v)
+        })
+        .collect();
+    pairs.push((Value::from("_ansible_delegated_vars"), delegated));
+    Value::from_pairs(pairs)
 }
 
 /// Whether `task` is a meta action the linear strategy runs for each host
@@ -612,7 +645,8 @@ impl Observer for Printer {
                     let _ = writeln!(out, "{}", self.item_line(host, item, debug));
                 }
                 self.file_diff(&mut out, event, event.result);
-                let line = self.result_line(host, event.status, event.result, debug, verbose);
+                let result = with_written_delegate(event);
+                let line = self.result_line(host, event.status, &result, debug, verbose);
                 let _ = writeln!(out, "{line}");
             }
         }

@@ -194,7 +194,16 @@ impl Runner {
             Some(value) => match self.templar.template_value(value, ctx) {
                 Ok(v) if v.is_none() || v.is_undefined() => Ok(None),
                 Ok(v) => Ok(Some(enka_template::pyrepr::to_text(&v))),
-                Err(err) => Err(self.template_failure(task, "delegate_to", &err)),
+                // Templated with the host's variables before the task is
+                // validated: Ansible says the bare error.
+                Err(err) => {
+                    let message = err.message().to_owned();
+                    Err(Flow::Failed(self.failure(
+                        task,
+                        message.clone(),
+                        super::outcome::fail_result(&message),
+                    )))
+                }
             },
             None => Ok(None),
         }

@@ -179,7 +179,7 @@ impl Runner {
                 },
             };
             if result.fails_task {
-                (self.facts, self.host_facts, self.included) = before;
+                (self.facts, self.host_facts, self.included) = before.clone();
                 aborted = Some(TaskResult {
                     shown_before: results.iter().map(TaskResult::to_value).collect(),
                     ..result
@@ -222,7 +222,13 @@ impl Runner {
                 self.sleep(pause).await;
             }
         }
-        Ok(aborted.unwrap_or_else(|| TaskResult::combine(results)))
+        let result = aborted.unwrap_or_else(|| TaskResult::combine(results));
+        // A loop that failed leaves none of its items' facts (the strategy
+        // takes facts from an ok result only, ignore_errors or not).
+        if result.is_failed() {
+            (self.facts, self.host_facts, self.included) = before;
+        }
+        Ok(result)
     }
 
     /// Names an item's result as TaskExecutor's: under the loop variable,

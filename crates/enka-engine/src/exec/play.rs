@@ -228,6 +228,9 @@ impl Runner {
             });
             let finished = futures::future::join_all(runs).await;
             let failed = self.absorb_batch(finished);
+            if self.first_failure.as_ref().is_some_and(|f| f.aborts_run) {
+                return false;
+            }
             if lockstep.as_ref().is_some_and(|l| l.broken()) {
                 self.too_many_failed(batch);
                 return false;

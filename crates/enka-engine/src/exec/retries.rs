@@ -17,7 +17,8 @@ use crate::scope::Scope;
 
 impl Runner {
     /// One execution of a module task (one loop item), with `when`,
-    /// `until`, `changed_when` and `failed_when`.
+    /// `until`, `changed_when` and `failed_when`. A result that fails
+    /// leaves no facts (the strategy takes them from an ok result only).
     pub(super) async fn run_item(
         &mut self,
         frame: &Frame,
@@ -35,35 +36,15 @@ impl Runner {
             .then(|| args.get_attr("_raw_params").ok())
             .flatten()
             .and_then(|action| action.as_str().map(str::to_owned));
-        // The task's delegate is known before its condition is judged: a
-        // failure of the condition is shown as the delegate's too.
+        // The task's delegate is known before its condition is judged, and
+        // every result after names it (the callbacks' host label).
         let delegate = self.delegate(frame, task, &ctx)?;
-        // A task delegated to another host says so in its result's line.
-        let delegated = delegate
-            .as_deref()
-            .filter(|d| *d != &*self.host)
-            .map(|d| self.delegated_vars(d, &ctx));
+        let delegated = delegate.as_deref().map(|d| self.delegated_vars(d, &ctx));
         match self.judge_when(frame, task, &ctx, meta_action.as_deref()) {
             Ok(Some(skipped)) => return Ok(skipped),
             Ok(None) => {}
-            Err(Flow::Failed(mut failure)) if delegated.is_some() => {
-                failure.result = with_field(
-                    &failure.result,
-                    "_ansible_delegated_vars",
-                    delegated.clone().unwrap_or_default(),
-                );
-                return Err(Flow::Failed(failure));
-            }
-            Err(flow) => return Err(flow),
+            Err(flow) => return Err(marked_flow(flow, delegated.as_ref())),
         }
-        let until = task.until.clone();
-        let (attempts, delay) = self.retry_plan(task, &ctx)?;
-        let mark = |mut result: TaskResult| {
-            if let Some(vars) = &delegated {
-                result.set("_ansible_delegated_vars", vars.clone());
-            }
-            result
-        };
         // `delegate_facts`: facts the task sets go to the host it is
         // delegated to.
         let facts_to = match delegate.as_deref().filter(|d| *d != &*self.host) {
@@ -79,17 +60,66 @@ impl Runner {
         if !module.runs_on_controller() {
             match self.unreachable_reason(frame, task, &ctx, delegate.as_deref()) {
                 Ok(None) => {}
-                Ok(Some(message)) => return Ok(mark(TaskResult::unreachable(message))),
+                Ok(Some(message)) => {
+                    let mut result = TaskResult::unreachable(message);
+                    if let Some(vars) = &delegated {
+                        result.set("_ansible_delegated_vars", vars.clone());
+                    }
+                    return Ok(result);
+                }
                 Err(flow) => return Err(flow),
             }
         }
+        let before = (
+            self.facts.clone(),
+            self.host_facts.clone(),
+            self.included.clone(),
+        );
+        let attempt = Attempt {
+            frame,
+            task,
+            module,
+            args,
+            scope: &scope,
+            ctx: &ctx,
+            modes,
+            facts_to,
+            delegated: delegated.as_ref(),
+            meta_action: meta_action.as_deref(),
+        };
+        let outcome = self.attempts(attempt).await;
+        let failed = match &outcome {
+            Ok(result) => result.is_failed(),
+            Err(flow) => matches!(flow, Flow::Failed(_)),
+        };
+        if failed {
+            (self.facts, self.host_facts, self.included) = before;
+        }
+        outcome.map_err(|flow| marked_flow(flow, delegated.as_ref()))
+    }
+
+    /// Runs the module until its `until` holds, out of retries or not.
+    async fn attempts(&mut self, at: Attempt<'_>) -> Result<TaskResult, Flow> {
+        let Attempt { frame, task, .. } = at;
+        let until = task.until.clone();
+        let (attempts, delay) = self.retry_plan(task, at.ctx)?;
         let mut attempt = 0u64;
         loop {
             attempt += 1;
-            let result = self
-                .execute(frame, task, module, args, &ctx, modes, facts_to)
+            let mut result = self
+                .execute(
+                    frame,
+                    task,
+                    at.module,
+                    at.args,
+                    at.ctx,
+                    at.modes,
+                    at.facts_to,
+                )
                 .await;
-            let mut result = mark(result);
+            if let Some(vars) = at.delegated {
+                result.set("_ansible_delegated_vars", vars.clone());
+            }
             // Raised, not returned, in Ansible: no condition judges it and
             // `until` does not retry it.
             if result.fails_task {
@@ -97,11 +127,11 @@ impl Runner {
             }
             if !result.is_failed() {
                 self.change_inventory(&mut result);
-                if meta_action.as_deref().map(str::trim) == Some("refresh_inventory")
+                if at.meta_action.map(str::trim) == Some("refresh_inventory")
                     && let Err(message) = self.refresh_inventory().await
                 {
                     result = TaskResult::failed(message);
-                } else if let Some(action) = &meta_action {
+                } else if let Some(action) = at.meta_action {
                     let (msg, _) =
                         enka_modules::meta::report(action, &self.host, task.role.as_deref(), true);
                     result.set("msg", Value::from(msg));
@@ -112,7 +142,7 @@ impl Runner {
             if attempts > 1 {
                 result.set("attempts", Value::from(attempt));
             }
-            let mut judged_scope = self.judge_result(frame, task, &scope, &mut result);
+            let mut judged_scope = self.judge_result(frame, task, at.scope, &mut result);
             // With `retries: 0` Ansible runs the task once and never judges
             // `until`.
             if attempts <= 1 {
@@ -141,7 +171,7 @@ impl Runner {
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
-            self.tell_retry(task, &result, attempts - attempt, attempts, modes.no_log);
+            self.tell_retry(task, &result, attempts - attempt, attempts, at.modes.no_log);
             self.sleep(delay).await;
         }
     }
@@ -341,4 +371,30 @@ fn with_field(result: &Value, key: &str, value: Value) -> Value {
         .collect();
     pairs.push((Value::from(key), value));
     Value::from_pairs(pairs)
+}
+
+/// What one run of a module task's attempts needs.
+struct Attempt<'a> {
+    frame: &'a Frame,
+    task: &'a Task,
+    module: &'a ModuleRef,
+    args: &'a Value,
+    scope: &'a Scope,
+    ctx: &'a Context,
+    modes: TaskModes,
+    facts_to: Option<&'a str>,
+    /// `_ansible_delegated_vars` of a delegated task.
+    delegated: Option<&'a Value>,
+    meta_action: Option<&'a str>,
+}
+
+/// A failure of a delegated task, naming its delegate as its results do.
+fn marked_flow(flow: Flow, delegated: Option<&Value>) -> Flow {
+    match (flow, delegated) {
+        (Flow::Failed(mut failure), Some(vars)) => {
+            failure.result = with_field(&failure.result, "_ansible_delegated_vars", vars.clone());
+            Flow::Failed(failure)
+        }
+        (flow, _) => flow,
+    }
 }

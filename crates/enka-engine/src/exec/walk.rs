@@ -93,13 +93,25 @@ impl Runner {
             if self.lockstep.is_some() {
                 self.peers.set(&self.host, self.host_state());
             }
-            self.count_failure(frame, task, position, &flow);
+            // A failure taken from another host's run_once result is that
+            // host's to count (the others are only marked failed).
+            if !report.silent {
+                self.count_failure(frame, task, position, &flow);
+            }
             let took = started.elapsed();
             if let Some(observer) = observed {
                 self.observe(&*observer, task, &flow, took, report);
             }
             if !is_block {
                 self.record_timing(task, &flow, &counted_before, took, &span);
+            }
+            // An error that ends the run stops the other hosts where they
+            // wait (the strategy raises it as it reads this result).
+            if let Flow::Failed(failure) = &flow
+                && failure.aborts_run
+                && let Some(lockstep) = &self.lockstep
+            {
+                lockstep.end_play();
             }
             // A host that could not be reached leaves the play where it is:
             // a later `meta: clear_host_errors` on any host takes it back
