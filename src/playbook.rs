@@ -133,8 +133,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             return exit::ERROR;
         }
         if options.listings.any() {
-            print_listing(&options, &project, &path, &extra, limit.as_ref());
-            listing::warn_unmatched(&project, &path, |message| printer.warning(message));
+            print_listing(&options, &project, &path, &extra, limit.as_ref(), &printer);
             continue;
         }
         if options.verbosity > 1 {
@@ -224,7 +223,9 @@ fn print_listing(
     path: &std::path::Path,
     extra: &[(Arc<str>, Var)],
     limit: Option<&crate::inventory::HostLimit>,
+    printer: &Printer,
 ) {
+    listing::warn_unmatched(project, path, |message| printer.warning(message));
     if let Some(playbook) = project.playbooks.get(path) {
         let shown = options
             .playbooks

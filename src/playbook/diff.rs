@@ -321,7 +321,9 @@ fn grouped_opcodes(codes: &[Opcode], context: usize) -> Vec<Vec<Opcode>> {
         }
         group.push(code);
     }
-    if !group.is_empty() && !(group.len() == 1 && group[0].tag == Tag::Equal) {
+    // A group of nothing but equal lines is no hunk.
+    let only_equal = group.iter().all(|code| code.tag == Tag::Equal);
+    if !only_equal {
         groups.push(group);
     }
     groups

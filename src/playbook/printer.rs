@@ -133,6 +133,44 @@ impl Printer {
         }
     }
 
+    /// A loop's lines: one per item (v2_runner_item_on_*), each after its
+    /// diff; then the task's own line where the callback shows one.
+    fn loop_lines(
+        &self,
+        out: &mut impl Write,
+        event: &TaskEvent<'_>,
+        items: &Value,
+        debug: bool,
+        verbose: bool,
+    ) {
+        let host = event.host;
+        // A loop shows a line per item (v2_runner_item_on_*); only a
+        // skipped task adds its own line.
+        for item in items.try_iter().into_iter().flatten() {
+            self.file_diff(out, event, &item);
+            let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
+        }
+        if event.status == TaskStatus::Skipped {
+            let _ = writeln!(out, "skipping: [{host}]");
+        } else if censored_loop(event.result)
+            || (debug
+                && matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
+                && event
+                    .result
+                    .get_attr("msg")
+                    .is_ok_and(|m| !m.is_undefined()))
+        {
+            // A no_log loop's own result is censored too, and a
+            // failed debug loop's keeps only its `msg` (the
+            // failure's _clean_results runs before the items are
+            // looked for): either has no `results` for the
+            // callback, which shows it as a task without a loop.
+            let own = without_items(event.result);
+            let line = self.result_line(host, event.status, &own, debug, verbose);
+            let _ = writeln!(out, "{line}");
+        }
+    }
+
     fn meta_said(&self, out: &mut impl Write, event: &TaskEvent<'_>) -> bool {
         if self.verbosity >= 2 {
             let header = ["skip_reason", "msg"].iter().find_map(|key| {
@@ -614,31 +652,7 @@ impl Observer for Printer {
                 .and_then(|_| event.result.get_attr("results").ok())
                 .filter(|r| r.kind() == minijinja::value::ValueKind::Seq);
             if let Some(items) = items {
-                // A loop shows a line per item (v2_runner_item_on_*); only a
-                // skipped task adds its own line.
-                for item in items.try_iter().into_iter().flatten() {
-                    self.file_diff(&mut out, event, &item);
-                    let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
-                }
-                if event.status == TaskStatus::Skipped {
-                    let _ = writeln!(out, "skipping: [{host}]");
-                } else if censored_loop(event.result)
-                    || (debug
-                        && matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
-                        && event
-                            .result
-                            .get_attr("msg")
-                            .is_ok_and(|m| !m.is_undefined()))
-                {
-                    // A no_log loop's own result is censored too, and a
-                    // failed debug loop's keeps only its `msg` (the
-                    // failure's _clean_results runs before the items are
-                    // looked for): either has no `results` for the
-                    // callback, which shows it as a task without a loop.
-                    let own = without_items(event.result);
-                    let line = self.result_line(host, event.status, &own, debug, verbose);
-                    let _ = writeln!(out, "{line}");
-                }
+                self.loop_lines(&mut out, event, &items, debug, verbose);
             } else {
                 // Items shown before one ended the loop, then its failure.
                 for item in event.items_before {

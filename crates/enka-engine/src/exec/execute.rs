@@ -14,9 +14,10 @@ use minijinja::value::ValueKind;
 
 use super::outcome::{exception_result, undefined_in_arguments};
 use super::play::is_localhost;
+use super::retries::Attempt;
 use super::task_result::TaskResult;
 use super::variables::{remove_omit, variable_params};
-use super::{Flow, Frame, Runner, TaskModes};
+use super::{Flow, Frame, Runner};
 
 /// How long a module may run.
 struct TimeLimits {
@@ -31,16 +32,17 @@ struct TimeLimits {
 
 impl Runner {
     /// Templates the arguments and calls the module.
-    pub(super) async fn execute(
-        &mut self,
-        frame: &Frame,
-        task: &Task,
-        module: &ModuleRef,
-        args: &Value,
-        ctx: &Context,
-        modes: TaskModes,
-        facts_to: Option<&str>,
-    ) -> TaskResult {
+    pub(super) async fn execute(&mut self, at: &Attempt<'_>) -> TaskResult {
+        let Attempt {
+            frame,
+            task,
+            module,
+            args,
+            ctx,
+            modes,
+            facts_to,
+            ..
+        } = *at;
         let no_log = modes.no_log;
         let templated = match self.templated_args(frame, task, module, args, ctx) {
             Ok(templated) => templated,

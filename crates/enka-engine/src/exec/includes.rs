@@ -62,7 +62,7 @@ impl Runner {
             Some(items) => (0..items.len()).map(Some).collect(),
         };
         let items: Arc<[Value]> = items.unwrap_or_default().into();
-        let frames: Vec<(Option<&Value>, Frame)> = iterations
+        let frames: ItemFrames<'_> = iterations
             .into_iter()
             .map(|iteration| {
                 let mut inner = frame.clone();
@@ -75,26 +75,8 @@ impl Runner {
                 (iteration.and_then(|index| items.get(index)), inner)
             })
             .collect();
-        if let Action::ImportRole { role, from } = &task.action {
-            for (_, mut inner) in frames {
-                if !task.when.is_empty() {
-                    inner.inherited.when.push(super::InheritedWhen::of(task));
-                }
-                inner.inherited.tags.extend(task.tags.iter().cloned());
-                let flow = self
-                    .run_role(
-                        inner,
-                        role.clone(),
-                        from.clone(),
-                        Arc::from(Vec::new()),
-                        Some(task),
-                    )
-                    .await;
-                if !matches!(flow, Flow::Continue) {
-                    return flow;
-                }
-            }
-            return Flow::Continue;
+        if let Action::ImportRole { .. } = &task.action {
+            return self.run_import_role(task, frames).await;
         }
         let frames = match self.items_that_run(task, frames, &loop_var, report) {
             Ok(Some(frames)) => frames,
@@ -120,6 +102,33 @@ impl Runner {
         Flow::Continue
     }
 
+    /// An imported role, resolved when the play runs: its tasks take the
+    /// import's `when` and tags.
+    async fn run_import_role(&mut self, task: &Task, frames: ItemFrames<'_>) -> Flow {
+        let Action::ImportRole { role, from } = &task.action else {
+            return Flow::Continue;
+        };
+        for (_, mut inner) in frames {
+            if !task.when.is_empty() {
+                inner.inherited.when.push(super::InheritedWhen::of(task));
+            }
+            inner.inherited.tags.extend(task.tags.iter().cloned());
+            let flow = self
+                .run_role(
+                    inner,
+                    role.clone(),
+                    from.clone(),
+                    Arc::from(Vec::new()),
+                    Some(task),
+                )
+                .await;
+            if !matches!(flow, Flow::Continue) {
+                return flow;
+            }
+        }
+        Flow::Continue
+    }
+
     /// A looped include's items whose `when` holds (each judged with its
     /// item); the others are shown skipped as they are met. `None` when
     /// every item was skipped: the include is then skipped as a whole. A
@@ -127,10 +136,10 @@ impl Runner {
     fn items_that_run<'i>(
         &mut self,
         task: &Task,
-        frames: Vec<(Option<&'i Value>, Frame)>,
+        frames: ItemFrames<'i>,
         loop_var: &str,
         report: &mut TaskReport,
-    ) -> Result<Option<Vec<(Option<&'i Value>, Frame)>>, Flow> {
+    ) -> Result<Option<ItemFrames<'i>>, Flow> {
         if task.looping.is_none() {
             return Ok(Some(frames));
         }
@@ -388,6 +397,9 @@ impl Runner {
         }
     }
 }
+
+/// Each run of an include: its loop item (if it loops) and its frame.
+type ItemFrames<'i> = Vec<(Option<&'i Value>, Frame)>;
 
 /// What one run of an include brings in.
 enum Included {

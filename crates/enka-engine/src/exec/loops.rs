@@ -142,11 +142,7 @@ impl Runner {
         // cannot be templated ends the loop, and the task fails as
         // a whole with that error: no `results`, and none of the
         // facts the items before it set.
-        let before = (
-            self.facts.clone(),
-            self.host_facts.clone(),
-            self.included.clone(),
-        );
+        let before = self.fact_state();
         let mut aborted = None;
         for (index, item) in items.iter().enumerate() {
             let mut item_scope = scope.clone();
@@ -157,27 +153,12 @@ impl Runner {
                 (!task.loop_control.break_when.is_empty()).then(|| item_scope.clone());
             let unreachable_scope = item_scope.clone();
             let label_scope = task.loop_control.label.as_ref().map(|_| item_scope.clone());
-            // `no_log` again for each item, with the item (an error in it
-            // hides the item too).
-            let item_ctx = self.context(frame, &item_scope, task);
-            let item_no_log = no_log && self.no_log(frame, task, &item_ctx).unwrap_or(true);
-            let item_modes = TaskModes {
-                no_log: item_no_log,
-                ..modes
-            };
-            let mut result = match self
+            let item_modes = self.item_modes(frame, task, &item_scope, modes);
+            let item_no_log = item_modes.no_log;
+            let outcome = self
                 .run_item(frame, task, module, args, item_scope, item_modes)
-                .await
-            {
-                Ok(result) => result,
-                Err(flow) => match as_failed_result(censor(flow, item_no_log)) {
-                    Ok(result) => TaskResult {
-                        fails_task: true,
-                        ..result
-                    },
-                    Err(flow) => return Err(flow),
-                },
-            };
+                .await;
+            let mut result = item_outcome(outcome, item_no_log)?;
             if result.fails_task {
                 (self.facts, self.host_facts, self.included) = before.clone();
                 aborted = Some(TaskResult {
@@ -229,6 +210,22 @@ impl Runner {
             (self.facts, self.host_facts, self.included) = before;
         }
         Ok(result)
+    }
+
+    /// The task's modes for one item: `no_log` judged again with the item
+    /// (an error in it hides the item too).
+    fn item_modes(
+        &self,
+        frame: &Frame,
+        task: &Task,
+        item_scope: &Scope,
+        modes: TaskModes,
+    ) -> TaskModes {
+        let item_ctx = self.context(frame, item_scope, task);
+        TaskModes {
+            no_log: modes.no_log && self.no_log(frame, task, &item_ctx).unwrap_or(true),
+            ..modes
+        }
     }
 
     /// Names an item's result as TaskExecutor's: under the loop variable,
@@ -469,4 +466,16 @@ fn log_failed_item(task: &Task, item: &Value, result: &TaskResult) {
         "item failed: {}",
         result.message()
     );
+}
+
+/// An item's outcome as the loop takes it: an error of the item (its
+/// condition or arguments) is a failed result that ends the loop.
+fn item_outcome(outcome: Result<TaskResult, Flow>, no_log: bool) -> Result<TaskResult, Flow> {
+    match outcome {
+        Ok(result) => Ok(result),
+        Err(flow) => as_failed_result(censor(flow, no_log)).map(|result| TaskResult {
+            fails_task: true,
+            ..result
+        }),
+    }
 }

@@ -117,20 +117,7 @@ impl Runner {
         play: &enka_project::role::Play,
         base: &Scope,
     ) -> bool {
-        let mut scope = base.clone();
-        scope.play_vars = scope::push(&None, &play.vars);
-        // vars_prompt answers rank as play vars, beside the play's own.
-        let play_vars =
-            crate::vars_files::with_prompted(&self.templar, &scope, play, &self.project.base_dir);
-        scope.play_vars = scope::push(&None, &play_vars);
-        let search_path: Arc<[std::path::PathBuf]> = Arc::from(vec![
-            playbook
-                .path
-                .parent()
-                .map(std::path::Path::to_path_buf)
-                .unwrap_or_default(),
-            self.project.base_dir.clone(),
-        ]);
+        let (mut scope, play_vars, search_path) = self.play_scope(playbook, play, base);
         let ctx = Context::new(
             self.templar.clone(),
             Arc::new(scope.clone()),
@@ -141,7 +128,11 @@ impl Runner {
             Some(name) => name.clone(),
             None => hosts_text(&play.hosts),
         };
-        let (matched, batch_sizes, strategy) = match selected {
+        let selected = selected.and_then(|(matched, sizes, strategy)| {
+            let max_fail = self.max_fail_share(play, &ctx, strategy)?;
+            Ok((matched, sizes, strategy, max_fail))
+        });
+        let (matched, batch_sizes, strategy, max_fail) = match selected {
             Ok(selected) => selected,
             Err(message) => {
                 self.play_started(&name, 0);
@@ -165,15 +156,6 @@ impl Runner {
             .filter(|h| !self.failed_hosts.contains(h))
             .cloned()
             .collect();
-        let max_fail = match self.max_fail_share(play, &ctx, strategy) {
-            Ok(share) => share,
-            Err(message) => {
-                let location = enka_project::role::Location::file(&playbook.path);
-                let failure = Failure::new(name, location, message.clone(), fail_result(&message));
-                self.first_failure.get_or_insert(failure);
-                return false;
-            }
-        };
         add_play_roles(&mut scope, play, &hosts);
         let frame = play_frame(play, scope, search_path);
         let mut remaining = matched.as_slice();
@@ -195,39 +177,9 @@ impl Runner {
             if let (Some(lockstep), Some(share)) = (&lockstep, max_fail) {
                 lockstep.limit_failures(share, whole_batch.len());
             }
-            let batch_names: Arc<[String]> = Arc::from(batch);
-            // ansible_play_hosts: the play's hosts that have not failed.
-            let active: Vec<String> = hosts
-                .iter()
-                .filter(|h| !self.failed_hosts.contains(h))
-                .cloned()
-                .collect();
-            let runs = batch.iter().enumerate().map(|(index, host)| {
-                let mut runner = self.for_host(host, &batch_names, index, lockstep.clone());
-                let mut frame = runner.host_frame(&frame, host, &active, batch);
-                if !play.vars_files.is_empty() {
-                    let mut scope = frame.scope.clone();
-                    scope.facts = runner.facts.clone();
-                    scope.host_facts = runner.host_facts.clone();
-                    scope.included = runner.included.clone();
-                    frame.scope.play_vars = crate::vars_files::play_vars(
-                        &self.templar,
-                        &scope,
-                        &play_vars,
-                        &play.vars_files,
-                        &frame.search_path,
-                    );
-                }
-                async move {
-                    let flow = runner.run_play_body(play, frame).await;
-                    if let Some(lockstep) = &runner.lockstep {
-                        lockstep.done(runner.host_index, matches!(flow, Flow::Failed(_)));
-                    }
-                    (runner, flow)
-                }
-            });
-            let finished = futures::future::join_all(runs).await;
-            let failed = self.absorb_batch(finished);
+            let failed = self
+                .run_batch(play, &frame, &play_vars, &hosts, batch, lockstep.clone())
+                .await;
             if self.first_failure.as_ref().is_some_and(|f| f.aborts_run) {
                 return false;
             }
@@ -249,6 +201,78 @@ impl Runner {
         }
         self.play_ended = false;
         true
+    }
+
+    /// The play's scope (its vars, with the answers to its `vars_prompt`),
+    /// those vars, and where its files are looked for.
+    fn play_scope(
+        &self,
+        playbook: &enka_project::role::Playbook,
+        play: &enka_project::role::Play,
+        base: &Scope,
+    ) -> (Scope, VarList, Arc<[std::path::PathBuf]>) {
+        let mut scope = base.clone();
+        scope.play_vars = scope::push(&None, &play.vars);
+        // vars_prompt answers rank as play vars, beside the play's own.
+        let play_vars =
+            crate::vars_files::with_prompted(&self.templar, &scope, play, &self.project.base_dir);
+        scope.play_vars = scope::push(&None, &play_vars);
+        let search_path: Arc<[std::path::PathBuf]> = Arc::from(vec![
+            playbook
+                .path
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            self.project.base_dir.clone(),
+        ]);
+        (scope, play_vars, search_path)
+    }
+
+    /// Runs one batch of a play's hosts together (in lockstep when there
+    /// are several), the play's hosts that have not failed being `hosts`;
+    /// how many of the batch failed.
+    async fn run_batch(
+        &mut self,
+        play: &enka_project::role::Play,
+        frame: &Frame,
+        play_vars: &VarList,
+        hosts: &[String],
+        batch: &[String],
+        lockstep: Option<Arc<Lockstep>>,
+    ) -> usize {
+        let batch_names: Arc<[String]> = Arc::from(batch);
+        // ansible_play_hosts: the play's hosts that have not failed.
+        let active: Vec<String> = hosts
+            .iter()
+            .filter(|h| !self.failed_hosts.contains(h))
+            .cloned()
+            .collect();
+        let runs = batch.iter().enumerate().map(|(index, host)| {
+            let mut runner = self.for_host(host, &batch_names, index, lockstep.clone());
+            let mut frame = runner.host_frame(frame, host, &active, batch);
+            if !play.vars_files.is_empty() {
+                let mut scope = frame.scope.clone();
+                scope.facts = runner.facts.clone();
+                scope.host_facts = runner.host_facts.clone();
+                scope.included = runner.included.clone();
+                frame.scope.play_vars = crate::vars_files::play_vars(
+                    &self.templar,
+                    &scope,
+                    play_vars,
+                    &play.vars_files,
+                    &frame.search_path,
+                );
+            }
+            async move {
+                let flow = runner.run_play_body(play, frame).await;
+                if let Some(lockstep) = &runner.lockstep {
+                    lockstep.done(runner.host_index, matches!(flow, Flow::Failed(_)));
+                }
+                (runner, flow)
+            }
+        });
+        let finished = futures::future::join_all(runs).await;
+        self.absorb_batch(finished)
     }
 
     /// The hosts a play's `hosts` (templated) matches, in its `order` and
@@ -423,6 +447,16 @@ impl Runner {
             delivered.apply(&mut state);
         }
         (self.facts, self.host_facts) = (state.facts, state.host_facts);
+    }
+
+    /// What the host has set so far (facts, module facts, included vars),
+    /// to be put back when what set more fails.
+    pub(super) fn fact_state(&self) -> (scope::Facts, scope::Facts, scope::Facts) {
+        (
+            self.facts.clone(),
+            self.host_facts.clone(),
+            self.included.clone(),
+        )
     }
 
     pub(super) fn host_state(&self) -> scope::HostState {

@@ -70,11 +70,7 @@ impl Runner {
                 Err(flow) => return Err(flow),
             }
         }
-        let before = (
-            self.facts.clone(),
-            self.host_facts.clone(),
-            self.included.clone(),
-        );
+        let before = self.fact_state();
         let attempt = Attempt {
             frame,
             task,
@@ -106,17 +102,7 @@ impl Runner {
         let mut attempt = 0u64;
         loop {
             attempt += 1;
-            let mut result = self
-                .execute(
-                    frame,
-                    task,
-                    at.module,
-                    at.args,
-                    at.ctx,
-                    at.modes,
-                    at.facts_to,
-                )
-                .await;
+            let mut result = self.execute(&at).await;
             if let Some(vars) = at.delegated {
                 result.set("_ansible_delegated_vars", vars.clone());
             }
@@ -374,18 +360,20 @@ fn with_field(result: &Value, key: &str, value: Value) -> Value {
 }
 
 /// What one run of a module task's attempts needs.
-struct Attempt<'a> {
-    frame: &'a Frame,
-    task: &'a Task,
-    module: &'a ModuleRef,
-    args: &'a Value,
-    scope: &'a Scope,
-    ctx: &'a Context,
-    modes: TaskModes,
-    facts_to: Option<&'a str>,
+#[derive(Clone, Copy)]
+pub(super) struct Attempt<'a> {
+    pub(super) frame: &'a Frame,
+    pub(super) task: &'a Task,
+    pub(super) module: &'a ModuleRef,
+    pub(super) args: &'a Value,
+    pub(super) scope: &'a Scope,
+    pub(super) ctx: &'a Context,
+    pub(super) modes: TaskModes,
+    /// `delegate_facts`: the host the facts it sets go to.
+    pub(super) facts_to: Option<&'a str>,
     /// `_ansible_delegated_vars` of a delegated task.
-    delegated: Option<&'a Value>,
-    meta_action: Option<&'a str>,
+    pub(super) delegated: Option<&'a Value>,
+    pub(super) meta_action: Option<&'a str>,
 }
 
 /// A failure of a delegated task, naming its delegate as its results do.
