@@ -473,17 +473,7 @@ fn with_written_delegate(event: &TaskEvent<'_>) -> Value {
         Value::from("ansible_delegated_host"),
         Value::from(crate::template::pyrepr::to_text(written)),
     )]);
-    let mut pairs: Vec<(Value, Value)> = result
-        .try_iter()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            let v = result.get_item(&k).unwrap_or_default();
-            (k, v)
-        })
-        .collect();
-    pairs.push((Value::from("_ansible_delegated_vars"), delegated));
-    Value::from_pairs(pairs)
+    crate::template::convert::with_entry(result, "_ansible_delegated_vars", delegated)
 }
 
 /// Whether `task` is a meta action the linear strategy runs for each host

@@ -108,15 +108,7 @@ pub fn add_module_facts(host_facts: &mut Facts, returned: &[(Arc<str>, Value)]) 
         .get("ansible_facts")
         .map(|var| var.value.clone())
         .unwrap_or_default();
-    let mut merged: Vec<(Value, Value)> = namespace
-        .try_iter()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            let v = namespace.get_item(&k).unwrap_or_default();
-            (k, v)
-        })
-        .collect();
+    let mut merged = enka_template::convert::entries(&namespace);
     let facts = Arc::make_mut(host_facts);
     for (name, value) in returned {
         facts.insert(name.clone(), Var::unsafe_data(value));

@@ -6,6 +6,28 @@ use minijinja::value::{Enumerator, Object, ObjectRepr, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 use serde_json::Value as Json;
 
+/// A mapping's keys and values in order (nothing for a value that is not
+/// one).
+pub fn entries(mapping: &Value) -> Vec<(Value, Value)> {
+    mapping
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|key| {
+            let value = mapping.get_item(&key).unwrap_or_default();
+            (key, value)
+        })
+        .collect()
+}
+
+/// `mapping` with `key` set to `value` (last, replacing any it had).
+pub fn with_entry(mapping: &Value, key: &str, value: Value) -> Value {
+    let mut pairs = entries(mapping);
+    pairs.retain(|(k, _)| k.as_str() != Some(key));
+    pairs.push((Value::from(key), value));
+    Value::from_pairs(pairs)
+}
+
 /// A template value as JSON. Undefined values are an error, like Ansible's
 /// JSON encoder failing on `AnsibleUndefined`.
 pub fn to_json(value: &Value) -> Result<serde_json::Value, Error> {

@@ -343,22 +343,6 @@ fn out_of_retries(result: &mut TaskResult, attempt: u64, attempts: u64) {
     result.set(UNTIL_REASON, Value::from(why));
 }
 
-/// `result` with `key` set to `value`.
-fn with_field(result: &Value, key: &str, value: Value) -> Value {
-    let mut pairs: Vec<(Value, Value)> = result
-        .try_iter()
-        .into_iter()
-        .flatten()
-        .filter(|k| k.as_str() != Some(key))
-        .map(|k| {
-            let v = result.get_item(&k).unwrap_or_default();
-            (k, v)
-        })
-        .collect();
-    pairs.push((Value::from(key), value));
-    Value::from_pairs(pairs)
-}
-
 /// What one run of a module task's attempts needs.
 #[derive(Clone, Copy)]
 pub(super) struct Attempt<'a> {
@@ -380,7 +364,11 @@ pub(super) struct Attempt<'a> {
 fn marked_flow(flow: Flow, delegated: Option<&Value>) -> Flow {
     match (flow, delegated) {
         (Flow::Failed(mut failure), Some(vars)) => {
-            failure.result = with_field(&failure.result, "_ansible_delegated_vars", vars.clone());
+            failure.result = enka_template::convert::with_entry(
+                &failure.result,
+                "_ansible_delegated_vars",
+                vars.clone(),
+            );
             Flow::Failed(failure)
         }
         (flow, _) => flow,

@@ -555,15 +555,7 @@ fn is_collection(v: &Value) -> bool {
 }
 
 fn entries(value: &Value, sort_keys: bool) -> Vec<(Value, Value)> {
-    let mut pairs: Vec<(Value, Value)> = value
-        .try_iter()
-        .into_iter()
-        .flatten()
-        .map(|k| {
-            let v = value.get_item(&k).unwrap_or_default();
-            (k, v)
-        })
-        .collect();
+    let mut pairs = crate::convert::entries(value);
     if sort_keys {
         pairs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap_or(std::cmp::Ordering::Equal));
     }
