@@ -72,6 +72,8 @@ pub(crate) struct Shared {
     pub(crate) vars: Vec<(Arc<str>, enka_template::Var)>,
     /// The failure every host of the batch takes, when it failed.
     pub(crate) failure: Option<super::Failure>,
+    /// It was `meta: clear_facts`, which clears every host's facts.
+    pub(crate) cleared_facts: bool,
 }
 
 struct Inner {

@@ -266,6 +266,8 @@ struct TaskReport {
     silent: bool,
     /// `meta: flush_handlers` ran: the notified handlers run after it.
     flush_handlers: bool,
+    /// `meta: clear_facts` ran (on every host of a batch).
+    cleared_facts: bool,
     /// The loop items shown before an item ended the loop.
     items_before: Vec<Value>,
 }

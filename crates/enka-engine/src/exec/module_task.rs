@@ -28,15 +28,24 @@ impl Runner {
         let Some(lockstep) = self.lockstep.clone() else {
             return self.run_module_task(frame, task, report).await;
         };
-        // add_host bypasses the host loop; the linear strategy runs
-        // `meta: refresh_inventory` once for the batch.
+        // add_host bypasses the host loop; the linear strategy runs the
+        // meta actions that act on the whole play once for the batch.
         let bypasses = match &task.action {
             Action::Module { module, args } => {
                 module.name().rsplit('.').next() == Some("add_host")
                     || (module.is_meta()
-                        && args
-                            .get_attr("_raw_params")
-                            .is_ok_and(|a| a.as_str() == Some("refresh_inventory")))
+                        && args.get_attr("_raw_params").is_ok_and(|a| {
+                            matches!(
+                                a.as_str().map(str::trim),
+                                Some(
+                                    "refresh_inventory"
+                                        | "clear_facts"
+                                        | "clear_host_errors"
+                                        | "end_play"
+                                        | "end_batch"
+                                )
+                            )
+                        }))
             }
             _ => false,
         };
@@ -70,7 +79,13 @@ impl Runner {
                 Flow::Failed(failure) => Some(failure.clone()),
                 _ => None,
             };
-            lockstep.share(position, crate::lockstep::Shared { vars, failure });
+            let cleared_facts = report.cleared_facts;
+            let shared = crate::lockstep::Shared {
+                vars,
+                failure,
+                cleared_facts,
+            };
+            lockstep.share(position, shared);
             return flow;
         }
         let Some(shared) = lockstep.shared(position).await else {
@@ -79,6 +94,9 @@ impl Runner {
         let facts = Arc::make_mut(&mut self.facts);
         for (name, var) in shared.vars {
             facts.insert(name, var);
+        }
+        if shared.cleared_facts {
+            Arc::make_mut(&mut self.host_facts).clear();
         }
         report.silent = true;
         match shared.failure {

@@ -154,6 +154,7 @@ impl Runner {
             // set_fact and register keep (the non-persistent cache).
             Control::ClearFacts => {
                 Arc::make_mut(&mut self.host_facts).clear();
+                report.cleared_facts = true;
             }
         }
         None
