@@ -136,6 +136,9 @@ impl Runner {
             Ok(name) => name,
             Err(flow) => return Err(censor(flow, no_log)),
         };
+        if task.looping.is_some() {
+            self.warn_if_loop_var_in_use(task, ctx, &loop_var);
+        }
         let mut results = Vec::with_capacity(items.len());
         let mut scope = scope;
         // TaskExecutor.run: an item whose condition or arguments

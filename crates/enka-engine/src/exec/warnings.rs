@@ -1,5 +1,8 @@
 //! Warnings and deprecations as Ansible's display gives them: each said once per run.
 
+use enka_project::role::Task;
+use enka_template::Context;
+
 use super::Runner;
 
 impl Runner {
@@ -33,6 +36,17 @@ impl Runner {
         match &self.options.observer {
             Some(observer) => observer.deprecation(&message, version),
             None => tracing::debug!(host = %self.host, "{message}"),
+        }
+    }
+
+    /// A loop whose variable is already defined where it runs (an outer
+    /// loop's, say): Ansible warns of the collision (_run_loop).
+    pub(super) fn warn_if_loop_var_in_use(&self, task: &Task, ctx: &Context, loop_var: &str) {
+        if ctx.resolve(loop_var).is_some_and(|v| !v.is_undefined()) {
+            self.warn(format!(
+                "TASK: {}: The loop variable '{loop_var}' is already in use. You should set the `loop_var` value in the `loop_control` option for the task to something else to avoid variable collisions and unexpected behavior.",
+                task.title()
+            ));
         }
     }
 
