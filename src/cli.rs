@@ -529,8 +529,13 @@ fn run_operator(args: RunArgs, logs: crate::logging::LogOptions) -> ExitCode {
 /// Tokio's multi-threaded runtime; `None` (said on stderr) when it cannot
 /// start.
 fn multi_thread_runtime() -> Option<tokio::runtime::Runtime> {
+    // A role's includes nest (up to the engine's include depth), each level
+    // a few polls deeper: room for that on every worker thread, which
+    // costs only the stack a run touches.
+    const WORKER_STACK: usize = 8 * 1024 * 1024;
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(WORKER_STACK)
         .build()
     {
         Ok(runtime) => Some(runtime),

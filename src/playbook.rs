@@ -172,7 +172,10 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 let message = &failure.message;
                 let newline = if message.ends_with('\n') { "" } else { "\n" };
                 eprint!("ERROR! {message}{newline}");
-                return exit::ERROR;
+                return match failure.parser_error {
+                    true => exit::PARSER_ERROR,
+                    false => exit::ERROR,
+                };
             }
             code = failed_exit(failure, &printer);
             break;

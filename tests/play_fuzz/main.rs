@@ -55,6 +55,17 @@ const KNOWN: &[Known] = &[
         matches: only_type_error_wording,
     },
     Known {
+        name: "an included file that does not parse, worded",
+        reason: "both end the run at the include with a parser error (exit 4, the same output up to it); enka words the problem its own way (its loader's message, not PyYAML's or Ansible's, such as \"conflicting action statements\"), with the same `ERROR!` and excerpt shape",
+        matches: |ansible, enka| {
+            ansible.code == 4
+                && enka.code == 4
+                && ansible.stdout == enka.stdout
+                && ansible.stderr.starts_with("ERROR! ")
+                && enka.stderr.starts_with("ERROR! ")
+        },
+    },
+    Known {
         name: "a playbook neither loads",
         reason: "both refuse it before running anything (exit 4, nothing on stdout); enka words its load errors its own way, each with file, line, column and a caret under the spot, as `enka check` does",
         matches: outcome::both_refuse_to_load,

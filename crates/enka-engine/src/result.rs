@@ -64,6 +64,9 @@ pub struct Failure {
     /// could not be loaded) rather than from a task's result: a rescue
     /// runs, without `ansible_failed_task` and `ansible_failed_result`.
     pub marked_failed: bool,
+    /// Raised as a parser error (an included file that does not parse):
+    /// ansible-playbook stops with exit 4 rather than 1.
+    pub parser_error: bool,
 }
 
 /// The longest failure message kept: it lands in the object's `Failure`
@@ -106,6 +109,7 @@ impl Failure {
             action: std::sync::Arc::from(""),
             aborts_run: false,
             marked_failed: false,
+            parser_error: false,
         }
     }
 

@@ -79,7 +79,7 @@ impl Runner {
             })
             .collect();
         if let Action::ImportRole { .. } = &task.action {
-            return self.run_import_role(task, frames).await;
+            return Box::pin(self.run_import_role(task, frames)).await;
         }
         let frames = match self.items_that_run(task, frames, &loop_var, report) {
             Ok(Some(frames)) => frames,
@@ -97,7 +97,7 @@ impl Runner {
             }
         }
         for (inner, included) in found {
-            let flow = self.run_included(inner, task, included).await;
+            let flow = Box::pin(self.run_included(inner, task, included)).await;
             if !matches!(flow, Flow::Continue) {
                 return flow;
             }
@@ -281,7 +281,27 @@ impl Runner {
             .as_ref()
             .and_then(|p| self.project.unloadable_task_files.get(p));
         let message = match (broken, &path) {
-            (Some(problem), _) => format!("include_tasks: {name} does not load: {problem}"),
+            // A file that does not parse is the strategy's parser error:
+            // it ends the run (exit 4), said as Ansible says load errors.
+            // One that is not a list of tasks fails the include (the
+            // strategy's AnsibleError, not a parser error).
+            (Some(problem), _)
+                if problem
+                    .message
+                    .starts_with(enka_project::role::NOT_A_TASK_LIST) =>
+            {
+                let reason = "included task files must contain a list of tasks";
+                return Err(self.include_refused(task, &name, reason.to_owned()));
+            }
+            (Some(problem), _) => {
+                let mut message = problem.message.clone();
+                if let Some(excerpt) = enka_project::role::ansible_excerpt(&problem.location) {
+                    message = format!("{message}\n\n{excerpt}");
+                }
+                let mut failure = self.failure(task, message.clone(), fail_result(&message));
+                failure.parser_error = true;
+                return Err(Flow::Failed(failure.aborting()));
+            }
             (None, Some(_)) => format!(
                 "include_tasks: could not find or load {name} (only files loaded with the project can be included)"
             ),
@@ -337,6 +357,12 @@ impl Runner {
             "Could not find or access '{}' on the Ansible Controller.",
             looked.display()
         );
+        self.include_refused(task, name, reason)
+    }
+
+    /// An included file the strategy could not take in (`reason`): it says
+    /// so (an error line) and marks the host failed with its own result.
+    fn include_refused(&self, task: &Task, name: &str, reason: String) -> Flow {
         if let Some(observer) = &self.options.observer {
             observer.error(&reason);
         }

@@ -32,7 +32,7 @@ pub use keywords::{Setting, Settings};
 pub use loader::{LoadOptions, Target};
 pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};
-pub use task::{VARIABLE_PARAMS, resolve_task_file};
+pub use task::{NOT_A_TASK_LIST, VARIABLE_PARAMS, resolve_task_file};
 
 use enka_modules::catalogue::ModuleRef;
 use enka_template::{Templar, Var};
@@ -68,7 +68,7 @@ pub struct Project {
     pub inventory: Option<Arc<Inventory>>,
     /// Task files that nothing includes by name and that do not load, with
     /// their first problem: reported if a run-time include names one.
-    pub unloadable_task_files: HashMap<PathBuf, String>,
+    pub unloadable_task_files: HashMap<PathBuf, Diagnostic>,
     /// What the `module_defaults` keys of every play, block and task
     /// resolved to.
     pub module_defaults: Arc<ModuleDefaults>,

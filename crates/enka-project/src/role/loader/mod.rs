@@ -92,7 +92,7 @@ pub(crate) struct Loader {
     parsed_order: Vec<PathBuf>,
     /// Task files under a role's `tasks/` that nothing includes statically and
     /// that do not load: the first problem of each.
-    pub(crate) unloadable: HashMap<PathBuf, String>,
+    pub(crate) unloadable: HashMap<PathBuf, Diagnostic>,
     /// The name of the task being parsed, for findings made after parsing.
     pub(crate) current_task: Option<String>,
     /// Tasks that findings made after parsing belong to, by location.
@@ -391,8 +391,8 @@ impl Loader {
     }
 
     /// Why a task file did not load, when a tentative parse failed.
-    pub(crate) fn unloadable_reason(&self, path: &Path) -> Option<&str> {
-        self.unloadable.get(path).map(String::as_str)
+    pub(crate) fn unloadable_reason(&self, path: &Path) -> Option<String> {
+        self.unloadable.get(path).map(ToString::to_string)
     }
 
     pub(crate) fn task_file(
@@ -472,11 +472,11 @@ impl Loader {
 
     /// Undoes what was loaded since `mark` when it reported an error, and
     /// returns that first error; `None` (nothing undone) when it loaded.
-    fn roll_back_on_error(&mut self, mark: Mark) -> Option<String> {
+    fn roll_back_on_error(&mut self, mark: Mark) -> Option<Diagnostic> {
         let first_error = self.diagnostics.0[mark.diagnostics..]
             .iter()
             .find(|d| d.is_error())
-            .map(ToString::to_string)?;
+            .cloned()?;
         self.diagnostics.0.truncate(mark.diagnostics);
         self.bridged.truncate(mark.bridged);
         self.foreign_plugins.truncate(mark.foreign_plugins);

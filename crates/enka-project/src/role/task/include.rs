@@ -145,8 +145,7 @@ pub(super) fn parse_include_tasks(
     if !loader.is_loading(&path) && loader.tentative_task_file(&path, at.role).is_none() {
         let reason = loader
             .unloadable_reason(&path)
-            .unwrap_or("it does not load")
-            .to_owned();
+            .unwrap_or_else(|| "it does not load".to_owned());
         loader.when_run(
             at.loc(file_node.pos),
             format!("{module}: {name} does not load, and the include fails if it runs: {reason}"),

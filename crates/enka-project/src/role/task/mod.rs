@@ -21,6 +21,10 @@ use enka_yaml::{Node, Pos};
 
 pub use action::VARIABLE_PARAMS;
 use action::parse_action;
+
+/// How a task file that is not a list of tasks is refused (an include of
+/// one fails as Ansible's does, rather than ending the run).
+pub const NOT_A_TASK_LIST: &str = "a task list must be a YAML list";
 pub use include::resolve_task_file;
 
 /// Where the task list being parsed comes from.
@@ -73,10 +77,7 @@ pub(crate) fn parse_tasks(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) -
         _ => {
             loader.error(
                 at.loc(node.pos),
-                format!(
-                    "a task list must be a YAML list, not a {}",
-                    node.type_name()
-                ),
+                format!("{NOT_A_TASK_LIST}, not a {}", node.type_name()),
             );
             Vec::new()
         }
