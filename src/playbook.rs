@@ -168,14 +168,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             // Raised out of the strategy: the command's own error, no recap.
             if failure.aborts_run {
                 printer.flush();
-                // Ansible's excerpt ends its message with its own newline.
-                let message = &failure.message;
-                let newline = if message.ends_with('\n') { "" } else { "\n" };
-                eprint!("ERROR! {message}{newline}");
-                return match failure.parser_error {
-                    true => exit::PARSER_ERROR,
-                    false => exit::ERROR,
-                };
+                return raised_exit(failure);
             }
             code = failed_exit(failure, &printer);
             break;
@@ -187,6 +180,19 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         printer.custom_stats();
     }
     code
+}
+
+/// An error raised out of the strategy ends the command: `ERROR!`, no
+/// recap, exit 1 (4 for a parser error).
+fn raised_exit(failure: &engine::Failure) -> u8 {
+    // Ansible's excerpt ends its message with its own newline.
+    let message = &failure.message;
+    let newline = if message.ends_with('\n') { "" } else { "\n" };
+    eprint!("ERROR! {message}{newline}");
+    match failure.parser_error {
+        true => exit::PARSER_ERROR,
+        false => exit::ERROR,
+    }
 }
 
 /// ansible-playbook's exit code for a failed play: 2 for a failed host, 4
