@@ -338,7 +338,7 @@ impl Runner {
                     .collect(),
                 module_facts: std::mem::take(&mut output.plain_facts),
             };
-            self.peers.deliver(delegate, delivered);
+            self.delivering.push((delegate.to_owned(), delivered));
         }
         if !output.facts.is_empty() {
             let facts = Arc::make_mut(&mut self.facts);

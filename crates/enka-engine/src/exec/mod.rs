@@ -244,6 +244,9 @@ pub(crate) struct Runner {
     inventory: Option<Arc<std::sync::Mutex<Arc<enka_project::role::Inventory>>>>,
     /// Every host's facts, for later plays and `hostvars`.
     peers: Arc<scope::Peers>,
+    /// Facts a task with `delegate_facts` set for another host, given to it
+    /// once the task's result is known to be ok.
+    delivering: Vec<(String, scope::Delivered)>,
     /// Counters of each host, for the recap.
     host_stats: indexmap::IndexMap<String, Stats>,
     /// Hosts that failed: later plays leave them out.
@@ -307,6 +310,7 @@ impl Runner {
             lockstep: None,
             inventory: None,
             peers: Arc::default(),
+            delivering: Vec::new(),
             host_stats: indexmap::IndexMap::new(),
             failed_hosts: Vec::new(),
             first_failure: None,

@@ -88,8 +88,13 @@ impl Runner {
             Ok(result) => result.is_failed(),
             Err(flow) => matches!(flow, Flow::Failed(_)),
         };
+        let delivering = std::mem::take(&mut self.delivering);
         if failed {
             (self.facts, self.host_facts, self.included) = before;
+        } else {
+            for (host, delivered) in delivering {
+                self.peers.deliver(&host, delivered);
+            }
         }
         outcome.map_err(|flow| marked_flow(flow, delegated.as_ref()))
     }
