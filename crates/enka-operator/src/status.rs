@@ -199,6 +199,7 @@ mod tests {
                     action: std::sync::Arc::from(""),
                     aborts_run: false,
                     marked_failed: false,
+                    parser_error: false,
                 })
             } else {
                 enka_engine::RunStatus::Successful

@@ -59,7 +59,9 @@ fn task_files_nothing_includes_do_not_fail_the_project() {
     );
     assert!(!project.task_files.contains_key(&resources));
     assert!(
-        project.unloadable_task_files[&resources].contains("YAML syntax error"),
+        project.unloadable_task_files[&resources]
+            .message
+            .contains("YAML syntax error"),
         "{:?}",
         project.unloadable_task_files
     );
