@@ -147,6 +147,7 @@ impl Runner {
         // facts the items before it set.
         let before = self.fact_state();
         let mut aborted = None;
+        let mut first_no_log = None;
         for (index, item) in items.iter().enumerate() {
             let mut item_scope = scope.clone();
             set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
@@ -158,6 +159,7 @@ impl Runner {
             let label_scope = task.loop_control.label.as_ref().map(|_| item_scope.clone());
             let item_modes = self.item_modes(frame, task, &item_scope, modes);
             let item_no_log = item_modes.no_log;
+            first_no_log.get_or_insert(item_no_log);
             let outcome = self
                 .run_item(frame, task, module, args, item_scope, item_modes)
                 .await;
@@ -206,7 +208,10 @@ impl Runner {
                 self.sleep(pause).await;
             }
         }
-        let result = aborted.unwrap_or_else(|| TaskResult::combine(results));
+        let mut result = aborted.unwrap_or_else(|| TaskResult::combine(results));
+        if let Some(hidden) = first_no_log {
+            result.set(FIRST_ITEM_NO_LOG, Value::from(hidden));
+        }
         // A loop that failed leaves none of its items' facts (the strategy
         // takes facts from an ok result only, ignore_errors or not).
         if result.is_failed() {
@@ -482,3 +487,8 @@ fn item_outcome(outcome: Result<TaskResult, Flow>, no_log: bool) -> Result<TaskR
         }),
     }
 }
+
+/// The `no_log` the first item of a loop settled, kept in the loop's
+/// result (an internal key, never shown or registered) for the task's own
+/// `no_log`: TaskExecutor validates the task itself with the first item.
+pub(super) const FIRST_ITEM_NO_LOG: &str = "_ansible_enka_first_item_no_log";

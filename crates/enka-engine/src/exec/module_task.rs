@@ -147,7 +147,7 @@ impl Runner {
             },
             None => None,
         };
-        let result = match items {
+        let mut result = match items {
             None => match self.run_item(frame, task, module, args, scope, modes).await {
                 Ok(result) => result,
                 Err(flow) => match as_failed_result(censor(flow, no_log)) {
@@ -160,8 +160,9 @@ impl Runner {
                 Err(flow) => return flow,
             },
         };
+        let first_no_log = first_item_no_log(&mut result);
         let no_log = match self.looped_no_log(frame, task) {
-            Some(_) => first_item_no_log(&result).unwrap_or(no_log),
+            Some(_) => first_no_log.unwrap_or(no_log),
             None => no_log,
         };
         self.finish_task(frame, task, result, no_log, report)
@@ -295,8 +296,8 @@ pub(super) const DEFAULT_POLL_SECONDS: u64 = 15;
 /// The `no_log` the first item of a loop settled for the task as a whole:
 /// TaskExecutor validates the task itself with the first item's variables
 /// (later items validate copies of it). `None` for a loop of no items.
-fn first_item_no_log(result: &TaskResult) -> Option<bool> {
-    let first = result.get("results")?.get_item(&Value::from(0)).ok()?;
-    let hidden = first.get_attr("_ansible_no_log").is_ok_and(|v| v.is_true());
-    (!first.is_undefined()).then_some(hidden)
+fn first_item_no_log(result: &mut TaskResult) -> Option<bool> {
+    result
+        .take(super::loops::FIRST_ITEM_NO_LOG)
+        .map(|hidden| hidden.is_true())
 }

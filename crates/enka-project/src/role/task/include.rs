@@ -185,6 +185,7 @@ fn preload_candidates(loader: &mut Loader, at: &TaskFile<'_>, dir: &Path, templa
                     path.extension().and_then(|e| e.to_str()),
                     Some("yml" | "yaml")
                 )
+                && !is_playbook(path)
         })
         .collect();
     files.sort();
@@ -193,6 +194,27 @@ fn preload_candidates(loader: &mut Loader, at: &TaskFile<'_>, dir: &Path, templa
             let _ = loader.tentative_task_file(&file, at.role);
         }
     }
+}
+
+/// Whether the YAML file at `path` reads as a playbook (its plays name
+/// `hosts`, or import playbooks): no include takes it, so it is not loaded
+/// as a task file beside one.
+fn is_playbook(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    text.lines().any(|line| {
+        let item = line.strip_prefix("- ").or_else(|| line.strip_prefix("  "));
+        item.is_some_and(|rest| {
+            [
+                "hosts:",
+                "import_playbook:",
+                "ansible.builtin.import_playbook:",
+            ]
+            .iter()
+            .any(|key| rest.starts_with(key))
+        })
+    })
 }
 
 /// The task file `name`, relative to the including file's directory, then
