@@ -53,13 +53,10 @@ impl Runner {
             Ok(items) => items,
             Err(flow) => return self.include_failed(frame, task, flow, report),
         };
-        let loop_var = match self.loop_var(task, &ctx) {
+        let loop_var = match self.loop_var_in_scope(task, &ctx) {
             Ok(name) => name,
             Err(flow) => return self.include_failed(frame, task, flow, report),
         };
-        if task.looping.is_some() {
-            self.warn_if_loop_var_in_use(task, &ctx, &loop_var);
-        }
         let iterations: Vec<Option<usize>> = match &items {
             None => vec![None],
             Some(items) => (0..items.len()).map(Some).collect(),

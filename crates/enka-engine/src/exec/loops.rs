@@ -132,13 +132,9 @@ impl Runner {
             return Err(Flow::Continue);
         };
         let no_log = modes.no_log;
-        let loop_var = match self.loop_var(task, ctx) {
-            Ok(name) => name,
-            Err(flow) => return Err(censor(flow, no_log)),
-        };
-        if task.looping.is_some() {
-            self.warn_if_loop_var_in_use(task, ctx, &loop_var);
-        }
+        let loop_var = self
+            .loop_var_in_scope(task, ctx)
+            .map_err(|flow| censor(flow, no_log))?;
         let mut results = Vec::with_capacity(items.len());
         let mut scope = scope;
         // TaskExecutor.run: an item whose condition or arguments
@@ -212,12 +208,20 @@ impl Runner {
         if let Some(hidden) = first_no_log {
             result.set(FIRST_ITEM_NO_LOG, Value::from(hidden));
         }
-        // A loop that failed leaves none of its items' facts (the strategy
-        // takes facts from an ok result only, ignore_errors or not).
+        self.keep_facts_if_ok(&result, before);
+        Ok(result)
+    }
+
+    /// A loop that failed leaves none of its items' facts (the strategy
+    /// takes facts from an ok result only, ignore_errors or not).
+    fn keep_facts_if_ok(
+        &mut self,
+        result: &TaskResult,
+        before: (crate::Facts, crate::Facts, crate::Facts),
+    ) {
         if result.is_failed() {
             (self.facts, self.host_facts, self.included) = before;
         }
-        Ok(result)
     }
 
     /// The task's modes for one item: `no_log` judged again with the item

@@ -3,7 +3,7 @@
 use enka_project::role::Task;
 use enka_template::Context;
 
-use super::Runner;
+use super::{Flow, Runner};
 
 impl Runner {
     /// Whether gathering is `smart` and this host's facts were gathered
@@ -39,9 +39,22 @@ impl Runner {
         }
     }
 
-    /// A loop whose variable is already defined where it runs (an outer
-    /// loop's, say): Ansible warns of the collision (_run_loop).
-    pub(super) fn warn_if_loop_var_in_use(&self, task: &Task, ctx: &Context, loop_var: &str) {
+    /// The task's loop variable; one already defined where the loop runs
+    /// (an outer loop's, say) is warned of, as _run_loop warns of the
+    /// collision.
+    pub(super) fn loop_var_in_scope(
+        &self,
+        task: &Task,
+        ctx: &Context,
+    ) -> Result<std::sync::Arc<str>, Flow> {
+        let loop_var = self.loop_var(task, ctx)?;
+        if task.looping.is_some() {
+            self.warn_if_loop_var_in_use(task, ctx, &loop_var);
+        }
+        Ok(loop_var)
+    }
+
+    fn warn_if_loop_var_in_use(&self, task: &Task, ctx: &Context, loop_var: &str) {
         if ctx.resolve(loop_var).is_some_and(|v| !v.is_undefined()) {
             self.warn(format!(
                 "TASK: {}: The loop variable '{loop_var}' is already in use. You should set the `loop_var` value in the `loop_control` option for the task to something else to avoid variable collisions and unexpected behavior.",
