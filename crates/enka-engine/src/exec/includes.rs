@@ -143,6 +143,20 @@ impl Runner {
         if task.looping.is_none() {
             return Ok(Some(frames));
         }
+        // A loop that named nothing defined is read only if `when` holds
+        // (TaskExecutor keeps its error): it did not, so the include is
+        // skipped as a whole.
+        if let [(None, inner)] = frames.as_slice() {
+            let scope = self.task_scope(inner, task);
+            let ctx = self.context(inner, &scope, task);
+            if let Ok(Some(condition)) = self.check_when(&ctx, &inner.inherited, task) {
+                self.stats.skipped += 1;
+                let skipped = TaskResult::skipped(condition).to_value();
+                report.outcome = Some((crate::TaskStatus::Skipped, skipped, None));
+                return Ok(None);
+            }
+            return Ok(Some(frames));
+        }
         let mut kept = Vec::with_capacity(frames.len());
         for (item, inner) in frames {
             let scope = self.task_scope(&inner, task);
