@@ -486,17 +486,10 @@ fn per_host_meta(task: &Task) -> bool {
         return false;
     }
     let action = args.get_attr("_raw_params").ok();
-    matches!(
-        action.as_ref().and_then(|a| a.as_str()).map(str::trim),
-        Some(
-            "noop"
-                | "reset_connection"
-                | "end_host"
-                | "role_complete"
-                | "flush_handlers"
-                | "end_role"
-        )
-    )
+    action
+        .as_ref()
+        .and_then(|a| a.as_str())
+        .is_some_and(|a| !crate::modules::meta::runs_once_for_batch(a))
 }
 
 /// `TASK [name] ****…` padded to 80 columns, as Ansible's banner.

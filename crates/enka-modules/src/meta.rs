@@ -33,6 +33,15 @@ pub fn heeds_when(action: &str) -> bool {
     )
 }
 
+/// Whether the linear strategy runs the action once for the whole batch
+/// (it acts on the play) rather than host by host.
+pub fn runs_once_for_batch(action: &str) -> bool {
+    !matches!(
+        action.trim(),
+        "noop" | "reset_connection" | "end_host" | "role_complete" | "flush_handlers" | "end_role"
+    )
+}
+
 /// What a meta task reports on `host`: its `msg`, and its `skip_reason`
 /// when its condition was false (`ran` is false), as ansible-core 2.18's
 /// strategy words them.

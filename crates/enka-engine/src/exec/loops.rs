@@ -118,7 +118,8 @@ impl Runner {
     /// A module task's loop: each item run in turn with its loop variables,
     /// its result named and labelled as TaskExecutor._run_loop does, until
     /// the items end, `break_when` holds, or an item cannot even be
-    /// templated (then the task fails as a whole).
+    /// templated (then the task fails as a whole); with the `no_log` its
+    /// first item settled.
     pub(super) async fn run_loop(
         &mut self,
         frame: &Frame,
@@ -127,7 +128,7 @@ impl Runner {
         scope: Scope,
         items: Vec<Value>,
         modes: TaskModes,
-    ) -> Result<TaskResult, Flow> {
+    ) -> Result<(TaskResult, Option<bool>), Flow> {
         let Action::Module { module, args } = &task.action else {
             return Err(Flow::Continue);
         };
@@ -204,12 +205,9 @@ impl Runner {
                 self.sleep(pause).await;
             }
         }
-        let mut result = aborted.unwrap_or_else(|| TaskResult::combine(results));
-        if let Some(hidden) = first_no_log {
-            result.set(FIRST_ITEM_NO_LOG, Value::from(hidden));
-        }
+        let result = aborted.unwrap_or_else(|| TaskResult::combine(results));
         self.keep_facts_if_ok(&result, before);
-        Ok(result)
+        Ok((result, first_no_log))
     }
 
     /// A loop that failed leaves none of its items' facts (the strategy
@@ -491,8 +489,3 @@ fn item_outcome(outcome: Result<TaskResult, Flow>, no_log: bool) -> Result<TaskR
         }),
     }
 }
-
-/// The `no_log` the first item of a loop settled, kept in the loop's
-/// result (an internal key, never shown or registered) for the task's own
-/// `no_log`: TaskExecutor validates the task itself with the first item.
-pub(super) const FIRST_ITEM_NO_LOG: &str = "_ansible_enka_first_item_no_log";

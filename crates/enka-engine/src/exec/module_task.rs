@@ -35,16 +35,8 @@ impl Runner {
                 module.name().rsplit('.').next() == Some("add_host")
                     || (module.is_meta()
                         && args.get_attr("_raw_params").is_ok_and(|a| {
-                            matches!(
-                                a.as_str().map(str::trim),
-                                Some(
-                                    "refresh_inventory"
-                                        | "clear_facts"
-                                        | "clear_host_errors"
-                                        | "end_play"
-                                        | "end_batch"
-                                )
-                            )
+                            a.as_str()
+                                .is_some_and(enka_modules::meta::runs_once_for_batch)
                         }))
             }
             _ => false,
@@ -147,11 +139,13 @@ impl Runner {
             },
             None => None,
         };
-        let mut result = match items {
+        // The loop says the no_log its first item settled (see
+        // [`Runner::looped_no_log`]).
+        let (result, first_no_log) = match items {
             None => match self.run_item(frame, task, module, args, scope, modes).await {
-                Ok(result) => result,
+                Ok(result) => (result, None),
                 Err(flow) => match as_failed_result(censor(flow, no_log)) {
-                    Ok(result) => result,
+                    Ok(result) => (result, None),
                     Err(flow) => return flow,
                 },
             },
@@ -160,7 +154,6 @@ impl Runner {
                 Err(flow) => return flow,
             },
         };
-        let first_no_log = first_item_no_log(&mut result);
         let no_log = match self.looped_no_log(frame, task) {
             Some(_) => first_no_log.unwrap_or(no_log),
             None => no_log,
@@ -186,7 +179,8 @@ impl Runner {
 
     /// A looped task's own `no_log` when written as text (a template):
     /// TaskExecutor templates it for each item only. The loop's result is
-    /// shown as the first item settled it (see [`first_item_no_log`]); a
+    /// shown as the first item settled it (TaskExecutor validates the task
+    /// itself with the first item's variables, later items copies of it); a
     /// loop of no items keeps the text, whose truth (not empty) hides the
     /// result. `None` when it is not text or the task does not loop.
     fn looped_no_log(&self, frame: &Frame, task: &Task) -> Option<bool> {
@@ -292,12 +286,3 @@ impl Runner {
 
 /// Ansible's DEFAULT_POLL_INTERVAL.
 pub(super) const DEFAULT_POLL_SECONDS: u64 = 15;
-
-/// The `no_log` the first item of a loop settled for the task as a whole:
-/// TaskExecutor validates the task itself with the first item's variables
-/// (later items validate copies of it). `None` for a loop of no items.
-fn first_item_no_log(result: &mut TaskResult) -> Option<bool> {
-    result
-        .take(super::loops::FIRST_ITEM_NO_LOG)
-        .map(|hidden| hidden.is_true())
-}
