@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # enka with the Zundoko operator: a static enka binary, the Python side of
 # its Ansible worker (ansible-core 2.18 and the `ansible` bundle's
 # collections, like upstream's base image), and watches.yaml and roles/ at
@@ -16,11 +14,20 @@
 # an image without Python: FROM gcr.io/distroless/static-debian12:nonroot and
 # copy /usr/local/bin/enka alone.
 
-ARG RUST_VERSION=1.95
+# The base images are build arguments, so the image builds where no registry
+# is reachable (`make image-test` passes a Debian base it made from Debian's
+# packages, scripts/image/base.sh). PYTHON_IMAGE is upstream's Python line.
+ARG RUST_IMAGE=rust:1.95-alpine
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# Where enka's binary comes from: `build` compiles it in the Rust stage;
+# `prebuilt` takes the static binary scripts/build-static.sh made outside
+# Docker, placed at .image/enka in the context, for a builder that has no
+# Rust image (BuildKit skips the Rust stages then).
+ARG ENKA_BINARY=build
 
 # Dependencies are compiled in their own layer (cargo-chef), so a change to
 # enka's source rebuilds only enka.
-FROM rust:${RUST_VERSION}-alpine AS chef
+FROM ${RUST_IMAGE} AS chef
 # musl-dev follows the base image's Alpine release; a pinned version would
 # break the build as soon as Alpine publishes a fix.
 # hadolint ignore=DL3018
@@ -43,28 +50,44 @@ ARG ENKA_GIT_COMMIT=unknown
 RUN ENKA_GIT_COMMIT="$ENKA_GIT_COMMIT" bash scripts/build-static.sh >/tmp/enka-path \
  && cp "$(cat /tmp/enka-path)" /enka
 
+FROM scratch AS prebuilt
+COPY .image/enka /enka
+
+FROM ${ENKA_BINARY} AS binary
+
 # Python with ansible-core for the worker (tasks enka has no native code
 # for), non-root. The same requirements `make test` installs (scripts/ansible-venv.sh).
-FROM python:3.11-slim-bookworm
+# tini is PID 1, as in upstream's image: it reaps what Ansible's modules
+# leave orphaned and passes SIGTERM on to enka.
+FROM ${PYTHON_IMAGE}
 ENV HOME=/opt/ansible \
     ENKA_ANSIBLE_PYTHON=/usr/local/bin/python3 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
+# tini follows the base's Debian release, as musl-dev follows Alpine's.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/*
 COPY crates/enka-worker/requirements.txt /tmp/requirements.txt
 RUN pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt \
- && useradd --uid 65532 --home-dir /opt/ansible --no-create-home --shell /usr/sbin/nologin enka \
+ && groupadd --gid 65532 enka \
+ && useradd --uid 65532 --gid 65532 --home-dir /opt/ansible --no-create-home --shell /usr/sbin/nologin enka \
  && mkdir -p /opt/ansible/.ansible \
  && chown -R 65532:65532 /opt/ansible
 WORKDIR /opt/ansible
-COPY --from=build /enka /usr/local/bin/enka
+COPY --from=binary /enka /usr/local/bin/enka
 # Upstream's name for the binary, so manifests and Dockerfiles written for
 # ansible-operator's image (`ansible-operator run ...`) run unchanged.
 RUN ln -s /usr/local/bin/enka /usr/local/bin/ansible-operator
+# From here on as the user the operator runs as, as in upstream's image: an
+# operator's Dockerfile on top (`RUN ansible-galaxy collection install`)
+# writes to ${HOME}/.ansible, which must not be left to root.
+USER 65532:65532
 COPY requirements.yml ${HOME}/requirements.yml
 RUN ansible-galaxy collection install -r ${HOME}/requirements.yml
 COPY watches.yaml ${HOME}/watches.yaml
 COPY roles/ ${HOME}/roles/
-USER 65532:65532
 EXPOSE 8443 6789
-ENTRYPOINT ["/usr/local/bin/enka", "run", "--watches-file=./watches.yaml"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/enka", "run", "--watches-file=./watches.yaml"]

@@ -96,6 +96,16 @@ image-check: host-packages ## Without Docker: hadolint the Dockerfile, build its
 	@bash scripts/lint-dockerfile.sh
 	@bash scripts/check-static-binary.sh "$$(bash scripts/build-static.sh)"
 
+.PHONY: image-test
+image-test: host-packages kube-bin ansible-venv ## Docker Engine from Debian's packages (started, then stopped), the image built from a local Debian base without a registry, run as config/ deploys it: the seed, bridged tasks, an Operator SDK scaffold FROM it.
+	@echo "==> image test: the image built with Docker and run as the Deployment runs it (tests/image)"
+	@docker="$$(bash scripts/image/engine.sh up)"; \
+	trap 'bash scripts/image/engine.sh down' EXIT; \
+	ca="$$("$$(bash scripts/ansible-venv.sh)" tests/image/galaxy.py ca)"; \
+	image="$$(DOCKER="$$docker" ENKA_BASE_EXTRA_CA="$$ca" bash scripts/image/build.sh)"; \
+	$(TEST_ENV) DOCKER="$$docker" ENKA_IMAGE="$$image" $(CARGO) test --test image -- $(SCENARIOS)
+	@bash scripts/check-no-leftovers
+
 .PHONY: bench
 bench: bench-engine bench-operators ## Every benchmark; regenerates docs/benchmarks.md and its chart.
 

@@ -3,8 +3,6 @@
 //! what real `ansible-playbook` registered for the same role
 //! (`tests/bridged/expected.json`, recorded by `tests/bridged/record.py`).
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -14,91 +12,6 @@ use serde_json::{Value as Json, json};
 
 use crate::enka::Enka;
 use crate::support::{eventually, install_crd, repo_path};
-
-/// What the server answers to any request; record.py's server answers the same.
-const STATUS_BODY: &str = r#"{"status": "ok", "items": [1, 2]}"#;
-
-/// Keys whose values differ on every run (times, inodes, temporary paths):
-/// dropped on both sides before comparing.
-const VOLATILE: &[&str] = &[
-    "start", "end", "delta", "atime", "ctime", "mtime", "inode", "dev", "date", "elapsed", "src",
-    "version",
-];
-
-/// A small HTTP server on 127.0.0.1 for `uri` and `wait_for`, answering
-/// every request as record.py's server does.
-fn serve_status() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binding the test's HTTP server");
-    let port = listener.local_addr().expect("its address").port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut request = [0u8; 4096];
-            match stream.read(&mut request) {
-                Ok(n) if n > 0 => {}
-                _ => continue, // wait_for only connects
-            }
-            let response = format!(
-                "HTTP/1.0 200 OK\r\nServer: enka-test\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{STATUS_BODY}",
-                STATUS_BODY.len()
-            );
-            let _ = stream.write_all(response.as_bytes());
-        }
-    });
-    port
-}
-
-/// Puts enka's and ansible-playbook's results on the same footing.
-fn normalize(value: &Json, workdir: &str, port: u16) -> Json {
-    match value {
-        Json::Object(map) => Json::Object(
-            map.iter()
-                .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
-                .map(|(k, v)| {
-                    let v = if k == "port" && v == &json!(port) {
-                        json!("<port>")
-                    } else {
-                        normalize(v, workdir, port)
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        Json::Array(items) => {
-            Json::Array(items.iter().map(|v| normalize(v, workdir, port)).collect())
-        }
-        Json::String(text) => {
-            let text = text
-                .replace(workdir, "<workdir>")
-                .replace(&format!("127.0.0.1:{port}"), "127.0.0.1:<port>");
-            Json::String(random_tempfile_names(&text))
-        }
-        other => other.clone(),
-    }
-}
-
-/// `tempfile`'s random part (`ansible.f55ulgzu.tmp`) as `ansible.<random>.tmp`.
-fn random_tempfile_names(text: &str) -> String {
-    let Some(start) = text.find("/ansible.") else {
-        return text.to_owned();
-    };
-    let rest = &text[start + "/ansible.".len()..];
-    match rest.find(".tmp") {
-        Some(end)
-            if rest[..end]
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_') =>
-        {
-            format!(
-                "{}/ansible.<random>.tmp{}",
-                &text[..start],
-                &rest[end + 4..]
-            )
-        }
-        _ => text.to_owned(),
-    }
-}
 
 /// Both kinds of tests/bridged/watches.yaml.
 async fn install_crds(client: &kube::Client) {
@@ -112,7 +25,7 @@ async fn bridged_tasks_register_what_ansible_playbook_registers() {
     let client = env.client().unwrap();
     install_crds(&client).await;
     let ns = env.namespace("bridged").await.unwrap();
-    let port = serve_status();
+    let port = crate::bridged_compare::serve_status();
     let workdir = std::env::temp_dir().join(format!("enka-bridged-{ns}"));
     std::fs::create_dir_all(&workdir).unwrap();
     let workdir_text = workdir.display().to_string();
@@ -164,31 +77,12 @@ async fn bridged_tasks_register_what_ansible_playbook_registers() {
             .starts_with("v1.36."),
         "{version}"
     );
-    let expected: Json = serde_json::from_str(
-        &std::fs::read_to_string(repo_path("tests/bridged/expected.json")).unwrap(),
-    )
-    .unwrap();
-    let expected = normalize(&expected["results"], "<workdir>", 0);
-    let actual = normalize(&results, &workdir_text, port);
-    let mut differences = Vec::new();
-    for (step, want) in expected.as_object().unwrap() {
-        let got = actual.get(step).cloned().unwrap_or(Json::Null);
-        if got != *want {
-            differences.push(format!(
-                "{step}:\n  ansible-playbook: {want}\n  enka:             {got}"
-            ));
-        }
-    }
+    let differences = crate::bridged_compare::differences(&results, &workdir_text, port);
     assert!(
         differences.is_empty(),
         "registered results differ from ansible-core's:\n{}\n\nenka's log:\n{}",
         differences.join("\n"),
         log()
-    );
-    assert_eq!(
-        actual.as_object().unwrap().len(),
-        expected.as_object().unwrap().len(),
-        "{actual}"
     );
     let _ = std::fs::remove_dir_all(&workdir);
 }

@@ -6,6 +6,8 @@
 mod support;
 
 mod bridged;
+#[path = "../bridged/compare.rs"]
+mod bridged_compare;
 mod cached_reads;
 mod check;
 mod cli;

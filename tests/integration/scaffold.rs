@@ -24,15 +24,15 @@ use crate::support::{
     service_account_token,
 };
 
-const PROJECT: &str = "memcached-operator";
+pub const PROJECT: &str = "memcached-operator";
 const NAMESPACE: &str = "memcached-operator-system";
 
 /// The operator-sdk tutorial's default for its task's variable.
-const TUTORIAL_DEFAULTS: &str = "---\nsize: 1\n";
+pub const TUTORIAL_DEFAULTS: &str = "---\nsize: 1\n";
 
 /// The operator-sdk tutorial's first task, which a user writes into the
 /// generated role: so the run has tasks to log and a dependent to watch.
-const TUTORIAL_TASK: &str = r#"---
+pub const TUTORIAL_TASK: &str = r#"---
 - name: start memcached
   kubernetes.core.k8s:
     definition:
@@ -124,7 +124,7 @@ fn run_in(dir: &Path, program: &Path, args: &[&str]) -> String {
 }
 
 /// The scaffold, generated as the operator-sdk tutorial does it.
-fn scaffold(dir: &Path) {
+pub fn scaffold(dir: &Path) {
     let sdk = operator_sdk();
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
@@ -154,6 +154,11 @@ fn scaffold(dir: &Path) {
 
 /// The user's one change: the Dockerfile's FROM line names enka's image.
 fn swap_base_image(dir: &Path) {
+    swap_base_image_to(dir, "ghcr.io/enka/enka:latest");
+}
+
+/// The Dockerfile's FROM line, upstream's base image, replaced by `image`.
+pub fn swap_base_image_to(dir: &Path, image: &str) {
     let path = dir.join("Dockerfile");
     let text = std::fs::read_to_string(&path).unwrap();
     let (first, rest) = text.split_once('\n').unwrap();
@@ -161,25 +166,24 @@ fn swap_base_image(dir: &Path) {
         first.starts_with("FROM quay.io/operator-framework/ansible-operator:v1.42"),
         "the scaffold's base image: {first}"
     );
-    std::fs::write(&path, format!("FROM ghcr.io/enka/enka:latest\n{rest}")).unwrap();
+    std::fs::write(&path, format!("FROM {image}\n{rest}")).unwrap();
 }
 
 /// The argv of enka's image before a container's `args`: its ENTRYPOINT,
-/// read from the Dockerfile, with the image's binary replaced by the one
-/// under test.
+/// read from the Dockerfile, after the init (tini) that runs enka, with the
+/// image's binary replaced by the one under test.
 fn image_entrypoint() -> Vec<String> {
     let dockerfile = std::fs::read_to_string(repo_path("Dockerfile")).unwrap();
     let line = dockerfile
         .lines()
         .find_map(|l| l.strip_prefix("ENTRYPOINT "))
         .expect("an ENTRYPOINT in the Dockerfile");
-    let mut argv: Vec<String> = serde_json::from_str(line).expect("an exec-form ENTRYPOINT");
-    assert!(
-        argv[0].ends_with("/enka") || argv[0].ends_with("/ansible-operator"),
-        "{argv:?}"
-    );
-    argv.remove(0);
-    argv
+    let argv: Vec<String> = serde_json::from_str(line).expect("an exec-form ENTRYPOINT");
+    let binary = argv
+        .iter()
+        .position(|a| a.ends_with("/enka") || a.ends_with("/ansible-operator"))
+        .unwrap_or_else(|| panic!("enka in the ENTRYPOINT {argv:?}"));
+    argv[binary + 1..].to_vec()
 }
 
 fn documents(yaml: &str) -> Vec<Json> {
