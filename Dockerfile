@@ -1,8 +1,9 @@
 # enka with the Zundoko operator: a static enka binary, the Python side of
-# its Ansible worker (ansible-core 2.18 and the `ansible` bundle's
-# collections, like upstream's base image), and watches.yaml and roles/ at
-# ansible-operator's paths ($HOME=/opt/ansible). Porting another operator is
-# the usual lines on top of this image:
+# its Ansible worker (ansible-core 2.18 and what its modules import, with no
+# collections, like upstream's base image: an operator's requirements.yml
+# brings those), and watches.yaml and roles/ at ansible-operator's paths
+# ($HOME=/opt/ansible). Porting another operator is the usual lines on top
+# of this image:
 #
 #   FROM <this image>
 #   COPY requirements.yml ${HOME}/requirements.yml
@@ -68,7 +69,7 @@ ENV HOME=/opt/ansible \
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 COPY crates/enka-worker/requirements.txt /tmp/requirements.txt
 RUN pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt \

@@ -233,4 +233,5 @@ test: host-packages fmt-check lint shape image-check kube-bin ansible-venv ## Fo
 	$(TEST_ENV) ENKA_BENCH_SMOKE=1 $(CARGO) bench --profile dev --bench operators
 	@echo "==> fuzz smoke: each cargo-fuzz target for $(FUZZ_SMOKE_SECONDS) s"
 	bash scripts/fuzz.sh $(FUZZ_SMOKE_SECONDS)
+	@$(MAKE) --no-print-directory image-test
 	@bash scripts/check-no-leftovers

@@ -12,8 +12,9 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 requirements="$root/crates/enka-worker/requirements.txt"
+collections="$root/crates/enka-worker/requirements-collections.txt"
 # Keyed by the pinned packages alone: a comment edit reinstalls nothing.
-key="$(grep -v '^#' "$requirements" | sha256sum | cut -c1-12)"
+key="$(grep -hv '^#' "$requirements" "$collections" | sha256sum | cut -c1-12)"
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/ansible/$key"
 stamp="$dir/.complete"
 
@@ -27,11 +28,11 @@ if ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
     echo "ansible-venv: $python cannot make a virtualenv; installing python3-venv" >&2
     bash "$root/scripts/ensure-packages.sh" python3-venv >&2
 fi
-echo "ansible-venv: installing $(grep -v '^#' "$requirements" | xargs) into $dir/venv" >&2
+echo "ansible-venv: installing $(grep -hv '^#' "$requirements" "$collections" | xargs) into $dir/venv" >&2
 rm -rf "$dir"
 mkdir -p "$dir"
 "$python" -m venv "$dir/venv"
-"$dir/venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" >&2
+"$dir/venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" -r "$collections" >&2
 "$dir/venv/bin/python" -c 'import ansible.release, sys; assert ansible.release.__version__.startswith("2.18."), ansible.release.__version__' >&2
 touch "$stamp"
 echo "$dir/venv/bin/python"

@@ -14,9 +14,17 @@ use serde_json::{Value as Json, json};
 
 use crate::Ctx;
 use crate::compare::{differences_where, serve_status};
-use crate::container::{Identity, build, docker_ok};
+use crate::container::{Identity, build_with_galaxy, docker_ok};
 use crate::deployed::{account, render, start};
 use crate::support::{eventually, kubectl, repo_path};
+
+/// The role's one collection (ini_file), at the version of the `ansible`
+/// package the tests' virtualenv has, which its results were recorded with.
+const REQUIREMENTS: &str = "---
+collections:
+  - name: community.general
+    version: \"10.7.6\"
+";
 
 /// The lines the image's Dockerfile tells a user porting an operator to
 /// write, plus the role's vault password.
@@ -31,7 +39,7 @@ COPY vault-password.txt ${HOME}/vault-password.txt
 /// Where the probe's files go in the container: its /tmp is an emptyDir.
 const WORKDIR: &str = "/tmp/probe";
 
-fn build_operator_image(base: &str) -> String {
+fn build_operator_image(ctx: &Ctx) -> String {
     let dir = std::env::temp_dir().join(format!("enka-image-bridged-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -49,10 +57,14 @@ fn build_operator_image(base: &str) -> String {
     copy("tests/bridged/watches.yaml", "watches.yaml");
     copy("tests/bridged/roles", "roles");
     copy("tests/bridged/vault-password.txt", "vault-password.txt");
-    copy("requirements.yml", "requirements.yml");
-    std::fs::write(dir.join("Dockerfile"), DOCKERFILE.replace("{image}", base)).unwrap();
+    std::fs::write(dir.join("requirements.yml"), REQUIREMENTS).unwrap();
+    std::fs::write(
+        dir.join("Dockerfile"),
+        DOCKERFILE.replace("{image}", &ctx.image),
+    )
+    .unwrap();
     let tag = "enka.local/enka-bridged-test:dev";
-    build(&dir, tag, &[]);
+    build_with_galaxy(&ctx.galaxy, &dir, tag);
     let _ = std::fs::remove_dir_all(&dir);
     tag.to_owned()
 }
@@ -89,7 +101,7 @@ fn as_in_the_image(value: &mut Json) {
 }
 
 pub async fn bridged_tasks_in_the_image(ctx: Arc<Ctx>) {
-    let image = build_operator_image(&ctx.image);
+    let image = build_operator_image(&ctx);
     for crd in [
         "tests/bridged/config/crd.yaml",
         "tests/bridged/config/crd-fault.yaml",

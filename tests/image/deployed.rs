@@ -106,6 +106,7 @@ pub async fn start(
     extra_args: &[String],
 ) -> Deployed {
     let (pod, spec) = manager(&manifests);
+    let started = std::time::Instant::now();
     let container =
         Container::run_as_deployment(image, pod, spec, &identity, ctx.api_port, extra_args);
     let deployed = Deployed {
@@ -114,6 +115,10 @@ pub async fn start(
         manifests,
     };
     deployed.await_probes().await;
+    eprintln!(
+        "image: {image} ready {:.2} s after docker run",
+        started.elapsed().as_secs_f64()
+    );
     deployed
 }
 

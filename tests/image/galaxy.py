@@ -8,11 +8,12 @@ the artifact), as https://galaxy.ansible.com, for a docker build run with
 `--network host --add-host galaxy.ansible.com:127.0.0.1`. What it serves is
 real, published content, never made up here:
 
-- every collection of the `ansible` package from PyPI at ANSIBLE_BUNDLE
+- every collection of the `ansible` packages from PyPI in ANSIBLE_BUNDLES
   (10.4.0: the release whose kubernetes.core 3.2.0, cloud.common 3.0.0 and
-  community.docker 3.12.1 are what operator-sdk v1.42's scaffold pins), each
-  an installed collection with its MANIFEST.json and FILES.json, which is
-  what a Galaxy artifact holds;
+  community.docker 3.12.1 are what operator-sdk v1.42's scaffold pins;
+  11.13.0: the one the tests' virtualenv has, whose versions the bridged
+  role's results were recorded with), each an installed collection with
+  its MANIFEST.json and FILES.json, which is what a Galaxy artifact holds;
 - collections in source form given with --source (operator_sdk.util from
   ../shared/operators), built with `ansible-galaxy collection build`.
 
@@ -38,7 +39,7 @@ import sys
 import tarfile
 import zipfile
 
-ANSIBLE_BUNDLE = "10.4.0"
+ANSIBLE_BUNDLES = ("10.4.0", "11.13.0")
 HOST = "galaxy.ansible.com"
 CACHE = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "enka" / "galaxy-standin"
 
@@ -108,20 +109,23 @@ def server_certificate(workdir):
 
 
 def bundle_collections():
-    """The `ansible` package's collections, unpacked once: their roots."""
-    root = CACHE / f"ansible-{ANSIBLE_BUNDLE}"
-    if not (root / ".complete").exists():
-        wheels = CACHE / "wheels"
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(wheels),
-             f"ansible=={ANSIBLE_BUNDLE}"],
-            check=True,
-        )
-        wheel = next(wheels.glob(f"ansible-{ANSIBLE_BUNDLE}-*.whl"))
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(root)
-        (root / ".complete").touch()
-    return sorted(p.parent for p in (root / "ansible_collections").glob("*/*/MANIFEST.json"))
+    """The `ansible` packages' collections, unpacked once: their roots."""
+    roots = []
+    for release in ANSIBLE_BUNDLES:
+        root = CACHE / f"ansible-{release}"
+        if not (root / ".complete").exists():
+            wheels = CACHE / "wheels"
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(wheels),
+                 f"ansible=={release}"],
+                check=True,
+            )
+            wheel = next(wheels.glob(f"ansible-{release}-*.whl"))
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(root)
+            (root / ".complete").touch()
+        roots.extend(sorted(p.parent for p in (root / "ansible_collections").glob("*/*/MANIFEST.json")))
+    return roots
 
 
 def artifact_from_installed(collection, out):

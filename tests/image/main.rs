@@ -31,6 +31,7 @@ mod compare;
 mod bridged;
 mod container;
 mod deployed;
+mod galaxy;
 mod scaffold;
 mod seed;
 
@@ -50,6 +51,8 @@ pub struct Ctx {
     /// The API server's CA, as a pod's ServiceAccount volume holds it.
     ca_pem: Vec<u8>,
     api_port: u16,
+    /// Galaxy for the operators' image builds.
+    galaxy: galaxy::Galaxy,
 }
 
 impl Ctx {
@@ -57,7 +60,11 @@ impl Ctx {
         let image = std::env::var("ENKA_IMAGE").expect(
             "ENKA_IMAGE names the image under test; `make image-test` builds it and sets it",
         );
-        container::docker_ok(&["image", "inspect", "--format", "{{.Id}}", &image]);
+        let bytes = container::docker_ok(&["image", "inspect", "--format", "{{.Size}}", &image]);
+        eprintln!(
+            "image: {image} is {:.0} MB",
+            bytes.trim().parse::<f64>().unwrap_or(0.0) / 1e6
+        );
         let env = KubeEnv::start(kube_env::Options::default())
             .await
             .expect("a real control plane (kube-apiserver, etcd, controller-manager)");
@@ -69,7 +76,10 @@ impl Ctx {
             .and_then(|p| p.parse().ok())
             .expect("the API server's port");
         let ca_pem = certificate_authority(&env);
+        let shared = support::shared_operators();
+        let galaxy = galaxy::Galaxy::start(shared.map(|s| s.join("collections")).as_deref());
         Arc::new(Ctx {
+            galaxy,
             env,
             client,
             image,

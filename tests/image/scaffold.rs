@@ -3,91 +3,27 @@
 //! naming enka's image and nothing else changed, built with Docker and
 //! deployed by its own `config/default`: its sample reaches Successful.
 //!
-//! The scaffold's Dockerfile installs its requirements.yml from Galaxy,
-//! which is not reachable here: tests/image/galaxy.py stands in for it at
-//! galaxy.ansible.com during the build, serving the collections at the
-//! versions the scaffold pins from their published packages.
+//! The scaffold's Dockerfile installs its requirements.yml (operator_sdk.util
+//! 0.5.0, kubernetes.core 3.2.0, cloud.common 3.0.0, community.docker
+//! 3.12.1) from Galaxy, stood in for during the build (galaxy.rs).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, GroupVersionKind};
 
 use crate::Ctx;
-use crate::container::build;
+use crate::container::build_with_galaxy;
 use crate::deployed::deploy;
 use crate::integration_scaffold::{
     PROJECT, TUTORIAL_DEFAULTS, TUTORIAL_TASK, scaffold, swap_base_image_to,
 };
-use crate::support::{eventually, kubectl, repo_path, shared_operators};
-
-/// The Galaxy stand-in, stopped on drop.
-struct Galaxy {
-    child: Child,
-    workdir: PathBuf,
-}
-
-impl Galaxy {
-    /// Serves Galaxy's install API on 127.0.0.1:443 as galaxy.ansible.com,
-    /// with operator_sdk.util from `collections` (published only on Galaxy).
-    fn start(collections: &Path) -> Galaxy {
-        let python = std::env::var("ENKA_ANSIBLE_PYTHON")
-            .expect("ENKA_ANSIBLE_PYTHON: the worker's Python, with ansible-galaxy");
-        let ansible_galaxy = Path::new(&python).with_file_name("ansible-galaxy");
-        let workdir = std::env::temp_dir().join(format!("enka-galaxy-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&workdir);
-        std::fs::create_dir_all(&workdir).unwrap();
-        let ready = workdir.join("ready");
-        let log = std::fs::File::create(workdir.join("log")).unwrap();
-        let child = Command::new(&python)
-            .arg(repo_path("tests/image/galaxy.py"))
-            .args(["serve", "--port", "443", "--source"])
-            .arg(collections)
-            .arg("--ansible-galaxy")
-            .arg(&ansible_galaxy)
-            .arg("--workdir")
-            .arg(&workdir)
-            .arg("--ready")
-            .arg(&ready)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("starting the Galaxy stand-in");
-        let mut galaxy = Galaxy { child, workdir };
-        let started = std::time::Instant::now();
-        while !ready.exists() {
-            if let Ok(Some(status)) = galaxy.child.try_wait() {
-                panic!("the Galaxy stand-in exited ({status}):\n{}", galaxy.log());
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "the Galaxy stand-in did not start:\n{}",
-                galaxy.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        galaxy
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.workdir.join("log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Galaxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.workdir);
-    }
-}
+use crate::support::{eventually, kubectl, shared_operators};
 
 pub async fn scaffold_from_the_image(ctx: Arc<Ctx>) {
-    let Some(shared) = shared_operators() else {
-        return;
-    };
+    if shared_operators().is_none() {
+        return; // operator_sdk.util, which the scaffold requires, is not here
+    }
     let dir = std::env::temp_dir().join(format!("enka-image-scaffold-{}", std::process::id()));
     scaffold(&dir);
     swap_base_image_to(&dir, &ctx.image);
@@ -99,21 +35,7 @@ pub async fn scaffold_from_the_image(ctx: Arc<Ctx>) {
     .unwrap();
 
     let tag = "enka.local/memcached-operator:dev";
-    {
-        let galaxy = Galaxy::start(&shared.join("collections"));
-        // The image's base trusts the stand-in's CA (ENKA_BASE_EXTRA_CA).
-        build(
-            &dir,
-            tag,
-            &[
-                "--network",
-                "host",
-                "--add-host",
-                "galaxy.ansible.com:127.0.0.1",
-            ],
-        );
-        eprintln!("image: scaffold built; Galaxy stand-in:\n{}", galaxy.log());
-    }
+    build_with_galaxy(&ctx.galaxy, &dir, tag);
 
     let deployed = deploy(&ctx, &dir, tag, &[]).await;
     deployed.assert_leader(&ctx, PROJECT).await;
