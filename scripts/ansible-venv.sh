@@ -3,16 +3,36 @@
 # virtualenv cached by its requirements, and prints that virtualenv's python.
 # `make test`, `make demo` and `make run` point ENKA_ANSIBLE_PYTHON at it.
 #
-# ansible-core is pinned below 2.19 (whose data tagging replaced the unsafe
-# types enka mirrors); the `ansible` bundle of the same release carries the
-# collections real operators use (kubernetes.core, community.general, …),
-# since Galaxy is not a package registry; `kubernetes` is what
-# kubernetes.core's modules import; `jmespath` is json_query's, `passlib` password_hash's.
+# Usage: ansible-venv.sh [LINE], LINE being the ansible-core release line:
+#   2.18 (the default) requirements.txt + requirements-collections.txt;
+#   2.19               requirements-2.19.txt + requirements-collections-2.19.txt,
+#                      on this machine's python3 like 2.18;
+#   2.21               needs Python >= 3.12, which this machine lacks: handed
+#                      to scripts/ansible-chroot.sh, which prints a python that
+#                      runs in a Debian 13 root.
+#
+# The default line's ansible-core is pinned below 2.19 (whose data tagging
+# replaced the unsafe types enka mirrors); the other lines are there to run
+# enka against the newer releases. The `ansible` bundle of each line's release
+# carries the collections real operators use (kubernetes.core,
+# community.general, …), since Galaxy is not a package registry; `kubernetes`
+# is what kubernetes.core's modules import; `jmespath` is json_query's,
+# `passlib` password_hash's.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
-requirements="$root/crates/enka-worker/requirements.txt"
-collections="$root/crates/enka-worker/requirements-collections.txt"
+line="${1:-2.18}"
+case "$line" in
+    2.18) suffix="" ;;
+    2.19) suffix="-2.19" ;;
+    2.21) exec bash "$root/scripts/ansible-chroot.sh" ;;
+    *)
+        echo "ansible-venv: no ansible-core line $line (2.18, 2.19 or 2.21)" >&2
+        exit 2
+        ;;
+esac
+requirements="$root/crates/enka-worker/requirements$suffix.txt"
+collections="$root/crates/enka-worker/requirements-collections$suffix.txt"
 # Keyed by the pinned packages alone: a comment edit reinstalls nothing.
 key="$(grep -hv '^#' "$requirements" "$collections" | sha256sum | cut -c1-12)"
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/ansible/$key"
@@ -33,6 +53,6 @@ rm -rf "$dir"
 mkdir -p "$dir"
 "$python" -m venv "$dir/venv"
 "$dir/venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements" -r "$collections" >&2
-"$dir/venv/bin/python" -c 'import ansible.release, sys; assert ansible.release.__version__.startswith("2.18."), ansible.release.__version__' >&2
+"$dir/venv/bin/python" -c 'import ansible.release, sys; assert ansible.release.__version__.startswith(sys.argv[1] + "."), ansible.release.__version__' "$line" >&2
 touch "$stamp"
 echo "$dir/venv/bin/python"

@@ -5,6 +5,12 @@ value and type.
 
     python3 tests/conformance/generate.py          # sets up a venv, then runs
     python3 tests/conformance/generate.py --groups found   # those groups only
+    python3 tests/conformance/generate.py --line 2.19      # another ansible-core line
+
+`--line 2.19` (or 2.21) records the same corpus from that ansible-core
+release line, with the interpreter `scripts/ansible-venv.sh LINE` makes,
+into expected-LINE.json and expected_plays-LINE.json; the default line is
+2.18, into expected.json and expected_plays.json.
 
 The script installs ansible 11 (which pins ansible-core 2.18 and carries
 community.general for json_query) and jmespath from PyPI into a virtualenv under ~/.cache/enka (override with
@@ -30,7 +36,34 @@ VENV = os.environ.get(
 REQUIREMENTS = ["ansible>=11,<12", "jmespath"]
 
 
+def line_argument():
+    """The ansible-core line asked for: None for the default (2.18)."""
+    if "--line" in sys.argv:
+        line = sys.argv[sys.argv.index("--line") + 1]
+        return None if line == "2.18" else line
+    return None
+
+
+def output_name(stem):
+    """expected.json for the default line, expected-2.19.json for 2.19."""
+    line = line_argument()
+    return f"{stem}.json" if line is None else f"{stem}-{line}.json"
+
+
 def ensure_venv():
+    line = line_argument()
+    if line is not None:
+        # That line's interpreter, as the tests get it; it re-runs this
+        # script, which then finds the line's ansible-core imported.
+        if os.environ.get("ENKA_CONFORMANCE_LINE") == line:
+            return
+        root = os.path.dirname(os.path.dirname(HERE))
+        python = subprocess.run(
+            ["bash", os.path.join(root, "scripts", "ansible-venv.sh"), line],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+        os.environ["ENKA_CONFORMANCE_LINE"] = line
+        os.execv(python, [python, __file__, *sys.argv[1:]])
     python = os.path.join(VENV, "bin", "python3")
     if os.path.realpath(sys.prefix) == os.path.realpath(VENV):
         return
@@ -69,22 +102,26 @@ def main():
         for index, (kind, source) in enumerate(cases):
             entry = {"id": f"{group['group']}/{index}", "kind": kind, "source": source}
             entry.update(oracle.answer(kind, source, base_vars))
+            if "error" in entry:
+                # Errors name where a value came from (2.19 on): the
+                # corpus' own directory, wherever the repository is.
+                entry["error"] = entry["error"].replace(files, "<files>")
             results.append(entry)
 
     if only is not None:
-        with open(os.path.join(HERE, "expected.json")) as f:
+        with open(os.path.join(HERE, output_name("expected"))) as f:
             kept = [c for c in json.load(f)["cases"] if c["id"].split("/")[0] not in only]
         results = kept + results
     out = {
         "ansible_core": ansible.__version__,
         "cases": results,
     }
-    with open(os.path.join(HERE, "expected.json"), "w") as f:
+    with open(os.path.join(HERE, output_name("expected")), "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=False)
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])
     print(f"generate.py: {len(results)} cases from ansible-core {ansible.__version__} ({ok} succeed, {len(results) - ok} fail)")
-    if only is None:
+    if only is None and "--no-plays" not in sys.argv:
         plays(ansible.__version__)
 
 
@@ -174,7 +211,7 @@ def plays(version):
                 CONFORMANCE_FAILURES=failures_file,
             )
             proc = subprocess.run(
-                [os.path.join(VENV, "bin", "ansible-playbook"), "-i", inventory, "-c", "local", "play.yml", "-e", "@extra.json"],
+                [sys.executable, "-m", "ansible.cli.playbook", "-i", inventory, "-c", "local", "play.yml", "-e", "@extra.json"],
                 cwd=tmp, env=env, capture_output=True, text=True,
             )
             failures = None
@@ -212,7 +249,7 @@ def plays(version):
         if failures is not None:
             entry["failure_messages"] = failures
         results.append(entry)
-    with open(os.path.join(HERE, "expected_plays.json"), "w") as f:
+    with open(os.path.join(HERE, output_name("expected_plays")), "w") as f:
         json.dump({"ansible_core": version, "cases": results}, f, indent=1, ensure_ascii=False)
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])

@@ -2,6 +2,12 @@
 templating gives it: shared by generate.py (which records the corpus) and
 the differential template fuzzer (which asks for each case it makes).
 
+It follows whichever ansible-core its Python has. From 2.19 on (data
+tagging) a template is rendered only from a trusted source: the case's
+source and variables are given trust as a role's files have it (the
+variables loaded as a vars file, so values carry their origin), `omit` is
+the engine's own, and conditions go through `Templar.evaluate_conditional`.
+
 Run as a program, it serves one JSON request per line on stdin,
 `{"kind": "template"|"condition", "source": "...", "vars": {...}}`, with one
 JSON answer per line on stdout: `{"ok": true, "value": ..., "type": "str"}`
@@ -9,6 +15,7 @@ or `{"ok": false, "error": "ExceptionClass: message"}`. A case that runs past
 its time (a huge range) answers `{"ok": null, "error": "timeout"}`.
 """
 
+import datetime
 import json
 import os
 import signal
@@ -29,6 +36,8 @@ def plain(value):
         return value, "float"
     if isinstance(value, str):
         return str(value), "str"
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat(), type(value).__name__
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace"), "bytes"
     if isinstance(value, dict):
@@ -36,6 +45,15 @@ def plain(value):
     if isinstance(value, (list, tuple, set)):
         return [plain(v)[0] for v in value], "list"
     return repr(value), type(value).__name__
+
+
+def data_tagging():
+    """Whether this ansible-core tags data (2.19 and later)."""
+    try:
+        from ansible.template import trust_as_template  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class Oracle:
@@ -51,9 +69,22 @@ class Oracle:
         self.files = files
         self.loader = DataLoader()
         self.loader.set_basedir(files)
+        self.tagging = data_tagging()
 
     def answer(self, kind, source, variables):
         """What ansible-core makes of `source`: a dict as the module says."""
+        try:
+            if self.tagging:
+                value = self._tagged(kind, source, variables)
+            else:
+                value = self._classic(kind, source, variables)
+            data, type_name = plain(value)
+            return {"ok": True, "value": data, "type": type_name}
+        except Exception as err:  # noqa: BLE001 - every failure is data
+            return {"ok": False, "error": f"{type(err).__name__}: {err}"[:300]}
+
+    def _classic(self, kind, source, variables):
+        """Up to 2.18: every string is a template unless marked unsafe."""
         from ansible.playbook.task import Task
         from ansible.template import Templar
 
@@ -61,17 +92,25 @@ class Oracle:
         variables["ansible_search_path"] = [self.files]
         variables["omit"] = OMIT
         templar = Templar(loader=self.loader, variables=dict(variables))
-        try:
-            if kind == "template":
-                value = templar.template(source)
-            else:
-                task = Task()
-                task.when = [source]
-                value = task.evaluate_conditional(templar, dict(variables))
-            data, type_name = plain(value)
-            return {"ok": True, "value": data, "type": type_name}
-        except Exception as err:  # noqa: BLE001 - every failure is data
-            return {"ok": False, "error": f"{type(err).__name__}: {err}"[:300]}
+        if kind == "template":
+            return templar.template(source)
+        task = Task()
+        task.when = [source]
+        return task.evaluate_conditional(templar, dict(variables))
+
+    def _tagged(self, kind, source, variables):
+        """2.19 and later: the source and the variables trusted as a role's
+        are, the variables with the origin of a vars file."""
+        from ansible.template import Templar, trust_as_template
+
+        text = json.dumps(variables or {}, ensure_ascii=False)
+        loaded = self.loader.load(trust_as_template(text), file_name=os.path.join(self.files, "vars.yml"))
+        loaded = dict(loaded or {})
+        loaded["ansible_search_path"] = [self.files]
+        templar = Templar(loader=self.loader, variables=loaded)
+        if kind == "template":
+            return templar.template(trust_as_template(source) if isinstance(source, str) else source)
+        return templar.evaluate_conditional(trust_as_template(source) if isinstance(source, str) else source)
 
 
 class Timeout(Exception):

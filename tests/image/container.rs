@@ -176,7 +176,7 @@ impl Container {
         format!("--- docker logs {} ---\n{out}", self.name)
     }
 
-    /// Whether the container is still running (not exited, not OOM-killed).
+    /// Docker's state of the container (`Running`, `OOMKilled`, `ExitCode`, …).
     pub fn state(&self) -> Json {
         let out = docker_ok(&["inspect", "--format", "{{json .State}}", &self.name]);
         serde_json::from_str(out.trim()).unwrap_or(Json::Null)

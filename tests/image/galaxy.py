@@ -174,7 +174,10 @@ def artifact_from_source(collection, out, ansible_galaxy):
 def catalogue(sources, out, ansible_galaxy):
     """{(namespace, name): {version: (info, artifact path, sha256)}}."""
     out.mkdir(parents=True, exist_ok=True)
-    found = [artifact_from_installed(c, out) for c in bundle_collections()]
+    # Artifacts of published packages are the same on every run: made once.
+    published = CACHE / "artifacts"
+    published.mkdir(parents=True, exist_ok=True)
+    found = [artifact_from_installed(c, published) for c in bundle_collections()]
     for source in sources:
         for galaxy_yml in sorted(pathlib.Path(source).glob("ansible_collections/*/*/galaxy.yml")):
             found.append(artifact_from_source(galaxy_yml.parent, out, ansible_galaxy))
