@@ -876,6 +876,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             seed: args.random_seed,
             allow_pipe: true,
             fuel: None,
+            ..Default::default()
         },
         ansible,
     };

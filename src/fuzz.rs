@@ -52,6 +52,7 @@ pub fn template(data: &[u8]) {
         seed: Some(1),
         allow_pipe: false,
         fuel: Some(200_000),
+        ..Options::default()
     });
     if builder.add_template(source).is_err() {
         return;
@@ -136,6 +137,7 @@ pub fn custom_resource(data: &[u8]) {
             seed: Some(1),
             allow_pipe: false,
             fuel: Some(200_000),
+            ..Options::default()
         });
         for source in CUSTOM_RESOURCE_TEMPLATES {
             if let Err(e) = builder.add_template(source) {

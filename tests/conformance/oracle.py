@@ -33,7 +33,8 @@ def plain(value):
     if isinstance(value, int):
         return value, "int"
     if isinstance(value, float):
-        return value, "float"
+        # JSON has no infinity or NaN: their Python repr stands for them.
+        return (value if value == value and abs(value) != float("inf") else repr(value)), "float"
     if isinstance(value, str):
         return str(value), "str"
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):

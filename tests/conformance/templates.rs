@@ -5,12 +5,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use enka::template::{Context, Options, Templar, TemplarBuilder, Var, VarList, convert, pyrepr};
+use enka::template::{
+    Context, Options, Semantics, Templar, TemplarBuilder, Var, VarList, convert, pyrepr,
+};
 use libtest_mimic::Trial;
 use minijinja::Value;
 use serde_json::Value as Json;
 
-use super::{Outcome, corpus, dir, matches, shown, trial};
+use super::{LINE_FLOORS, Outcome, corpus, dir, matches, shown, trial};
 
 /// One case of the corpus.
 struct Case {
@@ -26,7 +28,7 @@ struct Case {
 
 /// Every case, twice: through the library and through `enka template`.
 pub fn trials() -> Vec<Trial> {
-    let (cases, templar) = cases();
+    let (cases, templar) = cases("expected.json", Semantics::Ansible218);
     let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
     let scratch = std::env::temp_dir().join(format!("enka-conformance-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
@@ -68,8 +70,8 @@ fn check(want: &Json, got: &Outcome) -> Result<(), String> {
 
 /// The corpus's cases with what ansible-core gave, and one templar with
 /// every template compiled, as a project compiles its own.
-fn cases() -> (Vec<Case>, Arc<Templar>) {
-    let (groups, expected) = corpus("cases.yaml", "expected.json");
+fn cases(expected: &str, semantics: Semantics) -> (Vec<Case>, Arc<Templar>) {
+    let (groups, expected) = corpus("cases.yaml", expected);
     let recorded: HashMap<(&str, &str), &Json> = expected
         .iter()
         .filter_map(|c| {
@@ -77,7 +79,10 @@ fn cases() -> (Vec<Case>, Arc<Templar>) {
             Some(((group, c["source"].as_str()?), c))
         })
         .collect();
-    let mut builder = TemplarBuilder::new(Options::default());
+    let mut builder = TemplarBuilder::new(Options {
+        semantics,
+        ..Options::default()
+    });
     add_template_files(&mut builder, &dir().join("files/templates"));
     let mut cases = Vec::new();
     for group in groups.as_seq().unwrap_or_default() {
@@ -134,6 +139,55 @@ fn add_template_files(builder: &mut TemplarBuilder, root: &std::path::Path) {
     }
 }
 
+/// The corpus as recorded from each newer ansible-core line
+/// (`expected-2.19.json`, `expected-2.21.json`), through the library in
+/// 2.19 mode: one trial per line, which counts the cases that match and
+/// fails below the line's floor ([`LINE_FLOORS`]), listing what does not
+/// match. (The 2.18 corpus is a named test per case; these become so once
+/// the mode matches nearly all of them.)
+pub fn line_trials() -> Vec<Trial> {
+    LINE_FLOORS
+        .iter()
+        .map(|&(line, floor)| {
+            Trial::test(format!("line-{line}::cases-pass-the-floor"), move || {
+                let (cases, templar) =
+                    cases(&format!("expected-{line}.json"), Semantics::Ansible219);
+                let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
+                let mut failing = Vec::new();
+                for case in &cases {
+                    let got = render(case, &templar, &search_path);
+                    if !matches(&case.want, &got) {
+                        failing.push(format!(
+                            "{}::{}::{}\n  ansible-core {line}: {}\n  enka:         {got:?}",
+                            case.kind,
+                            case.group,
+                            case.source,
+                            shown(&case.want)
+                        ));
+                    }
+                }
+                let passed = cases.len() - failing.len();
+                println!(
+                    "conformance {line}: {passed} of {} cases pass in 2.19 mode (floor {floor})",
+                    cases.len()
+                );
+                if passed < floor {
+                    return Err(format!(
+                        "{passed} of {} cases pass, under the floor of {floor}; not matching:\n{}",
+                        cases.len(),
+                        failing.join("\n")
+                    )
+                    .into());
+                }
+                if std::env::var_os("ENKA_CONFORMANCE_SHOW").is_some() {
+                    println!("{}", failing.join("\n"));
+                }
+                Ok(())
+            })
+        })
+        .collect()
+}
+
 /// The case through the library, as a task's template or condition.
 fn render(case: &Case, templar: &Arc<Templar>, search_path: &Arc<[PathBuf]>) -> Outcome {
     if let Some(err) = &case.compile_error {
@@ -147,10 +201,14 @@ fn render(case: &Case, templar: &Arc<Templar>, search_path: &Arc<[PathBuf]>) -> 
             .map(Value::from),
     };
     let value = rendered.map_err(|e| e.to_string())?;
-    Ok((
-        pyrepr::type_name(&value).to_owned(),
-        convert::to_json(&value).map_err(|e| e.to_string())?,
-    ))
+    // JSON has no infinity or NaN; the recorder writes their Python repr.
+    let non_finite = f64::try_from(value.clone()).is_ok_and(|f| !f.is_finite());
+    let json = if non_finite && !value.is_integer() {
+        Json::String(pyrepr::to_text(&value))
+    } else {
+        convert::to_json(&value).map_err(|e| e.to_string())?
+    };
+    Ok((pyrepr::type_name(&value).to_owned(), json))
 }
 
 /// The case through `enka template`, run as a user runs it: the group's

@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+mod conditional;
 mod context;
 pub mod convert;
 mod error;
@@ -34,6 +35,7 @@ pub mod freeform;
 mod lookups;
 pub(crate) mod methods;
 mod mutable;
+mod native;
 mod operators;
 mod predicates;
 mod pycompare;
@@ -94,6 +96,37 @@ pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// reproduced.
 pub const SEED_ENV: &str = "ENKA_RANDOM_SEED";
 
+/// Which ansible-core's templating and conditionals a project follows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Semantics {
+    /// ansible-core 2.18, upstream's: text results parsed back into data
+    /// when they look like it, conditions judged by truthiness.
+    #[default]
+    Ansible218,
+    /// ansible-core 2.19 and later (data tagging): native results, and
+    /// conditions that must be booleans.
+    Ansible219,
+}
+
+impl Semantics {
+    /// The line an ansible-core version (`2.19.14`) follows.
+    pub fn of_version(version: &str) -> Option<Semantics> {
+        let mut parts = version.trim().split('.');
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = parts.next()?.parse().ok()?;
+        match (major, minor) {
+            (2, 0..=18) => Some(Semantics::Ansible218),
+            (2, _) => Some(Semantics::Ansible219),
+            _ => None,
+        }
+    }
+
+    /// Whether results keep their native types (2.19 on).
+    pub fn native(self) -> bool {
+        self == Semantics::Ansible219
+    }
+}
+
 /// Knobs that change what templates may do.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -103,6 +136,8 @@ pub struct Options {
     pub allow_pipe: bool,
     /// Instruction budget of one render; `None` means [`DEFAULT_FUEL`].
     pub fuel: Option<u64>,
+    /// Which ansible-core's semantics templates and conditions follow.
+    pub semantics: Semantics,
 }
 
 impl Options {
@@ -128,6 +163,9 @@ struct Compiled {
     keeps_text: bool,
     /// Trailing newlines of the source, which Jinja drops and Ansible restores.
     trailing_newlines: usize,
+    /// Whether its output is read by template code before the result
+    /// ([`native::nests_output`]): rendered as text in 2.19 mode.
+    nests_output: bool,
 }
 
 /// Compiles a project's templates into a [`Templar`].
@@ -299,6 +337,7 @@ impl TemplarBuilder {
             single_var: None,
             keeps_text: false,
             trailing_newlines: 0,
+            nests_output: true,
         };
         let literals = mutable::rewrite_set_literals(&source);
         let source = strict::rewrite(&operators::rewrite(&literals)).into_owned();
@@ -389,6 +428,7 @@ fn analyse(name: Arc<str>, source: &str) -> Compiled {
         single_var: single_var(source).map(Arc::from),
         keeps_text: keeps_text(source),
         trailing_newlines: source.len() - source.trim_end_matches('\n').len(),
+        nests_output: native::nests_output(source),
     }
 }
 
@@ -442,11 +482,27 @@ pub fn quiet_render_panics() {
     }));
 }
 
-/// Renders `template`, turning a panic inside minijinja into an error of
-/// the template, so that no template takes a command or a worker down (the
-/// one known, a negative-step slice of an empty value in minijinja 3.0.5,
-/// is rewritten away by `strict`).
+/// Renders `template` to text, turning a panic inside minijinja into an
+/// error of the template, so that no template takes a command or a worker
+/// down (the one known, a negative-step slice of an empty value in
+/// minijinja 3.0.5, is rewritten away by `strict`).
 pub(crate) fn guarded_render(
+    template: &minijinja::Template<'_, '_>,
+    ctx: &Context,
+) -> Result<String, minijinja::Error> {
+    native::with_capture(false, || render_catching_panics(template, ctx)).0
+}
+
+/// [`guarded_render`] keeping the values the template outputs
+/// ([`native`]): the text with markers in their places, and the values.
+pub(crate) fn guarded_render_native(
+    template: &minijinja::Template<'_, '_>,
+    ctx: &Context,
+) -> (Result<String, minijinja::Error>, Vec<Value>) {
+    native::with_capture(true, || render_catching_panics(template, ctx))
+}
+
+fn render_catching_panics(
     template: &minijinja::Template<'_, '_>,
     ctx: &Context,
 ) -> Result<String, minijinja::Error> {
@@ -498,6 +554,9 @@ fn format_output(
     value: &Value,
 ) -> Result<(), minijinja::Error> {
     if is_silent_undefined(value) {
+        if native::capturing() {
+            return native::capture(out, value).map_err(|_| write_failure());
+        }
         return Ok(());
     }
     if value.is_undefined() {
@@ -517,6 +576,10 @@ fn format_output(
         ));
     }
     if value.is_none() {
+        if native::capturing() {
+            // 2.19 drops None nodes rather than printing them as nothing.
+            return native::capture(out, value).map_err(|_| write_failure());
+        }
         // Ansible's finalize turns None into nothing.
         return Ok(());
     }
@@ -525,14 +588,19 @@ fn format_output(
         // inside it, which raises.
         return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
     }
+    if native::capturing() {
+        return native::capture(out, value).map_err(|_| write_failure());
+    }
     let mut text = String::new();
     pyrepr::write_str(&mut text, value);
-    out.write_str(&text).map_err(|_| {
-        minijinja::Error::new(
-            minijinja::ErrorKind::WriteFailure,
-            "could not write template output",
-        )
-    })
+    out.write_str(&text).map_err(|_| write_failure())
+}
+
+fn write_failure() -> minijinja::Error {
+    minijinja::Error::new(
+        minijinja::ErrorKind::WriteFailure,
+        "could not write template output",
+    )
 }
 
 impl Templar {
@@ -592,33 +660,15 @@ impl Templar {
                 return Ok(Value::from(()));
             }
         }
-        let render = |template: minijinja::Template<'_, '_>| {
-            guarded_render(&template, ctx).map_err(|e| {
-                let err = Error::from_render(&e, source, template.source());
-                if err.is_undefined() && ctx.recursion.load(std::sync::atomic::Ordering::Relaxed) {
-                    Error::recursion(source)
-                } else {
-                    err.explained(ctx)
-                }
-            })
-        };
-        let mut text = if self.compiled.contains_key(source) {
-            render(
-                self.env
-                    .get_template(&info.name)
-                    .map_err(|e| Error::from_minijinja(&e, source))?,
-            )?
-        } else {
-            check_source(source)?;
-            let escaped = escape_backslashes(source);
-            let escaped = operators::rewrite(&escaped);
-            let escaped = strict::rewrite(&escaped);
-            render(
-                self.env
-                    .template_from_str(&escaped)
-                    .map_err(|e| Error::from_minijinja(&e, source))?,
-            )?
-        };
+        if self.options.semantics.native() {
+            let (text, values) = self.render_source(source, info, ctx, !info.nests_output)?;
+            let value = native::finish(&text, values, info.trailing_newlines)?;
+            if let Some(text) = value.as_str() {
+                check_output_size(text)?;
+            }
+            return Ok(self.keep_taint(value, ctx));
+        }
+        let (mut text, _) = self.render_source(source, info, ctx, false)?;
         check_output_size(&text)?;
         let have = text.len() - text.trim_end_matches('\n').len();
         for _ in have..info.trailing_newlines {
@@ -629,13 +679,59 @@ impl Templar {
         } else {
             pyliteral::convert_rendered(text)
         };
-        // What came from unsafe data stays unsafe, whatever the template
-        // did to it (Ansible's AnsibleContext.unsafe).
-        Ok(if ctx.is_tainted() {
+        Ok(self.keep_taint(value, ctx))
+    }
+
+    /// What came from unsafe data stays unsafe, whatever the template did
+    /// to it (Ansible's AnsibleContext.unsafe).
+    fn keep_taint(&self, value: Value, ctx: &Context) -> Value {
+        if ctx.is_tainted() {
             context::mark_unsafe(&value)
         } else {
             value
-        })
+        }
+    }
+
+    /// Renders `source` (compiled before, or now), as text or keeping the
+    /// values it outputs (`native`).
+    fn render_source(
+        &self,
+        source: &str,
+        info: &Compiled,
+        ctx: &Context,
+        native: bool,
+    ) -> Result<(String, Vec<Value>), Error> {
+        let render = |template: minijinja::Template<'_, '_>| {
+            let (rendered, values) = if native {
+                guarded_render_native(&template, ctx)
+            } else {
+                (guarded_render(&template, ctx), Vec::new())
+            };
+            rendered.map(|text| (text, values)).map_err(|e| {
+                let err = Error::from_render(&e, source, template.source());
+                if err.is_undefined() && ctx.recursion.load(std::sync::atomic::Ordering::Relaxed) {
+                    Error::recursion(source)
+                } else {
+                    err.explained(ctx)
+                }
+            })
+        };
+        if self.compiled.contains_key(source) {
+            return render(
+                self.env
+                    .get_template(&info.name)
+                    .map_err(|e| Error::from_minijinja(&e, source))?,
+            );
+        }
+        check_source(source)?;
+        let escaped = escape_backslashes(source);
+        let escaped = operators::rewrite(&escaped);
+        let escaped = strict::rewrite(&escaped);
+        render(
+            self.env
+                .template_from_str(&escaped)
+                .map_err(|e| Error::from_minijinja(&e, source))?,
+        )
     }
 
     /// Templates every string inside `value`, recursively (mapping keys are
@@ -685,6 +781,9 @@ impl Templar {
     /// `ALLOW_BROKEN_CONDITIONALS` off it is an error.
     pub fn judge(&self, condition: &Value, ctx: &Context) -> Result<Judgement, Error> {
         use minijinja::value::ValueKind;
+        if self.options.semantics == Semantics::Ansible219 {
+            return self.judge_strictly(condition, ctx);
+        }
         let judgement = match condition.kind() {
             ValueKind::None | ValueKind::Undefined => Judgement::boolean(true),
             ValueKind::Bool => Judgement::boolean(condition.is_true()),
@@ -750,13 +849,24 @@ impl Templar {
             }
             expr = std::borrow::Cow::Owned(text);
         }
-        let rendered = match self.conditions.get(expr.as_ref()) {
+        let (holds, not_boolean) = self.truth_of(&expr, ctx)?;
+        Ok(Judgement {
+            holds,
+            not_boolean,
+            delimiters,
+        })
+    }
+
+    /// A bare expression's truth, and the Python type of its result when
+    /// that is not a boolean.
+    fn truth_of(&self, expr: &str, ctx: &Context) -> Result<(bool, Option<String>), Error> {
+        let rendered = match self.conditions.get(expr) {
             Some(name) => self
                 .env
                 .get_template(name)
                 .and_then(|t| guarded_render(&t, ctx)),
             None => {
-                let source = condition_source(&expr);
+                let source = condition_source(expr);
                 check_source(&source)?;
                 self.env
                     .template_from_str(&source)
@@ -764,28 +874,26 @@ impl Templar {
             }
         }
         .map_err(|e| {
-            let mut err = Error::from_minijinja(&e, &expr).explained(ctx);
+            let mut err = Error::from_minijinja(&e, expr).explained(ctx);
+            let prefix = match self.options.semantics {
+                Semantics::Ansible218 => format!("error while evaluating conditional ({expr}): "),
+                Semantics::Ansible219 => "Error while evaluating conditional: ".to_owned(),
+            };
             if err.is_undefined()
                 && !err
                     .message()
+                    .to_ascii_lowercase()
                     .starts_with("error while evaluating conditional")
             {
-                err = Error::new(
-                    ErrorKind::Undefined,
-                    format!(
-                        "error while evaluating conditional ({expr}): {}",
-                        err.message()
-                    ),
-                );
+                err = Error::new(ErrorKind::Undefined, format!("{prefix}{}", err.message()));
             }
-            err.in_template(&expr)
+            err.in_template(expr)
         })?;
         let (truth, type_name) = rendered.split_once(' ').unwrap_or((&rendered, ""));
-        Ok(Judgement {
-            holds: truth == "True",
-            not_boolean: (!type_name.is_empty()).then(|| type_name.to_owned()),
-            delimiters,
-        })
+        Ok((
+            truth == "True",
+            (!type_name.is_empty()).then(|| type_name.to_owned()),
+        ))
     }
 }
 
@@ -823,7 +931,7 @@ impl Judgement {
         ))
     }
 
-    fn boolean(holds: bool) -> Self {
+    pub(crate) fn boolean(holds: bool) -> Self {
         Judgement {
             holds,
             not_boolean: None,

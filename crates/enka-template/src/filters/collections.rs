@@ -9,7 +9,7 @@ use rand::Rng;
 use rand::seq::SliceRandom;
 
 use super::{defined, defined_deep, invalid};
-use crate::context::{CONTEXT_VAR, Context};
+use crate::context::Context;
 use crate::pyrepr;
 
 /// Jinja's `selectattr`/`rejectattr`, where (as with Ansible's undefined) a
@@ -650,9 +650,7 @@ pub(super) fn subelements(
 }
 
 fn context(state: &State) -> Option<Context> {
-    state
-        .lookup(CONTEXT_VAR)
-        .and_then(|v| v.downcast_object_ref::<Context>().cloned())
+    super::context(state)
 }
 
 fn with_rng<T>(

@@ -2,10 +2,10 @@
 //! `string`, `ternary`, `type_debug`, `length`.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
-use minijinja::{Error, ErrorKind, Value};
+use minijinja::{Error, ErrorKind, State, Value};
 
 use super::{defined, invalid};
-use crate::pyrepr;
+use crate::{Semantics, pyrepr};
 
 /// Jinja's `default(value, default_value='', boolean=False)`.
 pub(super) fn default(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
@@ -65,11 +65,15 @@ pub fn to_bool(value: &Value) -> bool {
     }
 }
 
-/// The `bool` filter: like [`to_bool`], but `None` stays `None`.
-pub(super) fn to_bool_filter(value: &Value) -> Result<Value, Error> {
+/// The `bool` filter: like [`to_bool`], but `None` stays `None` (2.18;
+/// 2.19 makes it `False`).
+pub(super) fn to_bool_filter(state: &State, value: &Value) -> Result<Value, Error> {
     defined(value, "bool")?;
     if value.is_none() {
-        return Ok(Value::from(()));
+        return Ok(match super::semantics(state) {
+            Semantics::Ansible218 => Value::from(()),
+            Semantics::Ansible219 => Value::from(false),
+        });
     }
     Ok(Value::from(to_bool(value)))
 }
@@ -241,13 +245,20 @@ pub(super) fn ternary(
 }
 
 /// Python's type name; an unsafe string (from the custom resource, a
-/// lookup, a module's result) is Ansible's `AnsibleUnsafeText`. Unsafe
+/// lookup, a module's result) is 2.18's `AnsibleUnsafeText`. Unsafe
 /// strings are the ones minijinja marks safe (see `template::context`).
-pub(super) fn type_debug(value: &Value) -> Value {
-    if value.kind() == ValueKind::String && value.is_safe() {
-        return Value::from("AnsibleUnsafeText");
+/// 2.19's untrusted text is a plain `str`, and its undefined value an
+/// `UndefinedMarker`.
+pub(super) fn type_debug(state: &State, value: &Value) -> Value {
+    match super::semantics(state) {
+        Semantics::Ansible218 if value.kind() == ValueKind::String && value.is_safe() => {
+            Value::from("AnsibleUnsafeText")
+        }
+        Semantics::Ansible219 if crate::is_strict_undefined(value) => {
+            Value::from("UndefinedMarker")
+        }
+        _ => Value::from(pyrepr::type_name(value)),
     }
-    Value::from(pyrepr::type_name(value))
 }
 
 /// `length`/`count`, which fail on undefined values as Ansible's do.

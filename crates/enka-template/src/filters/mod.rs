@@ -26,6 +26,22 @@ use minijinja::value::{Kwargs, Rest};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 use crate::context::keep_unsafe;
+use crate::{Context, Semantics};
+
+/// The context of the render `state` belongs to.
+pub(super) fn context(state: &State) -> Option<Context> {
+    state
+        .lookup(crate::context::CONTEXT_VAR)
+        .and_then(|v| v.downcast_object_ref::<Context>().cloned())
+}
+
+/// Which ansible-core's semantics the render follows (2.18's when the
+/// render has no context, as a bare environment's has not).
+pub(super) fn semantics(state: &State) -> Semantics {
+    context(state).map_or(Semantics::default(), |ctx| {
+        ctx.templar().options().semantics
+    })
+}
 
 // Long: the filter table, one line per filter as minijinja's own.
 /// Registers every filter on `env`: the one table of them, family by family

@@ -1,0 +1,122 @@
+//! ansible-core 2.19's conditionals (`TemplateEngine.evaluate_conditional`):
+//! a condition is a string expression whose result must be a boolean.
+//!
+//! - `when: true` is used as is; `null` (no condition) holds;
+//! - any other value that is not a string is refused, as is an empty one;
+//! - a condition that is one whole template (`"{{ x }}"`) is templated
+//!   first: a result that is not text is the result, text is evaluated as
+//!   an expression, unless it came from untrusted data;
+//! - a result that is not a boolean is a broken conditional: an error,
+//!   unless `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` lets it pass (a deprecation
+//!   then, judged by truthiness).
+
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+use crate::error::{Error, ErrorKind};
+use crate::{Context, Judgement, Templar, context, predicates, pyrepr};
+
+impl Templar {
+    /// [`Templar::judge`] under 2.19's rules.
+    pub(crate) fn judge_strictly(
+        &self,
+        condition: &Value,
+        ctx: &Context,
+    ) -> Result<Judgement, Error> {
+        if ctx.depth == 0 {
+            ctx.reset();
+        }
+        let expr = match condition.kind() {
+            ValueKind::None | ValueKind::Undefined => return Ok(Judgement::boolean(true)),
+            ValueKind::Bool => return Ok(Judgement::boolean(condition.is_true())),
+            ValueKind::String => condition.as_str().unwrap_or_default().trim(),
+            _ => return Err(broken("Conditional expressions must be strings.")),
+        };
+        if expr.is_empty() {
+            return allowed_if_broken_ok("Empty conditional expressions are not allowed.", true);
+        }
+        let mut delimiters = false;
+        let mut text = std::borrow::Cow::Borrowed(expr);
+        if is_all_template(expr) {
+            delimiters = true;
+            let templated = self.template_str(expr, ctx)?;
+            if templated.kind() != ValueKind::String {
+                return judged(&templated, delimiters);
+            }
+            if ctx.is_tainted() || context::contains_unsafe(&templated) {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "Encountered untrusted template or expression.",
+                )
+                .in_template(expr));
+            }
+            text = std::borrow::Cow::Owned(pyrepr::to_text(&templated));
+        }
+        let (holds, not_boolean) = self.truth_of(&text, ctx)?;
+        match not_boolean {
+            None => Ok(Judgement {
+                delimiters,
+                ..Judgement::boolean(holds)
+            }),
+            Some(type_name) => not_a_boolean(holds, &type_name, delimiters),
+        }
+    }
+}
+
+/// Whether the whole condition is one template, as 2.19 asks
+/// (`is_possibly_all_template`): it starts and ends with Jinja delimiters.
+fn is_all_template(expr: &str) -> bool {
+    (expr.starts_with("{{") && expr.ends_with("}}"))
+        || (expr.starts_with("{%") && expr.ends_with("%}"))
+}
+
+/// A templated condition's value as the result.
+fn judged(value: &Value, delimiters: bool) -> Result<Judgement, Error> {
+    if value.kind() == ValueKind::Bool {
+        return Ok(Judgement {
+            delimiters,
+            ..Judgement::boolean(value.is_true())
+        });
+    }
+    not_a_boolean(value.is_true(), pyrepr::type_name(value), delimiters)
+}
+
+fn not_a_boolean(holds: bool, type_name: &str, delimiters: bool) -> Result<Judgement, Error> {
+    let truth = if holds { "True" } else { "False" };
+    let message = format!(
+        "Conditional result ({truth}) was derived from value of type '{type_name}'. Conditionals must have a boolean result."
+    );
+    if allow_broken() {
+        return Ok(Judgement {
+            holds,
+            not_boolean: Some(type_name.to_owned()),
+            delimiters,
+        });
+    }
+    Err(broken(&message))
+}
+
+/// A broken conditional that `ALLOW_BROKEN_CONDITIONALS` lets pass as
+/// `holds`.
+fn allowed_if_broken_ok(message: &str, holds: bool) -> Result<Judgement, Error> {
+    if allow_broken() {
+        return Ok(Judgement::boolean(holds));
+    }
+    Err(broken(message))
+}
+
+fn broken(message: &str) -> Error {
+    Error::new(ErrorKind::Invalid, message.to_owned())
+}
+
+/// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS`, false unless set (2.19's default),
+/// read once per process.
+fn allow_broken() -> bool {
+    static ALLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ALLOW.get_or_init(|| {
+        std::env::var("ANSIBLE_ALLOW_BROKEN_CONDITIONALS")
+            .ok()
+            .and_then(|v| predicates::strict_boolean(&Value::from(v)))
+            .unwrap_or(false)
+    })
+}
