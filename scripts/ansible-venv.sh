@@ -35,7 +35,10 @@ requirements="$root/crates/enka-worker/requirements$suffix.txt"
 collections="$root/crates/enka-worker/requirements-collections$suffix.txt"
 # Keyed by the pinned packages alone: a comment edit reinstalls nothing.
 key="$(grep -hv '^#' "$requirements" "$collections" | sha256sum | cut -c1-12)"
-dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/ansible/$key"
+# The default line's virtualenvs are where enka looks for one when
+# ENKA_ANSIBLE_PYTHON is not set (the newest under enka/ansible); the other
+# lines' stay apart, so that finding one never changes the line.
+dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/ansible${suffix}/$key"
 stamp="$dir/.complete"
 
 if [[ -f "$stamp" ]]; then

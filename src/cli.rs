@@ -169,6 +169,8 @@ pub struct PlaybookArgs {
     /// Append each task's result to this file as a JSON line.
     #[arg(long, env = "ENKA_PLAYBOOK_EVENTS")]
     pub events_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub semantics: crate::semantics::SemanticsArgs,
 }
 
 /// `enka template` flags.
@@ -197,6 +199,8 @@ pub struct TemplateArgs {
     /// `text` (`<type>: <value as JSON>`) or `json` (`{"type": …, "value": …}`).
     #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
     pub output: String,
+    #[command(flatten)]
+    pub semantics: crate::semantics::SemanticsArgs,
 }
 
 /// `enka run` flags: upstream's `ansible-operator run` flags with their
@@ -343,6 +347,8 @@ pub struct RunArgs {
     /// `python3`.
     #[arg(long, env = crate::worker::PYTHON_ENV)]
     pub ansible_python: Option<PathBuf>,
+    #[command(flatten)]
+    pub semantics: crate::semantics::SemanticsArgs,
 }
 
 /// Go's `strconv.ParseBool`, which pflag uses for `--flag=value`.
@@ -648,7 +654,12 @@ fn diff(args: DiffArgs) -> ExitCode {
 
 /// `enka playbook`: see [`crate::playbook`].
 fn playbook(args: PlaybookArgs) -> ExitCode {
+    let semantics = match crate::semantics::for_command(&args.semantics) {
+        Ok(semantics) => semantics,
+        Err(code) => return code,
+    };
     let options = crate::playbook::PlaybookOptions {
+        semantics,
         playbooks: args.playbooks,
         inventory: args.inventory,
         extra_vars: args.extra_vars,
@@ -699,6 +710,10 @@ fn template(args: TemplateArgs) -> ExitCode {
         custom_resource: args.cr,
         vars_files: args.vars_files,
         watches_file: args.watches_file,
+        semantics: match crate::semantics::for_command(&args.semantics) {
+            Ok(semantics) => semantics,
+            Err(code) => return code,
+        },
     };
     match crate::evaluate::evaluate(&options) {
         Ok(evaluated) if args.output == "json" => {
@@ -848,6 +863,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .filter(|n| *n > 0)
         .unwrap_or(u16::try_from(cpus).unwrap_or(1));
     let ansible = (!args.native_only).then(|| ansible_config(&args, max_concurrent_reconciles));
+    let semantics = match &ansible {
+        Some(config) => args.semantics.resolve(&config.python)?,
+        None => args.semantics.resolve(std::path::Path::new(""))?,
+    };
+    tracing::info!(ansible_semantics = ?semantics, "templating and conditionals follow this ansible-core line");
     let log_events = log_events(&args);
     let options = crate::operator::OperatorOptions {
         watches_file: args.watches_file,
@@ -876,7 +896,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             seed: args.random_seed,
             allow_pipe: true,
             fuel: None,
-            ..Default::default()
+            semantics,
         },
         ansible,
     };

@@ -43,6 +43,8 @@ pub struct EvaluateOptions {
     /// The watches file, for the custom resource's watch (its vars,
     /// `snakeCaseParameters`, `markUnsafe`); absent is fine.
     pub watches_file: PathBuf,
+    /// Which ansible-core's templating and conditionals to follow.
+    pub semantics: crate::template::Semantics,
 }
 
 /// A rendered value and its Python type name.
@@ -161,7 +163,10 @@ pub fn evaluate(options: &EvaluateOptions) -> Result<Evaluated, EvaluateError> {
             )
         }
     };
-    let mut builder = TemplarBuilder::new(Options::default());
+    let mut builder = TemplarBuilder::new(Options {
+        semantics: options.semantics,
+        ..Options::default()
+    });
     for dir in template_dirs(&options.source) {
         for path in crate::role::walk::files_under(&dir) {
             // Unreadable or broken files fail only when a render uses them.
@@ -269,6 +274,7 @@ mod tests {
             custom_resource: Some(dir.join("cr.yaml")),
             vars_files: vec![dir.join("vars.yaml")],
             watches_file: dir.join("watches.yaml"),
+            semantics: Default::default(),
         })
     }
 

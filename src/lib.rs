@@ -45,4 +45,5 @@ pub mod fuzz;
 pub mod logging;
 pub mod molecule;
 pub mod playbook;
+pub mod semantics;
 pub mod telemetry;

@@ -29,6 +29,8 @@ use printer::{Printer, banner};
 /// `enka playbook`'s inputs.
 #[derive(Debug, Clone, Default)]
 pub struct PlaybookOptions {
+    /// Which ansible-core's templating and conditionals the plays follow.
+    pub semantics: crate::template::Semantics,
     /// The playbooks, run one after the other.
     pub playbooks: Vec<PathBuf>,
     /// `-i`: inventory sources.
@@ -311,6 +313,7 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
         // lookup('pipe') runs commands, as under ansible-playbook.
         templates: Options {
             allow_pipe: true,
+            semantics: options.semantics,
             ..Options::from_env()
         },
         origins: Vec::new(),
