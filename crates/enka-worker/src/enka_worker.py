@@ -74,7 +74,12 @@ from ansible.plugins import loader as plugin_loader  # noqa: E402
 from ansible.plugins.action import ActionBase  # noqa: E402
 from ansible.template import Templar  # noqa: E402
 from ansible.utils.display import Display  # noqa: E402
-from ansible.vars.clean import module_response_deepcopy, remove_internal_keys, strip_internal_keys  # noqa: E402
+from ansible.vars.clean import module_response_deepcopy, strip_internal_keys  # noqa: E402
+
+try:  # up to 2.20; only the in-fork module path (2.18's) uses it
+    from ansible.vars.clean import remove_internal_keys  # noqa: E402
+except ImportError:
+    remove_internal_keys = None
 import ansible.module_utils  # noqa: E402
 import ansible.module_utils.basic  # noqa: E402  (imported once, shared by every fork)
 
@@ -349,7 +354,9 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     if module_args is None:
         module_args = self._task.args
     target = None
-    if not (wrap_async or self._task.async_val):
+    # From 2.19 a module's arguments and result cross a serialization
+    # profile its AnsiballZ payload sets up: those run as Ansible runs them.
+    if not (wrap_async or self._task.async_val or _DATA_TAGGING):
         target = _module_target(module_name, self._task.collections)
     if target is None:
         return _ORIGINAL_EXECUTE_MODULE(self, module_name=module_name, module_args=module_args,
@@ -391,10 +398,21 @@ def _remove_tmp_path(self, tmp_path, force=False):
         self._connection._shell.tmpdir = None
 
 
+# ansible-core 2.19 and later tag data (the test upstream suggests).
+_DATA_TAGGING = hasattr(Templar, "evaluate_expression")
 _ORIGINAL_EXECUTE_MODULE = ActionBase._execute_module
 ActionBase._execute_module = _execute_module_in_fork
 ActionBase._make_tmp_path = _make_tmp_path
 ActionBase._remove_tmp_path = _remove_tmp_path
+
+
+def _set_resolved_action(task, name):
+    """The task's resolved action: an attribute up to 2.18, a property
+    over `_resolved_action` from 2.19."""
+    try:
+        task.resolved_action = name
+    except AttributeError:
+        task._resolved_action = name
 
 
 class _EnkaTask(Task):
@@ -512,7 +530,7 @@ def _run_task(request):
     handler_name, handler_collections, module = _resolved_handler(task, collections)
     if handler_name == "ansible.legacy.normal" and not module.resolved:
         return {"failed": True, "msg": "The module %s was not found in configured module paths" % task.action}
-    task.resolved_action = module.resolved_fqcn if module.resolved else task.action
+    _set_resolved_action(task, module.resolved_fqcn if module.resolved else task.action)
 
     rendered = request.get("rendered")
     if rendered is not None:
@@ -775,11 +793,20 @@ def _inventory(request):
         _LOADER.set_basedir(previous_basedir)
 
 
+def _host_vars(variables, play, host):
+    """A host's variables without hostvars or delegation; 2.19 dropped the
+    delegation keyword (delegated vars are no longer computed there)."""
+    try:
+        return variables.get_vars(play=play, host=host, include_hostvars=False, include_delegate_to=False)
+    except TypeError:
+        return variables.get_vars(play=play, host=host, include_hostvars=False)
+
+
 def _inventory_answer(request, inventory, variables, play, listed):
     groups = {name: [host.name for host in group.get_hosts()] for name, group in inventory.groups.items()}
     hosts = {}
     for host in listed:
-        found = variables.get_vars(play=play, host=host, include_hostvars=False, include_delegate_to=False)
+        found = _host_vars(variables, play, host)
         magic = variables._get_magic_variables(play=play, host=host, task=None, include_hostvars=False,
                                                _hosts=None, _hosts_all=None)
         own = {k: v for k, v in found.items()
