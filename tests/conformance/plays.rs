@@ -8,11 +8,19 @@ use std::sync::Arc;
 
 use enka::engine::{self, Entry, RunOptions};
 use enka::role::{LoadOptions, Project, RolePaths, Target};
-use enka::template::{Options, Var, convert, pyrepr};
+use enka::template::{Options, Semantics, Var, convert, pyrepr};
 use libtest_mimic::Trial;
 use serde_json::Value as Json;
 
-use super::{Outcome, corpus, matches, trial};
+use super::{LINE_FLOORS, Outcome, corpus, dir as corpus_dir, matches, trial};
+
+/// Which ansible-core a run follows: its semantics and its worker's Python
+/// (`None`: the environment's, as `make test` sets it).
+#[derive(Clone)]
+struct Line {
+    semantics: Semantics,
+    python: Option<PathBuf>,
+}
 
 /// What one play case produced.
 struct Ran {
@@ -41,7 +49,11 @@ pub fn trials() -> Vec<Trial> {
             let dir = root.join(&name);
             let key = format!("play::{name}");
             trial(key.clone(), key, move || {
-                let ran = run(&case, &dir)?;
+                let line = Line {
+                    semantics: Semantics::Ansible218,
+                    python: None,
+                };
+                let ran = run(&case, &dir, &line)?;
                 let _ = std::fs::remove_dir_all(&dir);
                 compare(&want, &ran)
             })
@@ -72,8 +84,89 @@ fn compare(want: &Json, ran: &Ran) -> Result<(), String> {
     ))
 }
 
+/// The play corpus as recorded from each newer ansible-core line
+/// (`expected_plays-LINE.json`), run in 2.19 mode with that line's worker
+/// (`scripts/ansible-venv.sh LINE`): one trial per line counting the cases
+/// that match, failing below the line's floor.
+pub fn line_trials() -> Vec<Trial> {
+    LINE_FLOORS
+        .iter()
+        .filter(|(line, _)| {
+            corpus_dir()
+                .join(format!("expected_plays-{line}.json"))
+                .is_file()
+        })
+        .map(|&(line, _)| {
+            Trial::test(format!("line-{line}::plays-pass-the-floor"), move || {
+                let floor = super::PLAY_LINE_FLOORS
+                    .iter()
+                    .find(|(l, _)| *l == line)
+                    .map_or(0, |(_, f)| *f);
+                let python = line_python(line)?;
+                let (cases, expected) =
+                    corpus("plays.yaml", &format!("expected_plays-{line}.json"));
+                let root =
+                    std::env::temp_dir().join(format!("enka-plays-{line}-{}", std::process::id()));
+                let run_line = Line {
+                    semantics: Semantics::Ansible219,
+                    python: Some(python),
+                };
+                let mut failing = Vec::new();
+                let cases = cases.as_seq().unwrap_or_default().to_vec();
+                for case in &cases {
+                    let name = case.get("name").map(|n| n.key_string()).unwrap_or_default();
+                    let Some(want) = expected.iter().find(|c| c["name"] == name.as_str()) else {
+                        failing.push(format!("{name}: not recorded"));
+                        continue;
+                    };
+                    let dir = root.join(&name);
+                    let result = run(case, &dir, &run_line).and_then(|ran| compare(want, &ran));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    if let Err(mismatch) = result {
+                        failing.push(format!("play::{name}\n{mismatch}"));
+                    }
+                }
+                let passed = cases.len() - failing.len();
+                println!(
+                    "conformance {line}: {passed} of {} plays pass in 2.19 mode (floor {floor})",
+                    cases.len()
+                );
+                if std::env::var_os("ENKA_CONFORMANCE_SHOW").is_some() {
+                    println!("{}", failing.join("\n"));
+                }
+                if passed < floor {
+                    return Err(format!(
+                        "{passed} of {} plays pass, under the floor of {floor}; not matching:\n{}",
+                        cases.len(),
+                        failing.join("\n")
+                    )
+                    .into());
+                }
+                Ok(())
+            })
+        })
+        .collect()
+}
+
+/// The interpreter of an ansible-core line, as `make` makes it.
+fn line_python(line: &str) -> Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ansible-venv.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg(line)
+        .output()
+        .map_err(|e| format!("running scripts/ansible-venv.sh {line}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "scripts/ansible-venv.sh {line} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
 /// Writes the case's project under `dir` and runs its playbook.
-fn run(case: &enka::yaml::Node, dir: &Path) -> Result<Ran, String> {
+fn run(case: &enka::yaml::Node, dir: &Path, line: &Line) -> Result<Ran, String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     for (path, content) in case
@@ -104,6 +197,9 @@ fn run(case: &enka::yaml::Node, dir: &Path) -> Result<Ran, String> {
     let play = dir.join("play.yml");
     std::fs::write(&play, playbook).map_err(|e| e.to_string())?;
     let mut ansible = enka::worker::Config::from_env();
+    if let Some(python) = &line.python {
+        ansible.python = python.clone();
+    }
     if let Some(inventory) = case.get("inventory").and_then(|i| i.as_str()) {
         std::fs::write(dir.join("inventory"), inventory).map_err(|e| e.to_string())?;
         ansible.inventory = vec![dir.join("inventory")];
@@ -113,7 +209,10 @@ fn run(case: &enka::yaml::Node, dir: &Path) -> Result<Ran, String> {
             base_dir: dir.to_path_buf(),
             ..RolePaths::default()
         },
-        templates: Options::default(),
+        templates: Options {
+            semantics: line.semantics,
+            ..Options::default()
+        },
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: Some(ansible),

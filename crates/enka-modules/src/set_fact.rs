@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
+use enka_template::Semantics;
 use minijinja::Value;
 
 use super::{Args, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
+pub fn run(args: &Args<'_>, semantics: Semantics) -> Result<Output, crate::ModuleError> {
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
     for name in args.names() {
@@ -21,9 +22,13 @@ pub fn run(args: &Args<'_>) -> Result<Output, crate::ModuleError> {
             .into());
         }
         let mut value = args.get(&name).unwrap_or(Value::from(()));
-        // Ansible converts boolean-looking strings in set_fact (non-native
-        // templating), whether they came from k=v or from YAML.
-        if let Some(text) = value.as_str() {
+        // ansible-core 2.18 converts boolean-looking strings in set_fact
+        // (non-native templating), whether they came from k=v or from YAML;
+        // 2.19 keeps them as written.
+        if let Some(text) = value
+            .as_str()
+            .filter(|_| semantics == Semantics::Ansible218)
+        {
             match text.to_lowercase().as_str() {
                 "true" | "yes" => value = Value::from(true),
                 "false" | "no" => value = Value::from(false),
@@ -57,5 +62,5 @@ pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
     expressions: &[],
     uses_cluster: false,
     check_mode_through: None,
-    run: catalogue::Run::Now(|args, _| run(args)),
+    run: catalogue::Run::Now(|args, module| run(args, module.templar.options().semantics)),
 };
