@@ -20,6 +20,7 @@ global state, working directory, environment and exit away from this
 process, and gives each task a process group that can be killed.
 """
 
+import contextlib
 import ctypes
 import gc
 import io
@@ -704,6 +705,15 @@ def _call_jinja(kind, request):
     return function(*args, **kwargs)
 
 
+def _lookup_context(request):
+    """What a lookup runs inside from 2.19 on: the context that says whether
+    it was invoked as `with_<lookup>` (first_found reads it); nothing before."""
+    if not _DATA_TAGGING:
+        return contextlib.nullcontext()
+    from ansible._internal._templating._jinja_plugins import _LookupContext
+    return _LookupContext(invoked_as_with=bool(request.get("invoked_as_with")))
+
+
 def _lookup(request):
     name = request["name"]
     plugin = plugin_loader.lookup_loader.get(name, loader=_LOADER, templar=_templar())
@@ -711,7 +721,8 @@ def _lookup(request):
         raise AnsibleError("lookup plugin (%s) not found" % name)
     terms = request.get("terms") or []
     try:
-        return plugin.run(terms, variables=dict(request.get("vars") or {}), **dict(request.get("kwargs") or {}))
+        with _lookup_context(request):
+            return plugin.run(terms, variables=dict(request.get("vars") or {}), **dict(request.get("kwargs") or {}))
     except AnsibleError:
         raise
     except Exception as exc:  # noqa: BLE001 - worded as Templar._lookup words it
