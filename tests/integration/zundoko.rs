@@ -350,3 +350,43 @@ async fn the_shipped_role_paces_zundokos_by_interval_millis() {
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();
 }
+
+/// The repository's own role (`roles/hikawa`, the seed's with what an
+/// ansible-core 2.19 port needs: `| string` where a native integer would
+/// not fit the CRD's string fields) sings to Kiyoshi under either line's
+/// semantics. The seed's role unchanged fails under 2.19 as 2.19 makes it:
+/// its `numZundokosSaid` is an integer the API server refuses.
+#[tokio::test]
+async fn the_repositorys_role_sings_until_kiyoshi_under_2_18_and_2_19() {
+    let env = KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_zundoko_crds(&client).await;
+    for line in ["2.18", "2.19"] {
+        let ns = env.namespace("zundoko-line").await.unwrap();
+        let enka = Enka::start(
+            env,
+            "watches.yaml",
+            &ns,
+            &[("ENKA_RANDOM_SEED", "42"), ("ENKA_ANSIBLE_SEMANTICS", line)],
+        );
+        let hikawas = create_hikawa(&client, &ns, 20).await;
+        let waited = tokio::time::timeout(
+            Duration::from_secs(60),
+            await_kiyoshi(&hikawas, "Kiyoshi", Duration::from_secs(90)),
+        )
+        .await;
+        assert!(
+            waited.is_ok(),
+            "no Kiyoshi under {line}; enka's log:\n{}",
+            enka.log()
+        );
+        let (count, _) = assert_song(&client, &ns, "hikawa").await;
+        assert!(count > 0, "{line}: {count} Zundokos");
+        assert!(
+            enka.full_log()
+                .contains(&format!("Ansible{}", line.replace('.', ""))),
+            "{line}: enka names the line it follows:\n{}",
+            enka.log()
+        );
+    }
+}
