@@ -131,6 +131,8 @@ lint: ## Run clippy with warnings as errors.
 	@echo "==> cargo clippy -D warnings"
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	@# --all-targets leaves out test targets with `test = false` (tests/image).
+	$(CARGO) clippy --test image -- -D warnings
 
 .PHONY: shape
 shape: ## The code's shape: the crate graph is docs/ARCHITECTURE.md's table; files ≤ 1000 lines, functions ≤ 100 (tools/shape/known.txt: what is left to cut).

@@ -75,23 +75,6 @@ pub fn build_with_galaxy(galaxy: &crate::galaxy::Galaxy, dir: &Path, tag: &str) 
     );
 }
 
-/// The pod template's manager container and the pod spec, from rendered
-/// manifests.
-pub fn manager(manifests: &[Json]) -> (&Json, &Json) {
-    let deployment = manifests
-        .iter()
-        .find(|d| d["kind"] == "Deployment")
-        .expect("a Deployment in config/default");
-    let pod = &deployment["spec"]["template"]["spec"];
-    let container = pod["containers"]
-        .as_array()
-        .expect("the pod's containers")
-        .iter()
-        .find(|c| c["name"] == "manager")
-        .expect("the manager container");
-    (pod, container)
-}
-
 /// What a pod of a ServiceAccount finds in
 /// /var/run/secrets/kubernetes.io/serviceaccount.
 pub struct Identity {

@@ -14,7 +14,8 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value as Json, json};
 
 use crate::Ctx;
-use crate::container::{Container, Identity, manager};
+use crate::container::{Container, Identity};
+use crate::integration_scaffold::manager;
 use crate::support::{eventually, https_get, kubectl, service_account_token, try_http_get};
 
 pub struct Deployed {

@@ -16,9 +16,9 @@ use crate::Ctx;
 use crate::container::build_with_galaxy;
 use crate::deployed::deploy;
 use crate::integration_scaffold::{
-    PROJECT, TUTORIAL_DEFAULTS, TUTORIAL_TASK, scaffold, swap_base_image_to,
+    PROJECT, TUTORIAL_DEFAULTS, TUTORIAL_TASK, await_tutorial_sample, scaffold, swap_base_image_to,
 };
-use crate::support::{eventually, kubectl, shared_operators};
+use crate::support::{kubectl, shared_operators};
 
 pub async fn scaffold_from_the_image(ctx: Arc<Ctx>) {
     if shared_operators().is_none() {
@@ -54,25 +54,7 @@ pub async fn scaffold_from_the_image(ctx: Arc<Ctx>) {
         .await
         .expect("the Memcached kind");
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
-    eventually(
-        "the sample's Successful condition",
-        Duration::from_secs(120),
-        || async {
-            let object = memcacheds.get("memcached-sample").await.ok()?;
-            let conditions = object.data["status"]["conditions"].as_array()?.clone();
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Successful" && c["status"] == "True")
-                .then_some(())
-        },
-    )
-    .await;
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(ctx.client.clone(), &ns);
-    deployments
-        .get("memcached-sample-memcached")
-        .await
-        .expect("the tutorial task's Deployment");
+    await_tutorial_sample(&ctx.client, &memcacheds, &ns, Duration::from_secs(120)).await;
     let metrics = deployed
         .assert_metrics_behind_rbac(&ctx, &format!("{PROJECT}-metrics-reader"))
         .await;

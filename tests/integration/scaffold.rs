@@ -194,9 +194,34 @@ fn documents(yaml: &str) -> Vec<Json> {
         .collect()
 }
 
-/// The manager container's args and env (fieldRef values resolved as the
-/// kubelet would), and the pod's ServiceAccount.
-fn manager_container(manifests: &[Json]) -> (Vec<String>, Vec<(String, String)>, String) {
+/// The scaffold's sample reconciled: its Successful condition, and the
+/// tutorial task's Deployment.
+pub async fn await_tutorial_sample(
+    client: &kube::Client,
+    memcacheds: &Api<DynamicObject>,
+    ns: &str,
+    limit: Duration,
+) {
+    eventually("the sample's Successful condition", limit, || async {
+        let object = memcacheds.get("memcached-sample").await.ok()?;
+        let conditions = object.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Successful" && c["status"] == "True")
+            .then_some(())
+    })
+    .await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), ns);
+    deployments
+        .get("memcached-sample-memcached")
+        .await
+        .expect("the tutorial task's Deployment");
+}
+
+/// The pod spec of the Deployment in rendered manifests, and its manager
+/// container.
+pub fn manager(manifests: &[Json]) -> (&Json, &Json) {
     let deployment = manifests
         .iter()
         .find(|d| d["kind"] == "Deployment")
@@ -204,10 +229,17 @@ fn manager_container(manifests: &[Json]) -> (Vec<String>, Vec<(String, String)>,
     let pod = &deployment["spec"]["template"]["spec"];
     let container = pod["containers"]
         .as_array()
-        .unwrap()
+        .expect("the pod's containers")
         .iter()
         .find(|c| c["name"] == "manager")
         .expect("the manager container");
+    (pod, container)
+}
+
+/// The manager container's args and env (fieldRef values resolved as the
+/// kubelet would), and the pod's ServiceAccount.
+fn manager_container(manifests: &[Json]) -> (Vec<String>, Vec<(String, String)>, String) {
+    let (pod, container) = manager(manifests);
     let args = container["args"]
         .as_array()
         .map(|a| a.iter().map(|v| v.as_str().unwrap().to_owned()).collect())
@@ -366,25 +398,7 @@ async fn an_operator_sdk_scaffold_runs_unchanged_with_secure_rbac_metrics() {
     let gvk = GroupVersionKind::gvk("cache.example.com", "v1alpha1", "Memcached");
     let (resource, _) = kube::discovery::pinned_kind(&client, &gvk).await.unwrap();
     let memcacheds: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
-    eventually(
-        "the sample's Successful condition",
-        Duration::from_secs(60),
-        || async {
-            let object = memcacheds.get("memcached-sample").await.ok()?;
-            let conditions = object.data["status"]["conditions"].as_array()?.clone();
-            conditions
-                .iter()
-                .any(|c| c["type"] == "Successful" && c["status"] == "True")
-                .then_some(())
-        },
-    )
-    .await;
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-        Api::namespaced(client.clone(), &ns);
-    deployments
-        .get("memcached-sample-memcached")
-        .await
-        .expect("the tutorial task's Deployment");
+    await_tutorial_sample(&client, &memcacheds, &ns, Duration::from_secs(60)).await;
 
     // Metrics: HTTPS; no token is 401, a token without the metrics-reader
     // role 403, one bound to it (the scaffold's ClusterRole) 200.
