@@ -336,11 +336,18 @@ impl Context {
             match next {
                 Some(value) => current = value,
                 None => {
-                    return Some(format!(
-                        "'{} object' has no attribute '{}'",
-                        super::pyrepr::type_name(&current),
-                        super::pyrepr::to_text(&segment)
-                    ));
+                    let type_name = super::pyrepr::type_name(&current);
+                    return Some(match self.templar.options().semantics {
+                        super::Semantics::Ansible218 => format!(
+                            "'{type_name} object' has no attribute '{}'",
+                            super::pyrepr::to_text(&segment)
+                        ),
+                        // 2.19's Marker: the attribute as Python's repr.
+                        super::Semantics::Ansible219 => format!(
+                            "object of type '{type_name}' has no attribute {}",
+                            super::pyrepr::repr(&segment)
+                        ),
+                    });
                 }
             }
         }

@@ -18,6 +18,7 @@ use super::retries::Attempt;
 use super::task_result::TaskResult;
 use super::variables::{remove_omit, variable_params};
 use super::{Flow, Frame, Runner};
+use enka_template::Semantics;
 
 /// How long a module may run.
 struct TimeLimits {
@@ -227,6 +228,34 @@ impl Runner {
         ])
     }
 
+    /// 2.19's words for arguments that fail to template: the action, and
+    /// the argument whose value failed (found by templating each alone,
+    /// only on this path of failure).
+    fn finalization_failure(
+        &self,
+        module: &ModuleRef,
+        args: &Value,
+        err: &enka_template::Error,
+        ctx: &Context,
+    ) -> String {
+        let failing = args.try_iter().into_iter().flatten().find(|key| {
+            let value = args.get_item(key).unwrap_or_default();
+            self.templar.template_value(&value, ctx).is_err()
+        });
+        let action = module.resolved_name();
+        match failing {
+            Some(key) => format!(
+                "Task failed: Finalization of task args for '{action}' failed: Error while resolving value for '{}': {}",
+                enka_template::pyrepr::to_text(&key),
+                err.message()
+            ),
+            None => format!(
+                "Task failed: Finalization of task args for '{action}' failed: {}",
+                err.message()
+            ),
+        }
+    }
+
     /// The task's arguments with `module_defaults`, templated, `omit`
     /// dropped and free-form `args` merged; a failed result when they
     /// cannot be, or are not a mapping.
@@ -256,10 +285,12 @@ impl Runner {
                 if let Some((class, text)) = err.python_exception() {
                     return Err(exception_result(class, &text, err.line()));
                 }
-                let message = if err.is_undefined() {
-                    undefined_in_arguments(task, &err)
-                } else {
-                    err.ansible_message()
+                let message = match self.templar.options().semantics {
+                    Semantics::Ansible219 => self.finalization_failure(module, args, &err, ctx),
+                    Semantics::Ansible218 if err.is_undefined() => {
+                        undefined_in_arguments(task, &err)
+                    }
+                    Semantics::Ansible218 => err.ansible_message(),
                 };
                 return Err(TaskResult::task_error(message));
             }

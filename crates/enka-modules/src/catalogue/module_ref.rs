@@ -60,6 +60,23 @@ impl ModuleRef {
         }
     }
 
+    /// The fully qualified name Ansible resolves the action to
+    /// (`ansible.builtin.debug`, `kubernetes.core.k8s`), as its messages
+    /// name it; the name as written when that is not known.
+    pub fn resolved_name(&self) -> String {
+        match self {
+            ModuleRef::Native(spec) => match spec.collections.first() {
+                Some(collection) => format!("{collection}.{}", spec.name),
+                None => spec.name.to_owned(),
+            },
+            ModuleRef::Ansible(action) => action
+                .resolved
+                .get()
+                .cloned()
+                .unwrap_or_else(|| action.name.to_string()),
+        }
+    }
+
     /// The name module timings are kept under: the native module's, or
     /// `ansible` for everything the worker runs (one label, so a project's
     /// many bridged names cannot grow the metric without bound).
