@@ -25,6 +25,12 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # Docker, placed at .image/enka in the context, for a builder that has no
 # Rust image (BuildKit skips the Rust stages then).
 ARG ENKA_BINARY=build
+# The worker's Python packages: ansible-core 2.18, upstream's line, by
+# default; crates/enka-worker/requirements-2.19.txt or -2.21.txt for the
+# newer lines (2.21 needs Python 3.12 or later: a 3.13 PYTHON_IMAGE such as
+# python:3.13-slim-trixie). enka follows the line the image's ansible-core
+# is (--ansible-semantics auto).
+ARG WORKER_REQUIREMENTS=crates/enka-worker/requirements.txt
 
 # Dependencies are compiled in their own layer (cargo-chef), so a change to
 # enka's source rebuilds only enka.
@@ -70,7 +76,8 @@ ENV HOME=/opt/ansible \
 RUN apt-get update \
  && apt-get install -y --no-install-recommends tini \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-COPY crates/enka-worker/requirements.txt /tmp/requirements.txt
+ARG WORKER_REQUIREMENTS
+COPY ${WORKER_REQUIREMENTS} /tmp/requirements.txt
 RUN pip install --no-cache-dir -r /tmp/requirements.txt \
  && rm /tmp/requirements.txt \
  && groupadd --gid 65532 enka \
