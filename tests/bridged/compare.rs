@@ -12,6 +12,29 @@ use serde_json::{Value as Json, json};
 /// What the server answers to any request; record.py's server answers the same.
 const STATUS_BODY: &str = r#"{"status": "ok", "items": [1, 2]}"#;
 
+/// Creates the role's Probe in `ns`: its files under `workdir`, its HTTP
+/// peer at `port` (see [`serve_status`]).
+pub async fn create_probe(client: &kube::Client, ns: &str, workdir: &str, port: u16) {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("bridged.enka.dev", "v1", "Probe"),
+        "probes",
+    );
+    let probes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let mut probe = DynamicObject::new("probe", &resource);
+    probe.data = json!({"spec": {
+        "workdir": workdir,
+        "http_url": format!("http://127.0.0.1:{port}"),
+        "http_port": port,
+        "size": 3,
+        "words": ["alpha", "beta"],
+    }});
+    probes
+        .create(&PostParams::default(), &probe)
+        .await
+        .expect("creating the Probe");
+}
+
 /// A small HTTP server on 127.0.0.1 for `uri` and `wait_for`, answering
 /// every request as record.py's server does.
 pub fn serve_status() -> u16 {

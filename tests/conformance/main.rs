@@ -208,6 +208,31 @@ fn matches(want: &Json, got: &Outcome) -> bool {
     }
 }
 
+/// A line trial's verdict: prints how many of `total` cases of `what`
+/// matched, lists the rest when asked (ENKA_CONFORMANCE_SHOW) or when they
+/// fall under `floor`.
+fn line_verdict(
+    line: &str,
+    what: &str,
+    total: usize,
+    floor: usize,
+    failing: &[String],
+) -> Result<(), Failed> {
+    let passed = total - failing.len();
+    println!("conformance {line}: {passed} of {total} {what} pass in 2.19 mode (floor {floor})");
+    if passed < floor {
+        return Err(format!(
+            "{passed} of {total} {what} pass, under the floor of {floor}; not matching:\n{}",
+            failing.join("\n")
+        )
+        .into());
+    }
+    if std::env::var_os("ENKA_CONFORMANCE_SHOW").is_some() {
+        println!("{}", failing.join("\n"));
+    }
+    Ok(())
+}
+
 /// What Ansible gave, as a mismatch shows it.
 fn shown(want: &Json) -> String {
     if want["ok"] == true {

@@ -12,7 +12,7 @@ use enka::template::{Options, Semantics, Var, convert, pyrepr};
 use libtest_mimic::Trial;
 use serde_json::Value as Json;
 
-use super::{LINE_FLOORS, Outcome, corpus, dir as corpus_dir, matches, trial};
+use super::{Outcome, PLAY_LINE_FLOORS, corpus, line_verdict, matches, trial};
 
 /// Which ansible-core a run follows: its semantics and its worker's Python
 /// (`None`: the environment's, as `make test` sets it).
@@ -89,19 +89,10 @@ fn compare(want: &Json, ran: &Ran) -> Result<(), String> {
 /// (`scripts/ansible-venv.sh LINE`): one trial per line counting the cases
 /// that match, failing below the line's floor.
 pub fn line_trials() -> Vec<Trial> {
-    LINE_FLOORS
+    PLAY_LINE_FLOORS
         .iter()
-        .filter(|(line, _)| {
-            corpus_dir()
-                .join(format!("expected_plays-{line}.json"))
-                .is_file()
-        })
-        .map(|&(line, _)| {
+        .map(|&(line, floor)| {
             Trial::test(format!("line-{line}::plays-pass-the-floor"), move || {
-                let floor = super::PLAY_LINE_FLOORS
-                    .iter()
-                    .find(|(l, _)| *l == line)
-                    .map_or(0, |(_, f)| *f);
                 let python = line_python(line)?;
                 let (cases, expected) =
                     corpus("plays.yaml", &format!("expected_plays-{line}.json"));
@@ -126,23 +117,7 @@ pub fn line_trials() -> Vec<Trial> {
                         failing.push(format!("play::{name}\n{mismatch}"));
                     }
                 }
-                let passed = cases.len() - failing.len();
-                println!(
-                    "conformance {line}: {passed} of {} plays pass in 2.19 mode (floor {floor})",
-                    cases.len()
-                );
-                if std::env::var_os("ENKA_CONFORMANCE_SHOW").is_some() {
-                    println!("{}", failing.join("\n"));
-                }
-                if passed < floor {
-                    return Err(format!(
-                        "{passed} of {} plays pass, under the floor of {floor}; not matching:\n{}",
-                        cases.len(),
-                        failing.join("\n")
-                    )
-                    .into());
-                }
-                Ok(())
+                line_verdict(line, "plays", cases.len(), floor, &failing)
             })
         })
         .collect()

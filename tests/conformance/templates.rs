@@ -12,7 +12,7 @@ use libtest_mimic::Trial;
 use minijinja::Value;
 use serde_json::Value as Json;
 
-use super::{LINE_FLOORS, Outcome, corpus, dir, matches, shown, trial};
+use super::{LINE_FLOORS, Outcome, corpus, dir, line_verdict, matches, shown, trial};
 
 /// One case of the corpus.
 struct Case {
@@ -166,23 +166,7 @@ pub fn line_trials() -> Vec<Trial> {
                         ));
                     }
                 }
-                let passed = cases.len() - failing.len();
-                println!(
-                    "conformance {line}: {passed} of {} cases pass in 2.19 mode (floor {floor})",
-                    cases.len()
-                );
-                if passed < floor {
-                    return Err(format!(
-                        "{passed} of {} cases pass, under the floor of {floor}; not matching:\n{}",
-                        cases.len(),
-                        failing.join("\n")
-                    )
-                    .into());
-                }
-                if std::env::var_os("ENKA_CONFORMANCE_SHOW").is_some() {
-                    println!("{}", failing.join("\n"));
-                }
-                Ok(())
+                line_verdict(line, "cases", cases.len(), floor, &failing)
             })
         })
         .collect()

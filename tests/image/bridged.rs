@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::Api;
 use serde_json::{Value as Json, json};
 
 use crate::Ctx;
@@ -135,23 +135,7 @@ pub async fn bridged_tasks_in_the_image(ctx: Arc<Ctx>) {
     docker_ok(&["exec", &deployed.container.name, "mkdir", "-p", WORKDIR]);
 
     let port = serve_status();
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("bridged.enka.dev", "v1", "Probe"),
-        "probes",
-    );
-    let probes: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &resource);
-    let mut probe = DynamicObject::new("probe", &resource);
-    probe.data = json!({"spec": {
-        "workdir": WORKDIR,
-        "http_url": format!("http://127.0.0.1:{port}"),
-        "http_port": port,
-        "size": 3,
-        "words": ["alpha", "beta"],
-    }});
-    probes
-        .create(&PostParams::default(), &probe)
-        .await
-        .expect("creating the Probe");
+    crate::compare::create_probe(&ctx.client, &ns, WORKDIR, port).await;
     let config_maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
     let data = eventually("the probe's results", Duration::from_secs(120), || async {
         config_maps.get_opt("probe-results").await.ok()??.data

@@ -37,6 +37,7 @@ import ssl
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 
 ANSIBLE_BUNDLES = ("10.4.0", "11.13.0")
@@ -155,17 +156,15 @@ def artifact_from_installed(collection, out):
 
 
 def artifact_from_source(collection, out, ansible_galaxy):
-    """A Galaxy artifact built from a collection in source form."""
-    before = set(out.glob("*.tar.gz"))
+    """A Galaxy artifact built from a collection in source form, into a
+    directory of its own (so the one tarball there is it)."""
+    built_dir = pathlib.Path(tempfile.mkdtemp(prefix="built-", dir=out))
     subprocess.run(
-        [ansible_galaxy, "collection", "build", "--force", "--output-path", str(out), str(collection)],
+        [ansible_galaxy, "collection", "build", "--output-path", str(built_dir), str(collection)],
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    built = set(out.glob("*.tar.gz")) - before or {
-        max(out.glob("*.tar.gz"), key=lambda p: p.stat().st_mtime)
-    }
-    path = built.pop()
+    (path,) = built_dir.glob("*.tar.gz")
     with tarfile.open(path) as tar:
         info = json.load(tar.extractfile("MANIFEST.json"))["collection_info"]
     return info, path

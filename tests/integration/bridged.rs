@@ -37,20 +37,7 @@ async fn bridged_tasks_register_what_ansible_playbook_registers() {
     let mut enka =
         Enka::start_with_args(env, "tests/bridged/watches.yaml", &ns, &[], &[&vault], "");
     enka.await_ready().await;
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("bridged.enka.dev", "v1", "Probe"),
-        "probes",
-    );
-    let probes: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
-    let mut probe = DynamicObject::new("probe", &resource);
-    probe.data = json!({"spec": {
-        "workdir": workdir_text,
-        "http_url": format!("http://127.0.0.1:{port}"),
-        "http_port": port,
-        "size": 3,
-        "words": ["alpha", "beta"],
-    }});
-    probes.create(&PostParams::default(), &probe).await.unwrap();
+    crate::bridged_compare::create_probe(&client, &ns, &workdir_text, port).await;
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let log = || enka.log();

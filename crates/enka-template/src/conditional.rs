@@ -14,7 +14,7 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 
 use crate::error::{Error, ErrorKind};
-use crate::{Context, Judgement, Templar, context, predicates, pyrepr};
+use crate::{Context, Judgement, Templar, context, pyrepr};
 
 impl Templar {
     /// [`Templar::judge`] under 2.19's rules.
@@ -33,7 +33,7 @@ impl Templar {
             _ => return Err(broken("Conditional expressions must be strings.")),
         };
         if expr.is_empty() {
-            return allowed_if_broken_ok("Empty conditional expressions are not allowed.", true);
+            return empty_condition();
         }
         let mut delimiters = false;
         let mut text = std::borrow::Cow::Borrowed(expr);
@@ -96,27 +96,19 @@ fn not_a_boolean(holds: bool, type_name: &str, delimiters: bool) -> Result<Judge
     Err(broken(&message))
 }
 
-/// A broken conditional that `ALLOW_BROKEN_CONDITIONALS` lets pass as
-/// `holds`.
-fn allowed_if_broken_ok(message: &str, holds: bool) -> Result<Judgement, Error> {
+/// An empty condition: refused, or true where broken conditionals pass.
+fn empty_condition() -> Result<Judgement, Error> {
     if allow_broken() {
-        return Ok(Judgement::boolean(holds));
+        return Ok(Judgement::boolean(true));
     }
-    Err(broken(message))
+    Err(broken("Empty conditional expressions are not allowed."))
 }
 
 fn broken(message: &str) -> Error {
     Error::new(ErrorKind::Invalid, message.to_owned())
 }
 
-/// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS`, false unless set (2.19's default),
-/// read once per process.
+/// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` under 2.19 (false unless set).
 fn allow_broken() -> bool {
-    static ALLOW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ALLOW.get_or_init(|| {
-        std::env::var("ANSIBLE_ALLOW_BROKEN_CONDITIONALS")
-            .ok()
-            .and_then(|v| predicates::strict_boolean(&Value::from(v)))
-            .unwrap_or(false)
-    })
+    crate::ConditionalInspections::get().allow_broken(crate::Semantics::Ansible219)
 }

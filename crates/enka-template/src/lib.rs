@@ -806,7 +806,7 @@ impl Templar {
                 not_boolean: None,
                 ..judgement
             }),
-            Some(type_name) if !inspections.allow_broken => Err(Error::new(
+            Some(type_name) if !inspections.allow_broken(Semantics::Ansible218) => Err(Error::new(
                 ErrorKind::Invalid,
                 format!(
                     "Conditional result was of type '{type_name}'. Conditional results must be True or False when `ALLOW_BROKEN_CONDITIONALS` is disabled, which is the default in Ansible Core >= 2.19."
@@ -940,20 +940,26 @@ impl Judgement {
     }
 }
 
-/// ansible-core 2.18's settings for conditionals whose result is not a
+/// ansible-core's settings for conditionals whose result is not a
 /// boolean, read from the environment as its config reads them.
-struct ConditionalInspections {
+pub(crate) struct ConditionalInspections {
     /// `_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS` is not set: results are
-    /// inspected at all.
+    /// inspected at all (2.18's backport).
     enabled: bool,
-    /// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` (default true): such a result is
-    /// deprecated, not an error.
-    allow_broken: bool,
+    /// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` when set: such a result is
+    /// deprecated, not an error. Unset, 2.18 allows it and 2.19 does not.
+    allow_broken_setting: Option<bool>,
 }
 
 impl ConditionalInspections {
+    /// Whether a result that is not a boolean passes under `semantics`.
+    pub(crate) fn allow_broken(&self, semantics: Semantics) -> bool {
+        self.allow_broken_setting
+            .unwrap_or(semantics == Semantics::Ansible218)
+    }
+
     /// Read once per process: conditions are evaluated on every reconcile.
-    fn get() -> &'static Self {
+    pub(crate) fn get() -> &'static Self {
         static INSPECTIONS: std::sync::OnceLock<ConditionalInspections> =
             std::sync::OnceLock::new();
         INSPECTIONS.get_or_init(Self::from_env)
@@ -967,7 +973,7 @@ impl ConditionalInspections {
         };
         ConditionalInspections {
             enabled: !flag("_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS").unwrap_or(false),
-            allow_broken: flag("ANSIBLE_ALLOW_BROKEN_CONDITIONALS").unwrap_or(true),
+            allow_broken_setting: flag("ANSIBLE_ALLOW_BROKEN_CONDITIONALS"),
         }
     }
 }
