@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+mod tools;
+
 /// enka: runs Ansible-operator projects in-process.
 #[derive(Debug, Parser)]
 #[command(name = "enka", version, about, long_about = None)]
@@ -65,6 +67,10 @@ pub struct TestArgs {
     /// More output per task (as ansible-playbook's -v).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten)]
+    pub semantics: crate::semantics::SemanticsArgs,
+    #[command(flatten)]
+    pub migration: crate::migration::MigrationArgs,
 }
 
 /// `enka diff` flags.
@@ -97,6 +103,10 @@ pub struct DiffArgs {
     /// `text` (unified diffs) or `json`.
     #[arg(long, short = 'o', default_value = "text", value_parser = ["text", "json"])]
     pub output: String,
+    #[command(flatten)]
+    pub semantics: crate::semantics::SemanticsArgs,
+    #[command(flatten)]
+    pub migration: crate::migration::MigrationArgs,
 }
 
 /// `enka playbook` flags: the `ansible-playbook` ones enka can honour.
@@ -171,6 +181,8 @@ pub struct PlaybookArgs {
     pub events_file: Option<PathBuf>,
     #[command(flatten)]
     pub semantics: crate::semantics::SemanticsArgs,
+    #[command(flatten)]
+    pub migration: crate::migration::MigrationArgs,
 }
 
 /// `enka template` flags.
@@ -349,6 +361,8 @@ pub struct RunArgs {
     pub ansible_python: Option<PathBuf>,
     #[command(flatten)]
     pub semantics: crate::semantics::SemanticsArgs,
+    #[command(flatten)]
+    pub migration: crate::migration::MigrationArgs,
 }
 
 /// Go's `strconv.ParseBool`, which pflag uses for `--flag=value`.
@@ -449,48 +463,22 @@ impl Cli {
             logs.init(None);
         }
         match self.command {
-            Some(Command::Check(args)) => check(args),
+            Some(Command::Check(args)) => tools::check(args),
             Some(Command::Run(args)) => run_operator(*args, logs),
             Some(Command::Version) => {
                 println!("{}", crate::version::line(&invoked_name()));
                 ExitCode::SUCCESS
             }
-            Some(Command::Template(args)) => template(args),
-            Some(Command::Playbook(args)) => playbook(args),
-            Some(Command::Diff(args)) => diff(args),
-            Some(Command::Test(args)) => test(args),
+            Some(Command::Template(args)) => tools::template(args),
+            Some(Command::Playbook(args)) => tools::playbook(args),
+            Some(Command::Diff(args)) => tools::diff(args),
+            Some(Command::Test(args)) => tools::test(args),
             None => {
                 use clap::CommandFactory;
                 let _ = Cli::command().print_help();
                 ExitCode::from(2)
             }
         }
-    }
-}
-
-/// `enka check`: see [`crate::check`].
-fn check(args: CheckArgs) -> ExitCode {
-    let project = args.project;
-    let report = crate::check::check(&crate::check::CheckOptions {
-        ansible: project.ansible(),
-        watches_file: project.watches_file,
-        roles_path: project.ansible_roles_path,
-        collections_path: project.ansible_collections_path,
-    });
-    for diagnostic in &report.diagnostics.0 {
-        eprintln!("{}\n", diagnostic.render());
-    }
-    for watch in &report.watches {
-        println!("{}", watch.render());
-    }
-    for (location, plugin) in &report.python_plugins {
-        println!("{location}: {plugin} runs through Ansible (not in enka)");
-    }
-    println!("{}", report.summary);
-    if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }
 
@@ -548,192 +536,6 @@ fn multi_thread_runtime() -> Option<tokio::runtime::Runtime> {
         Err(err) => {
             eprintln!("enka: cannot start the async runtime: {err}");
             None
-        }
-    }
-}
-
-/// `enka test`: see [`crate::molecule`].
-fn test(args: TestArgs) -> ExitCode {
-    let options = crate::molecule::TestOptions {
-        watches_file: args.watches_file,
-        scenario: args.scenario,
-        filters: args.filters,
-        ansible: Some(crate::worker::Config::from_env()),
-        keep_namespace: args.keep_namespace,
-        verbosity: args.verbose,
-    };
-    let Some(runtime) = multi_thread_runtime() else {
-        return ExitCode::from(2);
-    };
-    let summary = runtime.block_on(async {
-        let config = kube::Config::infer().await.map_err(|e| {
-            crate::molecule::TestError::Kube(format!(
-                "cannot connect to Kubernetes (kubeconfig or in-cluster): {e}"
-            ))
-        })?;
-        crate::molecule::run(&options, config).await
-    });
-    match summary {
-        Ok(summary) => {
-            for name in &summary.failed {
-                println!("FAILED: {name}");
-            }
-            println!(
-                "{} passed, {} failed",
-                summary.passed.len(),
-                summary.failed.len()
-            );
-            if summary.failed.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-        Err(err) => {
-            eprintln!("enka test: {err}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// `enka diff`: see [`crate::operator::diff`].
-fn diff(args: DiffArgs) -> ExitCode {
-    use crate::operator::diff::{DiffOptions, Subject};
-    let subject = match (args.file, args.name) {
-        (Some(file), _) => Subject::File(file),
-        (None, Some(name)) => Subject::Live {
-            kind: args.kind,
-            name,
-            namespace: args.namespace.clone(),
-        },
-        (None, None) => unreachable!("clap requires --file or --name"),
-    };
-    let project = args.project;
-    let options = DiffOptions {
-        ansible: Some(project.ansible()),
-        watches_file: project.watches_file,
-        roles_path: project.ansible_roles_path,
-        collections_path: project.ansible_collections_path,
-        subject,
-        timeout: args.reconcile_timeout,
-    };
-    let Some(runtime) = multi_thread_runtime() else {
-        return ExitCode::from(2);
-    };
-    let namespace = args.namespace;
-    let report = runtime.block_on(async {
-        let mut config = kube::Config::infer().await.map_err(|e| {
-            crate::operator::diff::DiffError::Kube(format!(
-                "cannot connect to Kubernetes (kubeconfig or in-cluster): {e}"
-            ))
-        })?;
-        if let Some(namespace) = namespace {
-            config.default_namespace = namespace;
-        }
-        crate::operator::diff::diff(&options, config).await
-    });
-    match report {
-        Ok(report) => {
-            if args.output == "json" {
-                println!("{}", report.to_json());
-            } else {
-                print!("{}", report.render());
-            }
-            if report.changes.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
-        Err(err) => {
-            eprintln!("enka diff: {err}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// `enka playbook`: see [`crate::playbook`].
-fn playbook(args: PlaybookArgs) -> ExitCode {
-    let semantics = match crate::semantics::for_command(&args.semantics) {
-        Ok(semantics) => semantics,
-        Err(code) => return code,
-    };
-    let options = crate::playbook::PlaybookOptions {
-        semantics,
-        playbooks: args.playbooks,
-        inventory: args.inventory,
-        extra_vars: args.extra_vars,
-        verbosity: args.verbose,
-        tags: args.tags,
-        skip_tags: args.skip_tags,
-        limit: args.limit,
-        vault_password_files: args.vault_password_files,
-        vault_ids: args.vault_ids,
-        events_file: args.events_file,
-        check: args.check,
-        diff: args.diff,
-        start_at_task: args.start_at_task,
-        force_handlers: args.force_handlers,
-        listings: crate::playbook::Listings {
-            tasks: args.list_tasks,
-            tags: args.list_tags,
-            hosts: args.list_hosts,
-        },
-        forks: args.forks,
-        connection: args.connection,
-        cluster: None,
-    };
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => ExitCode::from(runtime.block_on(crate::playbook::run(options))),
-        Err(err) => {
-            eprintln!("enka: cannot start the async runtime: {err}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `enka template`: see [`crate::evaluate`].
-fn template(args: TemplateArgs) -> ExitCode {
-    use crate::evaluate::{EvaluateError, EvaluateOptions, Source};
-    let source = match (args.template, args.when, args.file) {
-        (Some(text), _, _) => Source::Template(text),
-        (_, Some(condition), _) => Source::Condition(condition),
-        (_, _, Some(path)) => Source::File(path),
-        // clap requires one of the three.
-        (None, None, None) => return ExitCode::from(2),
-    };
-    let options = EvaluateOptions {
-        source,
-        custom_resource: args.cr,
-        vars_files: args.vars_files,
-        watches_file: args.watches_file,
-        semantics: match crate::semantics::for_command(&args.semantics) {
-            Ok(semantics) => semantics,
-            Err(code) => return code,
-        },
-    };
-    match crate::evaluate::evaluate(&options) {
-        Ok(evaluated) if args.output == "json" => {
-            println!(
-                "{}",
-                serde_json::json!({"type": evaluated.type_name, "value": evaluated.value})
-            );
-            ExitCode::SUCCESS
-        }
-        Ok(evaluated) => {
-            println!("{}: {}", evaluated.type_name, evaluated.value);
-            ExitCode::SUCCESS
-        }
-        Err(err @ EvaluateError::Template(_)) => {
-            eprintln!("enka template: {err}");
-            ExitCode::FAILURE
-        }
-        Err(err) => {
-            eprintln!("enka template: {err}");
-            ExitCode::from(2)
         }
     }
 }
@@ -868,6 +670,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None => args.semantics.resolve(std::path::Path::new(""))?,
     };
     tracing::info!(ansible_semantics = ?semantics, "templating and conditionals follow this ansible-core line");
+    let migration = args
+        .migration
+        .migration_report
+        .as_deref()
+        .map(crate::migration::Report::to);
     let log_events = log_events(&args);
     let options = crate::operator::OperatorOptions {
         watches_file: args.watches_file,
@@ -897,10 +704,21 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             allow_pipe: true,
             fuel: None,
             semantics,
+            migration: migration.as_ref().map(|r| r.recorder.clone()),
         },
         ansible,
     };
-    crate::operator::run(options, config).await
+    let writer = migration
+        .clone()
+        .map(crate::migration::Report::keep_written);
+    let result = crate::operator::run(options, config).await;
+    if let Some(migration) = migration {
+        if let Some(writer) = writer {
+            writer.abort();
+        }
+        migration.finish();
+    }
+    result
 }
 
 /// `--sharding-ring`: this replica as a shard of the ring, with the Lease

@@ -43,6 +43,7 @@ pub mod cli;
 pub mod evaluate;
 pub mod fuzz;
 pub mod logging;
+pub mod migration;
 pub mod molecule;
 pub mod playbook;
 pub mod semantics;

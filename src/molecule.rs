@@ -35,6 +35,8 @@ pub struct TestOptions {
     pub keep_namespace: bool,
     /// `-v` count for the tests' output.
     pub verbosity: u8,
+    /// Templating: semantics, seed, the migration report's recorder.
+    pub templates: crate::template::Options,
 }
 
 /// Why the tests could not run (exit status 2).
@@ -351,6 +353,7 @@ pub async fn run(options: &TestOptions, config: kube::Config) -> Result<TestSumm
                 playbooks: vec![play],
                 verbosity: options.verbosity,
                 cluster: Some(cluster.clone()),
+                templates: options.templates.clone(),
                 ..Default::default()
             })
             .await;
@@ -400,7 +403,7 @@ fn operator_options(
         ansible: options.ansible.clone(),
         templates: crate::template::Options {
             allow_pipe: true,
-            ..crate::template::Options::from_env()
+            ..options.templates.clone()
         },
         metrics_address: None,
         metrics_serving: Default::default(),

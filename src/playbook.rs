@@ -29,8 +29,9 @@ use printer::{Printer, banner};
 /// `enka playbook`'s inputs.
 #[derive(Debug, Clone, Default)]
 pub struct PlaybookOptions {
-    /// Which ansible-core's templating and conditionals the plays follow.
-    pub semantics: crate::template::Semantics,
+    /// Templating: which ansible-core's semantics the plays follow, the
+    /// random seed, the migration report's recorder.
+    pub templates: Options,
     /// The playbooks, run one after the other.
     pub playbooks: Vec<PathBuf>,
     /// `-i`: inventory sources.
@@ -313,8 +314,7 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
         // lookup('pipe') runs commands, as under ansible-playbook.
         templates: Options {
             allow_pipe: true,
-            semantics: options.semantics,
-            ..Options::from_env()
+            ..options.templates.clone()
         },
         origins: Vec::new(),
         lookups: options

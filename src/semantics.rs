@@ -49,6 +49,26 @@ pub fn for_command(args: &SemanticsArgs) -> Result<Semantics, std::process::Exit
         })
 }
 
+/// A command's templating options (the seed from `ENKA_RANDOM_SEED`, the
+/// semantics as [`for_command`] resolves them) and its migration report
+/// when one was asked for.
+pub fn template_options(
+    args: &SemanticsArgs,
+    migration: &crate::migration::MigrationArgs,
+) -> Result<(crate::template::Options, Option<crate::migration::Report>), std::process::ExitCode> {
+    let semantics = for_command(args)?;
+    let report = migration
+        .migration_report
+        .as_deref()
+        .map(crate::migration::Report::to);
+    let options = crate::template::Options {
+        semantics,
+        migration: report.as_ref().map(|r| r.recorder.clone()),
+        ..crate::template::Options::from_env()
+    };
+    Ok((options, report))
+}
+
 /// The ansible-core version `python` has: read from a virtualenv's
 /// `site-packages/ansible/release.py` when it is one (no interpreter
 /// start), else asked of the interpreter; `None` when it has none.

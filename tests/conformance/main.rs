@@ -6,7 +6,9 @@
 //! - `enka-template::<group>::<source>`: the same case through the
 //!   `enka template` command, as a user runs it;
 //! - `play::<name>`: `plays.yaml`, a small project per case run by the
-//!   engine, its result, recap and failure messages (`expected_plays.json`).
+//!   engine, its result, recap and failure messages (`expected_plays.json`);
+//! - `migration::…`: the 2.18 → 2.19 migration report on a fixture playbook,
+//!   held to ansible-playbook 2.18 and 2.19 and to each line's oracle.
 //!
 //! The expected values are written by `tests/conformance/generate.py` from
 //! real ansible-core; nothing here is taken from what enka prints. A case
@@ -16,6 +18,7 @@
 //! the entry removed.
 
 mod json_eq;
+mod migration;
 #[path = "../play_fuzz/outcome.rs"]
 #[allow(dead_code)] // the fuzzer's side: ansible-playbook is not run here
 mod outcome;
@@ -142,6 +145,7 @@ fn main() {
     trials.extend(played::trials());
     trials.extend(templates::line_trials());
     trials.extend(plays::line_trials());
+    trials.extend(migration::trials());
     let names: Vec<&str> = trials.iter().map(|t| t.name()).collect();
     for (known, _) in KNOWN_FAILURES {
         assert!(

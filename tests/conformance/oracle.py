@@ -9,7 +9,9 @@ variables loaded as a vars file, so values carry their origin), `omit` is
 the engine's own, and conditions go through `Templar.evaluate_conditional`.
 
 Run as a program, it serves one JSON request per line on stdin,
-`{"kind": "template"|"condition", "source": "...", "vars": {...}}`, with one
+`{"kind": "template"|"condition", "source": "...", "vars": {...}}` (and
+`"unsafe": [names]`: variables holding untrusted data, as a custom
+resource's fields and a module's results are), with one
 JSON answer per line on stdout: `{"ok": true, "value": ..., "type": "str"}`
 or `{"ok": false, "error": "ExceptionClass: message"}`. A case that runs past
 its time (a huge range) answers `{"ok": null, "error": "timeout"}`.
@@ -72,24 +74,28 @@ class Oracle:
         self.loader.set_basedir(files)
         self.tagging = data_tagging()
 
-    def answer(self, kind, source, variables):
+    def answer(self, kind, source, variables, untrusted=()):
         """What ansible-core makes of `source`: a dict as the module says."""
         try:
             if self.tagging:
-                value = self._tagged(kind, source, variables)
+                value = self._tagged(kind, source, variables, untrusted)
             else:
-                value = self._classic(kind, source, variables)
+                value = self._classic(kind, source, variables, untrusted)
             data, type_name = plain(value)
             return {"ok": True, "value": data, "type": type_name}
         except Exception as err:  # noqa: BLE001 - every failure is data
             return {"ok": False, "error": f"{type(err).__name__}: {err}"[:300]}
 
-    def _classic(self, kind, source, variables):
+    def _classic(self, kind, source, variables, untrusted):
         """Up to 2.18: every string is a template unless marked unsafe."""
         from ansible.playbook.task import Task
         from ansible.template import Templar
+        from ansible.utils.unsafe_proxy import wrap_var
 
         variables = dict(variables or {})
+        for name in untrusted:
+            if name in variables:
+                variables[name] = wrap_var(variables[name])
         variables["ansible_search_path"] = [self.files]
         variables["omit"] = OMIT
         templar = Templar(loader=self.loader, variables=dict(variables))
@@ -99,14 +105,18 @@ class Oracle:
         task.when = [source]
         return task.evaluate_conditional(templar, dict(variables))
 
-    def _tagged(self, kind, source, variables):
+    def _tagged(self, kind, source, variables, untrusted):
         """2.19 and later: the source and the variables trusted as a role's
-        are, the variables with the origin of a vars file."""
+        are, the variables with the origin of a vars file; untrusted ones
+        as plain data, which is never templated."""
         from ansible.template import Templar, trust_as_template
 
-        text = json.dumps(variables or {}, ensure_ascii=False)
+        variables = dict(variables or {})
+        plain = {name: variables.pop(name) for name in untrusted if name in variables}
+        text = json.dumps(variables, ensure_ascii=False)
         loaded = self.loader.load(trust_as_template(text), file_name=os.path.join(self.files, "vars.yml"))
         loaded = dict(loaded or {})
+        loaded.update(plain)
         loaded["ansible_search_path"] = [self.files]
         templar = Templar(loader=self.loader, variables=loaded)
         if kind == "template":
@@ -131,7 +141,7 @@ def serve():
         request = json.loads(line)
         signal.alarm(seconds)
         try:
-            answer = oracle.answer(request["kind"], request["source"], request.get("vars"))
+            answer = oracle.answer(request["kind"], request["source"], request.get("vars"), request.get("unsafe") or ())
             text = json.dumps(answer, ensure_ascii=False)
         except Timeout:
             text = json.dumps({"ok": None, "error": "timeout"})

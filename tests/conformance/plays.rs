@@ -124,7 +124,7 @@ pub fn line_trials() -> Vec<Trial> {
 }
 
 /// The interpreter of an ansible-core line, as `make` makes it.
-fn line_python(line: &str) -> Result<PathBuf, String> {
+pub fn line_python(line: &str) -> Result<PathBuf, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ansible-venv.sh");
     let out = std::process::Command::new("bash")
         .arg(script)

@@ -41,7 +41,19 @@ impl Oracle {
     /// `condition`) with `vars`: `{"ok": true, "value", "type"}`,
     /// `{"ok": false, "error"}`, or `{"ok": null}` when it could not say.
     pub fn answer(&mut self, kind: &str, source: &str, vars: &Json) -> Result<Json, String> {
-        let request = json!({"kind": kind, "source": source, "vars": vars});
+        self.answer_untrusting(kind, source, vars, &Json::Array(Vec::new()))
+    }
+
+    /// [`Oracle::answer`] with `untrusted` (a list of names) holding
+    /// untrusted data, as a custom resource's fields and module results do.
+    pub fn answer_untrusting(
+        &mut self,
+        kind: &str,
+        source: &str,
+        vars: &Json,
+        untrusted: &Json,
+    ) -> Result<Json, String> {
+        let request = json!({"kind": kind, "source": source, "vars": vars, "unsafe": untrusted});
         writeln!(self.input, "{request}")
             .and_then(|()| self.input.flush())
             .map_err(|e| format!("the oracle stopped reading: {e}"))?;

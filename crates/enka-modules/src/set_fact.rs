@@ -3,12 +3,17 @@
 use std::sync::Arc;
 
 use enka_template::Semantics;
+use enka_template::migration::Kind;
 use minijinja::Value;
 
 use super::{Args, Output};
 use crate::catalogue;
 
-pub fn run(args: &Args<'_>, semantics: Semantics) -> Result<Output, crate::ModuleError> {
+pub fn run(
+    args: &Args<'_>,
+    module: &crate::ModuleContext<'_>,
+) -> Result<Output, crate::ModuleError> {
+    let semantics = module.templar.options().semantics;
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
     for name in args.names() {
@@ -25,14 +30,15 @@ pub fn run(args: &Args<'_>, semantics: Semantics) -> Result<Output, crate::Modul
         // ansible-core 2.18 converts boolean-looking strings in set_fact
         // (non-native templating), whether they came from k=v or from YAML;
         // 2.19 keeps them as written.
-        if let Some(text) = value
-            .as_str()
-            .filter(|_| semantics == Semantics::Ansible218)
-        {
-            match text.to_lowercase().as_str() {
-                "true" | "yes" => value = Value::from(true),
-                "false" | "no" => value = Value::from(false),
-                _ => {}
+        if let Some(boolean) = value.as_str().and_then(boolean_looking) {
+            module.templar.note_divergence(
+                module.ctx,
+                Kind::Module,
+                format!("set_fact: {name}={}", value.as_str().unwrap_or_default()),
+                [Value::from(boolean), value.clone()],
+            );
+            if semantics == Semantics::Ansible218 {
+                value = Value::from(boolean);
             }
         }
         facts.push((Arc::from(name.as_str()), value));
@@ -42,6 +48,15 @@ pub fn run(args: &Args<'_>, semantics: Semantics) -> Result<Output, crate::Modul
     output = output.with("ansible_facts", ansible_facts);
     output.facts = facts;
     Ok(output)
+}
+
+/// The boolean 2.18's set_fact makes of `text`, if any.
+fn boolean_looking(text: &str) -> Option<bool> {
+    match text.to_lowercase().as_str() {
+        "true" | "yes" => Some(true),
+        "false" | "no" => Some(false),
+        _ => None,
+    }
 }
 
 fn is_identifier(s: &str) -> bool {
@@ -62,5 +77,5 @@ pub(crate) const MODULE: catalogue::ModuleSpec = catalogue::ModuleSpec {
     expressions: &[],
     uses_cluster: false,
     check_mode_through: None,
-    run: catalogue::Run::Now(|args, module| run(args, module.templar.options().semantics)),
+    run: catalogue::Run::Now(run),
 };

@@ -57,6 +57,8 @@ pub struct DiffOptions {
     pub subject: Subject,
     /// How long the run may take.
     pub timeout: Duration,
+    /// Templating: semantics, seed, the migration report's recorder.
+    pub templates: enka_template::Options,
 }
 
 /// Why there is no diff (exit status 2).
@@ -447,7 +449,7 @@ fn load_project(
         Arc::new(enka_kube::lookup::K8sLookup::new(cluster.clone()));
     let load = LoadOptions {
         role_paths: paths,
-        templates: enka_template::Options::from_env(),
+        templates: options.templates.clone(),
         origins: vec![(watch.target.clone(), watch.location.clone())],
         lookups: vec![("k8s".to_owned(), k8s_lookup)],
         ansible: options.ansible.clone(),

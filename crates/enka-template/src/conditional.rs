@@ -39,7 +39,7 @@ impl Templar {
         let mut text = std::borrow::Cow::Borrowed(expr);
         if is_all_template(expr) {
             delimiters = true;
-            let templated = self.template_str(expr, ctx)?;
+            let templated = self.render_str(expr, ctx)?;
             if templated.kind() != ValueKind::String {
                 return judged(&templated, delimiters);
             }

@@ -235,6 +235,8 @@ pub struct Context {
     /// text instead of being undefined: how `hostvars` templates (Ansible's
     /// `HostVarsVars`, `fail_on_undefined=False`).
     pub(crate) undefined_keeps_raw: bool,
+    /// The task this context renders for (the migration report's place).
+    pub(crate) origin: Option<Arc<crate::migration::Origin>>,
 }
 
 impl Context {
@@ -253,6 +255,15 @@ impl Context {
             tainted: Arc::default(),
             resolved: Arc::default(),
             undefined_keeps_raw: false,
+            origin: None,
+        }
+    }
+
+    /// This context, saying which task it renders for.
+    pub fn at(self, origin: Arc<crate::migration::Origin>) -> Self {
+        Context {
+            origin: Some(origin),
+            ..self
         }
     }
 

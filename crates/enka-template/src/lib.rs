@@ -34,6 +34,7 @@ pub(crate) mod filters;
 pub mod freeform;
 mod lookups;
 pub(crate) mod methods;
+pub mod migration;
 mod mutable;
 mod native;
 mod operators;
@@ -138,6 +139,9 @@ pub struct Options {
     pub fuel: Option<u64>,
     /// Which ansible-core's semantics templates and conditions follow.
     pub semantics: Semantics,
+    /// Where to record what the other line would make of each render (the
+    /// migration report); `None` renders once.
+    pub migration: Option<Arc<migration::Recorder>>,
 }
 
 impl Options {
@@ -186,6 +190,8 @@ pub struct Templar {
     options: Options,
     rng: Mutex<StdRng>,
     omit: Arc<str>,
+    /// The other line's templar, for the migration report.
+    shadow: Option<migration::Shadow>,
 }
 
 impl std::fmt::Debug for Templar {
@@ -400,6 +406,27 @@ impl TemplarBuilder {
             Some(seed) => StdRng::seed_from_u64(seed),
             None => StdRng::from_os_rng(),
         };
+        let shadow = self.options.migration.clone().map(|recorder| {
+            let other = match self.options.semantics {
+                Semantics::Ansible218 => Semantics::Ansible219,
+                Semantics::Ansible219 => Semantics::Ansible218,
+            };
+            let shadow = TemplarBuilder {
+                env: self.env.clone(),
+                lookups: self.lookups.clone(),
+                compiled: self.compiled.clone(),
+                conditions: self.conditions.clone(),
+                options: Options {
+                    semantics: other,
+                    migration: None,
+                    ..self.options.clone()
+                },
+            };
+            migration::Shadow {
+                templar: shadow.build(),
+                recorder,
+            }
+        });
         Arc::new(Templar {
             env: self.env,
             lookups: self.lookups,
@@ -408,8 +435,17 @@ impl TemplarBuilder {
             options: self.options,
             rng: Mutex::new(rng),
             omit: Arc::from(omit_token()),
+            shadow,
         })
     }
+}
+
+/// What a template not compiled beforehand is rendered from: its source
+/// with Ansible's escapes and operators rewritten for minijinja.
+pub(crate) fn render_text(source: &str) -> String {
+    let escaped = escape_backslashes(source);
+    let escaped = operators::rewrite(&escaped);
+    strict::rewrite(&escaped).into_owned()
 }
 
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
@@ -433,7 +469,7 @@ fn analyse(name: Arc<str>, source: &str) -> Compiled {
 }
 
 /// The source of the template a condition compiles to.
-fn condition_source(expr: &str) -> String {
+pub(crate) fn condition_source(expr: &str) -> String {
     let source = format!("{{{{ __enka_truth(({expr}\n)) }}}}");
     strict::rewrite(&operators::rewrite(&source)).into_owned()
 }
@@ -634,6 +670,19 @@ impl Templar {
 
     /// Templates one string with Ansible's rules (`Templar.template`).
     pub fn template_str(&self, source: &str, ctx: &Context) -> Result<Value, Error> {
+        let result = self.render_str(source, ctx);
+        if let Some(shadow) = &self.shadow
+            && ctx.depth == 0
+            && is_possibly_template(source)
+        {
+            shadow.template(self, source, ctx, &result);
+        }
+        result
+    }
+
+    /// [`Templar::template_str`] without the migration report's second
+    /// render: for templates inside a condition, which is compared whole.
+    pub(crate) fn render_str(&self, source: &str, ctx: &Context) -> Result<Value, Error> {
         if !is_possibly_template(source) {
             return Ok(Value::from(source));
         }
@@ -724,9 +773,7 @@ impl Templar {
             );
         }
         check_source(source)?;
-        let escaped = escape_backslashes(source);
-        let escaped = operators::rewrite(&escaped);
-        let escaped = strict::rewrite(&escaped);
+        let escaped = render_text(source);
         render(
             self.env
                 .template_from_str(&escaped)
@@ -780,6 +827,16 @@ impl Templar {
     /// boolean: 2.18's backported inspection deprecates that, and with
     /// `ALLOW_BROKEN_CONDITIONALS` off it is an error.
     pub fn judge(&self, condition: &Value, ctx: &Context) -> Result<Judgement, Error> {
+        let result = self.judge_once(condition, ctx);
+        if let Some(shadow) = &self.shadow
+            && ctx.depth == 0
+        {
+            shadow.condition(self, condition, ctx, &result);
+        }
+        result
+    }
+
+    fn judge_once(&self, condition: &Value, ctx: &Context) -> Result<Judgement, Error> {
         use minijinja::value::ValueKind;
         if self.options.semantics == Semantics::Ansible219 {
             return self.judge_strictly(condition, ctx);
@@ -823,7 +880,7 @@ impl Templar {
         let mut expr = std::borrow::Cow::Borrowed(expr);
         let delimiters = is_possibly_template(&expr);
         if delimiters {
-            let templated = self.template_str(&expr, ctx)?;
+            let templated = self.render_str(&expr, ctx)?;
             if matches!(templated.kind(), minijinja::value::ValueKind::Bool) {
                 return Ok(Judgement {
                     delimiters,

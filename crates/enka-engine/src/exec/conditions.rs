@@ -15,6 +15,20 @@ pub(super) struct WhenError {
     pub at: Option<Location>,
 }
 
+/// `ctx` saying that what it renders is written at `at` (the migration
+/// report's place for a condition).
+fn placed_at(ctx: &Context, at: &Location, task: &Task) -> Context {
+    let pos = at.pos.unwrap_or_default();
+    ctx.clone()
+        .at(std::sync::Arc::new(enka_template::migration::Origin {
+            file: at.file.to_path_buf(),
+            line: pos.line,
+            column: pos.col,
+            task: task.display_name(),
+            exact: at.pos.is_some(),
+        }))
+}
+
 impl Runner {
     /// Evaluates the inherited and own conditions; `Ok(None)` means run,
     /// `Ok(Some(cond))` means skipped because `cond` was false.
@@ -31,6 +45,14 @@ impl Runner {
                     let pos = positions.get(index).copied().flatten()?;
                     Some(Location::new(file, pos))
                 });
+                let placed;
+                let ctx = match &at {
+                    Some(at) if self.templar.options().migration.is_some() => {
+                        placed = placed_at(ctx, at, task);
+                        &placed
+                    }
+                    _ => ctx,
+                };
                 let judgement = self
                     .templar
                     .judge(condition, ctx)

@@ -30,11 +30,22 @@ impl Runner {
         if !search_path.contains(&self.project.base_dir) {
             search_path.push(self.project.base_dir.clone());
         }
-        Context::new(
+        let ctx = Context::new(
             self.templar.clone(),
             Arc::new(scope.clone()),
             Arc::from(search_path),
-        )
+        );
+        if self.templar.options().migration.is_none() {
+            return ctx;
+        }
+        let pos = task.location.pos.unwrap_or_default();
+        ctx.at(Arc::new(enka_template::migration::Origin {
+            file: task.location.file.to_path_buf(),
+            line: pos.line,
+            column: pos.col,
+            task: task.display_name(),
+            exact: false,
+        }))
     }
 
     /// The scope a task sees: the frame's, with the task's vars and the

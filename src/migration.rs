@@ -1,0 +1,229 @@
+//! The 2.18 → 2.19 migration report (`--migration-report FILE`): every
+//! template and condition a run met whose value, type or validity differs
+//! between ansible-core 2.18 and 2.19, where it is, what each line makes of
+//! it, and what to write instead, in `enka check`'s shape
+//! (`file:line:column: …`).
+//!
+//! The run follows its own line; the other line's answers come from the
+//! templar's shadow ([`crate::template::migration`]). A report is as
+//! complete as the run: what the run did not reach is not in it, so make it
+//! from runs that reach every task (a molecule scenario, each sample).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Value as Json, json};
+
+use crate::template::migration::{Divergence, Kind, Origin, Recorder, advice};
+
+/// The migration report flag of `run`, `playbook`, `diff` and `test`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MigrationArgs {
+    /// Also render every template and condition as the other ansible-core
+    /// line (2.18 or 2.19) would, and write where they differ to this file
+    /// (JSON when it ends in `.json`, else `enka check`'s text): what the
+    /// roles must change to move to ansible-core 2.19 (enka).
+    #[arg(long, env = "ENKA_MIGRATION_REPORT")]
+    pub migration_report: Option<PathBuf>,
+}
+
+/// Where a run's findings go, and the recorder its templar fills.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The file written: JSON when its name ends in `.json`, text otherwise.
+    pub path: PathBuf,
+    /// What the run found.
+    pub recorder: Arc<Recorder>,
+}
+
+impl Report {
+    /// A report to `path`, empty.
+    pub fn to(path: &Path) -> Report {
+        Report {
+            path: path.to_path_buf(),
+            recorder: Recorder::new(),
+        }
+    }
+
+    /// Writes what was found so far.
+    pub fn write(&self) -> std::io::Result<()> {
+        let found = self.recorder.divergences();
+        let text = if self.path.extension().is_some_and(|e| e == "json") {
+            serde_json::to_string_pretty(&to_json(&found)).unwrap_or_default() + "\n"
+        } else {
+            render(&found)
+        };
+        std::fs::write(&self.path, text)
+    }
+
+    /// Writes the report whenever the running operator finds something new
+    /// (every few seconds at most), so that it is there however the
+    /// operator stops.
+    pub fn keep_written(self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut written = 0;
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                let found = self.recorder.len();
+                if found == written {
+                    continue;
+                }
+                written = found;
+                match self.write() {
+                    Ok(()) => tracing::warn!(
+                        findings = found,
+                        report = %self.path.display(),
+                        "templates or conditions that differ between ansible-core 2.18 and 2.19"
+                    ),
+                    Err(err) => tracing::error!(
+                        report = %self.path.display(),
+                        "cannot write the migration report: {err}"
+                    ),
+                }
+            }
+        })
+    }
+
+    /// Writes the report and says on stderr where it is and how much it
+    /// holds; a failure to write is said, not fatal.
+    pub fn finish(&self) {
+        match self.write() {
+            Ok(()) => eprintln!(
+                "enka: migration report: {} finding{} in {}",
+                self.recorder.len(),
+                if self.recorder.len() == 1 { "" } else { "s" },
+                self.path.display()
+            ),
+            Err(err) => eprintln!(
+                "enka: cannot write the migration report {}: {err}",
+                self.path.display()
+            ),
+        }
+    }
+}
+
+/// The report as text: one diagnostic per finding, then a summary line.
+pub fn render(found: &[Divergence]) -> String {
+    let mut out = String::new();
+    for divergence in found {
+        out.push_str(&diagnostic(divergence));
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "enka: {} template{} or condition{} differ between ansible-core 2.18 and 2.19\n",
+        found.len(),
+        if found.len() == 1 { "" } else { "s" },
+        if found.len() == 1 { "" } else { "s" },
+    ));
+    out
+}
+
+/// One finding as `enka check` writes a diagnostic.
+pub fn diagnostic(divergence: &Divergence) -> String {
+    let place = match &divergence.origin {
+        Some(origin) => {
+            let (line, column) = locate(origin, divergence);
+            format!(
+                "{}:{line}:{column}: in task '{}'",
+                origin.file.display(),
+                origin.task
+            )
+        }
+        None => "(outside a task)".to_owned(),
+    };
+    format!(
+        "{place}: 2.19: {} {:?}: 2.18 gives {}, 2.19 gives {}\n  = help: {}",
+        divergence.kind.word(),
+        divergence.source,
+        divergence.under_218.describe(),
+        divergence.under_219.describe(),
+        advice(divergence)
+    )
+}
+
+/// Where the divergence's text is written in the task at `origin`: the
+/// first line at or after the task's that holds the text's first line (for
+/// a condition, one that also names a condition keyword or is a list item);
+/// the task's own place when the text is not found as written (a folded
+/// scalar, a module's argument).
+fn locate(origin: &Origin, divergence: &Divergence) -> (u32, u32) {
+    let source = divergence.source.as_str();
+    let fallback = (origin.line, origin.column);
+    if origin.exact {
+        return fallback;
+    }
+    let Some(needle) = source
+        .lines()
+        .next()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    else {
+        return fallback;
+    };
+    let Ok(text) = std::fs::read_to_string(&origin.file) else {
+        return fallback;
+    };
+    let start = origin.line.saturating_sub(1) as usize;
+    let find = |fits: &dyn Fn(&str, usize) -> bool| {
+        text.lines()
+            .enumerate()
+            .skip(start)
+            .take(500)
+            .find_map(|(index, line)| {
+                let byte = line.find(needle).filter(|&byte| fits(line, byte))?;
+                let column = line[..byte].chars().count() + 1;
+                Some((index as u32 + 1, column as u32))
+            })
+    };
+    let as_condition = |line: &str, byte: usize| {
+        let before = line[..byte].trim_end_matches(['"', '\'', ' ']);
+        before.ends_with("when:")
+            || before.ends_with("until:")
+            || before.ends_with("that:")
+            || before.trim_start() == "-"
+    };
+    let found = match divergence.kind {
+        Kind::Condition => find(&as_condition).or_else(|| find(&|_, _| true)),
+        Kind::Template => find(&|_, _| true),
+        Kind::Module => None,
+    };
+    found.unwrap_or(fallback)
+}
+
+/// The report as JSON: each finding with its place, each line's outcome in
+/// the conformance oracle's shape, and the variables it read.
+pub fn to_json(found: &[Divergence]) -> Json {
+    let findings: Vec<Json> = found
+        .iter()
+        .map(|d| {
+            let (file, line, column, task) = match &d.origin {
+                Some(origin) => {
+                    let (line, column) = locate(origin, d);
+                    (
+                        Json::from(origin.file.display().to_string()),
+                        Json::from(line),
+                        Json::from(column),
+                        Json::from(origin.task.clone()),
+                    )
+                }
+                None => (Json::Null, Json::Null, Json::Null, Json::Null),
+            };
+            json!({
+                "file": file,
+                "line": line,
+                "column": column,
+                "task": task,
+                "kind": d.kind.word(),
+                "source": d.source,
+                "2.18": d.under_218.to_json(),
+                "2.19": d.under_219.to_json(),
+                "advice": advice(d),
+                "vars": d.vars,
+                "unsafe_vars": d.unsafe_vars,
+                "vars_complete": d.vars_complete,
+                "count": d.count,
+            })
+        })
+        .collect();
+    json!({ "findings": findings })
+}
