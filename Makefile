@@ -231,6 +231,13 @@ differential: kube-bin ansible-venv ## enka against upstream ansible-operator on
 	  ENKA_DIFFERENTIAL_SAMPLES="$(SAMPLES)" ENKA_DIFFERENTIAL_CRDS="$(CRDS)" $(CARGO) test --test differential -- $(SUBJECTS)
 	@bash scripts/check-no-leftovers
 
+.PHONY: differential-2.19
+differential-2.19: kube-bin ansible-venv ## The differential with both sides on ansible-core 2.19: upstream's Python side on 2.19, enka in 2.19 mode with its worker on 2.19 (target/differential-2.19/).
+	@echo "==> differential on ansible-core 2.19: upstream ansible-operator on 2.19, then enka in 2.19 mode"
+	@bash scripts/upstream-ansible-operator.sh 2.19 >/dev/null
+	$(TEST_ENV) ENKA_DIFFERENTIAL_LINE=2.19 ENKA_DIFFERENTIAL_FULL=1 $(CARGO) test --test differential -- $(SUBJECTS)
+	@bash scripts/check-no-leftovers
+
 .PHONY: e2e
 e2e: kube-bin ansible-venv ## End-to-end tests only: the seed's Zundoko operator and the runtime, on a real control plane.
 	$(TEST_ENV) $(CARGO) test --test integration -- zundoko:: runtime:: deploy::

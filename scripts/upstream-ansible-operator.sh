@@ -27,15 +27,29 @@ version="$(awk -v repo="$repo" '$1 == repo { print $2 }' "$module/go.mod")"
 # The versions upstream's base image pins (images/ansible-operator/Pipfile),
 # with the `ansible` bundle standing in for `ansible-galaxy collection
 # install`, which needs Galaxy rather than a package registry.
+#
+# `upstream-ansible-operator.sh 2.19` makes the same with ansible-core 2.19
+# (and the `ansible` 12 bundle, its collections) in a directory of its own:
+# upstream as it runs once its base image moves to 2.19, the reference of
+# `make differential-2.19`.
+line="${1:-2.18}"
+case "$line" in
+2.18) core="ansible-core~=2.18.3" bundle="ansible>=11,<12" suffix="" ;;
+2.19) core="ansible-core==2.19.14" bundle="ansible==12.3.0" suffix="-ansible-2.19" ;;
+*)
+    echo "upstream-ansible-operator.sh: unknown ansible-core line $line (2.18 or 2.19)" >&2
+    exit 2
+    ;;
+esac
 python_requirements=(
-    "ansible>=11,<12"
-    "ansible-core~=2.18.3"
+    "$bundle"
+    "$core"
     "ansible-runner~=2.4.0"
     "kubernetes==33.1.0"
     "requests-unixsocket==0.4.1"
     "ansible-runner-http==1.0.0"
 )
-dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/upstream/ansible-operator-$version"
+dir="${XDG_CACHE_HOME:-$HOME/.cache}/enka/upstream/ansible-operator-$version$suffix"
 stamp="$dir/.complete"
 want="recipe-2 $version $(sha256sum "$module/go.sum" | cut -c1-12) ${python_requirements[*]}"
 

@@ -57,13 +57,15 @@ impl Report {
     }
 
     /// Writes the report whenever the running operator finds something new
-    /// (every few seconds at most), so that it is there however the
+    /// (checked every second), so that it is there however the
     /// operator stops.
     pub fn keep_written(self) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
-            let mut written = 0;
+            // The first round writes the empty report: there is one from
+            // the start.
+            let mut written = usize::MAX;
             loop {
-                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let found = self.recorder.len();
                 if found == written {
                     continue;
@@ -125,7 +127,7 @@ pub fn diagnostic(divergence: &Divergence) -> String {
             let (line, column) = locate(origin, divergence);
             format!(
                 "{}:{line}:{column}: in task '{}'",
-                origin.file.display(),
+                shown(&origin.file),
                 origin.task
             )
         }
@@ -200,7 +202,7 @@ pub fn to_json(found: &[Divergence]) -> Json {
                 Some(origin) => {
                     let (line, column) = locate(origin, d);
                     (
-                        Json::from(origin.file.display().to_string()),
+                        Json::from(shown(&origin.file)),
                         Json::from(line),
                         Json::from(column),
                         Json::from(origin.task.clone()),
@@ -226,4 +228,16 @@ pub fn to_json(found: &[Divergence]) -> Json {
         })
         .collect();
     json!({ "findings": findings })
+}
+
+/// `path` relative to the current directory when it is under it, as
+/// `enka check` names files.
+fn shown(path: &Path) -> String {
+    let relative = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf));
+    relative
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
 }

@@ -221,6 +221,7 @@ pub fn upstream_dir() -> PathBuf {
     DIR.get_or_init(|| {
         let script = crate::support::repo_path("scripts/upstream-ansible-operator.sh");
         let output = std::process::Command::new(&script)
+            .arg(ansible_line())
             .stderr(std::process::Stdio::inherit())
             .output()
             .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
@@ -233,4 +234,11 @@ pub fn upstream_dir() -> PathBuf {
         PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
     })
     .clone()
+}
+
+/// The ansible-core line upstream's Python side runs (and enka's semantics
+/// and worker follow, in the differential): `ENKA_DIFFERENTIAL_LINE`, 2.18
+/// unless it says 2.19 (`make differential-2.19`).
+pub fn ansible_line() -> String {
+    std::env::var("ENKA_DIFFERENTIAL_LINE").unwrap_or_else(|_| "2.18".to_owned())
 }

@@ -17,6 +17,7 @@
 //! yet, each with its reason: they must still fail, so a fix is noticed and
 //! the entry removed.
 
+mod findings;
 mod json_eq;
 mod migration;
 #[path = "../play_fuzz/outcome.rs"]

@@ -19,11 +19,7 @@ use std::process::Command;
 use libtest_mimic::Trial;
 use serde_json::Value as Json;
 
-#[path = "../template_fuzz/oracle.rs"]
-#[allow(dead_code)] // the fuzzer's trusting `answer` is not used here
-mod oracle;
-
-use super::plays::line_python;
+use super::findings::{self, line_python};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/migration")
@@ -122,64 +118,23 @@ fn names_the_tasks_that_differ(side: &str) -> Result<(), String> {
 }
 
 fn findings_hold(side: &str) -> Result<(), String> {
-    let findings = report(side)?;
-    let mut checked = 0;
-    let mut wrong = Vec::new();
-    for line in ["2.18", "2.19"] {
-        let python = line_python(line)?;
-        let mut oracle = oracle::Oracle::start(
-            &python.display().to_string(),
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance"),
-        )?;
-        for finding in &findings {
-            let kind = finding["kind"].as_str().unwrap_or_default();
-            // A module's own handling is held to the recorded task
-            // outcomes by the other trial; the oracle renders only.
-            if kind == "module" {
-                continue;
-            }
-            if finding["vars_complete"] != Json::Bool(true) {
-                wrong.push(format!(
-                    "{}: its variables were not all kept",
-                    finding["task"]
-                ));
-                continue;
-            }
-            let source = finding["source"].as_str().unwrap_or_default();
-            let real = oracle.answer_untrusting(
-                kind,
-                source,
-                &finding["vars"],
-                &finding["unsafe_vars"],
-            )?;
-            checked += 1;
-            if let Some(mismatch) = disagreement(&finding[line], &real) {
-                wrong.push(format!(
-                    "{} {kind} {source:?} on {line}: the report says {}, ansible-core says {real} ({mismatch})",
-                    finding["task"], finding[line]
-                ));
-            }
-        }
-    }
-    if checked == 0 {
+    let held = findings::check(&report(side)?)?;
+    if held.checked == 0 {
         return Err("no finding was checked".into());
     }
-    if wrong.is_empty() {
+    // A module's own handling is held to the recorded task outcomes by
+    // the other trial; everything else must be checked here.
+    let unchecked: Vec<_> = held
+        .unchecked
+        .iter()
+        .filter(|u| !u.ends_with(findings::MODULE_HANDLING))
+        .collect();
+    if !unchecked.is_empty() {
+        return Err(format!("findings not checked: {unchecked:?}"));
+    }
+    if held.wrong.is_empty() {
         Ok(())
     } else {
-        Err(wrong.join("\n"))
-    }
-}
-
-/// How the report's outcome for a line differs from ansible-core's answer:
-/// both fail, or both give the same value of the same type.
-fn disagreement(reported: &Json, real: &Json) -> Option<&'static str> {
-    match (reported["ok"].as_bool(), real["ok"].as_bool()) {
-        (Some(false), Some(false)) => None,
-        (Some(true), Some(true)) if reported["type"] != real["type"] => Some("type"),
-        (Some(true), Some(true)) if reported["value"] != real["value"] => Some("value"),
-        (Some(true), Some(true)) => None,
-        (_, None) => Some("ansible-core could not answer"),
-        _ => Some("one fails, the other does not"),
+        Err(held.wrong.join("\n"))
     }
 }

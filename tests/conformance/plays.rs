@@ -12,6 +12,7 @@ use enka::template::{Options, Semantics, Var, convert, pyrepr};
 use libtest_mimic::Trial;
 use serde_json::Value as Json;
 
+use super::findings::line_python;
 use super::{Outcome, PLAY_LINE_FLOORS, corpus, line_verdict, matches, trial};
 
 /// Which ansible-core a run follows: its semantics and its worker's Python
@@ -121,23 +122,6 @@ pub fn line_trials() -> Vec<Trial> {
             })
         })
         .collect()
-}
-
-/// The interpreter of an ansible-core line, as `make` makes it.
-pub fn line_python(line: &str) -> Result<PathBuf, String> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ansible-venv.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .arg(line)
-        .output()
-        .map_err(|e| format!("running scripts/ansible-venv.sh {line}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "scripts/ansible-venv.sh {line} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
 /// Writes the case's project under `dir` and runs its playbook.

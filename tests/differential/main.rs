@@ -13,6 +13,15 @@
 //! A difference nobody explained fails the run; explained ones are listed in
 //! [`EXPLAINED`] with their reason.
 //!
+//! With `ENKA_DIFFERENTIAL_LINE=2.19` (`make differential-2.19`) both sides
+//! run on ansible-core 2.19: upstream's Python side on 2.19, enka in 2.19
+//! mode with its worker on 2.19 (reports in target/differential-2.19/).
+//!
+//! enka's run of each subject also writes a migration report
+//! (`<subject>-migration.json`), each finding put to real ansible-core 2.18
+//! and 2.19 (`../conformance/findings.rs`); a finding that does not hold
+//! fails the subject.
+//!
 //! Reports: target/differential/<subject>.txt (per-object diffs),
 //! target/differential/summary.tsv, and the operators' logs beside them.
 //! Arguments filter subjects by name (`molecule` for the molecule run).
@@ -28,6 +37,9 @@ mod operator;
 #[allow(dead_code)]
 #[path = "../../benches/operators/usage.rs"]
 mod usage;
+
+#[path = "../conformance/findings.rs"]
+mod findings;
 
 mod compare;
 mod molecule;
@@ -207,7 +219,10 @@ fn main() {
         .expect("a Tokio runtime");
     let failures = runtime.block_on(async {
         let started = Instant::now();
-        let out_dir = support::repo_path("target/differential");
+        let out_dir = support::repo_path(&match operator::ansible_line().as_str() {
+            "2.18" => "target/differential".to_owned(),
+            line => format!("target/differential-{line}"),
+        });
         // Operator logs are appended to: start each run with none.
         let _ = std::fs::remove_dir_all(&out_dir);
         std::fs::create_dir_all(&out_dir).expect("target/differential");
@@ -325,15 +340,43 @@ async fn differential(
     } else {
         format!("; not settled: {}", comparison.unsettled.join(", "))
     };
+    let (migration, wrong) = migration_report(out_dir, subject.name)?;
     let line = format!(
-        "differential: {}: {} objects equal, {unexplained} differ; {settle}{unsettled}",
+        "differential: {}: {} objects equal, {unexplained} differ; {settle}{unsettled}\n{migration}",
         subject.name, comparison.equal,
     );
     let row = format!(
         "{}\t{}\t{unexplained}\t{:.1}\t{:.1}\n",
         subject.name, comparison.equal, comparison.settle_enka, comparison.settle_upstream
     );
-    Ok((line, row, unexplained))
+    Ok((line, row, unexplained + wrong))
+}
+
+/// enka's migration report of the subject's run, each finding put to real
+/// ansible-core 2.18 and 2.19: a line saying what it found and how much of
+/// it held, and how many findings did not.
+fn migration_report(out_dir: &std::path::Path, subject: &str) -> Result<(String, usize), String> {
+    let path = scenario::migration_report_path(out_dir, subject);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("enka wrote no migration report at {}: {e}", path.display()))?;
+    let report: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let found = report["findings"].as_array().cloned().unwrap_or_default();
+    let held = findings::check(&found)?;
+    for wrong in &held.wrong {
+        eprintln!("differential: {subject}: migration report: {wrong}");
+    }
+    let mut line = format!(
+        "differential: {subject}: migration report: {} finding{}, {} line answers put to ansible-core 2.18 and 2.19, {} wrong",
+        found.len(),
+        if found.len() == 1 { "" } else { "s" },
+        held.checked,
+        held.wrong.len()
+    );
+    for unchecked in &held.unchecked {
+        line.push_str(&format!("\n  not checked: {unchecked}"));
+    }
+    Ok((line, held.wrong.len()))
 }
 
 /// Every step's normalised objects of one side, as compared:

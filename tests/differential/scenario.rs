@@ -142,6 +142,27 @@ pub async fn run(
     };
     // enka's reconciles at debug level: the log says why each one ran.
     let mut env_vars: Vec<(&str, &str)> = vec![("ENKA_LOG", "info,enka=debug")];
+    // enka's run also reports what would differ under ansible-core 2.19,
+    // each finding then put to real ansible-core (`migration_report`).
+    let report = migration_report_path(out_dir, subject.name);
+    let report = report.display().to_string();
+    if flavour == Flavour::Enka {
+        let _ = std::fs::remove_file(&report);
+        env_vars.push(("ENKA_MIGRATION_REPORT", &report));
+    }
+    // On another line than 2.18, enka follows it with that line's worker,
+    // as upstream runs on that line's ansible-core.
+    let line = crate::operator::ansible_line();
+    let line_python = match line.as_str() {
+        "2.18" => None,
+        other => Some(crate::findings::line_python(other)?.display().to_string()),
+    };
+    if flavour == Flavour::Enka
+        && let Some(python) = &line_python
+    {
+        env_vars.push(("ENKA_ANSIBLE_SEMANTICS", &line));
+        env_vars.push(("ENKA_ANSIBLE_PYTHON", python));
+    }
     env_vars.extend(subject.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let args: Vec<&str> = subject.args.iter().map(String::as_str).collect();
     let operator = Operator::start_with_args(
@@ -422,4 +443,9 @@ async fn clean_up(client: &Client, kinds: &Kinds, scope: &RunScope) -> Result<()
         .await
         .map(|_| ())
         .map_err(|e| format!("deleting namespace {}: {e}", scope.namespace))
+}
+
+/// Where enka's run of `subject` writes its migration report.
+pub fn migration_report_path(out_dir: &Path, subject: &str) -> std::path::PathBuf {
+    out_dir.join(format!("{subject}-migration.json"))
 }
