@@ -111,11 +111,14 @@ pub fn render(found: &[Divergence]) -> String {
         out.push_str(&diagnostic(divergence));
         out.push('\n');
     }
+    let (plural, verb) = if found.len() == 1 {
+        ("", "s")
+    } else {
+        ("s", "")
+    };
     out.push_str(&format!(
-        "enka: {} template{} or condition{} differ between ansible-core 2.18 and 2.19\n",
+        "enka: {} template{plural} or condition{plural} differ{verb} between ansible-core 2.18 and 2.19\n",
         found.len(),
-        if found.len() == 1 { "" } else { "s" },
-        if found.len() == 1 { "" } else { "s" },
     ));
     out
 }
@@ -240,4 +243,86 @@ fn shown(path: &Path) -> String {
         .unwrap_or_else(|| path.to_path_buf())
         .display()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::*;
+    use crate::template::migration::Outcome;
+
+    fn divergence(file: &Path, kind: Kind, source: &str) -> Divergence {
+        Divergence {
+            origin: Some(Arc::new(Origin {
+                file: file.to_path_buf(),
+                line: 1,
+                column: 3,
+                task: "t".to_owned(),
+                exact: false,
+            })),
+            kind,
+            source: source.to_owned(),
+            under_218: Outcome::Value {
+                value: json!("3"),
+                type_name: "str".to_owned(),
+            },
+            under_219: Outcome::Value {
+                value: json!(3),
+                type_name: "int".to_owned(),
+            },
+            vars: BTreeMap::new(),
+            unsafe_vars: BTreeSet::new(),
+            vars_complete: true,
+            count: 1,
+        }
+    }
+
+    /// A task file of its own for each test (`name`), in the temp dir.
+    fn task_file(name: &str) -> PathBuf {
+        let file =
+            std::env::temp_dir().join(format!("enka-migration-{}-{name}.yml", std::process::id()));
+        std::fs::write(
+            &file,
+            "- name: flag\n  debug:\n    msg: \"flag {{ n | length }}\"\n  when: flag\n",
+        )
+        .unwrap();
+        file
+    }
+
+    #[test]
+    fn a_template_is_placed_where_its_text_is() {
+        let file = task_file("template");
+        let d = divergence(&file, Kind::Template, "flag {{ n | length }}");
+        assert_eq!(locate(d.origin.as_deref().unwrap(), &d), (3, 11));
+    }
+
+    #[test]
+    fn a_condition_is_placed_at_its_keyword_not_at_the_same_word_elsewhere() {
+        let file = task_file("condition");
+        let d = divergence(&file, Kind::Condition, "flag");
+        assert_eq!(locate(d.origin.as_deref().unwrap(), &d), (4, 9));
+    }
+
+    #[test]
+    fn text_not_found_is_placed_at_the_task() {
+        let file = task_file("missing");
+        let d = divergence(&file, Kind::Template, "{{ folded }}");
+        assert_eq!(locate(d.origin.as_deref().unwrap(), &d), (1, 3));
+    }
+
+    #[test]
+    fn the_text_report_is_one_diagnostic_per_finding_and_a_summary() {
+        let file = task_file("text");
+        let text = render(&[divergence(&file, Kind::Template, "flag {{ n | length }}")]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with(
+            ":3:11: in task 't': 2.19: template \"flag {{ n | length }}\": 2.18 gives str '3', 2.19 gives int 3"
+        ), "{text}");
+        assert!(lines[1].starts_with("  = help: "), "{text}");
+        assert_eq!(
+            lines[2],
+            "enka: 1 template or condition differs between ansible-core 2.18 and 2.19"
+        );
+    }
 }

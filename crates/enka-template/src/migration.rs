@@ -211,15 +211,27 @@ impl Recorder {
         self.len() == 0
     }
 
-    /// Keeps `divergence`; says whether it is new.
-    fn record(&self, divergence: Divergence) -> bool {
+    /// Counts one more meeting of a divergence kept before at the same
+    /// place with the same text; false when there is none.
+    fn met_again(&self, divergence: &Divergence) -> bool {
         let mut found = self.found.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(known) = found.iter_mut().find(|d| d.same_place(&divergence)) {
-            known.count += 1;
-            return false;
+        match found.iter_mut().find(|d| d.same_place(divergence)) {
+            Some(known) => {
+                known.count += 1;
+                true
+            }
+            None => false,
         }
-        found.push(divergence);
-        true
+    }
+
+    /// Keeps `divergence`, or counts it when it was met before.
+    fn record(&self, divergence: Divergence) {
+        if !self.met_again(&divergence) {
+            self.found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(divergence);
+        }
     }
 }
 
@@ -298,19 +310,12 @@ impl Shadow {
             vars_complete: true,
             count: 1,
         };
-        if self.recorder.found_at(&divergence) {
-            self.recorder.record(divergence);
+        // The variables are read once per place: a loop meets it often.
+        if self.recorder.met_again(&divergence) {
             return;
         }
         read_vars(own, kind, source, ctx, &mut divergence);
         self.recorder.record(divergence);
-    }
-}
-
-impl Recorder {
-    fn found_at(&self, divergence: &Divergence) -> bool {
-        let found = self.found.lock().unwrap_or_else(|e| e.into_inner());
-        found.iter().any(|d| d.same_place(divergence))
     }
 }
 
