@@ -73,7 +73,7 @@ impl K8sLookup {
 impl LookupPlugin for K8sLookup {
     fn run(
         &self,
-        _ctx: &Context,
+        ctx: &Context,
         terms: &[Value],
         kwargs: &[(String, Value)],
     ) -> Result<Vec<Value>, Error> {
@@ -116,7 +116,16 @@ impl LookupPlugin for K8sLookup {
                 }
             }
         })?;
-        let objects = result.map_err(|e| failure(super::python::unhandled_in_lookup("k8s", &e)))?;
+        let objects = result.map_err(|e| {
+            failure(match ctx.templar().options().semantics {
+                // 2.19 words the plugin's failure itself, around the
+                // exception's text (`plugin_failure` in enka-template).
+                enka_template::Semantics::Ansible219 => super::python::exception_text(&e),
+                enka_template::Semantics::Ansible218 => {
+                    super::python::unhandled_in_lookup("k8s", &e)
+                }
+            })
+        })?;
         Ok(objects
             .into_iter()
             .map(|o| convert::json_view(Arc::new(o)))

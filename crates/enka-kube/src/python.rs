@@ -116,6 +116,15 @@ fn exception_class(err: &Error) -> &'static str {
     }
 }
 
+/// The text of the Python client's exception for `err`, as `str()` gives it.
+pub fn exception_text(err: &Error) -> String {
+    match err {
+        Error::UnknownKind { api_version, kind } => no_matches(api_version, kind),
+        Error::Api { .. } => api_error_text(err),
+        Error::Transport(_) => err.to_string(),
+    }
+}
+
 /// What Ansible reports when kubernetes.core's `k8s` lookup raises the
 /// Python client's exception for `err` (the lookup catches only a missing
 /// object): the class and its text, which Ansible repeats.
@@ -124,11 +133,7 @@ pub fn unhandled_in_lookup(plugin: &str, err: &Error) -> String {
         Error::Transport(_) => "urllib3.exceptions",
         _ => "kubernetes.dynamic.exceptions",
     };
-    let text = match err {
-        Error::UnknownKind { api_version, kind } => no_matches(api_version, kind),
-        Error::Api { .. } => api_error_text(err),
-        Error::Transport(_) => err.to_string(),
-    };
+    let text = exception_text(err);
     format!(
         "An unhandled exception occurred while running the lookup plugin '{plugin}'. Error was a <class '{module}.{}'>, original message: {text}. {text}",
         exception_class(err)

@@ -83,7 +83,10 @@ impl Runner {
             delegated: delegated.as_ref(),
             meta_action: meta_action.as_deref(),
         };
-        let outcome = self.attempts(attempt).await;
+        let outcome = self
+            .attempts(attempt)
+            .await
+            .map(|result| normalized_failure(result, self.templar.options().semantics));
         let failed = match &outcome {
             Ok(result) => result.is_failed(),
             Err(flow) => matches!(flow, Flow::Failed(_)),
@@ -321,6 +324,22 @@ impl Runner {
         }
         judged_scope
     }
+}
+
+/// 2.19's words for a failed result that says nothing (`failed_when`
+/// without a message): its task error's brief message, which the result
+/// then carries as `msg` (TaskExecutor._execute's error normalization).
+pub(super) const ACTION_FAILED_UNKNOWN: &str = "Task failed: Action failed: Unknown error.";
+
+/// A failed result without a `msg`, as 2.19 normalizes it; 2.18 leaves it.
+fn normalized_failure(mut result: TaskResult, semantics: enka_template::Semantics) -> TaskResult {
+    if semantics == enka_template::Semantics::Ansible219
+        && result.is_failed()
+        && result.get("msg").is_none()
+    {
+        result.set("msg", Value::from(ACTION_FAILED_UNKNOWN));
+    }
+    result
 }
 
 /// Why an `until` loop ended without success: an internal key of the

@@ -58,6 +58,26 @@ pub fn register(env: &mut Environment<'static>) {
     });
 }
 
+/// A lookup's own failure as the project's line words it: 2.18 raises the
+/// plugin's error as it is (kubernetes.core's `k8s` words it itself);
+/// 2.19 wraps every failure of a plugin
+/// (`AnsibleTemplatePluginRuntimeError`).
+fn plugin_failure(ctx: &Context, name: &str, err: Error) -> Error {
+    if ctx.templar().options().semantics != crate::Semantics::Ansible219
+        || err.kind() != ErrorKind::InvalidOperation
+    {
+        return err;
+    }
+    let detail = err.detail().unwrap_or_default();
+    if detail.starts_with("The lookup plugin '") {
+        return err;
+    }
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!("The lookup plugin '{}' failed: {detail}", short_name(name)),
+    )
+}
+
 fn context(state: &State) -> Result<Context, Error> {
     state
         .lookup(CONTEXT_VAR)
@@ -102,7 +122,7 @@ fn dispatch(
                 Value::from(())
             });
         }
-        Err(err) => return Err(err),
+        Err(err) => return Err(plugin_failure(&ctx, name, err)),
     };
     // Templar._lookup: a non-empty result, unless unsafe results are
     // allowed, is joined (when not wanted as a list) and wrapped unsafe, and
