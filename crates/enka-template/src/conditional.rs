@@ -1,3 +1,5 @@
+//! How a condition came out ([`Judgement`]), the settings that decide what
+//! a result that is not a boolean does ([`ConditionalInspections`]), and
 //! ansible-core 2.19's conditionals (`TemplateEngine.evaluate_conditional`):
 //! a condition is a string expression whose result must be a boolean.
 //!
@@ -14,7 +16,7 @@ use minijinja::Value;
 use minijinja::value::ValueKind;
 
 use crate::error::{Error, ErrorKind};
-use crate::{Context, Judgement, Templar, context, pyrepr};
+use crate::{Context, Semantics, Templar, context, pyrepr};
 
 impl Templar {
     /// [`Templar::judge`] under 2.19's rules.
@@ -111,4 +113,85 @@ fn broken(message: &str) -> Error {
 /// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` under 2.19 (false unless set).
 fn allow_broken() -> bool {
     crate::ConditionalInspections::get().allow_broken(crate::Semantics::Ansible219)
+}
+
+/// How a conditional came out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    /// Whether it holds.
+    pub holds: bool,
+    /// The Python type name of a result that was not a boolean.
+    pub not_boolean: Option<String>,
+    /// The condition held `{{ }}` or `{% %}`, which Ansible warns about.
+    pub delimiters: bool,
+}
+
+impl Judgement {
+    /// Ansible's warning for a condition written with `{{ }}` or `{% %}`
+    /// (Conditional._check_conditional), or `None`.
+    pub fn delimiters_warning(&self, condition: &Value) -> Option<String> {
+        self.delimiters.then(|| {
+            format!(
+                "conditional statements should not include jinja2 templating delimiters such as {{{{ }}}} or {{% %}}. Found: {}",
+                pyrepr::to_text(condition)
+            )
+        })
+    }
+
+    /// 2.18's deprecation of a result that was not a boolean, `place`
+    /// saying where the condition is written (`location file 6:13`,
+    /// `unknown location (conditional: 1)`), or `None`.
+    pub fn not_boolean_deprecation(&self, place: &str) -> Option<String> {
+        let type_name = self.not_boolean.as_deref()?;
+        let result = if self.holds { "True" } else { "False" };
+        Some(format!(
+            "Conditional result at {place} was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {result}."
+        ))
+    }
+
+    pub(crate) fn boolean(holds: bool) -> Self {
+        Judgement {
+            holds,
+            not_boolean: None,
+            delimiters: false,
+        }
+    }
+}
+
+/// ansible-core's settings for conditionals whose result is not a
+/// boolean, read from the environment as its config reads them.
+pub(crate) struct ConditionalInspections {
+    /// `_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS` is not set: results are
+    /// inspected at all (2.18's backport).
+    pub(crate) enabled: bool,
+    /// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` when set: such a result is
+    /// deprecated, not an error. Unset, 2.18 allows it and 2.19 does not.
+    allow_broken_setting: Option<bool>,
+}
+
+impl ConditionalInspections {
+    /// Whether a result that is not a boolean passes under `semantics`.
+    pub(crate) fn allow_broken(&self, semantics: Semantics) -> bool {
+        self.allow_broken_setting
+            .unwrap_or(semantics == Semantics::Ansible218)
+    }
+
+    /// Read once per process: conditions are evaluated on every reconcile.
+    pub(crate) fn get() -> &'static Self {
+        static INSPECTIONS: std::sync::OnceLock<ConditionalInspections> =
+            std::sync::OnceLock::new();
+        INSPECTIONS.get_or_init(Self::from_env)
+    }
+
+    fn from_env() -> Self {
+        let flag = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| crate::predicates::strict_boolean(&Value::from(v)))
+        };
+        ConditionalInspections {
+            enabled: !flag("_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS").unwrap_or(false),
+            allow_broken_setting: flag("ANSIBLE_ALLOW_BROKEN_CONDITIONALS"),
+        }
+    }
 }

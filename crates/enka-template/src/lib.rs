@@ -58,6 +58,8 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use source::{check_source, escape_backslashes, keeps_text, single_var};
 
+pub(crate) use conditional::ConditionalInspections;
+pub use conditional::Judgement;
 pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
     is_possibly_template, mark_unsafe,
@@ -951,87 +953,6 @@ impl Templar {
             truth == "True",
             (!type_name.is_empty()).then(|| type_name.to_owned()),
         ))
-    }
-}
-
-/// How a conditional came out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Judgement {
-    /// Whether it holds.
-    pub holds: bool,
-    /// The Python type name of a result that was not a boolean.
-    pub not_boolean: Option<String>,
-    /// The condition held `{{ }}` or `{% %}`, which Ansible warns about.
-    pub delimiters: bool,
-}
-
-impl Judgement {
-    /// Ansible's warning for a condition written with `{{ }}` or `{% %}`
-    /// (Conditional._check_conditional), or `None`.
-    pub fn delimiters_warning(&self, condition: &Value) -> Option<String> {
-        self.delimiters.then(|| {
-            format!(
-                "conditional statements should not include jinja2 templating delimiters such as {{{{ }}}} or {{% %}}. Found: {}",
-                pyrepr::to_text(condition)
-            )
-        })
-    }
-
-    /// 2.18's deprecation of a result that was not a boolean, `place`
-    /// saying where the condition is written (`location file 6:13`,
-    /// `unknown location (conditional: 1)`), or `None`.
-    pub fn not_boolean_deprecation(&self, place: &str) -> Option<String> {
-        let type_name = self.not_boolean.as_deref()?;
-        let result = if self.holds { "True" } else { "False" };
-        Some(format!(
-            "Conditional result at {place} was of type '{type_name}'. Conditional results should only be True or False. The result was interpreted as {result}."
-        ))
-    }
-
-    pub(crate) fn boolean(holds: bool) -> Self {
-        Judgement {
-            holds,
-            not_boolean: None,
-            delimiters: false,
-        }
-    }
-}
-
-/// ansible-core's settings for conditionals whose result is not a
-/// boolean, read from the environment as its config reads them.
-pub(crate) struct ConditionalInspections {
-    /// `_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS` is not set: results are
-    /// inspected at all (2.18's backport).
-    enabled: bool,
-    /// `ANSIBLE_ALLOW_BROKEN_CONDITIONALS` when set: such a result is
-    /// deprecated, not an error. Unset, 2.18 allows it and 2.19 does not.
-    allow_broken_setting: Option<bool>,
-}
-
-impl ConditionalInspections {
-    /// Whether a result that is not a boolean passes under `semantics`.
-    pub(crate) fn allow_broken(&self, semantics: Semantics) -> bool {
-        self.allow_broken_setting
-            .unwrap_or(semantics == Semantics::Ansible218)
-    }
-
-    /// Read once per process: conditions are evaluated on every reconcile.
-    pub(crate) fn get() -> &'static Self {
-        static INSPECTIONS: std::sync::OnceLock<ConditionalInspections> =
-            std::sync::OnceLock::new();
-        INSPECTIONS.get_or_init(Self::from_env)
-    }
-
-    fn from_env() -> Self {
-        let flag = |name: &str| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| predicates::strict_boolean(&Value::from(v)))
-        };
-        ConditionalInspections {
-            enabled: !flag("_ANSIBLE_DISABLE_BACKPORTED_INSPECTIONS").unwrap_or(false),
-            allow_broken_setting: flag("ANSIBLE_ALLOW_BROKEN_CONDITIONALS"),
-        }
     }
 }
 
