@@ -179,6 +179,26 @@ pub struct Divergence {
 }
 
 impl Divergence {
+    /// A divergence met once at `ctx`'s place, its variables not read yet.
+    fn new(
+        ctx: &Context,
+        kind: Kind,
+        source: String,
+        [under_218, under_219]: [Outcome; 2],
+    ) -> Self {
+        Divergence {
+            origin: ctx.origin.clone(),
+            kind,
+            source,
+            under_218,
+            under_219,
+            vars: BTreeMap::new(),
+            unsafe_vars: BTreeSet::new(),
+            vars_complete: true,
+            count: 1,
+        }
+    }
+
     fn same_place(&self, other: &Divergence) -> bool {
         self.origin == other.origin && self.kind == other.kind && self.source == other.source
     }
@@ -299,17 +319,7 @@ impl Shadow {
             Semantics::Ansible218 => (primary, other),
             Semantics::Ansible219 => (other, primary),
         };
-        let mut divergence = Divergence {
-            origin: ctx.origin.clone(),
-            kind,
-            source: source.to_owned(),
-            under_218,
-            under_219,
-            vars: BTreeMap::new(),
-            unsafe_vars: BTreeSet::new(),
-            vars_complete: true,
-            count: 1,
-        };
+        let mut divergence = Divergence::new(ctx, kind, source.to_owned(), [under_218, under_219]);
         // The variables are read once per place: a loop meets it often.
         if self.recorder.met_again(&divergence) {
             return;
@@ -473,17 +483,9 @@ impl Templar {
             return;
         };
         let [under_218, under_219] = values.map(|v| Outcome::of_value(&Ok(v)));
-        shadow.recorder.record(Divergence {
-            origin: ctx.origin.clone(),
-            kind,
-            source: what,
-            under_218,
-            under_219,
-            vars: BTreeMap::new(),
-            unsafe_vars: BTreeSet::new(),
-            vars_complete: true,
-            count: 1,
-        });
+        shadow
+            .recorder
+            .record(Divergence::new(ctx, kind, what, [under_218, under_219]));
     }
 
     /// The top-level variable names `source` reads.
