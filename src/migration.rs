@@ -226,6 +226,7 @@ pub fn to_json(found: &[Divergence]) -> Json {
                 "vars": d.vars,
                 "unsafe_vars": d.unsafe_vars,
                 "vars_complete": d.vars_complete,
+                "stable": d.stable,
                 "count": d.count,
             })
         })
@@ -274,6 +275,7 @@ mod tests {
             vars: BTreeMap::new(),
             unsafe_vars: BTreeSet::new(),
             vars_complete: true,
+            stable: true,
             count: 1,
         }
     }

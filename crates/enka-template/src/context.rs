@@ -403,6 +403,17 @@ impl Context {
         }
     }
 
+    /// A context over the same variables and place rendering with
+    /// `templar`, sharing no state with this one: the migration report's
+    /// second renders leave the run's own render as it was.
+    pub(crate) fn isolated(&self, templar: Arc<Templar>) -> Self {
+        Context {
+            templar,
+            tainted: Arc::default(),
+            ..self.fresh()
+        }
+    }
+
     /// This context as a template value.
     pub(crate) fn to_value(&self) -> Value {
         Value::from_object(self.clone())

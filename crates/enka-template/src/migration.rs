@@ -103,6 +103,14 @@ impl Outcome {
         }
     }
 
+    /// The Python type name of a value; `None` for a failure.
+    pub fn type_name(&self) -> Option<&str> {
+        match self {
+            Outcome::Value { type_name, .. } => Some(type_name),
+            Outcome::Failed(_) => None,
+        }
+    }
+
     /// Whether the two lines agree: the same value of the same type, or
     /// both failing (their messages differ between lines by design).
     fn agrees_with(&self, other: &Outcome) -> bool {
@@ -174,6 +182,10 @@ pub struct Divergence {
     pub unsafe_vars: BTreeSet<String>,
     /// Whether every variable it read is in `vars`.
     pub vars_complete: bool,
+    /// Whether the text gives the same value each time it is rendered; the
+    /// values of one that does not (`lookup('password')`) are a sample, and
+    /// only their types tell the lines apart.
+    pub stable: bool,
     /// How many times the run met it.
     pub count: usize,
 }
@@ -195,12 +207,22 @@ impl Divergence {
             vars: BTreeMap::new(),
             unsafe_vars: BTreeSet::new(),
             vars_complete: true,
+            stable: true,
             count: 1,
         }
     }
 
+    /// Whether `other` is the same text at the same place: a condition
+    /// placed exactly (a block's or an include's `when`, inherited by each
+    /// task under it) is one place whichever task met it.
     fn same_place(&self, other: &Divergence) -> bool {
-        self.origin == other.origin && self.kind == other.kind && self.source == other.source
+        let place = |d: &Divergence| {
+            d.origin.as_ref().map(|o| {
+                let task = if o.exact { "" } else { o.task.as_str() };
+                (o.file.clone(), o.line, o.column, task.to_owned())
+            })
+        };
+        self.kind == other.kind && self.source == other.source && place(self) == place(other)
     }
 }
 
@@ -262,12 +284,9 @@ pub(crate) struct Shadow {
 }
 
 impl Shadow {
-    /// `ctx` for the shadow: the same variables and place, nothing cached.
+    /// `ctx` for the shadow: the same variables and place, nothing shared.
     fn context(&self, ctx: &Context) -> Context {
-        Context {
-            templar: self.templar.clone(),
-            ..ctx.fresh()
-        }
+        ctx.isolated(self.templar.clone())
     }
 
     /// Renders `source` as the other line does and records a disagreement
@@ -281,7 +300,19 @@ impl Shadow {
     ) {
         let other = self.templar.template_str(source, &self.context(ctx));
         let (primary, other) = (Outcome::of_value(primary), Outcome::of_value(&other));
-        self.compare(own, Kind::Template, source, ctx, primary, other);
+        if primary.agrees_with(&other) {
+            return;
+        }
+        // A template that does not give the same twice (a random password,
+        // `now()`, a lookup of what the run just changed) tells the lines
+        // apart by its type only: rendered again by its own line, a value
+        // that does not repeat is no finding.
+        let again = own.render_str(source, &ctx.isolated(ctx.templar.clone()));
+        let stable = primary.agrees_with(&Outcome::of_value(&again));
+        if !stable && primary.type_name() == other.type_name() {
+            return;
+        }
+        self.compare(own, Kind::Template, source, ctx, [primary, other], stable);
     }
 
     /// [`Shadow::template`] for a condition.
@@ -300,17 +331,19 @@ impl Shadow {
             Outcome::of_judgement(primary),
             Outcome::of_judgement(&other),
         );
-        self.compare(own, Kind::Condition, source, ctx, primary, other);
+        self.compare(own, Kind::Condition, source, ctx, [primary, other], true);
     }
 
+    /// Records `primary` (the project's line) and `other` when they differ;
+    /// `stable` says whether the text gives the same value every time.
     fn compare(
         &self,
         own: &Templar,
         kind: Kind,
         source: &str,
         ctx: &Context,
-        primary: Outcome,
-        other: Outcome,
+        [primary, other]: [Outcome; 2],
+        stable: bool,
     ) {
         if primary.agrees_with(&other) {
             return;
@@ -320,6 +353,7 @@ impl Shadow {
             Semantics::Ansible219 => (other, primary),
         };
         let mut divergence = Divergence::new(ctx, kind, source.to_owned(), [under_218, under_219]);
+        divergence.stable = stable;
         // The variables are read once per place: a loop meets it often.
         if self.recorder.met_again(&divergence) {
             return;

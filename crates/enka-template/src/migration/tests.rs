@@ -158,3 +158,49 @@ fn untrusted_variables_are_named() {
     let found = recorder.divergences();
     assert!(found[0].unsafe_vars.contains("size"), "{found:?}");
 }
+
+#[test]
+fn a_template_whose_value_does_not_repeat_is_told_apart_by_type_only() {
+    let (templar, recorder) = templar(Semantics::Ansible218);
+    let ctx = context(&templar, vec![("items", items())]);
+    // Text under both lines, a different value each render.
+    templar
+        .template_str("{{ 1000000000 | random }}-x", &ctx)
+        .unwrap();
+    assert!(recorder.is_empty(), "{:?}", recorder.divergences());
+    // Text under 2.18, an integer under 2.19, whatever the value.
+    templar
+        .template_str("{{ 1000000000 | random }}", &ctx)
+        .unwrap();
+    let found = recorder.divergences();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(!found[0].stable);
+    assert_eq!(found[0].under_218.type_name(), Some("str"));
+    assert_eq!(found[0].under_219.type_name(), Some("int"));
+}
+
+#[test]
+fn a_condition_placed_exactly_is_one_place_for_every_task_under_it() {
+    let (templar, recorder) = templar(Semantics::Ansible218);
+    for task in ["first", "second"] {
+        let ctx = Context::new(
+            templar.clone(),
+            Arc::new(VarList(vec![(
+                "name".to_owned(),
+                Var::templated(Value::from("x")),
+            )])),
+            Arc::from(Vec::new()),
+        )
+        .at(Arc::new(Origin {
+            file: PathBuf::from("roles/r/tasks/main.yml"),
+            line: 9,
+            column: 11,
+            task: task.to_owned(),
+            exact: true,
+        }));
+        assert!(templar.evaluate(&Value::from("name"), &ctx).unwrap());
+    }
+    let found = recorder.divergences();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].count, 2);
+}
