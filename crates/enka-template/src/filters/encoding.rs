@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use base64::Engine as _;
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Error, Value};
+use minijinja::{Error, State, Value};
 
 use super::{defined, invalid};
 use crate::pyrepr;
@@ -876,4 +876,47 @@ pub(super) fn sha1(value: &Value) -> Result<Value, Error> {
 
 pub(super) fn md5(value: &Value) -> Result<Value, Error> {
     hash(value, Some("md5".into()))
+}
+
+/// Jinja's `tojson`: minijinja's, its keys sorted under 2.19, whose
+/// environment keeps Jinja's `sort_keys=True` (2.18's dumped them in order).
+pub(super) fn tojson(
+    state: &State,
+    value: &Value,
+    indent: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let value = match super::semantics(state) {
+        crate::Semantics::Ansible219 => sorted_keys(value),
+        crate::Semantics::Ansible218 => value.clone(),
+    };
+    minijinja::filters::tojson(&value, indent, kwargs)
+}
+
+/// `value` with every mapping's keys in sorted order, at any depth.
+fn sorted_keys(value: &Value) -> Value {
+    match value.kind() {
+        ValueKind::Map => {
+            let mut pairs: Vec<(Value, Value)> = value
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .map(|key| {
+                    let item = value.get_item(&key).unwrap_or_default();
+                    (key, sorted_keys(&item))
+                })
+                .collect();
+            pairs.sort_by(|(a, _), (b, _)| a.cmp(b));
+            Value::from_pairs(pairs)
+        }
+        ValueKind::Seq => Value::from(
+            value
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .map(|item| sorted_keys(&item))
+                .collect::<Vec<_>>(),
+        ),
+        _ => value.clone(),
+    }
 }

@@ -105,6 +105,7 @@ pub fn register(env: &mut Environment<'static>) {
     // encoding
     add!(env, "b64encode", encoding::b64encode);
     add!(env, "b64decode", encoding::b64decode);
+    env.add_filter("tojson", encoding::tojson);
     add!(env, "to_json", encoding::to_json);
     add!(env, "to_nice_json", encoding::to_nice_json);
     add!(env, "from_json", encoding::from_json);

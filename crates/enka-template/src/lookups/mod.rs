@@ -128,11 +128,12 @@ fn dispatch(
     // allowed, is joined (when not wanted as a list) and wrapped unsafe, and
     // so is the render that used it: a file holding `{{ x }}` is never
     // templated again, and its text is an `AnsibleUnsafeText`.
-    if values.is_empty() || allow_unsafe {
+    // 2.18 hands an allowed-unsafe result over as the plugin's list; 2.19
+    // shapes every result alike and only leaves it trusted.
+    let shaped_alike = ctx.templar().options().semantics.native();
+    if values.is_empty() || (allow_unsafe && !shaped_alike) {
         return Ok(Value::from(values));
     }
-    ctx.tainted
-        .store(true, std::sync::atomic::Ordering::Relaxed);
     let result = if wantlist {
         Value::from(values)
     } else if values.iter().all(|v| v.kind() == ValueKind::String) {
@@ -146,6 +147,11 @@ fn dispatch(
     } else {
         Value::from(values)
     };
+    if allow_unsafe {
+        return Ok(result);
+    }
+    ctx.tainted
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(mark_unsafe(&result))
 }
 
@@ -235,8 +241,8 @@ const LOOKUPS: &[(&str, Lookup)] = &[
     ("pipe", pipe),
     ("lines", lines),
     ("fileglob", fileglob_lookup),
-    ("sequence", |_, terms, options| {
-        sequence::run(terms, options)
+    ("sequence", |ctx, terms, options| {
+        sequence::run(terms, options, ctx.templar().options().semantics)
     }),
     ("nested", |_, terms, _| {
         lists::nested(terms, MAX_LOOKUP_ITEMS)

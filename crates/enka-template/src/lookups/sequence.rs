@@ -7,8 +7,19 @@ use minijinja::{Error, Value};
 use super::invalid;
 use crate::pyrepr;
 
-/// The sequence every term describes, one after the other.
-pub(super) fn run(terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
+/// The sequence every term describes, one after the other. From 2.19 the
+/// options alone describe one when no term is given.
+pub(super) fn run(
+    terms: &[Value],
+    options: &[(String, Value)],
+    semantics: crate::Semantics,
+) -> Result<Vec<Value>, Error> {
+    let blank = [Value::from("")];
+    let terms = if semantics.native() && terms.is_empty() && !options.is_empty() {
+        &blank[..]
+    } else {
+        terms
+    };
     let mut out = Vec::new();
     for term in terms {
         let mut spec = Spec::from_options(options)?;
@@ -388,7 +399,7 @@ mod tests {
     use super::*;
 
     fn seq(term: &str) -> Result<Vec<String>, String> {
-        run(&[Value::from(term)], &[])
+        run(&[Value::from(term)], &[], crate::Semantics::Ansible218)
             .map(|items| items.iter().map(pyrepr::to_text).collect())
             .map_err(|e| e.to_string())
     }
