@@ -39,8 +39,11 @@ use serde_json::Value as Json;
 const LINE_FLOORS: &[(&str, usize)] = &[("2.19", 1207), ("2.21", 1206)];
 
 /// How many of the play corpus' cases must match on each newer line, run
-/// with that line's worker.
-const PLAY_LINE_FLOORS: &[(&str, usize)] = &[("2.19", 137), ("2.21", 131)];
+/// with that line's worker: one below what an idle machine measures (137
+/// and 131), because `async_tasks_wait_or_return_a_job`'s late job races
+/// the async wrapper's kill against the poll one second in, as it does in
+/// Ansible, and a loaded machine can see either side of it.
+const PLAY_LINE_FLOORS: &[(&str, usize)] = &[("2.19", 136), ("2.21", 130)];
 
 /// Cases enka does not match yet, by `<group>::<source>` (templates, both
 /// through the library and `enka template`) or `play::<name>`, with why.
