@@ -106,9 +106,10 @@ impl Report {
 
 /// The report as text: one diagnostic per finding, then a summary line.
 pub fn render(found: &[Divergence]) -> String {
+    let mut files = TaskFiles::default();
     let mut out = String::new();
     for divergence in found {
-        out.push_str(&diagnostic(divergence));
+        out.push_str(&diagnostic(divergence, &mut files));
         out.push('\n');
     }
     let (plural, verb) = if found.len() == 1 {
@@ -124,10 +125,10 @@ pub fn render(found: &[Divergence]) -> String {
 }
 
 /// One finding as `enka check` writes a diagnostic.
-pub fn diagnostic(divergence: &Divergence) -> String {
+fn diagnostic(divergence: &Divergence, files: &mut TaskFiles) -> String {
     let place = match &divergence.origin {
         Some(origin) => {
-            let (line, column) = locate(origin, divergence);
+            let (line, column) = locate(origin, divergence, files);
             format!(
                 "{}:{line}:{column}: in task '{}'",
                 shown(&origin.file),
@@ -151,10 +152,10 @@ pub fn diagnostic(divergence: &Divergence) -> String {
 /// a condition, one that also names a condition keyword or is a list item);
 /// the task's own place when the text is not found as written (a folded
 /// scalar, a module's argument).
-fn locate(origin: &Origin, divergence: &Divergence) -> (u32, u32) {
+fn locate(origin: &Origin, divergence: &Divergence, files: &mut TaskFiles) -> (u32, u32) {
     let source = divergence.source.as_str();
     let fallback = (origin.line, origin.column);
-    if origin.exact {
+    if origin.exact || divergence.kind == Kind::Module {
         return fallback;
     }
     let Some(needle) = source
@@ -165,7 +166,7 @@ fn locate(origin: &Origin, divergence: &Divergence) -> (u32, u32) {
     else {
         return fallback;
     };
-    let Ok(text) = std::fs::read_to_string(&origin.file) else {
+    let Some(text) = files.text(&origin.file) else {
         return fallback;
     };
     let start = origin.line.saturating_sub(1) as usize;
@@ -189,21 +190,35 @@ fn locate(origin: &Origin, divergence: &Divergence) -> (u32, u32) {
     };
     let found = match divergence.kind {
         Kind::Condition => find(&as_condition).or_else(|| find(&|_, _| true)),
-        Kind::Template => find(&|_, _| true),
-        Kind::Module => None,
+        _ => find(&|_, _| true),
     };
     found.unwrap_or(fallback)
+}
+
+/// The task files one write of the report reads, each read once: many
+/// findings sit in one file.
+#[derive(Default)]
+struct TaskFiles(std::collections::HashMap<PathBuf, Option<String>>);
+
+impl TaskFiles {
+    fn text(&mut self, path: &Path) -> Option<&str> {
+        self.0
+            .entry(path.to_path_buf())
+            .or_insert_with(|| std::fs::read_to_string(path).ok())
+            .as_deref()
+    }
 }
 
 /// The report as JSON: each finding with its place, each line's outcome in
 /// the conformance oracle's shape, and the variables it read.
 pub fn to_json(found: &[Divergence]) -> Json {
+    let mut files = TaskFiles::default();
     let findings: Vec<Json> = found
         .iter()
         .map(|d| {
             let (file, line, column, task) = match &d.origin {
                 Some(origin) => {
-                    let (line, column) = locate(origin, d);
+                    let (line, column) = locate(origin, d, &mut files);
                     (
                         Json::from(shown(&origin.file)),
                         Json::from(line),
@@ -296,21 +311,30 @@ mod tests {
     fn a_template_is_placed_where_its_text_is() {
         let file = task_file("template");
         let d = divergence(&file, Kind::Template, "flag {{ n | length }}");
-        assert_eq!(locate(d.origin.as_deref().unwrap(), &d), (3, 11));
+        assert_eq!(
+            locate(d.origin.as_deref().unwrap(), &d, &mut TaskFiles::default()),
+            (3, 11)
+        );
     }
 
     #[test]
     fn a_condition_is_placed_at_its_keyword_not_at_the_same_word_elsewhere() {
         let file = task_file("condition");
         let d = divergence(&file, Kind::Condition, "flag");
-        assert_eq!(locate(d.origin.as_deref().unwrap(), &d), (4, 9));
+        assert_eq!(
+            locate(d.origin.as_deref().unwrap(), &d, &mut TaskFiles::default()),
+            (4, 9)
+        );
     }
 
     #[test]
     fn text_not_found_is_placed_at_the_task() {
         let file = task_file("missing");
         let d = divergence(&file, Kind::Template, "{{ folded }}");
-        assert_eq!(locate(d.origin.as_deref().unwrap(), &d), (1, 3));
+        assert_eq!(
+            locate(d.origin.as_deref().unwrap(), &d, &mut TaskFiles::default()),
+            (1, 3)
+        );
     }
 
     #[test]
