@@ -31,6 +31,7 @@ import select
 import shutil
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -270,8 +271,9 @@ def _run_in_fork(target, module_args, environment, deadline):
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "stdout_lines": stdout.splitlines()}
 
 
-class _TaskTimeout(Exception):
-    pass
+class _TaskTimeout(BaseException):
+    """A BaseException, as Ansible's own: an action's `except Exception` must
+    not swallow it."""
 
 
 def _exit_code(exit_):
@@ -343,6 +345,62 @@ def _wait(pid, deadline):
 class _Deadline:
     """The deadline of the task being served (monotonic seconds), or None."""
     value = None
+
+
+class _GroupedPopen(subprocess.Popen):
+    """The local connection's commands, each in its own process group, so
+    a timeout (or enka killing the worker) stops what the module started."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("process_group", 0)
+        super().__init__(*args, **kwargs)
+        _note_running_group(self.pid)
+        _GroupedPopen.latest = self.pid
+
+    latest = None
+
+
+# What the local connection sees as `subprocess`: the module, with Popen
+# grouping its children.
+_GROUPED_SUBPROCESS = type(subprocess)("subprocess")
+_GROUPED_SUBPROCESS.__dict__.update(vars(subprocess))
+_GROUPED_SUBPROCESS.Popen = _GroupedPopen
+
+
+@contextlib.contextmanager
+def _alarm_at_deadline():
+    """From 2.19 modules run through the local connection, outside the
+    fork that holds the deadline: as TaskExecutor does, an alarm ends the
+    action at the deadline, and the module's process group is killed."""
+    if not _DATA_TAGGING or _Deadline.value is None:
+        try:
+            yield
+        finally:
+            _forget_grouped()
+        return
+
+    def on_alarm(_signal, _frame):
+        if _GroupedPopen.latest is not None:
+            try:
+                os.killpg(_GroupedPopen.latest, signal.SIGKILL)
+            except OSError:
+                pass
+        raise _TaskTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, max(0.001, _Deadline.value - time.monotonic()))
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        _forget_grouped()
+
+
+def _forget_grouped():
+    if _GroupedPopen.latest is not None:
+        _GroupedPopen.latest = None
+        _note_running_group(None)
 
 
 def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, task_vars=None,
@@ -451,6 +509,7 @@ def _local_context(task):
         play_context = PlayContext()
         templar = Templar(loader=_LOADER, variables={})
         connection = plugin_loader.connection_loader.get("local", play_context, None)
+        sys.modules[type(connection).__module__].subprocess = _GROUPED_SUBPROCESS
         connection.set_options(task_keys=task.dump_attrs(), var_options={})
         connection._shell.set_options(task_keys=task.dump_attrs(), var_options={})
         _LOCAL = (play_context, connection, templar)
@@ -544,7 +603,8 @@ def _run_task(request):
     if handler is None:
         return {"failed": True, "msg": "the handler '%s' was not found" % handler_name}
     try:
-        result = handler.run(task_vars=variables)
+        with _alarm_at_deadline():
+            result = handler.run(task_vars=variables)
     except (AnsibleActionFail, AnsibleActionSkip) as failure:
         return failure.result
     finally:
@@ -1003,6 +1063,18 @@ def _error(exc):
     return "%s: %s" % (type(exc).__name__, to_text(exc))
 
 
+def _timed_out(module, period):
+    """TaskExecutor's result for a task its timeout ended, in each line's words."""
+    if _DATA_TAGGING:
+        return {"failed": True, "msg": "Task failed: Timed out after %d second(s)." % period,
+                "timedout": {"frame": "Configure `DISPLAY_TRACEBACK` to see a traceback on timeout errors.",
+                             "period": period}}
+    return {"failed": True,
+            "msg": "The %s action failed to execute in the expected time frame (%d) and was terminated"
+            % (module, period),
+            "timedout": {"frame": repr(sys._getframe()), "period": period}}
+
+
 def _serve(request):
     op = request.get("op")
     if _VAULT is None and op in ("run", "lookup") and _vault_configured():
@@ -1020,10 +1092,7 @@ def _serve(request):
             # TaskExecutor's words, naming the task's own timeout keyword
             # (else the time the reconcile had left).
             period = request.get("task_timeout") or int(request.get("timeout") or 0)
-            result = {"failed": True,
-                      "msg": "The %s action failed to execute in the expected time frame (%d) and was terminated"
-                      % (request.get("module"), period),
-                      "timedout": {"frame": repr(sys._getframe()), "period": period}}
+            result = _timed_out(request.get("module"), period)
         except AnsibleError as exc:
             result = {"failed": True, "msg": _error(exc)}
         except Exception as exc:  # noqa: BLE001 - Ansible reports these as the task's failure
