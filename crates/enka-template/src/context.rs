@@ -237,6 +237,9 @@ pub struct Context {
     pub(crate) undefined_keeps_raw: bool,
     /// The task this context renders for (the migration report's place).
     pub(crate) origin: Option<Arc<crate::migration::Origin>>,
+    /// The action of the task whose `with_<lookup>` loop runs the lookup
+    /// now (first_found picks its directory by it from 2.19).
+    pub(crate) with_action: Option<Arc<str>>,
 }
 
 impl Context {
@@ -256,6 +259,7 @@ impl Context {
             resolved: Arc::default(),
             undefined_keeps_raw: false,
             origin: None,
+            with_action: None,
         }
     }
 

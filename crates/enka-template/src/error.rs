@@ -81,6 +81,15 @@ pub struct Error {
     /// The expression whose value was undefined (`r.stdout`), when that
     /// is the error and the source shows it.
     undefined_expression: Option<String>,
+    /// The kind of plugin a name was not found as.
+    unknown_plugin: Option<PluginKind>,
+}
+
+/// A kind of Jinja plugin, as an error names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PluginKind {
+    Filter,
+    Test,
 }
 
 impl fmt::Display for Error {
@@ -113,6 +122,7 @@ impl Error {
             line: None,
             runtime_syntax: false,
             undefined_expression: None,
+            unknown_plugin: None,
         }
     }
 
@@ -177,6 +187,36 @@ impl Error {
     /// The message without the template.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The message in the words of `semantics`' line where they differ
+    /// from 2.18's: from 2.19 a syntax error is `Syntax error in
+    /// template: …`, and a name no plugin has `No filter named 'x'.`.
+    pub fn message_in(&self, semantics: super::Semantics) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        const SYNTAX: &str = "template syntax error: ";
+        if semantics == super::Semantics::Ansible218 || self.kind != ErrorKind::Syntax {
+            return Cow::Borrowed(&self.message);
+        }
+        let Some(cause) = self.message.strip_prefix(SYNTAX) else {
+            return Cow::Borrowed(&self.message);
+        };
+        let unknown = self.unknown_plugin.zip(
+            cause
+                .strip_prefix("Could not load \"")
+                .and_then(|rest| rest.split_once('"'))
+                .map(|(name, _)| name),
+        );
+        Cow::Owned(match unknown {
+            Some((plugin, name)) => {
+                let plugin = match plugin {
+                    PluginKind::Filter => "filter",
+                    PluginKind::Test => "test",
+                };
+                format!("Syntax error in template: No {plugin} named '{name}'.")
+            }
+            None => format!("Syntax error in template: {cause}"),
+        })
     }
 
     /// The template the error happened in, when known.
@@ -292,6 +332,11 @@ impl Error {
             undefined_expression: (kind == ErrorKind::Undefined)
                 .then_some(expression)
                 .flatten(),
+            unknown_plugin: match err.kind() {
+                K::UnknownFilter => Some(PluginKind::Filter),
+                K::UnknownTest => Some(PluginKind::Test),
+                _ => None,
+            },
         }
     }
 
@@ -305,6 +350,7 @@ impl Error {
             line: None,
             runtime_syntax: false,
             undefined_expression: None,
+            unknown_plugin: None,
         }
     }
 

@@ -69,7 +69,7 @@ pub use filters::core_to_bool as to_bool;
 pub use filters::{json_string, merge_hash, python_json, python_json_ascii};
 pub use lookups::is_native as is_native_lookup;
 pub use lookups::{
-    LookupPlugin, find_needle, normalize as normalize_path, query, render_template_file,
+    LookupPlugin, find_needle, normalize as normalize_path, query_as_with, render_template_file,
 };
 pub use predicates::strict_boolean;
 
@@ -249,8 +249,17 @@ impl TemplarBuilder {
         );
         // A condition's truth, and the type of a result that is not a
         // boolean (`True int`), which 2.18 deprecates.
-        env.add_function("__enka_truth", |value: &Value| {
-            if is_silent_undefined(value) {
+        env.add_function("__enka_truth", |state: &minijinja::State, value: &Value| {
+            if value.is_undefined() && is_silent_undefined(value) {
+                // An inline `if` that was false: false to 2.18; 2.19 keeps
+                // the expression's value, which Jinja's own undefined
+                // cannot be.
+                if filters::semantics(state) == Semantics::Ansible219 {
+                    return Err(minijinja::Error::new(
+                        minijinja::ErrorKind::InvalidOperation,
+                        "Error rendering expression: Type 'Undefined' is unsupported for variable storage.",
+                    ));
+                }
                 return Ok(Value::from("False"));
             }
             if value.is_undefined() {

@@ -352,6 +352,11 @@ pub(crate) fn python_remainder(
 
 fn percent(state: &mut State, lhs: &Value, rhs: &Value, tuple: bool) -> Result<Value, Error> {
     if let Some(format) = lhs.as_str() {
+        // Python takes a right operand that is no tuple but indexable (a
+        // list) as a mapping: a format without conversions uses nothing.
+        if !tuple && rhs.kind() == ValueKind::Seq && conversions(format) == 0 {
+            return python_format(state, lhs, Rest(Vec::new())).map(|r| keep_unsafe(lhs, r));
+        }
         let args: Vec<Value> = if tuple {
             rhs.try_iter()?.collect()
         } else {

@@ -147,7 +147,11 @@ impl LookupPlugin for PythonLookup {
         for (key, value) in options {
             kwargs.insert(key.clone(), json_of(value)?);
         }
-        let request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs, "vars": vars});
+        let mut request = json!({"op": "lookup", "name": self.name, "terms": terms, "kwargs": kwargs, "vars": vars});
+        if let Some(action) = &ctx.with_action {
+            request["invoked_as_with"] = json!(true);
+            request["task_action"] = json!(&**action);
+        }
         let answer = blocking(|| self.worker.call(request, None)).map_err(|err| match err {
             // The plugin's own error, as Ansible words it.
             enka_worker::WorkerError::Plugin(message) => {

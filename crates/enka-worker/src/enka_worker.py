@@ -603,7 +603,7 @@ def _run_task(request):
     if handler is None:
         return {"failed": True, "msg": "the handler '%s' was not found" % handler_name}
     try:
-        with _alarm_at_deadline():
+        with _alarm_at_deadline(), _task_context(task, variables):
             result = handler.run(task_vars=variables)
     except (AnsibleActionFail, AnsibleActionSkip) as failure:
         return failure.result
@@ -765,13 +765,57 @@ def _call_jinja(kind, request):
     return function(*args, **kwargs)
 
 
+class _ActionOnly:
+    """The task a `with_<lookup>` runs for, as the lookup sees it."""
+
+    def __init__(self, action):
+        self.action = action
+
+
 def _lookup_context(request):
     """What a lookup runs inside from 2.19 on: the context that says whether
-    it was invoked as `with_<lookup>` (first_found reads it); nothing before."""
+    it was invoked as `with_<lookup>`, and for which task's action
+    (first_found picks its directory by it); nothing before."""
+    stack = contextlib.ExitStack()
+    if not _DATA_TAGGING:
+        return stack
+    from ansible._internal._templating._jinja_plugins import _LookupContext
+    as_with = bool(request.get("invoked_as_with"))
+    stack.enter_context(_LookupContext(invoked_as_with=as_with))
+    if as_with:
+        stack.enter_context(_task_context(_ActionOnly(request.get("task_action") or ""), {}))
+    return stack
+
+
+def _task_context(task, variables):
+    """The ambient TaskContext that actions and lookups read from 2.19 on
+    (2.21's is made by `create`, with the host's pending changes)."""
     if not _DATA_TAGGING:
         return contextlib.nullcontext()
-    from ansible._internal._templating._jinja_plugins import _LookupContext
-    return _LookupContext(invoked_as_with=bool(request.get("invoked_as_with")))
+    from ansible._internal import _task as task_internals
+    context = task_internals.TaskContext
+    if not hasattr(context, "create"):
+        return context(task=task)
+    made = context.create(task=task, task_vars=variables,
+                          host_name=variables.get("inventory_hostname") or "localhost")
+    if hasattr(task_internals, "PendingChanges"):
+        made.pending_changes = task_internals.PendingChanges()
+    # 2.21's add_host and group_by call the strategy's inventory; enka's
+    # engine keeps the inventory and applies the `add_host`/`add_group` the
+    # result carries, as up to 2.20, judging `changed` itself.
+    made.__dict__["inventory_rpc_client"] = _InventoryInEnka()
+    return made
+
+
+class _InventoryInEnka:
+    """The inventory client an action sees in the worker: the engine, not
+    the worker, changes the inventory."""
+
+    def add_host(self, _request):
+        return False
+
+    def add_group(self, _host_name, _request):
+        return False
 
 
 def _lookup(request):

@@ -2,7 +2,7 @@
 //! strict booleans.
 
 use enka_project::role::{Location, Task, ansible_excerpt};
-use enka_template::{Context, Error as TemplateError, Templar};
+use enka_template::{Context, Error as TemplateError, Semantics, Templar};
 use minijinja::Value;
 
 use super::outcome::fail_result;
@@ -160,9 +160,34 @@ impl Runner {
             .map_err(|err| self.template_failure(task, keyword, &err))
     }
 
+    /// A `loop_control.break_when` that could not be evaluated.
     pub(super) fn conditional_failure(&self, task: &Task, err: &TemplateError) -> Flow {
-        let message = conditional_error(err);
+        let message = match self.semantics() {
+            Semantics::Ansible218 => conditional_error(err),
+            Semantics::Ansible219 => condition_error_219(err, None),
+        };
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
+    }
+
+    /// The error of a condition written at `at` in `task`'s file, as the
+    /// run's line words a task's failure for it: 2.18's quoted condition
+    /// and where it is written, 2.19's `Task failed:` and its origin.
+    pub(super) fn condition_failure_text(
+        &self,
+        task: &Task,
+        at: Option<enka_yaml::Pos>,
+        err: &TemplateError,
+    ) -> String {
+        match self.semantics() {
+            Semantics::Ansible218 => located(conditional_error(err), task, at),
+            Semantics::Ansible219 => {
+                let written = Location {
+                    file: task.location.file.clone(),
+                    pos: at,
+                };
+                format!("Task failed: {}", condition_error_219(err, Some(&written)))
+            }
+        }
     }
 
     /// The `index`-th condition of task keyword `keyword` (`until`) could
@@ -174,22 +199,29 @@ impl Runner {
         index: usize,
         err: &TemplateError,
     ) -> Flow {
-        let message = located(
-            conditional_error(err),
-            task,
-            condition_at(task, keyword, index),
-        );
+        let message = self.condition_failure_text(task, condition_at(task, keyword, index), err);
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }
 
     /// A `when` that could not be evaluated: Ansible's message, then where
     /// the condition is written, as its errors show it.
     pub(super) fn when_failure(&self, task: &Task, when: &WhenError) -> Flow {
-        let mut message = conditional_error(&when.err);
-        if let Some(excerpt) = when.at.as_ref().and_then(ansible_excerpt) {
-            message.push_str("\n\n");
-            message.push_str(&excerpt);
-        }
+        let message = match self.semantics() {
+            Semantics::Ansible218 => {
+                let mut message = conditional_error(&when.err);
+                if let Some(excerpt) = when.at.as_ref().and_then(ansible_excerpt) {
+                    message.push_str("\n\n");
+                    message.push_str(&excerpt);
+                }
+                message
+            }
+            Semantics::Ansible219 => {
+                format!(
+                    "Task failed: {}",
+                    condition_error_219(&when.err, when.at.as_ref())
+                )
+            }
+        };
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }
 }
@@ -241,6 +273,33 @@ pub(super) fn located(mut message: String, task: &Task, at: Option<enka_yaml::Po
         message.push_str(&excerpt);
     }
     message
+}
+
+/// 2.19's message for a condition that could not be evaluated: the
+/// error's own, a result that is no boolean naming where it came from.
+/// (2.19 names the origin of the value; for a value a variable holds that
+/// is where the variable is written, which enka does not track: it names
+/// the condition, the origin of every value the condition computes.)
+pub(super) fn condition_error_219(err: &TemplateError, at: Option<&Location>) -> String {
+    let message = err.message_in(Semantics::Ansible219);
+    const NOT_BOOLEAN: &str = ". Conditionals must have a boolean result.";
+    match (at, message.strip_suffix(NOT_BOOLEAN)) {
+        (
+            Some(Location {
+                file,
+                pos: Some(pos),
+            }),
+            Some(head),
+        ) if head.starts_with("Conditional result (") => {
+            format!(
+                "{head} at '{}:{}:{}'{NOT_BOOLEAN}",
+                file.display(),
+                pos.line,
+                pos.col
+            )
+        }
+        _ => message.into_owned(),
+    }
 }
 
 /// Ansible's message for a condition that could not be evaluated, quoting

@@ -117,12 +117,7 @@ impl Runner {
                     .iter()
                     .find(|(name, _)| &**name == argument)
                     .and_then(|(_, positions)| positions.get(index).copied().flatten());
-                let message = super::conditions::located(
-                    super::conditions::conditional_error(&error),
-                    task,
-                    at,
-                );
-                TaskResult::task_error(message)
+                TaskResult::task_error(self.condition_failure_text(task, at, &error))
             }
             Err(err) => TaskResult::failed(err.to_string()),
         }
@@ -235,7 +230,7 @@ impl Runner {
         &self,
         module: &ModuleRef,
         args: &Value,
-        err: &enka_template::Error,
+        cause: &str,
         ctx: &Context,
     ) -> String {
         let failing = args.try_iter().into_iter().flatten().find(|key| {
@@ -247,11 +242,11 @@ impl Runner {
             Some(key) => format!(
                 "Task failed: Finalization of task args for '{action}' failed: Error while resolving value for '{}': {}",
                 enka_template::pyrepr::to_text(&key),
-                err.message()
+                cause
             ),
             None => format!(
                 "Task failed: Finalization of task args for '{action}' failed: {}",
-                err.message()
+                cause
             ),
         }
     }
@@ -278,19 +273,29 @@ impl Runner {
         };
         let templated = match self.templar.template_value(args, ctx) {
             Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
+                Ok(v) if self.semantics() == Semantics::Ansible219 => sorted_by_key(&v),
                 Ok(v) => v,
                 Err(message) => return Err(TaskResult::task_error(message)),
             },
             Err(err) => {
-                if let Some((class, text)) = err.python_exception() {
-                    return Err(exception_result(class, &text, err.line()));
-                }
-                let message = match self.templar.options().semantics {
-                    Semantics::Ansible219 => self.finalization_failure(module, args, &err, ctx),
-                    Semantics::Ansible218 if err.is_undefined() => {
+                let python = err.python_exception();
+                let message = match (self.semantics(), python) {
+                    (Semantics::Ansible218, Some((class, text))) => {
+                        return Err(exception_result(class, &text, err.line()));
+                    }
+                    // 2.19 catches what Jinja raises while rendering.
+                    (Semantics::Ansible219, Some(("ZeroDivisionError", text))) => {
+                        let cause = format!("Error rendering template: {text}");
+                        self.finalization_failure(module, args, &cause, ctx)
+                    }
+                    (Semantics::Ansible219, _) => {
+                        let cause = err.message_in(Semantics::Ansible219);
+                        self.finalization_failure(module, args, &cause, ctx)
+                    }
+                    (Semantics::Ansible218, None) if err.is_undefined() => {
                         undefined_in_arguments(task, &err)
                     }
-                    Semantics::Ansible218 => err.ansible_message(),
+                    (Semantics::Ansible218, None) => err.ansible_message(),
                 };
                 return Err(TaskResult::task_error(message));
             }
@@ -401,6 +406,27 @@ impl Runner {
             ignore_unreachable: None,
             fails_task: false,
             shown_before: Vec::new(),
+            raised: false,
         }
     }
+}
+
+/// A mapping with its keys in order: 2.19 finalizes a task's arguments
+/// through a chain of layers whose keys it sorts (so `set_fact` sets its
+/// variables in that order). Anything else as it is.
+fn sorted_by_key(args: &Value) -> Value {
+    if args.kind() != ValueKind::Map {
+        return args.clone();
+    }
+    let mut pairs: Vec<(Value, Value)> = args
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|key| {
+            let value = args.get_item(&key).unwrap_or_default();
+            (key, value)
+        })
+        .collect();
+    pairs.sort_by(|(a, _), (b, _)| a.cmp(b));
+    Value::from_pairs(pairs)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use enka_project::role::{Action, LoopKind, Task};
 use enka_template::time::seconds;
-use enka_template::{Context, Var};
+use enka_template::{Context, Semantics, Var};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
@@ -73,12 +73,17 @@ impl Runner {
                 return Err(self.template_failure(task, "loop", &err));
             }
         };
-        let items = loop_list(&looping.kind, raw, ctx, lenient);
+        let action = match &task.action {
+            Action::Module { module, .. } => module.name(),
+            _ => "",
+        };
+        let items = loop_list(&looping.kind, raw, ctx, lenient, action);
         // Items of a with_* loop come from a lookup, which Ansible wraps as
         // unsafe (TaskExecutor._get_loop_items); `loop` items are templated
-        // values.
+        // values, which 2.18 templates again and 2.19 never does (what a
+        // template rendered is no template).
         let items = match &looping.kind {
-            LoopKind::List => items,
+            LoopKind::List if self.semantics() == Semantics::Ansible218 => items,
             _ => items.map(|items| items.iter().map(enka_template::mark_unsafe).collect()),
         };
         match items {
@@ -138,10 +143,10 @@ impl Runner {
             .map_err(|flow| censor(flow, no_log))?;
         let mut results = Vec::with_capacity(items.len());
         let mut scope = scope;
-        // TaskExecutor.run: an item whose condition or arguments
-        // cannot be templated ends the loop, and the task fails as
-        // a whole with that error: no `results`, and none of the
-        // facts the items before it set.
+        // TaskExecutor.run up to 2.18: an item whose condition or
+        // arguments cannot be templated ends the loop, and the task fails
+        // as a whole with that error: no `results`, and none of the facts
+        // the items before it set.
         let before = self.fact_state();
         let mut aborted = None;
         let mut first_no_log = None;
@@ -160,7 +165,11 @@ impl Runner {
             let outcome = self
                 .run_item(frame, task, module, args, item_scope, item_modes)
                 .await;
-            let mut result = item_outcome(outcome, item_no_log)?;
+            let mut result = self.in_line(item_outcome(outcome, item_no_log)?);
+            if result.fails_task && self.semantics() == Semantics::Ansible219 {
+                // From 2.19 such an item is one failed item; the loop goes on.
+                result.fails_task = false;
+            }
             if result.fails_task {
                 (self.facts, self.host_facts, self.included) = before.clone();
                 aborted = Some(TaskResult {
@@ -400,6 +409,7 @@ fn loop_list(
     raw: Value,
     ctx: &Context,
     lenient: bool,
+    action: &str,
 ) -> Result<Vec<Value>, String> {
     match kind {
         LoopKind::List => match raw.kind() {
@@ -444,11 +454,13 @@ fn loop_list(
         },
         // The list lookup takes its terms as they are: a dict is not a
         // list of terms (LookupModule.run of `list`).
-        // Ansible hands these lookups a mapping as it is, and they
-        // refuse it.
+        // Ansible up to 2.18 hands these lookups a mapping as it is, and
+        // they refuse it; 2.19 makes any terms that are no list a list of
+        // one (TaskExecutor._get_loop_items).
         LoopKind::Lookup(name)
             if matches!(name.as_str(), "list" | "indexed_items")
-                && raw.kind() == ValueKind::Map =>
+                && raw.kind() == ValueKind::Map
+                && ctx.templar().options().semantics == Semantics::Ansible218 =>
         {
             Err(format!("with_{name} expects a list"))
         }
@@ -460,7 +472,7 @@ fn loop_list(
             if lenient {
                 terms.retain(|t| !t.as_str().is_some_and(enka_template::is_possibly_template));
             }
-            enka_template::query(ctx, name, &terms).map_err(|e| e.ansible_message())
+            enka_template::query_as_with(ctx, name, &terms, action).map_err(|e| e.ansible_message())
         }
     }
 }

@@ -133,7 +133,10 @@ impl Runner {
             Some(_) => match self.loop_items(task, &ctx, &frame.inherited) {
                 Ok(items) => items,
                 Err(flow) => match as_failed_result(censor(flow, no_log)) {
-                    Ok(result) => return self.finish_task(frame, task, result, no_log, report),
+                    Ok(result) => {
+                        let result = self.in_line(result);
+                        return self.finish_task(frame, task, result, no_log, report);
+                    }
                     Err(flow) => return flow,
                 },
             },
@@ -158,6 +161,7 @@ impl Runner {
             Some(_) => first_no_log.unwrap_or(no_log),
             None => no_log,
         };
+        let result = self.in_line(result);
         self.finish_task(frame, task, result, no_log, report)
     }
 

@@ -276,6 +276,20 @@ impl Runner {
         }
     }
 
+    /// The ansible-core line whose semantics the run follows.
+    pub(super) fn semantics(&self) -> enka_template::Semantics {
+        self.templar.options().semantics
+    }
+
+    /// A task's result as the run's line shapes it (see
+    /// [`TaskResult::raised_as_219`]).
+    pub(super) fn in_line(&self, result: TaskResult) -> TaskResult {
+        match self.semantics() {
+            enka_template::Semantics::Ansible219 => result.raised_as_219(),
+            enka_template::Semantics::Ansible218 => result,
+        }
+    }
+
     pub(super) fn failure(&self, task: &Task, message: String, result: Value) -> Failure {
         let mut failure = Failure::new(task.display_name(), task.location.clone(), message, result);
         if let Action::Module { module, .. } = &task.action {

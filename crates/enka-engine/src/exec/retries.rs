@@ -10,7 +10,9 @@ use enka_template::time::seconds;
 use enka_template::{Context, Error as TemplateError};
 use minijinja::Value;
 
-use super::conditions::{all_true_at, condition_at, conditional_error, located};
+use super::conditions::{
+    all_true_at, condition_at, condition_error_219, conditional_error, located,
+};
 use super::task_result::TaskResult;
 use super::{Flow, Frame, Runner, TaskModes};
 use crate::scope::Scope;
@@ -293,7 +295,22 @@ impl Runner {
         // (and where the condition is written) under `<keyword>_result`.
         let error_text = |keyword: &str, index: usize, err: &TemplateError| {
             let at = condition_at(task, keyword, index);
-            Value::from(located(conditional_error(err), task, at))
+            Value::from(match self.semantics() {
+                enka_template::Semantics::Ansible218 => located(conditional_error(err), task, at),
+                enka_template::Semantics::Ansible219 => {
+                    let written = enka_project::role::Location {
+                        file: task.location.file.clone(),
+                        pos: at,
+                    };
+                    condition_error_219(err, Some(&written))
+                }
+            })
+        };
+        // From 2.19 the error is raised and caught: its summary comes along.
+        let raised = |result: &mut TaskResult| {
+            if self.semantics() == enka_template::Semantics::Ansible219 {
+                result.set("exception", Value::from("(traceback unavailable)"));
+            }
         };
         if let Some(conditions) = &task.changed_when {
             match all_true_at(&self.templar, conditions, &judged_ctx) {
@@ -306,6 +323,7 @@ impl Runner {
                         "changed_when_result",
                         error_text("changed_when", index, &err),
                     );
+                    raised(result);
                     return judged_scope;
                 }
             }
@@ -319,6 +337,7 @@ impl Runner {
                 Err((index, err)) => {
                     result.set("failed", Value::from(true));
                     result.set("failed_when_result", error_text("failed_when", index, &err));
+                    raised(result);
                 }
             }
         }

@@ -21,6 +21,9 @@ pub(crate) struct TaskResult {
     /// The results of the loop items before the one that ended the loop
     /// (`fails_task`): the callback showed each as it came.
     pub(super) shown_before: Vec<Value>,
+    /// An error Ansible raised rather than a result a module returned:
+    /// from 2.19 its result has `exception` and `changed` too.
+    pub(super) raised: bool,
 }
 
 impl TaskResult {
@@ -32,6 +35,7 @@ impl TaskResult {
             ignore_unreachable: None,
             fails_task: false,
             shown_before: Vec::new(),
+            raised: false,
         }
     }
 
@@ -39,10 +43,40 @@ impl TaskResult {
     /// condition, a keyword): TaskExecutor.run's result for it says only
     /// that it failed, and why.
     pub(super) fn error(message: String) -> Self {
-        TaskResult::of(vec![
-            ("failed".into(), Value::from(true)),
-            ("msg".into(), Value::from(message)),
-        ])
+        TaskResult {
+            raised: true,
+            ..TaskResult::of(vec![
+                ("failed".into(), Value::from(true)),
+                ("msg".into(), Value::from(message)),
+            ])
+        }
+    }
+
+    /// A raised error's result as 2.19 makes it
+    /// (`result_dict_from_exception`): `failed`, the `exception` summary
+    /// (its traceback only when tracebacks are shown), `msg`, and
+    /// `changed` false. Any other result is as it was.
+    pub(super) fn raised_as_219(mut self) -> Self {
+        if !self.raised {
+            return self;
+        }
+        let mut fields = vec![("failed".to_owned(), Value::from(true))];
+        let exception = self
+            .get("exception")
+            .cloned()
+            .unwrap_or_else(|| Value::from("(traceback unavailable)"));
+        fields.push(("exception".to_owned(), exception));
+        fields.extend(
+            self.fields
+                .drain(..)
+                .filter(|(key, _)| key != "failed" && key != "exception"),
+        );
+        if !fields.iter().any(|(key, _)| key == "changed") {
+            fields.push(("changed".to_owned(), Value::from(false)));
+        }
+        self.fields = fields;
+        self.raised = false;
+        self
     }
 
     /// Such an error before the action ran (see `fails_task`).
@@ -254,6 +288,7 @@ impl TaskResult {
             ignore_unreachable,
             fails_task: false,
             shown_before: Vec::new(),
+            raised: false,
         }
     }
 }

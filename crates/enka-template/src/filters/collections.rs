@@ -67,8 +67,13 @@ pub(super) fn select_by_attr(
 }
 
 /// Jinja's `items`: a mapping's pairs; nothing for an undefined value.
-pub(super) fn items_filter(value: &Value) -> Result<Value, Error> {
+pub(super) fn items_filter(state: &State, value: &Value) -> Result<Value, Error> {
     match value.kind() {
+        // Jinja's `items` makes nothing of an undefined value; 2.19 fails
+        // the filter given one first.
+        ValueKind::Undefined if super::semantics(state) == crate::Semantics::Ansible219 => {
+            Err(super::undefined_part("the value", "items"))
+        }
         ValueKind::Undefined => Ok(Value::from(Vec::<Value>::new())),
         ValueKind::Map => Ok(Value::from(
             value

@@ -8,7 +8,23 @@ use super::{defined, invalid};
 use crate::{Semantics, pyrepr};
 
 /// Jinja's `default(value, default_value='', boolean=False)`.
-pub(super) fn default(value: &Value, args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn default(
+    state: &State,
+    value: &Value,
+    args: Rest<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    // 2.19 stores a filter's input before calling it, and Jinja's own
+    // undefined value (an inline `if` that was false) cannot be stored.
+    if value.is_undefined()
+        && crate::is_silent_undefined(value)
+        && super::semantics(state) == crate::Semantics::Ansible219
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidOperation,
+            "Error rendering template: Type 'Undefined' is unsupported for variable storage.",
+        ));
+    }
     if args.len() > 2 {
         return Err(Error::new(
             ErrorKind::TooManyArguments,

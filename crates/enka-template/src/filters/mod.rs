@@ -169,8 +169,8 @@ pub fn register(env: &mut Environment<'static>) {
     });
     env.add_filter(
         "replace",
-        |v: &Value, old: String, new: String, count: Option<usize>| {
-            text::replace(v, old, new, count).map(|r| keep_unsafe(v, r))
+        |state: &State, v: &Value, old: String, new: String, count: Option<usize>| {
+            text::replace(state, v, old, new, count).map(|r| keep_unsafe(v, r))
         },
     );
     env.add_filter("wordcount", text::wordcount);

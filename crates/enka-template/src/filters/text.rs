@@ -125,6 +125,12 @@ pub(super) fn format(
         &text_value
     };
     let mut args = args.into_values();
+    // 2.19 fails a filter given an undefined argument, `%r` or not.
+    if super::semantics(state) == crate::Semantics::Ansible219
+        && args.iter().any(crate::is_strict_undefined)
+    {
+        return Err(super::undefined_part("an argument", "format"));
+    }
     // Python's `text % args`: every positional value must be converted (a
     // mapping is formatting by name, which may leave values unused).
     if let Some(text) = format_str.as_str()
@@ -334,11 +340,17 @@ pub(super) fn escape(value: &Value) -> Value {
 
 /// Jinja's `replace(s, old, new, count=None)`.
 pub(super) fn replace(
+    state: &State,
     value: &Value,
     old: String,
     new: String,
     count: Option<usize>,
 ) -> Result<Value, Error> {
+    // A container written as text shows what it holds; from 2.19 an
+    // undefined value inside fails that.
+    if super::semantics(state) == crate::Semantics::Ansible219 {
+        super::defined_deep(value, "replace")?;
+    }
     let s = text(value, "replace")?;
     Ok(Value::from(match count {
         Some(n) => s.replacen(&old, &new, n),

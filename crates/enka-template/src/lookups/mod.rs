@@ -194,9 +194,19 @@ pub fn is_native(name: &str) -> bool {
     LOOKUPS.iter().any(|(n, _)| *n == name) || PLUGINS.contains(&name)
 }
 
-/// Runs lookup `name` as `query(name, *terms)` would (for `with_<lookup>`).
-pub fn query(ctx: &Context, name: &str, terms: &[Value]) -> Result<Vec<Value>, super::Error> {
-    run(ctx, name, terms, &[]).map_err(|e| super::Error::from_minijinja(&e, name))
+/// Runs lookup `name` as `with_<lookup>` on a task of `action` does:
+/// what `query(name, *terms)` returns, the lookup told how it was invoked.
+pub fn query_as_with(
+    ctx: &Context,
+    name: &str,
+    terms: &[Value],
+    action: &str,
+) -> Result<Vec<Value>, super::Error> {
+    let ctx = Context {
+        with_action: Some(std::sync::Arc::from(action)),
+        ..ctx.clone()
+    };
+    run(&ctx, name, terms, &[]).map_err(|e| super::Error::from_minijinja(&e, name))
 }
 
 fn option<'a>(options: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
