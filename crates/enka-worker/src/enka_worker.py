@@ -762,7 +762,18 @@ def _call_jinja(kind, request):
     elif pass_arg is not None:
         raise AnsibleError("%s '%s' needs a Jinja2 %s, which enka cannot give it"
                            % (kind, request["name"], pass_arg.name))
-    return function(*args, **kwargs)
+    with _template_context():
+        return function(*args, **kwargs)
+
+
+def _template_context():
+    """The ambient TemplateContext a filter or test (2.19 wraps each in
+    code that reads it) runs inside from 2.19 on; nothing before."""
+    if not _DATA_TAGGING:
+        return contextlib.nullcontext()
+    from ansible._internal._templating._engine import TemplateOptions
+    from ansible._internal._templating._utils import TemplateContext
+    return TemplateContext(template_value="", templar=_templar()._engine, options=TemplateOptions.DEFAULT)
 
 
 class _ActionOnly:
@@ -876,7 +887,11 @@ def _vault_configured():
 
 
 def _vault_decrypt(request):
-    return to_text(_vault().decrypt(request["text"].encode("utf-8"), filename=request.get("file")))
+    vaulttext = request["text"].encode("utf-8")
+    if _DATA_TAGGING:
+        # 2.19's decrypt takes the text alone (its origin is a tag).
+        return to_text(_vault().decrypt(vaulttext))
+    return to_text(_vault().decrypt(vaulttext, filename=request.get("file")))
 
 
 def _inventory(request):
