@@ -705,6 +705,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             fuel: None,
             semantics,
             migration: migration.as_ref().map(|r| r.recorder.clone()),
+            release: ansible
+                .as_ref()
+                .and_then(|config| crate::semantics::release_of(&config.python)),
         },
         ansible,
     };

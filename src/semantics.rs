@@ -64,9 +64,15 @@ pub fn template_options(
     let options = crate::template::Options {
         semantics,
         migration: report.as_ref().map(|r| r.recorder.clone()),
+        release: release_of(&crate::worker::Config::from_env().python),
         ..crate::template::Options::from_env()
     };
     Ok((options, report))
+}
+
+/// The (major, minor) release of the ansible-core `python` has.
+pub fn release_of(python: &Path) -> Option<(u32, u32)> {
+    ansible_core_version(python).and_then(|version| Semantics::release_of(&version))
 }
 
 /// The ansible-core version `python` has: read from a virtualenv's

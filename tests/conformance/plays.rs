@@ -21,6 +21,8 @@ use super::{Outcome, PLAY_LINE_FLOORS, corpus, line_verdict, matches, trial};
 struct Line {
     semantics: Semantics,
     python: Option<PathBuf>,
+    /// The release whose words the run follows where a line's differ.
+    release: Option<(u32, u32)>,
 }
 
 /// What one play case produced.
@@ -53,6 +55,7 @@ pub fn trials() -> Vec<Trial> {
                 let line = Line {
                     semantics: Semantics::Ansible218,
                     python: None,
+                    release: Some((2, 18)),
                 };
                 let ran = run(&case, &dir, &line)?;
                 let _ = std::fs::remove_dir_all(&dir);
@@ -102,6 +105,7 @@ pub fn line_trials() -> Vec<Trial> {
                 let run_line = Line {
                     semantics: Semantics::Ansible219,
                     python: Some(python),
+                    release: Semantics::release_of(line),
                 };
                 let mut failing = Vec::new();
                 let cases = cases.as_seq().unwrap_or_default().to_vec();
@@ -170,6 +174,7 @@ fn run(case: &enka::yaml::Node, dir: &Path, line: &Line) -> Result<Ran, String> 
         },
         templates: Options {
             semantics: line.semantics,
+            release: line.release,
             ..Options::default()
         },
         origins: Vec::new(),

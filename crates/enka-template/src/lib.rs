@@ -112,6 +112,14 @@ pub enum Semantics {
 }
 
 impl Semantics {
+    /// The (major, minor) release of an ansible-core version (`2.21.5`).
+    pub fn release_of(version: &str) -> Option<(u32, u32)> {
+        let mut parts = version.trim().split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some((major, minor))
+    }
+
     /// The line an ansible-core version (`2.19.14`) follows.
     pub fn of_version(version: &str) -> Option<Semantics> {
         let mut parts = version.trim().split('.');
@@ -144,9 +152,19 @@ pub struct Options {
     /// Where to record what the other line would make of each render (the
     /// migration report); `None` renders once.
     pub migration: Option<Arc<migration::Recorder>>,
+    /// The ansible-core release (major, minor) the worker runs, when known:
+    /// where releases of one line word a thing differently (2.21 against
+    /// 2.19), the run follows the installed one.
+    pub release: Option<(u32, u32)>,
 }
 
 impl Options {
+    /// Whether the worker's ansible-core is 2.`minor` or later.
+    pub fn release_at_least(&self, minor: u32) -> bool {
+        self.release
+            .is_some_and(|(major, at)| major > 2 || (major == 2 && at >= minor))
+    }
+
     /// Options with the seed taken from `ENKA_RANDOM_SEED`, when set.
     pub fn from_env() -> Self {
         Options {

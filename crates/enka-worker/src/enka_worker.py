@@ -26,6 +26,7 @@ import gc
 import io
 import json
 import os
+import re
 import runpy
 import select
 import shutil
@@ -459,6 +460,10 @@ def _remove_tmp_path(self, tmp_path, force=False):
 
 # ansible-core 2.19 and later tag data (the test upstream suggests).
 _DATA_TAGGING = hasattr(Templar, "evaluate_expression")
+# TaskExecutor's word for an async job's result it cannot read (2.21 fixed
+# its spelling).
+_RELEASE = tuple(int(part) for part in re.findall(r"\d+", release.__version__)[:2])
+_UNPARSABLE = "unparsable" if _RELEASE >= (2, 21) else "unparseable"
 _ORIGINAL_EXECUTE_MODULE = ActionBase._execute_module
 ActionBase._execute_module = _execute_module_in_fork
 ActionBase._make_tmp_path = _make_tmp_path
@@ -653,7 +658,7 @@ def _poll_async(task, result, variables, connection, play_context, templar):
         if status.get("_ansible_parsed"):
             return {"failed": True, "async_result": status,
                     "msg": "async task did not complete within the requested time - %ss" % task.async_val}
-        return {"failed": True, "async_result": status, "msg": "async task produced unparseable results"}
+        return {"failed": True, "async_result": status, "msg": "async task produced %s results" % _UNPARSABLE}
     cleanup = _async_status_handler(task, {"jid": jid, "mode": "cleanup"}, connection, play_context, templar)
     cleanup.run(task_vars=variables)
     cleanup.cleanup(force=True)

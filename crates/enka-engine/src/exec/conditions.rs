@@ -172,11 +172,13 @@ impl Runner {
     /// The error of a condition written at `at` in `task`'s file, as the
     /// run's line words a task's failure for it: 2.18's quoted condition
     /// and where it is written, 2.19's `Task failed:` and its origin.
+    /// `keyword` names the condition's keyword where 2.21 names it.
     pub(super) fn condition_failure_text(
         &self,
         task: &Task,
         at: Option<enka_yaml::Pos>,
         err: &TemplateError,
+        keyword: Option<&str>,
     ) -> String {
         match self.semantics() {
             Semantics::Ansible218 => located(conditional_error(err), task, at),
@@ -185,8 +187,28 @@ impl Runner {
                     file: task.location.file.clone(),
                     pos: at,
                 };
-                format!("Task failed: {}", condition_error_219(err, Some(&written)))
+                format!(
+                    "Task failed: {}{}",
+                    self.expression_failed(keyword),
+                    condition_error_219(err, Some(&written))
+                )
             }
+        }
+    }
+
+    /// 2.21's words before a `when` or `until` that failed (`A 'when'
+    /// expression failed: `); nothing before 2.21.
+    fn expression_failed(&self, keyword: Option<&str>) -> String {
+        match keyword {
+            Some(keyword) if self.templar.options().release_at_least(21) => {
+                let article = if keyword.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "An"
+                } else {
+                    "A"
+                };
+                format!("{article} '{keyword}' expression failed: ")
+            }
+            _ => String::new(),
         }
     }
 
@@ -199,7 +221,8 @@ impl Runner {
         index: usize,
         err: &TemplateError,
     ) -> Flow {
-        let message = self.condition_failure_text(task, condition_at(task, keyword, index), err);
+        let at = condition_at(task, keyword, index);
+        let message = self.condition_failure_text(task, at, err, Some(keyword));
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }
 
@@ -215,12 +238,11 @@ impl Runner {
                 }
                 message
             }
-            Semantics::Ansible219 => {
-                format!(
-                    "Task failed: {}",
-                    condition_error_219(&when.err, when.at.as_ref())
-                )
-            }
+            Semantics::Ansible219 => format!(
+                "Task failed: {}{}",
+                self.expression_failed(Some("when")),
+                condition_error_219(&when.err, when.at.as_ref())
+            ),
         };
         Flow::Failed(self.failure(task, message.clone(), fail_result(&message)))
     }

@@ -117,7 +117,7 @@ impl Runner {
                     .iter()
                     .find(|(name, _)| &**name == argument)
                     .and_then(|(_, positions)| positions.get(index).copied().flatten());
-                TaskResult::task_error(self.condition_failure_text(task, at, &error))
+                TaskResult::task_error(self.condition_failure_text(task, at, &error, None))
             }
             Err(err) => TaskResult::failed(err.to_string()),
         }

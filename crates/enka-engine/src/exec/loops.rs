@@ -214,7 +214,11 @@ impl Runner {
                 self.sleep(pause).await;
             }
         }
-        let result = aborted.unwrap_or_else(|| TaskResult::combine(results));
+        let mut result = aborted.unwrap_or_else(|| TaskResult::combine(results));
+        // 2.21 says `skipped` of a loop only when every item was.
+        if self.templar.options().release_at_least(21) && !result.is_skipped() {
+            result.fields.retain(|(key, _)| key != "skipped");
+        }
         self.keep_facts_if_ok(&result, before);
         Ok((result, first_no_log))
     }

@@ -164,6 +164,14 @@ impl Runner {
             }
             if attempt >= attempts || self.past_deadline(delay) {
                 out_of_retries(&mut result, attempt, attempts);
+                // 2.21's result says `failed` as its failed_when judged it,
+                // retries run out or not.
+                if self.templar.options().release_at_least(21)
+                    && let Some(judged) = result.get("failed_when_result").cloned()
+                    && judged.kind() == minijinja::value::ValueKind::Bool
+                {
+                    result.set("failed", judged);
+                }
                 return Ok(result);
             }
             tracing::debug!(task = %task.display_name(), attempt, "until condition not met; retrying");
