@@ -70,6 +70,10 @@ from ansible import constants as C  # noqa: E402
 from ansible import release  # noqa: E402
 from ansible.errors import AnsibleError, AnsibleActionFail, AnsibleActionSkip  # noqa: E402
 from ansible.module_utils.common.text.converters import to_text  # noqa: E402
+try:  # 2.19 and later: module payloads cross a serialization profile
+    from ansible.module_utils.common.json import Direction, get_module_encoder  # noqa: E402
+except ImportError:
+    Direction = get_module_encoder = None
 from ansible.parsing.dataloader import DataLoader  # noqa: E402
 from ansible.playbook.play_context import PlayContext  # noqa: E402
 from ansible.playbook.task import Task  # noqa: E402
@@ -212,12 +216,18 @@ def _warm_imports(target):
                 pass
 
 
-def _run_in_fork(target, module_args, environment, deadline):
+def _run_in_fork(target, module_args, environment, deadline, profile=None):
     """Runs a module as `python AnsiballZ_x.py` would, in a fork; returns
-    what the low-level command would: rc, stdout, stderr."""
+    what the low-level command would: rc, stdout, stderr. From 2.19 the
+    arguments cross the module's serialization `profile`, as AnsiballZ's
+    payload sends them."""
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
-    payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode("utf-8")
+    if profile is None:
+        payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode("utf-8")
+    else:
+        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
+        payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}, cls=encoder).encode("utf-8")
     # Objects alive now are never collected in the child: its collector
     # would touch (and so copy) every page of the warm interpreter.
     gc.freeze()
@@ -238,12 +248,16 @@ def _run_in_fork(target, module_args, environment, deadline):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.environ.update({k: str(v) for k, v in environment.items()})
             ansible.module_utils.basic._ANSIBLE_ARGS = payload
+            if profile is not None:
+                ansible.module_utils.basic._ANSIBLE_PROFILE = profile
             kind, name = target
             sys.argv = [name]
+            # What AnsiballZ's loader gives the module (respawning reads it).
+            init_globals = {"_module_fqn": name, "_modlib_path": ""}
             if kind == "module":
-                runpy.run_module(name, run_name="__main__", alter_sys=True)
+                runpy.run_module(name, init_globals=init_globals, run_name="__main__", alter_sys=True)
             else:
-                runpy.run_path(name, run_name="__main__")
+                runpy.run_path(name, init_globals=init_globals, run_name="__main__")
             code = 0
         except SystemExit as exit_:
             code = _exit_code(exit_)
@@ -259,6 +273,12 @@ def _run_in_fork(target, module_args, environment, deadline):
     _note_running_group(pid)
     try:
         rc = _wait(pid, deadline)
+    except BaseException:
+        # The task's alarm (2.19) or a signal ended the wait: the module
+        # goes too, and is reaped.
+        _kill_group(pid)
+        os.waitpid(pid, 0)
+        raise
     finally:
         _note_running_group(None)
     out.seek(0)
@@ -302,7 +322,13 @@ def _uncaught(exc):
 _RUNNING_GROUP_FILE = os.path.join(os.environ.get("ENKA_WORKER_DIR", ""), "module.pgid")
 
 
+class _Running:
+    """The process group of the module running now, or None."""
+    group = None
+
+
 def _note_running_group(pgid):
+    _Running.group = pgid
     if not os.environ.get("ENKA_WORKER_DIR"):
         return
     if pgid is None:
@@ -313,6 +339,18 @@ def _note_running_group(pgid):
         return
     with open(_RUNNING_GROUP_FILE, "w") as handle:
         handle.write(str(pgid))
+
+
+def _kill_group(pid):
+    """Kills the process group `pid` leads (the process alone when the
+    group is gone)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _wait(pid, deadline):
@@ -330,10 +368,7 @@ def _wait(pid, deadline):
             if done:
                 return os.waitstatus_to_exitcode(status)
             if deadline is not None and time.monotonic() >= deadline:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    os.kill(pid, signal.SIGKILL)
+                _kill_group(pid)
                 os.waitpid(pid, 0)
                 return None
             if pidfd is None:
@@ -341,6 +376,17 @@ def _wait(pid, deadline):
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+def _module_profile():
+    """From 2.19, the serialization profile of a module's arguments and
+    result: `legacy`, unless module metadata (experimental, off by default)
+    lets each module name its own (None then: AnsiballZ reads it). None up
+    to 2.18, which has no profiles, and from 2.21, whose action plugins
+    take a module's result as the object its own path makes."""
+    if not _DATA_TAGGING or _RELEASE >= (2, 21) or C.config.get_config_value("_MODULE_METADATA"):
+        return None
+    return "legacy"
 
 
 class _Deadline:
@@ -356,9 +402,6 @@ class _GroupedPopen(subprocess.Popen):
         kwargs.setdefault("process_group", 0)
         super().__init__(*args, **kwargs)
         _note_running_group(self.pid)
-        _GroupedPopen.latest = self.pid
-
-    latest = None
 
 
 # What the local connection sees as `subprocess`: the module, with Popen
@@ -381,11 +424,8 @@ def _alarm_at_deadline():
         return
 
     def on_alarm(_signal, _frame):
-        if _GroupedPopen.latest is not None:
-            try:
-                os.killpg(_GroupedPopen.latest, signal.SIGKILL)
-            except OSError:
-                pass
+        if _Running.group is not None:
+            _kill_group(_Running.group)
         raise _TaskTimeout()
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
@@ -399,8 +439,7 @@ def _alarm_at_deadline():
 
 
 def _forget_grouped():
-    if _GroupedPopen.latest is not None:
-        _GroupedPopen.latest = None
+    if _Running.group is not None:
         _note_running_group(None)
 
 
@@ -414,9 +453,10 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     if module_args is None:
         module_args = self._task.args
     target = None
-    # From 2.19 a module's arguments and result cross a serialization
-    # profile its AnsiballZ payload sets up: those run as Ansible runs them.
-    if not (wrap_async or self._task.async_val or _DATA_TAGGING):
+    profile = _module_profile()
+    # A module in the background, or one whose profile its own metadata
+    # names (2.19's experimental module metadata), runs as Ansible runs it.
+    if not (wrap_async or self._task.async_val or (_DATA_TAGGING and profile is None)):
         target = _module_target(module_name, self._task.collections)
     if target is None:
         return _ORIGINAL_EXECUTE_MODULE(self, module_name=module_name, module_args=module_args,
@@ -426,8 +466,8 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     environment = {}
     self._compute_environment_string(environment)
     _warm_imports(target)
-    res = _run_in_fork(target, module_args, environment, _Deadline.value)
-    data = self._parse_returned_data(res)
+    res = _run_in_fork(target, module_args, environment, _Deadline.value, profile)
+    data = self._parse_returned_data(res) if profile is None else self._parse_returned_data(res, profile)
     if data.pop("_ansible_suppress_tmpdir_delete", False):
         self._cleanup_remote_tmp = False
     if "results" in data and (not isinstance(data["results"], list)):
