@@ -192,7 +192,14 @@ fn render(case: &Case, templar: &Arc<Templar>, search_path: &Arc<[PathBuf]>) -> 
     } else {
         convert::to_json(&value).map_err(|e| e.to_string())?
     };
-    Ok((pyrepr::type_name(&value).to_owned(), json))
+    // Ansible stores no lazy sequence: a task would keep what minijinja left
+    // as an iterator, so it is told apart from the list Ansible makes.
+    let type_name = if value.kind() == minijinja::value::ValueKind::Iterable {
+        "iterator"
+    } else {
+        pyrepr::type_name(&value)
+    };
+    Ok((type_name.to_owned(), json))
 }
 
 /// The case through `enka template`, run as a user runs it: the group's

@@ -107,6 +107,20 @@ pub(crate) fn finish(
                 Value::from(text)
             }
         }
+        // A sequence minijinja keeps lazy (`a + b` of lists, a filter's
+        // generator) is the list Ansible's native result makes of it.
+        _ if value.kind() == ValueKind::Iterable
+            && value
+                .as_object()
+                .is_none_or(|o| o.downcast_ref::<crate::Context>().is_none()) =>
+        {
+            Value::from(
+                value
+                    .try_iter()
+                    .map(Iterator::collect::<Vec<_>>)
+                    .unwrap_or_default(),
+            )
+        }
         _ => value,
     })
 }
