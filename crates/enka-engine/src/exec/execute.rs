@@ -418,15 +418,7 @@ fn sorted_by_key(args: &Value) -> Value {
     if args.kind() != ValueKind::Map {
         return args.clone();
     }
-    let mut pairs: Vec<(Value, Value)> = args
-        .try_iter()
-        .into_iter()
-        .flatten()
-        .map(|key| {
-            let value = args.get_item(&key).unwrap_or_default();
-            (key, value)
-        })
-        .collect();
+    let mut pairs = enka_template::convert::entries(args);
     pairs.sort_by(|(a, _), (b, _)| a.cmp(b));
     Value::from_pairs(pairs)
 }

@@ -165,11 +165,7 @@ impl Runner {
             let outcome = self
                 .run_item(frame, task, module, args, item_scope, item_modes)
                 .await;
-            let mut result = self.in_line(item_outcome(outcome, item_no_log)?);
-            if result.fails_task && self.semantics() == Semantics::Ansible219 {
-                // From 2.19 such an item is one failed item; the loop goes on.
-                result.fails_task = false;
-            }
+            let mut result = self.item_in_line(item_outcome(outcome, item_no_log)?);
             if result.fails_task {
                 (self.facts, self.host_facts, self.included) = before.clone();
                 aborted = Some(TaskResult {
@@ -214,13 +210,29 @@ impl Runner {
                 self.sleep(pause).await;
             }
         }
-        let mut result = aborted.unwrap_or_else(|| TaskResult::combine(results));
-        // 2.21 says `skipped` of a loop only when every item was.
+        let result = self.loop_in_line(aborted.unwrap_or_else(|| TaskResult::combine(results)));
+        self.keep_facts_if_ok(&result, before);
+        Ok((result, first_no_log))
+    }
+
+    /// An item's result as the run's line shapes it: from 2.19 an item
+    /// whose arguments or condition fail is one failed item, and the loop
+    /// goes on.
+    fn item_in_line(&self, result: TaskResult) -> TaskResult {
+        let mut result = self.in_line(result);
+        if self.semantics() == Semantics::Ansible219 {
+            result.fails_task = false;
+        }
+        result
+    }
+
+    /// A loop's result as the run's release words it: 2.21 says `skipped`
+    /// only when every item was.
+    fn loop_in_line(&self, mut result: TaskResult) -> TaskResult {
         if self.templar.options().release_at_least(21) && !result.is_skipped() {
             result.fields.retain(|(key, _)| key != "skipped");
         }
-        self.keep_facts_if_ok(&result, before);
-        Ok((result, first_no_log))
+        result
     }
 
     /// A loop that failed leaves none of its items' facts (the strategy

@@ -897,14 +897,9 @@ pub(super) fn tojson(
 fn sorted_keys(value: &Value) -> Value {
     match value.kind() {
         ValueKind::Map => {
-            let mut pairs: Vec<(Value, Value)> = value
-                .try_iter()
+            let mut pairs: Vec<(Value, Value)> = crate::convert::entries(value)
                 .into_iter()
-                .flatten()
-                .map(|key| {
-                    let item = value.get_item(&key).unwrap_or_default();
-                    (key, sorted_keys(&item))
-                })
+                .map(|(key, item)| (key, sorted_keys(&item)))
                 .collect();
             pairs.sort_by(|(a, _), (b, _)| a.cmp(b));
             Value::from_pairs(pairs)

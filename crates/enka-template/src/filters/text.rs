@@ -287,15 +287,7 @@ fn add_repr_key(
     if let Some(mapping) = args.first_mut()
         && let Ok(value) = mapping.get_item(&Value::from(key))
     {
-        let mut entries: Vec<(Value, Value)> = mapping
-            .try_iter()
-            .into_iter()
-            .flatten()
-            .map(|k| {
-                let v = mapping.get_item(&k).unwrap_or_default();
-                (k, v)
-            })
-            .collect();
+        let mut entries = crate::convert::entries(mapping);
         entries.push((
             Value::from(format!("{key}\u{1}{conversion}")),
             as_repr(&value),
