@@ -500,9 +500,10 @@ def _remove_tmp_path(self, tmp_path, force=False):
 
 # ansible-core 2.19 and later tag data (the test upstream suggests).
 _DATA_TAGGING = hasattr(Templar, "evaluate_expression")
+# The ansible-core release the worker runs, (major, minor).
+_RELEASE = tuple(int(part) for part in re.findall(r"\d+", release.__version__)[:2])
 # TaskExecutor's word for an async job's result it cannot read (2.21 fixed
 # its spelling).
-_RELEASE = tuple(int(part) for part in re.findall(r"\d+", release.__version__)[:2])
 _UNPARSABLE = "unparsable" if _RELEASE >= (2, 21) else "unparseable"
 _ORIGINAL_EXECUTE_MODULE = ActionBase._execute_module
 ActionBase._execute_module = _execute_module_in_fork
