@@ -64,6 +64,24 @@ pub(super) fn other_include_arg(
     loader.error(at.loc(v.pos), message);
 }
 
+/// A static import's file name with the role's `role_path` written in: the
+/// variable such a name may use that is known when the role loads (Ansible
+/// templates the name then, with what it has). `None` when it names no
+/// `role_path`, or the file is in no role.
+fn with_role_path(name: &str, role: Option<&Path>) -> Option<String> {
+    let role = role?.display().to_string();
+    let mut out = name.to_owned();
+    for written in [
+        "{{ role_path }}",
+        "{{role_path}}",
+        "{{ role_path}}",
+        "{{role_path }}",
+    ] {
+        out = out.replace(written, &role);
+    }
+    (out != name).then_some(out)
+}
+
 pub(super) fn parse_include_tasks(
     loader: &mut Loader,
     at: &TaskFile<'_>,
@@ -95,8 +113,13 @@ pub(super) fn parse_include_tasks(
         apply,
     };
     let is_static = short(module) == "import_tasks";
-    let Some(name) = file_value
+    let with_role_path = file_value
         .as_str()
+        .filter(|_| is_static)
+        .and_then(|text| with_role_path(text, at.role));
+    let Some(name) = with_role_path
+        .as_deref()
+        .or(file_value.as_str())
         .filter(|s| !enka_template::is_possibly_template(s))
     else {
         if is_static {
