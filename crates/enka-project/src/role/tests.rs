@@ -186,3 +186,37 @@ fn variable_names_are_ascii_identifiers_and_no_keywords() {
         assert!(!is_ansible_identifier(bad), "{bad}");
     }
 }
+
+/// A static import may name its file with `role_path`, which Ansible knows
+/// when it loads the role; another template in the name is refused.
+#[test]
+fn an_import_named_with_role_path_loads_and_another_template_does_not() {
+    let dir = project(&[
+        (
+            "roles/r/tasks/main.yml",
+            "- import_tasks: \"{{ role_path }}/tests/more.yml\"\n",
+        ),
+        ("roles/r/tests/more.yml", "- debug:\n    msg: imported\n"),
+    ]);
+    let (loaded, diagnostics) = load(&dir, "r");
+    assert!(loaded.is_some(), "{:?}", diagnostics.0);
+    let _ = std::fs::remove_dir_all(dir);
+
+    let dir = project(&[
+        (
+            "roles/r/tasks/main.yml",
+            "- import_tasks: \"{{ which }}/tests/more.yml\"\n",
+        ),
+        ("roles/r/tests/more.yml", "- debug:\n    msg: imported\n"),
+    ]);
+    let (loaded, diagnostics) = load(&dir, "r");
+    assert!(loaded.is_none());
+    let rendered: Vec<String> = diagnostics.0.iter().map(ToString::to_string).collect();
+    assert!(
+        rendered
+            .iter()
+            .any(|d| d.contains("import_tasks needs a file name without templates")),
+        "{rendered:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
