@@ -665,9 +665,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .filter(|n| *n > 0)
         .unwrap_or(u16::try_from(cpus).unwrap_or(1));
     let ansible = (!args.native_only).then(|| ansible_config(&args, max_concurrent_reconciles));
-    let semantics = match &ansible {
+    let (semantics, release) = match &ansible {
         Some(config) => args.semantics.resolve(&config.python)?,
-        None => args.semantics.resolve(std::path::Path::new(""))?,
+        None => (args.semantics.resolve(std::path::Path::new(""))?.0, None),
     };
     tracing::info!(ansible_semantics = ?semantics, "templating and conditionals follow this ansible-core line");
     let migration = args
@@ -705,9 +705,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             fuel: None,
             semantics,
             migration: migration.as_ref().map(|r| r.recorder.clone()),
-            release: ansible
-                .as_ref()
-                .and_then(|config| crate::semantics::release_of(&config.python)),
+            release,
         },
         ansible,
     };

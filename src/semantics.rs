@@ -22,26 +22,35 @@ pub struct SemanticsArgs {
 }
 
 impl SemanticsArgs {
-    /// The semantics to follow, `python` being the worker's interpreter.
-    pub fn resolve(&self, python: &Path) -> anyhow::Result<Semantics> {
+    /// The semantics to follow, `python` being the worker's interpreter,
+    /// and the (major, minor) release its ansible-core is, when it has one
+    /// (read once: wording that differs within a line follows it).
+    pub fn resolve(&self, python: &Path) -> anyhow::Result<(Semantics, Option<(u32, u32)>)> {
+        let version = ansible_core_version(python);
+        let release = version.as_deref().and_then(Semantics::release_of);
         let setting = self.ansible_semantics.trim();
         if setting != "auto" {
-            return Semantics::of_version(setting).ok_or_else(|| {
+            let semantics = Semantics::of_version(setting).ok_or_else(|| {
                 anyhow::anyhow!(
                     "--ansible-semantics {setting:?}: use auto, 2.18 or 2.19 (or a later 2.x, which follows 2.19)"
                 )
-            });
+            })?;
+            return Ok((semantics, release));
         }
-        Ok(ansible_core_version(python)
-            .and_then(|version| Semantics::of_version(&version))
-            .unwrap_or_default())
+        let semantics = version
+            .as_deref()
+            .and_then(Semantics::of_version)
+            .unwrap_or_default();
+        Ok((semantics, release))
     }
 }
 
 /// The semantics for a command whose worker interpreter comes from the
 /// environment (`ENKA_ANSIBLE_PYTHON`, else the newest `make` installed),
 /// or the reason the setting is refused.
-pub fn for_command(args: &SemanticsArgs) -> Result<Semantics, std::process::ExitCode> {
+pub fn for_command(
+    args: &SemanticsArgs,
+) -> Result<(Semantics, Option<(u32, u32)>), std::process::ExitCode> {
     args.resolve(&crate::worker::Config::from_env().python)
         .map_err(|err| {
             eprintln!("enka: {err}");
@@ -56,7 +65,7 @@ pub fn template_options(
     args: &SemanticsArgs,
     migration: &crate::migration::MigrationArgs,
 ) -> Result<(crate::template::Options, Option<crate::migration::Report>), std::process::ExitCode> {
-    let semantics = for_command(args)?;
+    let (semantics, release) = for_command(args)?;
     let report = migration
         .migration_report
         .as_deref()
@@ -64,15 +73,10 @@ pub fn template_options(
     let options = crate::template::Options {
         semantics,
         migration: report.as_ref().map(|r| r.recorder.clone()),
-        release: release_of(&crate::worker::Config::from_env().python),
+        release,
         ..crate::template::Options::from_env()
     };
     Ok((options, report))
-}
-
-/// The (major, minor) release of the ansible-core `python` has.
-pub fn release_of(python: &Path) -> Option<(u32, u32)> {
-    ansible_core_version(python).and_then(|version| Semantics::release_of(&version))
 }
 
 /// The ansible-core version `python` has: read from a virtualenv's
@@ -126,10 +130,10 @@ mod tests {
             ansible_semantics: s.to_owned(),
         };
         let none = Path::new("/nonexistent/python");
-        assert_eq!(args("2.18").resolve(none).unwrap(), Semantics::Ansible218);
-        assert_eq!(args("2.19").resolve(none).unwrap(), Semantics::Ansible219);
-        assert_eq!(args("2.21").resolve(none).unwrap(), Semantics::Ansible219);
-        assert_eq!(args("auto").resolve(none).unwrap(), Semantics::Ansible218);
+        assert_eq!(args("2.18").resolve(none).unwrap().0, Semantics::Ansible218);
+        assert_eq!(args("2.19").resolve(none).unwrap().0, Semantics::Ansible219);
+        assert_eq!(args("2.21").resolve(none).unwrap().0, Semantics::Ansible219);
+        assert_eq!(args("auto").resolve(none).unwrap().0, Semantics::Ansible218);
         assert!(args("3.0").resolve(none).is_err());
         assert!(args("newest").resolve(none).is_err());
     }

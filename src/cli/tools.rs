@@ -215,7 +215,7 @@ pub(super) fn template(args: TemplateArgs) -> ExitCode {
         vars_files: args.vars_files,
         watches_file: args.watches_file,
         semantics: match crate::semantics::for_command(&args.semantics) {
-            Ok(semantics) => semantics,
+            Ok((semantics, _)) => semantics,
             Err(code) => return code,
         },
     };

@@ -122,10 +122,7 @@ impl Semantics {
 
     /// The line an ansible-core version (`2.19.14`) follows.
     pub fn of_version(version: &str) -> Option<Semantics> {
-        let mut parts = version.trim().split('.');
-        let major: u32 = parts.next()?.parse().ok()?;
-        let minor: u32 = parts.next()?.parse().ok()?;
-        match (major, minor) {
+        match Semantics::release_of(version)? {
             (2, 0..=18) => Some(Semantics::Ansible218),
             (2, _) => Some(Semantics::Ansible219),
             _ => None,

@@ -15,15 +15,7 @@ pub fn call_method(
     method: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
-    // From 2.19 an undefined argument fails the call that is given it.
-    if crate::filters::semantics(state) == crate::Semantics::Ansible219
-        && args.iter().any(crate::is_strict_undefined)
-    {
-        return Err(crate::filters::undefined_part(
-            "an argument",
-            &format!("method '{method}'"),
-        ));
-    }
+    crate::filters::undefined_argument_219(state, args, &format!("method '{method}'"))?;
     let handled = match value.kind() {
         ValueKind::String => string_method(value.as_str().unwrap_or_default(), method, args)?,
         ValueKind::Seq => seq_method(value, method, args)?,

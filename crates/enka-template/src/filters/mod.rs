@@ -202,6 +202,20 @@ pub(crate) fn defined<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Err
 
 /// The UndefinedError of an undefined `part` (item, argument, value) that
 /// filter `what` uses as Python's str() or hash() would.
+/// From 2.19 a call given an undefined argument fails (a filter's, a
+/// method's): its error; nothing on 2.18's line or with every argument
+/// defined.
+pub(crate) fn undefined_argument_219(
+    state: &State,
+    args: &[Value],
+    what: &str,
+) -> Result<(), Error> {
+    if semantics(state) == Semantics::Ansible219 && args.iter().any(crate::is_strict_undefined) {
+        return Err(undefined_part("an argument", what));
+    }
+    Ok(())
+}
+
 pub(crate) fn undefined_part(part: &str, what: &str) -> Error {
     Error::new(
         ErrorKind::UndefinedError,

@@ -126,11 +126,7 @@ pub(super) fn format(
     };
     let mut args = args.into_values();
     // 2.19 fails a filter given an undefined argument, `%r` or not.
-    if super::semantics(state) == crate::Semantics::Ansible219
-        && args.iter().any(crate::is_strict_undefined)
-    {
-        return Err(super::undefined_part("an argument", "format"));
-    }
+    super::undefined_argument_219(state, &args, "format")?;
     // Python's `text % args`: every positional value must be converted (a
     // mapping is formatting by name, which may leave values unused).
     if let Some(text) = format_str.as_str()
