@@ -54,6 +54,11 @@ pub enum ModuleError {
         /// Why it could not be evaluated.
         error: enka_template::Error,
     },
+    /// The action raised an error (an `AnsibleError` out of its plugin)
+    /// rather than returning a failed result: the task's result says only
+    /// that it failed and why (2.19 adds `Task failed: ` and `exception`).
+    #[error("{0}")]
+    Raised(String),
     /// A whole failed result, as the module's collection returns it
     /// (kubernetes.core's refusals carry the answer's `reason`,
     /// operator_sdk.util's an `error` with the body, a timed-out wait the

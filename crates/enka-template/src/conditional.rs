@@ -31,6 +31,7 @@ impl Templar {
         let expr = match condition.kind() {
             ValueKind::None | ValueKind::Undefined => return Ok(Judgement::boolean(true)),
             ValueKind::Bool => return Ok(Judgement::boolean(condition.is_true())),
+            ValueKind::String if condition.is_safe() => return Err(untrusted()),
             ValueKind::String => condition.as_str().unwrap_or_default().trim(),
             _ => return Err(broken("Conditional expressions must be strings.")),
         };
@@ -46,11 +47,7 @@ impl Templar {
                 return judged(&templated, delimiters);
             }
             if ctx.is_tainted() || context::contains_unsafe(&templated) {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    "Encountered untrusted template or expression.",
-                )
-                .in_template(expr));
+                return Err(untrusted().in_template(expr));
             }
             text = std::borrow::Cow::Owned(pyrepr::to_text(&templated));
         }
@@ -104,6 +101,15 @@ fn empty_condition() -> Result<Judgement, Error> {
         return Ok(Judgement::boolean(true));
     }
     Err(broken("Empty conditional expressions are not allowed."))
+}
+
+/// 2.19's refusal of an expression from an untrusted source (`!unsafe`,
+/// a module's result, a custom resource).
+pub(crate) fn untrusted() -> Error {
+    Error::new(
+        ErrorKind::Invalid,
+        "Encountered untrusted template or expression.",
+    )
 }
 
 fn broken(message: &str) -> Error {

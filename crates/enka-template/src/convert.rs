@@ -135,8 +135,17 @@ pub fn from_json_unsafe(json: &serde_json::Value) -> Value {
     }
 }
 
-/// A parsed YAML node as a template value.
+/// A parsed YAML node as a template value. A node tagged `!unsafe` is
+/// Ansible's `wrap_var` of what it holds: its strings are never templated.
 pub fn from_yaml(node: &enka_yaml::Node) -> Value {
+    let value = from_yaml_untagged(node);
+    if node.tag.as_deref() == Some("unsafe") {
+        return crate::context::mark_unsafe(&value);
+    }
+    value
+}
+
+fn from_yaml_untagged(node: &enka_yaml::Node) -> Value {
     match &node.value {
         enka_yaml::Value::Null => Value::from(()),
         enka_yaml::Value::Bool(b) => Value::from(*b),

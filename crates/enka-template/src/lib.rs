@@ -135,6 +135,10 @@ impl Semantics {
     }
 }
 
+/// 2.18's refusal of a condition marked unsafe. The string has no place
+/// in a file (Ansible's unsafe text carries none), so the message names none.
+pub const UNSAFE_CONDITION: &str = "Conditional is marked as unsafe, and cannot be evaluated.";
+
 /// Knobs that change what templates may do.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -184,6 +188,9 @@ struct Compiled {
     keeps_text: bool,
     /// Trailing newlines of the source, which Jinja drops and Ansible restores.
     trailing_newlines: usize,
+    /// Whether it hands back a value it looked up, whose trust 2.19 keeps
+    /// ([`source::passes_through`]).
+    passes_through: bool,
     /// Whether its output is read by template code before the result
     /// ([`native::nests_output`]): rendered as text in 2.19 mode.
     nests_output: bool,
@@ -370,6 +377,7 @@ impl TemplarBuilder {
             keeps_text: false,
             trailing_newlines: 0,
             nests_output: true,
+            passes_through: false,
         };
         let literals = mutable::rewrite_set_literals(&source);
         let source = strict::rewrite(&operators::rewrite(&literals)).into_owned();
@@ -491,6 +499,7 @@ fn analyse(name: Arc<str>, source: &str) -> Compiled {
         keeps_text: keeps_text(source),
         trailing_newlines: source.len() - source.trim_end_matches('\n').len(),
         nests_output: native::nests_output(source),
+        passes_through: source::passes_through(source),
     }
 }
 
@@ -737,9 +746,13 @@ impl Templar {
         }
         if self.options.semantics.native() {
             let (text, values) = self.render_source(source, info, ctx, !info.nests_output)?;
-            let value = native::finish(&text, values, info.trailing_newlines)?;
+            let mut value = native::finish(&text, values, info.trailing_newlines)?;
             if let Some(text) = value.as_str() {
                 check_output_size(text)?;
+            }
+            if !info.passes_through {
+                // What a template computes is data, not a template (2.19).
+                value = context::mark_unsafe(&value);
             }
             return Ok(self.keep_taint(value, ctx));
         }
@@ -870,6 +883,10 @@ impl Templar {
         let judgement = match condition.kind() {
             ValueKind::None | ValueKind::Undefined => Judgement::boolean(true),
             ValueKind::Bool => Judgement::boolean(condition.is_true()),
+            ValueKind::String if condition.is_safe() => {
+                return Err(Error::new(ErrorKind::Invalid, UNSAFE_CONDITION)
+                    .in_template(condition.as_str().unwrap_or_default()));
+            }
             ValueKind::String => {
                 let expr = condition.as_str().unwrap_or_default();
                 if expr.is_empty() {
@@ -917,11 +934,7 @@ impl Templar {
             // custom resource's field) must not become an expression that is
             // evaluated: it could run lookups. Ansible refuses it too.
             if ctx.is_tainted() || context::contains_unsafe(&templated) {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    "Conditional is marked as unsafe, and cannot be evaluated.",
-                )
-                .in_template(&expr));
+                return Err(Error::new(ErrorKind::Invalid, UNSAFE_CONDITION).in_template(&expr));
             }
             let text = pyrepr::to_text(&templated);
             if text.is_empty() {

@@ -168,6 +168,30 @@ pub(crate) fn keeps_text(source: &str) -> bool {
     ))
 }
 
+/// Whether the template is one expression that hands back a value it
+/// looked up (`{{ x }}`, `{{ x.y[0] }}`): 2.19 keeps that value's trust,
+/// where anything a template computes (a literal, a filter's result, text
+/// around it) is new data, never trusted as a template or expression.
+pub(crate) fn passes_through(source: &str) -> bool {
+    use minijinja::machinery::ast::{Expr, Stmt};
+    fn lookup(expr: &Expr<'_>) -> bool {
+        match expr {
+            Expr::Var(_) => true,
+            Expr::GetAttr(attr) => lookup(&attr.expr),
+            Expr::GetItem(item) => lookup(&item.expr),
+            _ => false,
+        }
+    }
+    let Ok(tree) = minijinja::machinery::parse(source, "<template>", SyntaxConfig::default())
+    else {
+        return false;
+    };
+    let Stmt::Template(template) = &tree else {
+        return false;
+    };
+    matches!(template.children.as_slice(), [Stmt::EmitExpr(e)] if lookup(&e.expr))
+}
+
 /// Ansible doubles every backslash inside the string literals of `{{ … }}`
 /// blocks (`_escape_backslashes`), so a YAML `'\\.'` reaches Jinja as a
 /// literal backslash and dot. String extents follow Jinja's lexer, where a

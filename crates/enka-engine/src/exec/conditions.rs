@@ -181,6 +181,9 @@ impl Runner {
         keyword: Option<&str>,
     ) -> String {
         match self.semantics() {
+            Semantics::Ansible218 if err.message() == enka_template::UNSAFE_CONDITION => {
+                conditional_error(err)
+            }
             Semantics::Ansible218 => located(conditional_error(err), task, at),
             Semantics::Ansible219 => {
                 let written = Location {

@@ -119,6 +119,12 @@ impl Runner {
                     .and_then(|(_, positions)| positions.get(index).copied().flatten());
                 TaskResult::task_error(self.condition_failure_text(task, at, &error, None))
             }
+            Err(modules::ModuleError::Raised(message)) => {
+                TaskResult::task_error(match self.semantics() {
+                    enka_template::Semantics::Ansible218 => message,
+                    enka_template::Semantics::Ansible219 => format!("Task failed: {message}"),
+                })
+            }
             Err(err) => TaskResult::failed(err.to_string()),
         }
     }
@@ -251,6 +257,24 @@ impl Runner {
         }
     }
 
+    /// Templated arguments with the templated free-form text merged and
+    /// `omit` dropped: 2.18 merges first (an omitted whole is refused like
+    /// any text), 2.19 drops first (an omitted whole is no arguments), and
+    /// finalizes them in key order.
+    fn finalized_args(&self, args: Value, module: &ModuleRef) -> Result<Value, String> {
+        let omit = self.templar.omit();
+        let action = module.resolved_name();
+        match self.semantics() {
+            Semantics::Ansible218 => {
+                variable_params(args, Semantics::Ansible218, &action).map(|v| remove_omit(&v, omit))
+            }
+            Semantics::Ansible219 => {
+                variable_params(remove_omit(&args, omit), Semantics::Ansible219, &action)
+                    .map(|v| sorted_by_key(&v))
+            }
+        }
+    }
+
     /// The task's arguments with `module_defaults`, templated, `omit`
     /// dropped and free-form `args` merged; a failed result when they
     /// cannot be, or are not a mapping.
@@ -272,8 +296,7 @@ impl Runner {
             Err(message) => return Err(TaskResult::task_error(message)),
         };
         let templated = match self.templar.template_value(args, ctx) {
-            Ok(v) => match variable_params(remove_omit(&v, self.templar.omit())) {
-                Ok(v) if self.semantics() == Semantics::Ansible219 => sorted_by_key(&v),
+            Ok(v) => match self.finalized_args(v, module) {
                 Ok(v) => v,
                 Err(message) => return Err(TaskResult::task_error(message)),
             },

@@ -78,12 +78,20 @@ impl Runner {
             _ => "",
         };
         let items = loop_list(&looping.kind, raw, ctx, lenient, action);
-        // Items of a with_* loop come from a lookup, which Ansible wraps as
-        // unsafe (TaskExecutor._get_loop_items); `loop` items are templated
-        // values, which 2.18 templates again and 2.19 never does (what a
-        // template rendered is no template).
+        // Items of a with_* loop come from a lookup, which 2.18 wraps as
+        // unsafe (TaskExecutor._get_loop_items); 2.19 keeps the trust of the
+        // values a lookup hands back as they were given and trusts nothing
+        // it made. `loop` items are as templating left them (2.19 trusts a
+        // template's result only when it looked the value up).
         let items = match &looping.kind {
-            LoopKind::List if self.semantics() == Semantics::Ansible218 => items,
+            LoopKind::List => items,
+            LoopKind::Items | LoopKind::Dict if self.semantics() == Semantics::Ansible219 => items,
+            LoopKind::Lookup(name)
+                if self.semantics() == Semantics::Ansible219
+                    && PASSING_LOOKUPS.contains(&name.as_str()) =>
+            {
+                items
+            }
             _ => items.map(|items| items.iter().map(enka_template::mark_unsafe).collect()),
         };
         match items {
@@ -517,3 +525,15 @@ fn item_outcome(outcome: Result<TaskResult, Flow>, no_log: bool) -> Result<TaskR
         }),
     }
 }
+
+/// Lookups whose items are the values they were given, rearranged: 2.19
+/// keeps those values' trust.
+const PASSING_LOOKUPS: &[&str] = &[
+    "cartesian",
+    "flattened",
+    "indexed_items",
+    "nested",
+    "random_choice",
+    "subelements",
+    "together",
+];

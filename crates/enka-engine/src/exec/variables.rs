@@ -289,7 +289,11 @@ impl Runner {
 
 /// Arguments whose templated free-form text rendered to a mapping: that
 /// mapping, the arguments written beside it winning (Task._post_validate_args).
-pub(super) fn variable_params(args: Value) -> Result<Value, String> {
+pub(super) fn variable_params(
+    args: Value,
+    semantics: enka_template::Semantics,
+    action: &str,
+) -> Result<Value, String> {
     let key = Value::from(enka_project::role::VARIABLE_PARAMS);
     let Ok(params) = args.get_item(&key) else {
         return Ok(args);
@@ -298,10 +302,16 @@ pub(super) fn variable_params(args: Value) -> Result<Value, String> {
         return Ok(args);
     }
     if params.kind() != ValueKind::Map {
-        return Err(format!(
-            "invalid or malformed argument: '{}'",
-            enka_template::pyrepr::to_text(&params)
-        ));
+        return Err(match semantics {
+            enka_template::Semantics::Ansible218 => format!(
+                "invalid or malformed argument: '{}'",
+                enka_template::pyrepr::to_text(&params)
+            ),
+            enka_template::Semantics::Ansible219 => format!(
+                "Task failed: Finalization of task args for '{action}' failed: Task args must resolve to a 'dict' not '{}'.",
+                enka_template::pyrepr::type_name(&params)
+            ),
+        });
     }
     let mut pairs: Vec<(Value, Value)> = Vec::new();
     for k in params.try_iter().into_iter().flatten() {

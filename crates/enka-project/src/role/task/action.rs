@@ -230,7 +230,9 @@ fn native_args(
     let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
     let mut variable_params = false;
     for (name, node) in entries {
-        if name == "_raw_params" && spec.free_form != FreeForm::Raw && is_template_node(node) {
+        let templated_raw =
+            name == "_raw_params" && spec.free_form != FreeForm::Raw && is_template_node(node);
+        if templated_raw || name == VARIABLE_PARAMS {
             // Templated free-form text must render to the arguments
             // (`_variable_params`, checked when the task runs).
             variable_params = true;
@@ -300,7 +302,15 @@ pub(super) fn merge_task_args(
                 }
             }
         }
-        None => loader.error(at.loc(extra.pos), "args must be a mapping".to_owned()),
+        // A template that must render to the arguments (ModuleArgsParser's
+        // `_variable_params`, checked when the task runs).
+        None if is_template_node(extra) => {
+            entries.push((VARIABLE_PARAMS.to_owned(), extra.clone()));
+        }
+        None => loader.error(
+            at.loc(extra.pos),
+            "Complex args must be a dictionary or variable string (\"{{var}}\").".to_owned(),
+        ),
     }
 }
 

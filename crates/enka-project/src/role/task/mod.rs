@@ -159,6 +159,9 @@ fn templated(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) ->
 }
 
 pub(crate) fn compile_in(loader: &mut Loader, at: &TaskFile<'_>, node: &Node, what: &str) {
+    if node.tag.as_deref() == Some("unsafe") {
+        return; // never templated
+    }
     match &node.value {
         enka_yaml::Value::Str(s) => {
             if let Err(err) = loader.builder.add_template(s) {
