@@ -1,27 +1,17 @@
 //! `assert`: checks conditions.
 
 use minijinja::Value;
+use minijinja::value::ValueKind;
 
 use super::{Args, ModuleContext, Output};
 use crate::catalogue;
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
-    // The action reads `that` as the task wrote it (untemplated_args): a
-    // list's conditions keep their `{{ }}` (evaluated, and warned about,
-    // as conditions) and show as written in `assertion`; a single string
-    // is templated first, as it may name a list.
-    let written = ctx
-        .task
-        .written_args
-        .get_attr("that")
-        .ok()
-        .filter(|v| v.kind() == minijinja::value::ValueKind::Seq);
-    // A single condition is one condition, commas and all (the assert
-    // action wraps a non-list in a list; it does not split it).
-    let that = match (written, args.get("that")) {
-        (Some(list), _) => list.try_iter().into_iter().flatten().collect(),
-        (None, Some(one)) if one.kind() == minijinja::value::ValueKind::String => vec![one],
-        (None, _) => args.list("that")?,
+    let strict = ctx.templar.options().semantics == enka_template::Semantics::Ansible219;
+    let that = if strict {
+        conditions_219(args, ctx)
+    } else {
+        conditions_218(args, ctx)?
     };
     let quiet = args.bool("quiet", false)?;
     let fail_msg = args.get("fail_msg").or_else(|| args.get("msg"));
@@ -38,7 +28,14 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::Mo
                 error,
             }
         })?;
-        warnings.extend(judgement.delimiters_warning(condition).map(Value::from));
+        if strict {
+            // 2.19 deprecates the delimiters, in the result.
+            if judgement.delimiters {
+                deprecations.push(delimiters_deprecation_219());
+            }
+        } else {
+            warnings.extend(judgement.delimiters_warning(condition).map(Value::from));
+        }
         // The assert action's conditions have no position in 2.18.
         let place = || {
             format!(
@@ -92,6 +89,91 @@ fn shown_in_full(output: Output, quiet: bool) -> Output {
     } else {
         output.with("_ansible_verbose_always", true)
     }
+}
+
+/// The conditions of `that` as 2.18's action reads them: as the task wrote
+/// them (untemplated_args), so a list's conditions keep their `{{ }}`
+/// (evaluated, and warned about, as conditions) and show as written in
+/// `assertion`; a single string is templated first, as it may name a list,
+/// and is one condition, commas and all.
+fn conditions_218(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Vec<Value>, crate::ModuleError> {
+    let written = ctx
+        .task
+        .written_args
+        .get_attr("that")
+        .ok()
+        .filter(|v| v.kind() == ValueKind::Seq);
+    Ok(match (written, args.get("that")) {
+        (Some(list), _) => list.try_iter().into_iter().flatten().collect(),
+        (None, Some(one)) if one.kind() == ValueKind::String => vec![one],
+        (None, _) => args.list("that")?,
+    })
+}
+
+/// The conditions of `that` as 2.19's action reads them
+/// (`finalize_task_arg`): a string that is one whole template is resolved,
+/// and used when it names a list; any other string, as written, is one
+/// condition; a list's conditions are as written. A missing condition is
+/// the empty one 2.19 refuses.
+fn conditions_219(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Vec<Value> {
+    let items = |list: &Value| list.try_iter().into_iter().flatten().collect::<Vec<_>>();
+    let written = ctx
+        .task
+        .written_args
+        .get_attr("that")
+        .ok()
+        .filter(|v| !v.is_undefined());
+    let resolved = args.get("that");
+    let that = match (written, resolved) {
+        (Some(text), resolved) if text.kind() == ValueKind::String => {
+            let all_template = text
+                .as_str()
+                .is_some_and(|t| enka_template::is_all_template(t.trim()));
+            let as_written = || {
+                let source = text.as_str().unwrap_or_default();
+                ctx.templar.container_as_written(source, ctx.ctx)
+            };
+            match resolved {
+                Some(list) if all_template && list.kind() == ValueKind::Seq => {
+                    items(&as_written().unwrap_or(list))
+                }
+                _ => vec![text],
+            }
+        }
+        (Some(list), _) if list.kind() == ValueKind::Seq => items(&list),
+        (Some(one), _) => vec![one],
+        (None, Some(list)) if list.kind() == ValueKind::Seq => items(&list),
+        (None, Some(one)) => vec![one],
+        (None, None) => Vec::new(),
+    };
+    if that.is_empty() {
+        return vec![Value::from("")];
+    }
+    that.into_iter()
+        .map(|c| if c.is_none() { Value::from("") } else { c })
+        .collect()
+}
+
+/// 2.19's deprecation of a condition written inside `{{ }}` or `{% %}`,
+/// as a result carries it.
+fn delimiters_deprecation_219() -> Value {
+    Value::from_pairs([
+        ("collection_name", Value::from("ansible.builtin")),
+        (
+            "deprecator",
+            Value::from_pairs([
+                ("resolved_name", Value::from("ansible.builtin")),
+                ("type", Value::from(())),
+            ]),
+        ),
+        (
+            "msg",
+            Value::from(
+                "Conditionals should not be surrounded by templating delimiters such as {{ }} or {% %}.",
+            ),
+        ),
+        ("version", Value::from("2.23")),
+    ])
 }
 
 /// The module as the catalogue lists it.

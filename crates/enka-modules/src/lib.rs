@@ -229,6 +229,7 @@ pub async fn run(
         let action = AnsibleAction::new(fqcn, Arc::from(Vec::new()));
         return bridged::run(&action, args, ctx).await;
     }
+    catalogue::check_requirements(spec, args)?;
     let args = Args::new(spec.name, args);
     match spec.run {
         catalogue::Run::Now(run) => run(&args, ctx),

@@ -46,10 +46,13 @@ impl Templar {
             if templated.kind() != ValueKind::String {
                 return judged(&templated, delimiters);
             }
-            if ctx.is_tainted() || context::contains_unsafe(&templated) {
+            if context::contains_unsafe(&templated) {
                 return Err(untrusted().in_template(expr));
             }
             text = std::borrow::Cow::Owned(pyrepr::to_text(&templated));
+        }
+        if !delimiters && context::is_possibly_template(&text) {
+            text = std::borrow::Cow::Owned(self.constants_templated(&text, ctx)?);
         }
         let (holds, not_boolean) = self.truth_of(&text, ctx)?;
         match not_boolean {
@@ -62,9 +65,66 @@ impl Templar {
     }
 }
 
+impl Templar {
+    /// A trusted expression with its string literals that hold a template
+    /// rendered (2.19 trusts a conditional expression's constants as
+    /// templates: `"dude" == "du{{ 'de' }}"` holds). Delimiters outside a
+    /// literal are left for the parser to refuse.
+    fn constants_templated(&self, expr: &str, ctx: &Context) -> Result<String, Error> {
+        use minijinja::machinery::Token;
+        let mut out = String::with_capacity(expr.len());
+        let mut copied = 0;
+        let tokens = minijinja::machinery::tokenize(expr, true, Default::default());
+        for token in tokens {
+            let Ok((token, span)) = token else {
+                return Ok(expr.to_owned());
+            };
+            let literal = match &token {
+                Token::Str(text) => *text,
+                Token::String(text) => text,
+                _ => continue,
+            };
+            if !context::is_possibly_template(literal) {
+                continue;
+            }
+            // An undefined value inside stays a template until used (2.19
+            // makes it a lazy marker): a lookup may never read it.
+            let rendered = match self.render_str(literal, ctx) {
+                Ok(value) => pyrepr::to_text(&value),
+                Err(err) if err.is_undefined() => continue,
+                Err(err) => return Err(err),
+            };
+            let (start, end) = (span.start_offset as usize, span.end_offset as usize);
+            out.push_str(&expr[copied..start]);
+            out.push_str(&jinja_string_literal(&rendered));
+            copied = end;
+        }
+        out.push_str(&expr[copied..]);
+        Ok(out)
+    }
+}
+
+/// `text` as a Jinja string literal.
+fn jinja_string_literal(text: &str) -> String {
+    let mut literal = String::with_capacity(text.len() + 2);
+    literal.push('"');
+    for c in text.chars() {
+        match c {
+            '\\' => literal.push_str("\\\\"),
+            '"' => literal.push_str("\\\""),
+            '\n' => literal.push_str("\\n"),
+            '\r' => literal.push_str("\\r"),
+            '\t' => literal.push_str("\\t"),
+            c => literal.push(c),
+        }
+    }
+    literal.push('"');
+    literal
+}
+
 /// Whether the whole condition is one template, as 2.19 asks
 /// (`is_possibly_all_template`): it starts and ends with Jinja delimiters.
-fn is_all_template(expr: &str) -> bool {
+pub fn is_all_template(expr: &str) -> bool {
     (expr.starts_with("{{") && expr.ends_with("}}"))
         || (expr.starts_with("{%") && expr.ends_with("%}"))
 }

@@ -59,7 +59,7 @@ use rand::rngs::StdRng;
 use source::{check_source, escape_backslashes, keeps_text, single_var};
 
 pub(crate) use conditional::ConditionalInspections;
-pub use conditional::Judgement;
+pub use conditional::{Judgement, is_all_template};
 pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
     is_possibly_template, mark_unsafe,
@@ -259,6 +259,9 @@ impl TemplarBuilder {
         env.add_global("omit", omit_token());
         env.add_function("dict", filters::dict_global);
         env.add_function("now", filters::now);
+        // Jinja's own globals besides `range`, `dict` and `namespace`.
+        env.add_function("cycler", minijinja_contrib::globals::cycler);
+        env.add_function("joiner", minijinja_contrib::globals::joiner);
         // Ansible's `undef(hint)`: a value that is undefined wherever it is
         // used, for a variable a role requires its caller to override.
         env.add_function(
@@ -750,11 +753,13 @@ impl Templar {
             if let Some(text) = value.as_str() {
                 check_output_size(text)?;
             }
+            // What a template computes is data, not a template (2.19); a
+            // value it looked up keeps its own trust, whatever else the
+            // template read.
             if !info.passes_through {
-                // What a template computes is data, not a template (2.19).
                 value = context::mark_unsafe(&value);
             }
-            return Ok(self.keep_taint(value, ctx));
+            return Ok(value);
         }
         let (mut text, _) = self.render_source(source, info, ctx, false)?;
         check_output_size(&text)?;
@@ -818,6 +823,19 @@ impl Templar {
                 .template_from_str(&escaped)
                 .map_err(|e| Error::from_minijinja(&e, source))?,
         )
+    }
+
+    /// 2.19's `resolve_to_container` for a template that names one
+    /// variable (`{{ conditions }}`): its list or mapping as written, the
+    /// templates inside left for the caller. `None` for anything else.
+    pub fn container_as_written(&self, source: &str, ctx: &Context) -> Option<Value> {
+        let name = single_var(source.trim())?;
+        let var = ctx.vars.get(name)?;
+        matches!(
+            var.value.kind(),
+            minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Map
+        )
+        .then_some(var.value)
     }
 
     /// Templates every string inside `value`, recursively (mapping keys are

@@ -257,6 +257,43 @@ impl Runner {
         }
     }
 
+    /// The arguments to template, and those 2.19 leaves as written: an
+    /// action's expressions (assert's `that`) are finalized by the action,
+    /// which resolves a string that is one whole template and evaluates
+    /// any other string, or a list's strings, as written.
+    fn expressions_as_written(
+        &self,
+        module: &ModuleRef,
+        args: &Value,
+    ) -> (Value, Vec<(Value, Value)>) {
+        let ModuleRef::Native(spec) = module else {
+            return (args.clone(), Vec::new());
+        };
+        if self.semantics() == Semantics::Ansible218 || spec.expressions.is_empty() {
+            return (args.clone(), Vec::new());
+        }
+        let written = |key: &Value, value: &Value| {
+            key.as_str().is_some_and(|k| spec.expressions.contains(&k))
+                && !value
+                    .as_str()
+                    .is_some_and(|text| enka_template::is_all_template(text.trim()))
+        };
+        let mut kept = Vec::new();
+        let mut rest = Vec::new();
+        for key in args.try_iter().into_iter().flatten() {
+            let value = args.get_item(&key).unwrap_or_default();
+            if written(&key, &value) {
+                kept.push((key, value));
+            } else {
+                rest.push((key, value));
+            }
+        }
+        if kept.is_empty() {
+            return (args.clone(), kept);
+        }
+        (Value::from_pairs(rest), kept)
+    }
+
     /// Templated arguments with the templated free-form text merged and
     /// `omit` dropped: 2.18 merges first (an omitted whole is refused like
     /// any text), 2.19 drops first (an omitted whole is no arguments), and
@@ -295,7 +332,12 @@ impl Runner {
             Ok(None) => args,
             Err(message) => return Err(TaskResult::task_error(message)),
         };
-        let templated = match self.templar.template_value(args, ctx) {
+        let (args, as_written) = self.expressions_as_written(module, args);
+        let templated = match self
+            .templar
+            .template_value(&args, ctx)
+            .map(|v| with_entries(&v, &as_written))
+        {
             Ok(v) => match self.finalized_args(v, module) {
                 Ok(v) => v,
                 Err(message) => return Err(TaskResult::task_error(message)),
@@ -309,11 +351,11 @@ impl Runner {
                     // 2.19 catches what Jinja raises while rendering.
                     (Semantics::Ansible219, Some(("ZeroDivisionError", text))) => {
                         let cause = format!("Error rendering template: {text}");
-                        self.finalization_failure(module, args, &cause, ctx)
+                        self.finalization_failure(module, &args, &cause, ctx)
                     }
                     (Semantics::Ansible219, _) => {
                         let cause = err.message_in(Semantics::Ansible219);
-                        self.finalization_failure(module, args, &cause, ctx)
+                        self.finalization_failure(module, &args, &cause, ctx)
                     }
                     (Semantics::Ansible218, None) if err.is_undefined() => {
                         undefined_in_arguments(task, &err)
@@ -444,4 +486,21 @@ fn sorted_by_key(args: &Value) -> Value {
     let mut pairs = enka_template::convert::entries(args);
     pairs.sort_by(|(a, _), (b, _)| a.cmp(b));
     Value::from_pairs(pairs)
+}
+
+/// `map` with `entries` added.
+fn with_entries(map: &Value, entries: &[(Value, Value)]) -> Value {
+    if entries.is_empty() {
+        return map.clone();
+    }
+    let pairs = map
+        .try_iter()
+        .into_iter()
+        .flatten()
+        .map(|key| {
+            let value = map.get_item(&key).unwrap_or_default();
+            (key, value)
+        })
+        .chain(entries.iter().cloned());
+    Value::from_pairs(pairs.collect::<Vec<_>>())
 }

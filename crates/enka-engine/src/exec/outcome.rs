@@ -8,6 +8,7 @@ use enka_modules::Control;
 use enka_project::role::{Action, Task};
 use enka_template::{Error as TemplateError, Var};
 use minijinja::Value;
+use minijinja::value::ValueKind;
 
 use super::no_log::{NO_LOG_MESSAGE, censored, shown_message};
 use super::task_result::TaskResult;
@@ -51,9 +52,8 @@ impl Runner {
         }
         if let Some(name) = &task.register {
             self.warn_if_reserved([&**name]);
-            // A module's result is unsafe data, as Ansible wraps it.
-            Arc::make_mut(&mut self.facts)
-                .insert(name.clone(), Var::unsafe_data(&result.registered()));
+            let registered = self.registered(&result.registered());
+            Arc::make_mut(&mut self.facts).insert(name.clone(), registered);
         }
 
         if result.flag("unreachable") {
@@ -277,6 +277,17 @@ impl Runner {
     }
 
     /// The ansible-core line whose semantics the run follows.
+    /// A registered result as a variable. 2.18 wraps a module's result as
+    /// unsafe data; 2.19 trusts nothing a module made, while the loop items
+    /// in it (`item`, each of `results`) are the values the loop was given,
+    /// whose trust they keep.
+    pub(super) fn registered(&self, result: &Value) -> Var {
+        match self.semantics() {
+            enka_template::Semantics::Ansible218 => Var::unsafe_data(result),
+            enka_template::Semantics::Ansible219 => Var::plain(untrusted_but_items(result)),
+        }
+    }
+
     pub(super) fn semantics(&self) -> enka_template::Semantics {
         self.templar.options().semantics
     }
@@ -348,4 +359,32 @@ pub(super) fn fail_result(message: &str) -> Value {
         (Value::from("failed"), Value::from(true)),
         (Value::from("msg"), Value::from(message)),
     ])
+}
+
+/// A result with every string marked unsafe but its loop items'.
+fn untrusted_but_items(result: &Value) -> Value {
+    if result.kind() != ValueKind::Map {
+        return enka_template::mark_unsafe(result);
+    }
+    let loop_var = result
+        .get_attr("ansible_loop_var")
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "item".to_owned());
+    Value::from_pairs(result.try_iter().into_iter().flatten().map(|key| {
+        let value = result.get_item(&key).unwrap_or_default();
+        let value = match key.as_str() {
+            Some(name) if name == loop_var => value,
+            Some("results") if value.kind() == ValueKind::Seq => Value::from(
+                value
+                    .try_iter()
+                    .into_iter()
+                    .flatten()
+                    .map(|item| untrusted_but_items(&item))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => enka_template::mark_unsafe(&value),
+        };
+        (key, value)
+    }))
 }

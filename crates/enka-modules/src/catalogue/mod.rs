@@ -11,6 +11,7 @@ pub mod modules;
 pub use action::AnsibleAction;
 pub use module_ref::ModuleRef;
 pub use modules::{
-    Answer, FreeForm, MODULES, ModuleSpec, Requirement, Run, lookup, unsupported, validate_args,
+    Answer, FreeForm, MODULES, ModuleSpec, Requirement, Run, check_requirements, lookup,
+    unsupported, validate_args,
 };
 pub(crate) use modules::{BUILTIN, KUBERNETES, OPERATOR_SDK};

@@ -271,6 +271,47 @@ pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), S
     Ok(())
 }
 
+/// Checks the arguments a task runs with against what its module requires,
+/// worded as Ansible's argument spec validation words it: what the load
+/// could not see (a templated `args:` or free-form text that renders to the
+/// arguments, an omitted value) is caught here.
+pub fn check_requirements(spec: &ModuleSpec, args: &Value) -> Result<(), String> {
+    let has = |name: &str| {
+        args.get_attr(name)
+            .is_ok_and(|value| !value.is_undefined())
+    };
+    for requirement in spec.requires {
+        match requirement {
+            Requirement::OneOf([name]) | Requirement::Each([name]) if !has(name) => {
+                return Err(format!("missing required arguments: {name}"));
+            }
+            Requirement::OneOf(names) if !names.iter().any(|n| has(n)) => {
+                return Err(format!(
+                    "one of the following is required: {}",
+                    names.join(", ")
+                ));
+            }
+            Requirement::Each(names) => {
+                let missing: Vec<&str> = names.iter().copied().filter(|n| !has(n)).collect();
+                if !missing.is_empty() {
+                    return Err(format!(
+                        "missing required arguments: {}",
+                        missing.join(", ")
+                    ));
+                }
+            }
+            Requirement::Exclusive(names) if names.iter().filter(|n| has(n)).count() > 1 => {
+                return Err(format!(
+                    "parameters are mutually exclusive: {}",
+                    names.join("|")
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

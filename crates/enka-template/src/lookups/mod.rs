@@ -158,19 +158,22 @@ fn dispatch(
 /// The terms as the plugin sees them: templated first, as Ansible's
 /// `listify_lookup_plugin_terms` does (`lookup('file', '{{ tmp.path }}')`
 /// reads the file the variable names); unsafe terms are left as they are,
-/// and an undefined variable in a term fails the lookup, whatever `errors`
-/// says.
+/// and an undefined variable in a term fails the lookup (in 2.18), whatever
+/// `errors` says.
 fn template_terms(ctx: &Context, terms: &[Value]) -> Result<Vec<Value>, Error> {
     let nested = Context {
         depth: ctx.depth + 1,
         ..ctx.clone()
     };
+    let lazy_undefined = ctx.templar().options().semantics.native();
     terms
         .iter()
-        .map(|term| {
-            ctx.templar()
-                .template_value(term, &nested)
-                .map_err(|e| e.to_minijinja())
+        .map(|term| match ctx.templar().template_value(term, &nested) {
+            // 2.19 makes an undefined value inside a term a marker that
+            // fails only where the plugin reads it: the term is left as
+            // it was written.
+            Err(e) if lazy_undefined && e.is_undefined() => Ok(term.clone()),
+            other => other.map_err(|e| e.to_minijinja()),
         })
         .collect()
 }

@@ -132,10 +132,12 @@ fn is_bare_expression(spec: &registry::ModuleSpec, name: &str) -> bool {
 /// them) names, so those enka lacks run through Ansible.
 fn note_expression_plugins(loader: &mut Loader, at: &TaskFile<'_>, node: &Node) {
     match &node.value {
+        // A condition is an expression, templates in its string literals
+        // and all, unless it is one whole template.
         enka_yaml::Value::Str(expr) => loader.note_plugins(
             &at.loc(node.pos),
             expr,
-            !enka_template::is_possibly_template(expr),
+            !enka_template::is_all_template(expr.trim()),
         ),
         enka_yaml::Value::Seq(items) => {
             for item in items {
