@@ -68,6 +68,14 @@ fn show_var(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::M
             Err(err) => return Err(err.to_string().into()),
         }
     };
+    let value = if strict && value.as_str() == Some(ctx.templar.omit()) {
+        warnings.push(Value::from(
+            "The result of the `var` expression could not be omitted; a placeholder was used instead.",
+        ));
+        Value::from("<<Omit>>")
+    } else {
+        value
+    };
     let shown = if ctx.no_log {
         Value::from("******")
     } else {

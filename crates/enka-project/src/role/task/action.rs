@@ -194,14 +194,18 @@ fn action_keyword(
                     return None;
                 };
                 module_name = name.to_owned();
+                // An `args` mapping inside is merged over the others
+                // (ModuleArgsParser simplifies `{module: m, args: {…}}`).
+                let nested = value.get("args").and_then(Node::as_map).unwrap_or_default();
+                let mut merged: Vec<(Node, Node)> = entries
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), Some("module" | "args")))
+                    .filter(|(k, _)| !nested.iter().any(|(n, _)| n.as_str() == k.as_str()))
+                    .cloned()
+                    .collect();
+                merged.extend(nested.iter().cloned());
                 value = Node {
-                    value: enka_yaml::Value::Map(
-                        entries
-                            .iter()
-                            .filter(|(k, _)| k.as_str() != Some("module"))
-                            .cloned()
-                            .collect(),
-                    ),
+                    value: enka_yaml::Value::Map(merged),
                     pos: value.pos,
                     tag: None,
                 };
