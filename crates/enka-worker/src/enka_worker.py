@@ -121,6 +121,20 @@ def _jsonable(value):
         return value
     if hasattr(value, "isoformat"):
         return value.isoformat()
+    summary = type(value).__name__
+    if summary == "WarningSummary":
+        # 2.19's warnings, as a registered result shows them.
+        return to_text(value.event.msg)
+    if summary == "DeprecationSummary":
+        shown = {"msg": to_text(value.event.msg)}
+        for field in ("version", "date"):
+            if getattr(value, field, None):
+                shown[field] = getattr(value, field)
+        deprecator = getattr(value, "deprecator", None)
+        if deprecator is not None:
+            shown["collection_name"] = deprecator.resolved_name
+            shown["deprecator"] = {"resolved_name": deprecator.resolved_name, "type": deprecator.type}
+        return shown
     return to_text(value)
 
 
@@ -250,6 +264,10 @@ def _run_in_fork(target, module_args, environment, deadline, profile=None):
             ansible.module_utils.basic._ANSIBLE_ARGS = payload
             if profile is not None:
                 ansible.module_utils.basic._ANSIBLE_PROFILE = profile
+            if _DATA_TAGGING:
+                # A module, not the controller: its warnings and
+                # deprecations go into its result, not to the display.
+                ansible.module_utils._internal.is_controller = False
             kind, name = target
             sys.argv = [name]
             # What AnsiballZ's loader gives the module (respawning reads it).

@@ -164,8 +164,16 @@ impl Runner {
                         .template_value(&item, ctx)
                         .map_err(|err| format!("environment: {}", err.ansible_message()))?
                 };
+                // 2.19 drops what is omitted: an entry, or a value.
+                let omitted = self.semantics() == enka_template::Semantics::Ansible219;
+                let templated = if omitted {
+                    remove_omit(&templated, self.templar.omit())
+                } else {
+                    templated
+                };
                 match templated.kind() {
                     ValueKind::None => {}
+                    _ if omitted && templated.as_str() == Some(self.templar.omit()) => {}
                     ValueKind::Map => {
                         for key in templated.try_iter().into_iter().flatten() {
                             let value = templated.get_item(&key).unwrap_or_default();
