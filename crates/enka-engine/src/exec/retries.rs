@@ -341,6 +341,13 @@ impl Runner {
                 Ok(failed) => {
                     result.set("failed_when_result", Value::from(failed));
                     result.set("failed", Value::from(failed));
+                    // 2.19 keeps what failed_when forgave aside.
+                    if !failed
+                        && self.semantics() == enka_template::Semantics::Ansible219
+                        && let Some(exception) = result.take("exception")
+                    {
+                        result.set("failed_when_suppressed_exception", exception);
+                    }
                 }
                 Err((index, err)) => {
                     result.set("failed", Value::from(true));

@@ -119,6 +119,12 @@ impl TaskResult {
         self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
+    /// Removes `key`, returning its value.
+    pub(super) fn take(&mut self, key: &str) -> Option<Value> {
+        let at = self.fields.iter().position(|(k, _)| k == key)?;
+        Some(self.fields.remove(at).1)
+    }
+
     pub(super) fn set(&mut self, key: &str, value: Value) {
         match self.fields.iter_mut().find(|(k, _)| k == key) {
             Some(slot) => slot.1 = value,
