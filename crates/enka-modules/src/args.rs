@@ -35,6 +35,11 @@ impl<'a> Args<'a> {
             .filter(|v| !v.is_undefined() && !v.is_none())
     }
 
+    /// An argument as given, null included.
+    pub fn given(&self, name: &str) -> Option<Value> {
+        self.map.get_attr(name).ok().filter(|v| !v.is_undefined())
+    }
+
     /// Whether the argument was given (even as null).
     pub fn has(&self, name: &str) -> bool {
         self.map.get_attr(name).is_ok_and(|v| !v.is_undefined())

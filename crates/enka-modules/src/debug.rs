@@ -16,7 +16,8 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::Mo
     if args.has("var") {
         return show_var(args, ctx);
     }
-    let msg = args.get("msg").unwrap_or(Value::from("Hello world!"));
+    // A null message is shown as null (2.19: its `{{ None }}` stays null).
+    let msg = args.given("msg").unwrap_or(Value::from("Hello world!"));
     if !ctx.no_log {
         tracing::info!(
             task = ctx.task.name.unwrap_or("debug"),

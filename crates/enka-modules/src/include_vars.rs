@@ -21,6 +21,23 @@ pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, cra
 }
 
 async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
+    if args.given("file").is_some_and(|file| file.is_none()) {
+        // Ansible's search for a null file name finds nothing, and says so.
+        return Ok(Output::changed(false)
+            .with("failed", true)
+            .with("ansible_facts", Value::from_pairs(Vec::<(Value, Value)>::new()))
+            .with("ansible_included_var_files", Vec::<Value>::new())
+            .with(
+                "message",
+                "Could not find file on the Ansible Controller.\nIf you are using a module and expect the file to exist on the remote, see the remote_src option",
+            )
+            .with(
+                "warnings",
+                vec![Value::from(
+                    "Invalid request to find a file that matches a \"null\" value",
+                )],
+            ));
+    }
     let name = args.str("name")?;
     // Free-form text loses its trailing newlines (a folded `>` scalar).
     let raw = args
@@ -63,7 +80,15 @@ async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate:
         }
         output.included_vars.push((Arc::from(name.as_str()), value));
     }
-    Ok(output)
+    // The result shows what was included as the action returns it.
+    let facts = Value::from_pairs(
+        output
+            .included_vars
+            .iter()
+            .map(|(k, v)| (Value::from(&**k), v.clone()))
+            .collect::<Vec<_>>(),
+    );
+    Ok(output.with("ansible_facts", facts))
 }
 
 /// One vars file: a mapping (Vault-encrypted whole or in part).

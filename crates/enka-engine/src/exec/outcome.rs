@@ -52,7 +52,7 @@ impl Runner {
         }
         if let Some(name) = &task.register {
             self.warn_if_reserved([&**name]);
-            let registered = self.registered(&result.registered());
+            let registered = self.registered(task, &result.registered());
             Arc::make_mut(&mut self.facts).insert(name.clone(), registered);
         }
 
@@ -281,7 +281,16 @@ impl Runner {
     /// unsafe data; 2.19 trusts nothing a module made, while the loop items
     /// in it (`item`, each of `results`) are the values the loop was given,
     /// whose trust they keep.
-    pub(super) fn registered(&self, result: &Value) -> Var {
+    pub(super) fn registered(&self, task: &Task, result: &Value) -> Var {
+        // TaskExecutor wraps no result of the actions whose facts it keeps
+        // clean (`_ACTION_WITH_CLEAN_FACTS`); the values keep their own.
+        let clean_facts = matches!(
+            &task.action,
+            Action::Module { module, .. } if matches!(module.name(), "set_fact" | "include_vars")
+        );
+        if clean_facts {
+            return Var::templated(result.clone());
+        }
         match self.semantics() {
             enka_template::Semantics::Ansible218 => Var::unsafe_data(result),
             enka_template::Semantics::Ansible219 => Var::plain(untrusted_but_items(result)),

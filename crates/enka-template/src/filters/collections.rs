@@ -813,6 +813,7 @@ pub(super) fn map(
 /// Ansible's `rekey_on_member`: a dict of the items (of a list, or a
 /// dict's values) keyed by each one's `key`.
 pub(super) fn rekey_on_member(
+    state: &State,
     value: &Value,
     key: &Value,
     duplicates: Option<String>,
@@ -850,10 +851,16 @@ pub(super) fn rekey_on_member(
             .ok_or_else(|| invalid(format!("Key {} was not found", pyrepr::to_text(key))))?;
         match out.iter_mut().find(|(k, _)| *k == member) {
             Some(_) if duplicates == "error" => {
-                return Err(invalid(format!(
-                    "Key {} is not unique, cannot correctly turn into dict",
-                    pyrepr::to_text(&member)
-                )));
+                return Err(invalid(match super::semantics(state) {
+                    crate::Semantics::Ansible218 => format!(
+                        "Key {} is not unique, cannot correctly turn into dict",
+                        pyrepr::to_text(&member)
+                    ),
+                    crate::Semantics::Ansible219 => format!(
+                        "The filter plugin 'ansible.builtin.rekey_on_member' failed: Key {} is not unique, cannot convert to dict.",
+                        pyrepr::repr(&member)
+                    ),
+                }));
             }
             Some(slot) => slot.1 = item,
             None => out.push((member, item)),
