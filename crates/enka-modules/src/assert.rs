@@ -96,7 +96,10 @@ fn shown_in_full(output: Output, quiet: bool) -> Output {
 /// (evaluated, and warned about, as conditions) and show as written in
 /// `assertion`; a single string is templated first, as it may name a list,
 /// and is one condition, commas and all.
-fn conditions_218(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Vec<Value>, crate::ModuleError> {
+fn conditions_218(
+    args: &Args<'_>,
+    ctx: &ModuleContext<'_>,
+) -> Result<Vec<Value>, crate::ModuleError> {
     let written = ctx
         .task
         .written_args

@@ -461,16 +461,22 @@ fn loop_list(
             _ => vec![raw],
         }),
         LoopKind::Dict => match raw.kind() {
-            ValueKind::Map => Ok(raw
-                .try_iter()
-                .map(|keys| {
-                    keys.map(|k| {
-                        let v = raw.get_item(&k).unwrap_or_default();
-                        Value::from_pairs([(Value::from("key"), k), (Value::from("value"), v)])
-                    })
-                    .collect()
-                })
-                .unwrap_or_default()),
+            ValueKind::Map => Ok(dict_items(&raw)),
+            // 2.19's dict lookup takes a list of mappings, one by one.
+            ValueKind::Seq if ctx.templar().options().semantics == Semantics::Ansible219 => {
+                let mut items = Vec::new();
+                for term in raw.try_iter().into_iter().flatten() {
+                    if term.kind() != ValueKind::Map {
+                        return Err(format!(
+                            "The lookup plugin 'dict' failed: the 'dict' lookup plugin expects a dictionary, got '{}' of type <class '{}'>)",
+                            enka_template::pyrepr::to_text(&term),
+                            enka_template::pyrepr::type_name(&term)
+                        ));
+                    }
+                    items.extend(dict_items(&term));
+                }
+                Ok(items)
+            }
             _ => Err(format!(
                 "with_dict expects a dict, got {}",
                 enka_template::pyrepr::type_name(&raw)
@@ -499,6 +505,19 @@ fn loop_list(
             enka_template::query_as_with(ctx, name, &terms, action).map_err(|e| e.ansible_message())
         }
     }
+}
+
+/// A mapping's `{key, value}` items, as `with_dict` gives them.
+fn dict_items(map: &Value) -> Vec<Value> {
+    map.try_iter()
+        .map(|keys| {
+            keys.map(|k| {
+                let v = map.get_item(&k).unwrap_or_default();
+                Value::from_pairs([(Value::from("key"), k), (Value::from("value"), v)])
+            })
+            .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A failed item in the log: the task's own failure says only "One or more

@@ -276,10 +276,7 @@ pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), S
 /// could not see (a templated `args:` or free-form text that renders to the
 /// arguments, an omitted value) is caught here.
 pub fn check_requirements(spec: &ModuleSpec, args: &Value) -> Result<(), String> {
-    let has = |name: &str| {
-        args.get_attr(name)
-            .is_ok_and(|value| !value.is_undefined())
-    };
+    let has = |name: &str| args.get_attr(name).is_ok_and(|value| !value.is_undefined());
     for requirement in spec.requires {
         match requirement {
             Requirement::OneOf([name]) | Requirement::Each([name]) if !has(name) => {

@@ -126,7 +126,10 @@ pub(super) fn random_choice(terms: &[Value]) -> Vec<Value> {
 /// `with_subelements`: `[item, subitem]` for each element of the list
 /// found at the dotted key of each item. As Ansible pops that list out of
 /// the item, `item.0` no longer holds it.
-pub(super) fn subelements(terms: &[Value]) -> Result<Vec<Value>, Error> {
+pub(super) fn subelements(
+    terms: &[Value],
+    semantics: crate::Semantics,
+) -> Result<Vec<Value>, Error> {
     let terms_error = |detail: &str| {
         invalid(format!(
             "subelements lookup expects a list of two or three items, {detail}"
@@ -141,7 +144,14 @@ pub(super) fn subelements(terms: &[Value]) -> Result<Vec<Value>, Error> {
             "first a dict or a list, second a string pointing to the subkey",
         ));
     };
-    // The first term is listified: a scalar or a string is a list of one.
+    // 2.18 listifies the first term (a scalar or a string is a list of
+    // one); 2.19 takes a list or a mapping only.
+    let listed = matches!(items.kind(), ValueKind::Map | ValueKind::Seq);
+    if semantics.native() && !listed {
+        return Err(terms_error(
+            "first a dict or a list, second a string pointing to the subkey",
+        ));
+    }
     let elements: Vec<Value> = match items.kind() {
         ValueKind::Map => {
             if skipped(items) {
@@ -283,6 +293,10 @@ fn lenient_bool(value: &Value) -> bool {
 mod tests {
     use super::*;
 
+    fn subelements_218(terms: &[Value]) -> Result<Vec<Value>, Error> {
+        subelements(terms, crate::Semantics::Ansible218)
+    }
+
     fn json(values: &[Value]) -> String {
         serde_json::to_string(values).unwrap()
     }
@@ -316,7 +330,7 @@ mod tests {
     #[test]
     fn subelements_pops_the_list_out_of_the_item() {
         let users = yaml("[{name: a, auth: {keys: [k1, k2]}}, {name: b}]");
-        let got = subelements(&[
+        let got = subelements_218(&[
             users.clone(),
             Value::from("auth.keys"),
             yaml("{skip_missing: true}"),
@@ -326,13 +340,13 @@ mod tests {
             json(&got),
             r#"[[{"name":"a","auth":{}},"k1"],[{"name":"a","auth":{}},"k2"]]"#
         );
-        let scalar = subelements(&[Value::from(9001), Value::from("groups")]).unwrap_err();
+        let scalar = subelements_218(&[Value::from(9001), Value::from("groups")]).unwrap_err();
         assert!(
             scalar
                 .to_string()
                 .contains("expects a dictionary, got '9001'")
         );
-        let missing = subelements(&[users, Value::from("auth.keys")]).unwrap_err();
+        let missing = subelements_218(&[users, Value::from("auth.keys")]).unwrap_err();
         assert!(missing.to_string().contains("could not find 'auth' key"));
     }
 }

@@ -209,7 +209,9 @@ pub fn query_as_with(
         with_action: Some(std::sync::Arc::from(action)),
         ..ctx.clone()
     };
-    run(&ctx, name, terms, &[]).map_err(|e| super::Error::from_minijinja(&e, name))
+    run(&ctx, name, terms, &[])
+        .map_err(|e| plugin_failure(&ctx, name, e))
+        .map_err(|e| super::Error::from_minijinja(&e, name))
 }
 
 fn option<'a>(options: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
@@ -264,7 +266,9 @@ const LOOKUPS: &[(&str, Lookup)] = &[
     ("indexed_items", |_, terms, _| {
         Ok(lists::indexed_items(terms))
     }),
-    ("subelements", |_, terms, _| lists::subelements(terms)),
+    ("subelements", |ctx, terms, _| {
+        lists::subelements(terms, ctx.templar().options().semantics)
+    }),
     ("random_choice", |_, terms, _| {
         Ok(lists::random_choice(terms))
     }),

@@ -22,7 +22,7 @@ pub(super) fn run(
     };
     let mut out = Vec::new();
     for term in terms {
-        let mut spec = Spec::from_options(options)?;
+        let mut spec = Spec::from_options(options, semantics)?;
         let text = pyrepr::to_text(term);
         if !spec.parse_shortcut(&text)? {
             spec.parse_key_values(&text)?;
@@ -61,11 +61,17 @@ struct Spec {
     count: Option<i64>,
     stride: i64,
     format: String,
+    /// Which line's words refuse a value.
+    semantics: crate::Semantics,
 }
 
 impl Spec {
-    fn from_options(options: &[(String, Value)]) -> Result<Self, Error> {
+    fn from_options(
+        options: &[(String, Value)],
+        semantics: crate::Semantics,
+    ) -> Result<Self, Error> {
         let mut spec = Spec {
+            semantics,
             start: 1,
             end: None,
             count: None,
@@ -80,10 +86,10 @@ impl Spec {
 
     fn set(&mut self, key: &str, value: &str) -> Result<(), Error> {
         match key {
-            "start" => self.start = integer(key, value)?,
-            "end" => self.end = Some(integer(key, value)?),
-            "count" => self.count = Some(integer(key, value)?),
-            "stride" => self.stride = integer(key, value)?,
+            "start" => self.start = integer(key, value, self.semantics)?,
+            "end" => self.end = Some(integer(key, value, self.semantics)?),
+            "count" => self.count = Some(integer(key, value, self.semantics)?),
+            "stride" => self.stride = integer(key, value, self.semantics)?,
             "format" => self.format = value.to_owned(),
             other => {
                 return Err(invalid(format!(
@@ -188,13 +194,19 @@ fn is_shortcut_number(text: &str) -> bool {
 
 /// An `integer` option as Ansible's config manager converts it: a decimal
 /// number with no fraction (`0x10` is refused, `010` is ten).
-fn integer(key: &str, value: &str) -> Result<i64, Error> {
+fn integer(key: &str, value: &str, semantics: crate::Semantics) -> Result<i64, Error> {
     let text = value.trim();
-    // The config manager's words; its ValueError has no message of its own.
+    // The config manager's words; 2.18's ValueError has no message of its
+    // own, 2.19's names the value.
     let refused = || {
-        invalid(format!(
-            "Invalid type for configuration option plugin_type: lookup plugin: sequence setting: {key} (from Direct): "
-        ))
+        invalid(match semantics {
+            crate::Semantics::Ansible218 => format!(
+                "Invalid type for configuration option plugin_type: lookup plugin: sequence setting: {key} (from Direct): "
+            ),
+            crate::Semantics::Ansible219 => format!(
+                "Config '{key}' for 'sequence' lookup plugin from 'Direct' has an invalid value: Invalid value provided for 'integer': '{value}'"
+            ),
+        })
     };
     if let Ok(n) = text.parse::<i64>() {
         return Ok(n);
