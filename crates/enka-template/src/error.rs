@@ -285,7 +285,8 @@ impl Error {
                 (_, Some(d))
                     if d.contains("is undefined")
                         || d.contains("has no attribute")
-                        || d.starts_with("No variable found") =>
+                        || d.starts_with("No variable found")
+                        || d.starts_with("No variable named") =>
                 {
                     d
                 }

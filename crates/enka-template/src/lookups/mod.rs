@@ -101,7 +101,16 @@ fn dispatch(
     let mut options: Vec<(String, Value)> = Vec::new();
     for key in kwargs.args() {
         if !matches!(key, "wantlist" | "errors" | "allow_unsafe") {
-            options.push((key.to_owned(), kwargs.get::<Value>(key)?));
+            let value = kwargs.get::<Value>(key)?;
+            if value.is_undefined() {
+                // The plugin never runs with an undefined option: the
+                // undefined value's own error is the lookup's.
+                return Err(Error::new(
+                    ErrorKind::UndefinedError,
+                    format!("'{key}' is undefined"),
+                ));
+            }
+            options.push((key.to_owned(), value));
         }
     }
     let terms = template_terms(&ctx, terms)?;
@@ -307,22 +316,31 @@ fn env(_ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<V
 }
 
 fn vars(ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<Vec<Value>, Error> {
+    let strict = ctx.templar().options().semantics.native();
     terms
         .iter()
         .map(|t| {
             let Some(name) = t.as_str().map(str::to_owned) else {
-                return Err(invalid(format!(
-                    "Invalid setting identifier, \"{}\" is not a string, its a <class '{}'>",
-                    pyrepr::to_text(t),
-                    pyrepr::type_name(t)
-                )));
+                return Err(invalid(if strict {
+                    format!("Variable name must be 'str' not '{}'.", pyrepr::type_name(t))
+                } else {
+                    format!(
+                        "Invalid setting identifier, \"{}\" is not a string, its a <class '{}'>",
+                        pyrepr::to_text(t),
+                        pyrepr::type_name(t)
+                    )
+                }));
             };
             match ctx.resolve(&name) {
                 Some(v) if !v.is_undefined() => Ok(v),
                 _ => option(options, "default").cloned().ok_or_else(|| {
                     Error::new(
                         ErrorKind::UndefinedError,
-                        format!("No variable found with this name: {name}"),
+                        if strict {
+                            format!("No variable named '{name}' was found.")
+                        } else {
+                            format!("No variable found with this name: {name}")
+                        },
                     )
                 }),
             }
