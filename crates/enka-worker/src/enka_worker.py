@@ -122,6 +122,9 @@ def _jsonable(value):
     if hasattr(value, "isoformat"):
         return value.isoformat()
     summary = type(value).__name__
+    if summary == "ErrorSummary":
+        # As a registered result shows an exception (2.19).
+        return to_text(value.event.formatted_traceback or "(traceback unavailable)")
     if summary == "WarningSummary":
         # 2.19's warnings, as a registered result shows them.
         return to_text(value.event.msg)
@@ -279,8 +282,10 @@ def _run_in_fork(target, module_args, environment, deadline, profile=None):
             code = 0
         except SystemExit as exit_:
             code = _exit_code(exit_)
+        except Exception as exc:  # noqa: BLE001 - reported as the module's failure
+            code = _uncaught(exc, profile)
         except BaseException as exc:  # noqa: BLE001 - reported as the module's failure
-            code = _uncaught(exc)
+            code = _uncaught(exc, None)
         finally:
             try:
                 sys.stdout.flush()
@@ -319,11 +324,18 @@ def _exit_code(exit_):
     return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
 
 
-def _uncaught(exc):
+def _uncaught(exc, profile):
     """What `python AnsiballZ_x.py` does with an exception the module did not
-    catch: the interpreter calls sys.excepthook, which a module may have set
-    (the file module turns its own errors into fail_json that way); the
-    default prints the traceback."""
+    catch: from 2.19 its loader reports an Exception as the module's failed
+    result; up to 2.18 the interpreter calls sys.excepthook, which a module
+    may have set (the file module turns its own errors into fail_json that
+    way), whose default prints the traceback."""
+    if _DATA_TAGGING and isinstance(exc, Exception):
+        from ansible.module_utils._internal._ansiballz._loader import _handle_exception
+        try:
+            _handle_exception(exc, profile or "legacy")
+        except SystemExit as exit_:
+            return _exit_code(exit_)
     hook = sys.excepthook
     try:
         if hook is sys.__excepthook__:
@@ -1198,6 +1210,25 @@ def _timed_out(module, period):
             "timedout": {"frame": repr(sys._getframe()), "period": period}}
 
 
+def _task_failed(exc):
+    """The result of a task whose action raised: up to 2.18 an AnsibleError's
+    message, or an unexpected failure's; from 2.19 (TaskExecutor._execute)
+    the task's error, caused by what was raised."""
+    if not _DATA_TAGGING:
+        if isinstance(exc, AnsibleError):
+            return {"failed": True, "msg": _error(exc)}
+        return {"failed": True, "msg": "Unexpected failure during module execution: %s" % exc,
+                "exception": traceback.format_exc()}
+    from ansible.errors import AnsibleTaskError
+    from ansible._internal._errors import _error_utils
+    try:
+        raise AnsibleTaskError() from exc
+    except AnsibleTaskError as task_error:
+        result = _error_utils.result_dict_from_exception(task_error, accept_result_contribution=True)
+    result.setdefault("changed", False)
+    return result
+
+
 def _serve(request):
     op = request.get("op")
     if _VAULT is None and op in ("run", "lookup") and _vault_configured():
@@ -1211,16 +1242,17 @@ def _serve(request):
     if op == "run":
         try:
             result = _run_task(request)
+            if _DATA_TAGGING:
+                # A module's captured error is the task's (TaskExecutor).
+                from ansible._internal._errors import _captured
+                _captured.AnsibleActionCapturedError.maybe_raise_on_result(result)
         except _TaskTimeout:
             # TaskExecutor's words, naming the task's own timeout keyword
             # (else the time the reconcile had left).
             period = request.get("task_timeout") or int(request.get("timeout") or 0)
             result = _timed_out(request.get("module"), period)
-        except AnsibleError as exc:
-            result = {"failed": True, "msg": _error(exc)}
         except Exception as exc:  # noqa: BLE001 - Ansible reports these as the task's failure
-            result = {"failed": True, "msg": "Unexpected failure during module execution: %s" % exc,
-                      "exception": traceback.format_exc()}
+            result = _task_failed(exc)
         finally:
             _Deadline.value = None
         return {"result": _jsonable(_registered(result))}
