@@ -241,6 +241,11 @@ fn omit_token() -> &'static str {
 }
 
 impl TemplarBuilder {
+    /// The options the templates are compiled with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
     /// An environment with Ansible's filters, tests, lookups and typing.
     pub fn new(options: Options) -> Self {
         let mut env = Environment::new();

@@ -532,6 +532,9 @@ def _remove_tmp_path(self, tmp_path, force=False):
 _DATA_TAGGING = hasattr(Templar, "evaluate_expression")
 # The ansible-core release the worker runs, (major, minor).
 _RELEASE = tuple(int(part) for part in re.findall(r"\d+", release.__version__)[:2])
+# 2.19 and 2.20 make a task's result of what its action raised and of the
+# error a module captured (2.21 does it through its own result objects).
+_RESULT_ERRORS_219 = _DATA_TAGGING and _RELEASE < (2, 21)
 # TaskExecutor's word for an async job's result it cannot read (2.21 fixed
 # its spelling).
 _UNPARSABLE = "unparsable" if _RELEASE >= (2, 21) else "unparseable"
@@ -1214,7 +1217,7 @@ def _task_failed(exc):
     """The result of a task whose action raised: up to 2.18 an AnsibleError's
     message, or an unexpected failure's; from 2.19 (TaskExecutor._execute)
     the task's error, caused by what was raised."""
-    if not _DATA_TAGGING:
+    if not _RESULT_ERRORS_219:
         if isinstance(exc, AnsibleError):
             return {"failed": True, "msg": _error(exc)}
         return {"failed": True, "msg": "Unexpected failure during module execution: %s" % exc,
@@ -1242,7 +1245,7 @@ def _serve(request):
     if op == "run":
         try:
             result = _run_task(request)
-            if _DATA_TAGGING:
+            if _RESULT_ERRORS_219:
                 # A module's captured error is the task's (TaskExecutor).
                 from ansible._internal._errors import _captured
                 _captured.AnsibleActionCapturedError.maybe_raise_on_result(result)

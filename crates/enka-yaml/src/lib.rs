@@ -66,6 +66,17 @@ pub enum Value {
     Map(Vec<(Node, Node)>),
 }
 
+/// A key a mapping defines again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateKey {
+    /// Where the mapping starts (PyYAML 5's message names it).
+    pub mapping: Pos,
+    /// Where the key is written again (2.19's message names it).
+    pub key: Pos,
+    /// The key.
+    pub name: String,
+}
+
 impl Node {
     /// Every string tagged `!<tag>` in the node, in document order.
     pub fn tagged_strings(&self, tag: &str) -> Vec<&str> {
@@ -153,9 +164,8 @@ impl Node {
             .map(|(_, v)| v)
     }
 
-    /// Keys that a mapping defines twice (PyYAML keeps the last), each
-    /// with the position of the mapping that repeats it.
-    pub fn duplicate_keys(&self) -> Vec<(Pos, String)> {
+    /// Keys that a mapping defines twice (PyYAML keeps the last).
+    pub fn duplicate_keys(&self) -> Vec<DuplicateKey> {
         let mut out = Vec::new();
         self.collect_duplicates(&mut out);
         out
@@ -186,14 +196,18 @@ impl Node {
         }
     }
 
-    fn collect_duplicates(&self, out: &mut Vec<(Pos, String)>) {
+    fn collect_duplicates(&self, out: &mut Vec<DuplicateKey>) {
         match &self.value {
             Value::Map(entries) => {
                 for (i, (key, _)) in entries.iter().enumerate() {
                     if let Some(name) = key.as_str()
                         && entries[..i].iter().any(|(k, _)| k.as_str() == Some(name))
                     {
-                        out.push((self.pos, name.to_owned()));
+                        out.push(DuplicateKey {
+                            mapping: self.pos,
+                            key: key.pos,
+                            name: name.to_owned(),
+                        });
                     }
                 }
                 for (_, value) in entries {

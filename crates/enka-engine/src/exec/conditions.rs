@@ -138,9 +138,15 @@ impl Runner {
         }
         enka_template::strict_boolean(&value).ok_or_else(|| {
             let text = enka_template::pyrepr::to_text(&value);
-            KeywordError::NotBoolean(format!(
-                "the field '{keyword}' has an invalid value ({text}), and could not be converted to bool. The error was: The value '{text}' is not a valid boolean.  Valid booleans include: 'yes', 'on', 'true', '1', 't', 'y', 1, 1.0, True, 'no', 'off', 'false', '0', 'f', 'n', 0, 0.0, False"
-            ))
+            KeywordError::NotBoolean(match self.semantics() {
+                Semantics::Ansible218 => format!(
+                    "the field '{keyword}' has an invalid value ({text}), and could not be converted to bool. The error was: The value '{text}' is not a valid boolean.  Valid booleans include: 'yes', 'on', 'true', '1', 't', 'y', 1, 1.0, True, 'no', 'off', 'false', '0', 'f', 'n', 0, 0.0, False"
+                ),
+                Semantics::Ansible219 => format!(
+                    "Task failed: Error processing keyword '{keyword}': The value {} could not be converted to 'bool'.",
+                    enka_template::pyrepr::repr(&value)
+                ),
+            })
         })
     }
 

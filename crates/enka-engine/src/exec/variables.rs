@@ -295,48 +295,68 @@ impl Runner {
     }
 }
 
-/// Arguments whose templated free-form text rendered to a mapping: that
-/// mapping, the arguments written beside it winning (Task._post_validate_args).
+/// Arguments whose templated `args:` or free-form text rendered to a
+/// mapping: that mapping, the arguments written beside it winning
+/// (Task._post_validate_args).
 pub(super) fn variable_params(
     args: Value,
     semantics: enka_template::Semantics,
     action: &str,
 ) -> Result<Value, String> {
-    let key = Value::from(enka_project::role::VARIABLE_PARAMS);
-    let Ok(params) = args.get_item(&key) else {
-        return Ok(args);
-    };
-    if params.is_undefined() {
-        return Ok(args);
-    }
-    if params.kind() != ValueKind::Map {
-        return Err(match semantics {
-            enka_template::Semantics::Ansible218 => format!(
-                "invalid or malformed argument: '{}'",
-                enka_template::pyrepr::to_text(&params)
-            ),
-            enka_template::Semantics::Ansible219 => format!(
-                "Task failed: Finalization of task args for '{action}' failed: Task args must resolve to a 'dict' not '{}'.",
-                enka_template::pyrepr::type_name(&params)
-            ),
-        });
-    }
-    let mut pairs: Vec<(Value, Value)> = Vec::new();
-    for k in params.try_iter().into_iter().flatten() {
-        if let Ok(v) = params.get_item(&k) {
-            pairs.push((k, v));
+    use enka_project::role::{TEMPLATED_ARGS, VARIABLE_PARAMS};
+    let mut splatted: Vec<(Value, Value)> = Vec::new();
+    for key in [TEMPLATED_ARGS, VARIABLE_PARAMS] {
+        let params = args.get_attr(key).unwrap_or_default();
+        if params.is_undefined() {
+            continue;
+        }
+        if params.kind() != ValueKind::Map {
+            return Err(not_arguments(&params, key, semantics, action));
+        }
+        for k in params.try_iter().into_iter().flatten() {
+            if let Ok(v) = params.get_item(&k) {
+                splatted.retain(|(existing, _)| *existing != k);
+                splatted.push((k, v));
+            }
         }
     }
-    for k in args.try_iter().into_iter().flatten() {
-        if k == key {
+    let templated = |k: &Value| matches!(k.as_str(), Some(TEMPLATED_ARGS | VARIABLE_PARAMS));
+    let written: Vec<Value> = args.try_iter().into_iter().flatten().collect();
+    if !written.iter().any(templated) {
+        return Ok(args);
+    }
+    for k in written {
+        if templated(&k) {
             continue;
         }
         if let Ok(v) = args.get_item(&k) {
-            pairs.retain(|(existing, _)| *existing != k);
-            pairs.push((k, v));
+            splatted.retain(|(existing, _)| *existing != k);
+            splatted.push((k, v));
         }
     }
-    Ok(Value::from_pairs(pairs))
+    Ok(Value::from_pairs(splatted))
+}
+
+/// Why templated arguments that are no mapping are refused.
+fn not_arguments(
+    params: &Value,
+    key: &str,
+    semantics: enka_template::Semantics,
+    action: &str,
+) -> String {
+    match semantics {
+        enka_template::Semantics::Ansible218 => format!(
+            "invalid or malformed argument: '{}'",
+            enka_template::pyrepr::to_text(params)
+        ),
+        enka_template::Semantics::Ansible219 if key == enka_project::role::VARIABLE_PARAMS => {
+            format!("Task failed: Action '{action}' does not support raw params.")
+        }
+        enka_template::Semantics::Ansible219 => format!(
+            "Task failed: Finalization of task args for '{action}' failed: Task args must resolve to a 'dict' not '{}'.",
+            enka_template::pyrepr::type_name(params)
+        ),
+    }
 }
 
 /// Drops arguments equal to the `omit` placeholder, recursively.

@@ -32,7 +32,7 @@ pub use keywords::{Setting, Settings};
 pub use loader::{LoadOptions, Target};
 pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};
-pub use task::{NOT_A_TASK_LIST, VARIABLE_PARAMS, resolve_task_file};
+pub use task::{NOT_A_TASK_LIST, TEMPLATED_ARGS, VARIABLE_PARAMS, resolve_task_file};
 
 use enka_modules::catalogue::ModuleRef;
 use enka_template::{Templar, Var};

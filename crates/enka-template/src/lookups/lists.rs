@@ -146,7 +146,10 @@ pub(super) fn subelements(
     };
     // 2.18 listifies the first term (a scalar or a string is a list of
     // one); 2.19 takes a list or a mapping only.
-    let listed = matches!(items.kind(), ValueKind::Map | ValueKind::Seq);
+    let listed = matches!(
+        items.kind(),
+        ValueKind::Map | ValueKind::Seq | ValueKind::Iterable
+    );
     if semantics.native() && !listed {
         return Err(terms_error(
             "first a dict or a list, second a string pointing to the subkey",

@@ -102,9 +102,10 @@ fn dispatch(
     for key in kwargs.args() {
         if !matches!(key, "wantlist" | "errors" | "allow_unsafe") {
             let value = kwargs.get::<Value>(key)?;
-            if value.is_undefined() {
-                // The plugin never runs with an undefined option: the
-                // undefined value's own error is the lookup's.
+            // The plugin never runs with an undefined option: the undefined
+            // value's own error is the lookup's. `env` alone takes one, as
+            // the default it returns (`default=undef()`).
+            if value.is_undefined() && short_name(name) != "env" {
                 return Err(Error::new(
                     ErrorKind::UndefinedError,
                     format!("'{key}' is undefined"),
@@ -322,7 +323,10 @@ fn vars(ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<V
         .map(|t| {
             let Some(name) = t.as_str().map(str::to_owned) else {
                 return Err(invalid(if strict {
-                    format!("Variable name must be 'str' not '{}'.", pyrepr::type_name(t))
+                    format!(
+                        "Variable name must be 'str' not '{}'.",
+                        pyrepr::type_name(t)
+                    )
                 } else {
                     format!(
                         "Invalid setting identifier, \"{}\" is not a string, its a <class '{}'>",

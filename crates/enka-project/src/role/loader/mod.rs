@@ -306,7 +306,11 @@ pub(super) fn role_collections(path: &Path, listed: &[String]) -> Arc<[String]> 
 /// Keys a mapping repeats, as Ansible's YAML loader treats them
 /// (`ANSIBLE_DUPLICATE_YAML_DICT_KEY`: `warn` by default, `error`,
 /// `ignore`); false when they are errors.
-fn report_duplicate_keys(loader: &mut Loader, path: &Path, duplicates: Vec<(Pos, String)>) -> bool {
+fn report_duplicate_keys(
+    loader: &mut Loader,
+    path: &Path,
+    duplicates: Vec<enka_yaml::DuplicateKey>,
+) -> bool {
     let mode = std::env::var("ANSIBLE_DUPLICATE_YAML_DICT_KEY")
         .map(|m| m.to_ascii_lowercase())
         .unwrap_or_else(|_| "warn".to_owned());
@@ -314,13 +318,28 @@ fn report_duplicate_keys(loader: &mut Loader, path: &Path, duplicates: Vec<(Pos,
         return true;
     }
     let file: Arc<Path> = Arc::from(path);
-    for (pos, key) in duplicates {
-        let message = format!(
-            "While constructing a mapping from {}, line {}, column {}, found a duplicate dict key ({key}). Using last defined value only.",
-            path.display(),
-            pos.line,
-            pos.col
-        );
+    let strict = loader.builder.options().semantics.native();
+    for duplicate in duplicates {
+        let (pos, key) = (duplicate.mapping, &duplicate.name);
+        let (pos, message) = match (strict, mode == "error") {
+            (false, _) => (
+                pos,
+                format!(
+                    "While constructing a mapping from {}, line {}, column {}, found a duplicate dict key ({key}). Using last defined value only.",
+                    path.display(),
+                    pos.line,
+                    pos.col
+                ),
+            ),
+            (true, true) => (
+                duplicate.key,
+                format!("YAML parsing failed: Found duplicate mapping key '{key}'."),
+            ),
+            (true, false) => (
+                duplicate.key,
+                format!("Found duplicate mapping key '{key}'. Using last defined value only."),
+            ),
+        };
         if mode == "error" {
             loader.error(Location::new(&file, pos), message);
         } else {

@@ -236,12 +236,16 @@ fn native_args(
     for (name, node) in entries {
         let templated_raw =
             name == "_raw_params" && spec.free_form != FreeForm::Raw && is_template_node(node);
-        if templated_raw || name == VARIABLE_PARAMS {
+        if templated_raw || name == TEMPLATED_ARGS {
             // Templated free-form text must render to the arguments
             // (`_variable_params`, checked when the task runs).
             variable_params = true;
             pairs.push((
-                Value::from(VARIABLE_PARAMS),
+                Value::from(if templated_raw {
+                    VARIABLE_PARAMS
+                } else {
+                    TEMPLATED_ARGS
+                }),
                 templated(loader, at, node, &format!("{}.{name}", spec.name)),
             ));
             continue;
@@ -309,7 +313,7 @@ pub(super) fn merge_task_args(
         // A template that must render to the arguments (ModuleArgsParser's
         // `_variable_params`, checked when the task runs).
         None if is_template_node(extra) => {
-            entries.push((VARIABLE_PARAMS.to_owned(), extra.clone()));
+            entries.push((TEMPLATED_ARGS.to_owned(), extra.clone()));
         }
         None => loader.error(
             at.loc(extra.pos),
@@ -321,6 +325,11 @@ pub(super) fn merge_task_args(
 /// The argument holding templated free-form text, which must render to a
 /// mapping of the arguments (Ansible's `_variable_params`).
 pub const VARIABLE_PARAMS: &str = "_variable_params";
+
+/// The argument holding a task's `args:` written as a template, which must
+/// render to a mapping of the arguments (Ansible keeps it as
+/// `_variable_params` too; 2.19 words its refusal differently).
+pub const TEMPLATED_ARGS: &str = "_templated_args";
 
 /// Actions that take free-form text besides the command family
 /// (ModuleArgsParser's `_BUILTIN_RAW_PARAM_MODULES_SIMPLE`).

@@ -19,8 +19,8 @@ use enka_template::convert::from_yaml;
 use enka_template::scan::PluginKind;
 use enka_yaml::{Node, Pos};
 
-pub use action::VARIABLE_PARAMS;
 use action::parse_action;
+pub use action::{TEMPLATED_ARGS, VARIABLE_PARAMS};
 
 /// How a task file that is not a list of tasks is refused (an include of
 /// one fails as Ansible's does, rather than ending the run).
