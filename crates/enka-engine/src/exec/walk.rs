@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use enka_project::role::{Action, Task};
 use minijinja::Value;
+use minijinja::value::ValueKind;
 use tracing::Instrument;
 
 use super::outcome::fail_result;
@@ -147,26 +148,42 @@ impl Runner {
     }
 
     /// How many hosts may run `task` at once (its `throttle`, else its
-    /// blocks'); 0 when it sets no limit.
-    pub(super) fn throttle(&self, frame: &Frame, task: &Task) -> usize {
+    /// blocks'); 0 when it sets no limit. A value that is no integer is the
+    /// strategy's error, which ends the run.
+    pub(super) fn throttle(&self, frame: &Frame, task: &Task) -> Result<usize, String> {
         let Some(raw) = task
             .settings
             .get(Setting::Throttle)
             .or(frame.inherited.setting(Setting::Throttle).last())
         else {
-            return 0;
+            return Ok(0);
         };
         let scope = self.task_scope(frame, task);
         let ctx = self.context(frame, &scope, task);
-        self.templar
+        let refused = |why: String| {
+            let separator = match self.semantics() {
+                enka_template::Semantics::Ansible218 => ".",
+                enka_template::Semantics::Ansible219 => ":",
+            };
+            format!("Failed to convert the throttle value to an integer{separator} {why}")
+        };
+        let value = self
+            .templar
             .template_value(raw, &ctx)
-            .ok()
-            .and_then(|v| {
-                i64::try_from(v.clone())
-                    .ok()
-                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-            })
-            .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+            .map_err(|err| refused(err.message().to_owned()))?;
+        let number = match value.kind() {
+            ValueKind::Number | ValueKind::Bool => i64::try_from(value.clone())
+                .ok()
+                .or_else(|| f64::try_from(value.clone()).ok().map(|f| f.trunc() as i64)),
+            _ => value.as_str().and_then(|s| s.trim().parse().ok()),
+        };
+        let number = number.ok_or_else(|| {
+            refused(format!(
+                "invalid literal for int() with base 10: {}",
+                enka_template::pyrepr::repr(&value)
+            ))
+        })?;
+        Ok(usize::try_from(number).unwrap_or(0))
     }
 
     /// Whether `--start-at-task` lets `task` run: every task from the
@@ -297,8 +314,15 @@ impl Runner {
         // Hosts of a batch take turns task by task (the linear strategy);
         // a failed host forcing its handlers runs them in turn with the
         // others' (at the same flush), and no fatal failure stops it.
+        let throttle = match self.throttle(frame, task) {
+            Ok(throttle) => throttle,
+            // The strategy cannot run the task: the run ends (ERROR!).
+            Err(message) => {
+                let failure = self.failure(task, message.clone(), fail_result(&message));
+                return Some(Flow::Failed(failure.aborting()));
+            }
+        };
         if !static_parent && let Some(lockstep) = self.lockstep.clone() {
-            let throttle = self.throttle(frame, task);
             match lockstep
                 .arrive(self.host_index, position.to_vec(), throttle)
                 .await
