@@ -751,6 +751,12 @@ def _registered(result):
         result["changed"] = False
     no_log = bool(result.get("_ansible_no_log", False))
     clean = strip_internal_keys(module_response_deepcopy(result))
+    if _DATA_TAGGING:
+        # 2.19's TaskExecutor keeps warnings and deprecations only when
+        # there are some.
+        for key in ("warnings", "deprecations"):
+            if key in clean and not clean[key]:
+                del clean[key]
     if no_log:
         # The action hid its own result: enka censors what it shows and
         # logs of it, and strips the key from what `register` keeps.

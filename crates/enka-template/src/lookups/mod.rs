@@ -6,6 +6,7 @@
 //! need the operator (such as `k8s`) are added through [`LookupPlugin`].
 
 mod lists;
+mod overrides;
 mod sequence;
 
 use std::path::{Component, Path, PathBuf};
@@ -573,9 +574,15 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
         }
         _ => ctx.clone(),
     };
-    let syntax = lookup_syntax(options)?;
-    let (_, text) = render_file(&render_ctx, name, "lookup", syntax)?;
-    let convert = option(options, "convert_data").is_none_or(Value::is_true);
+    let (_, text) = render_file(&render_ctx, name, "lookup", lookup_settings(options))?;
+    // 2.19 renders the file natively, where text is never parsed back
+    // into data (a file is text and templates, so text).
+    let native = ctx.templar().options().semantics.native();
+    if native && text.trim_end_matches('\n').is_empty() {
+        // 2.19: a template that renders nothing is None.
+        return Ok(Value::from(()));
+    }
+    let convert = option(options, "convert_data").is_none_or(Value::is_true) && !native;
     Ok(if convert {
         super::pyliteral::convert_rendered(text)
     } else {
@@ -587,43 +594,24 @@ fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Va
 /// role, then the project) as the `template` module does: with the task's
 /// variables, keeping the file's trailing newlines. Returns its path too.
 pub fn render_template_file(ctx: &Context, name: &str) -> Result<(PathBuf, String), super::Error> {
-    render_file(ctx, name, "template", None).map_err(|e| super::Error::from_minijinja(&e, name))
+    render_file(ctx, name, "template", Vec::new())
+        .map_err(|e| super::Error::from_minijinja(&e, name))
 }
 
-/// The template lookup's `variable_start_string`, `block_end_string`, …
-/// options as a syntax; `None` when none is given.
-fn lookup_syntax(
-    options: &[(String, Value)],
-) -> Result<Option<minijinja::syntax::SyntaxConfig>, Error> {
-    let text = |key: &str, default: &'static str| -> String {
-        option(options, key).map_or_else(|| default.to_owned(), pyrepr::to_text)
-    };
-    let keys = [
-        "variable_start_string",
-        "variable_end_string",
-        "block_start_string",
-        "block_end_string",
-        "comment_start_string",
-        "comment_end_string",
-    ];
-    if !keys.iter().any(|k| option(options, k).is_some()) {
-        return Ok(None);
-    }
-    minijinja::syntax::SyntaxConfig::builder()
-        .variable_delimiters(
-            text("variable_start_string", "{{"),
-            text("variable_end_string", "}}"),
-        )
-        .block_delimiters(
-            text("block_start_string", "{%"),
-            text("block_end_string", "%}"),
-        )
-        .comment_delimiters(
-            text("comment_start_string", "{#"),
-            text("comment_end_string", "#}"),
-        )
-        .build()
-        .map(Some)
+/// The template lookup's `variable_start_string`, `block_end_string`,
+/// `trim_blocks`, … options as settings of the file's Jinja.
+fn lookup_settings(options: &[(String, Value)]) -> Vec<(String, String)> {
+    options
+        .iter()
+        .map(|(key, value)| {
+            let text = match value.kind() {
+                ValueKind::Bool if value.is_true() => "True".to_owned(),
+                ValueKind::Bool => "False".to_owned(),
+                _ => pyrepr::to_text(value),
+            };
+            (key.clone(), text)
+        })
+        .collect()
 }
 
 /// What Ansible adds to the variables of a template file it renders
@@ -692,7 +680,7 @@ fn render_file(
     ctx: &Context,
     name: &str,
     what: &str,
-    syntax: Option<minijinja::syntax::SyntaxConfig>,
+    settings: Vec<(String, String)>,
 ) -> Result<(PathBuf, String), Error> {
     let path = find_in_search_path(ctx, "templates", name).ok_or_else(|| {
         invalid(format!(
@@ -704,16 +692,25 @@ fn render_file(
     // Files under a loaded role's templates/ were compiled with the
     // project; any other is compiled here, for this render only.
     let adhoc;
-    let compiled = match &syntax {
-        // Other delimiters need a compile of their own.
-        Some(_) => Err(()),
-        None => templar.env().get_template(&key).map_err(|_| ()),
+    let compiled = match overrides::syntax(&settings)? {
+        // Other settings (the lookup's, the file's own header) need a
+        // compile of their own.
+        Some(_) => None,
+        None => templar
+            .env()
+            .get_template(&key)
+            .ok()
+            .filter(|t| !t.source().starts_with(overrides::HEADER)),
     };
     let template = match compiled {
-        Ok(template) => template,
-        Err(()) => {
+        Some(template) => template,
+        None => {
             let source = std::fs::read_to_string(&path)
                 .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
+            let (header, body) = overrides::split_header(&source)?;
+            let source = body.to_owned();
+            let settings: Vec<_> = settings.into_iter().chain(header).collect();
+            let syntax = overrides::syntax(&settings)?;
             let mut env = templar.env().clone();
             // `%` is found with the default delimiters; a template with its
             // own keeps minijinja's numeric `%`.
@@ -730,10 +727,15 @@ fn render_file(
             adhoc.get_template(&key)?
         }
     };
+    let mut extra = template_vars(name, &path);
+    // 2.19 does not clobber an `ansible_managed` the play defines.
+    if ctx.templar().options().semantics.native() && ctx.vars().get("ansible_managed").is_some() {
+        extra.retain(|(key, _)| key != "ansible_managed");
+    }
     let render_ctx = Context {
         vars: Arc::new(Overlay {
             base: ctx.vars().clone(),
-            extra: template_vars(name, &path),
+            extra,
         }),
         ..ctx.clone()
     };
