@@ -11,6 +11,9 @@ use super::invalid;
 /// The first line that sets a file's own Jinja settings.
 pub(super) const HEADER: &str = "#jinja2:";
 
+/// Jinja settings by name, as text (`'<<'`, `False`), later ones winning.
+pub(super) type Settings = Vec<(String, String)>;
+
 /// The settings `#jinja2:` may name that change how enka parses a file.
 const KEYS: &[&str] = &[
     "variable_start_string",
@@ -25,7 +28,7 @@ const KEYS: &[&str] = &[
 
 /// The settings the header of `source` names, and the source without it;
 /// no settings when it has none.
-pub(super) fn split_header(source: &str) -> Result<(Vec<(String, String)>, &str), Error> {
+pub(super) fn split_header(source: &str) -> Result<(Settings, &str), Error> {
     let Some(rest) = source.strip_prefix(HEADER) else {
         return Ok((Vec::new(), source));
     };
