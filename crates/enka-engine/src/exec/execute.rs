@@ -294,22 +294,19 @@ impl Runner {
         (Value::from_pairs(rest), kept)
     }
 
-    /// Templated arguments with the templated free-form text merged and
-    /// `omit` dropped: 2.18 merges first (an omitted whole is refused like
-    /// any text), 2.19 drops first (an omitted whole is no arguments), and
-    /// finalizes them in key order.
+    /// Templated arguments with the templated free-form text merged, then
+    /// `omit` dropped (an omitted argument masks what the layers below
+    /// give it); 2.18 refuses an omitted whole like any text, 2.19 takes it
+    /// for no arguments and finalizes them in key order.
     fn finalized_args(&self, args: Value, module: &ModuleRef) -> Result<Value, String> {
         let omit = self.templar.omit();
         let action = module.resolved_name();
-        match self.semantics() {
-            Semantics::Ansible218 => {
-                variable_params(args, Semantics::Ansible218, &action).map(|v| remove_omit(&v, omit))
-            }
-            Semantics::Ansible219 => {
-                variable_params(remove_omit(&args, omit), Semantics::Ansible219, &action)
-                    .map(|v| sorted_by_key(&v))
-            }
-        }
+        let merged = variable_params(args, self.semantics(), &action, omit)
+            .map(|v| remove_omit(&v, omit))?;
+        Ok(match self.semantics() {
+            Semantics::Ansible218 => merged,
+            Semantics::Ansible219 => sorted_by_key(&merged),
+        })
     }
 
     /// The task's arguments with `module_defaults`, templated, `omit`

@@ -298,16 +298,19 @@ impl Runner {
 /// Arguments whose templated `args:` or free-form text rendered to a
 /// mapping: that mapping, the arguments written beside it winning
 /// (Task._post_validate_args).
+/// In 2.19 a template that rendered to `omit` stands for no arguments.
 pub(super) fn variable_params(
     args: Value,
     semantics: enka_template::Semantics,
     action: &str,
+    omit: &str,
 ) -> Result<Value, String> {
     use enka_project::role::{TEMPLATED_ARGS, VARIABLE_PARAMS};
     let mut splatted: Vec<(Value, Value)> = Vec::new();
     for key in [TEMPLATED_ARGS, VARIABLE_PARAMS] {
         let params = args.get_attr(key).unwrap_or_default();
-        if params.is_undefined() {
+        let omitted = semantics.native() && params.as_str() == Some(omit);
+        if params.is_undefined() || omitted {
             continue;
         }
         if params.kind() != ValueKind::Map {

@@ -145,10 +145,12 @@ impl Loader {
                 return;
             }
         };
+        // 2.18 refuses extra words when it parses the task; 2.19 when the
+        // task runs ("does not support raw params", see the engine).
         let extra = self
             .extra_params
             .iter()
-            .find(|(task, _)| task == location)
+            .find(|(task, _)| task == location && !self.builder.options().semantics.native())
             .map(|(_, text)| text.clone());
         if let Some(text) = extra {
             self.task_error(
