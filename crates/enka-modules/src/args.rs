@@ -45,6 +45,15 @@ impl<'a> Args<'a> {
         self.map.get_attr(name).is_ok_and(|v| !v.is_undefined())
     }
 
+    /// Every argument name, as the value it is (a templated key may be a
+    /// number).
+    pub fn keys(&self) -> Vec<Value> {
+        self.map
+            .try_iter()
+            .map(Iterator::collect)
+            .unwrap_or_default()
+    }
+
     /// Every argument name.
     pub fn names(&self) -> Vec<String> {
         self.map

@@ -8,6 +8,7 @@ use minijinja::Value;
 
 use super::{Args, Output};
 use crate::catalogue;
+use enka_template::pyrepr;
 
 pub fn run(
     args: &Args<'_>,
@@ -16,11 +17,14 @@ pub fn run(
     let semantics = module.templar.options().semantics;
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
-    for name in args.names() {
+    for key in args.keys() {
+        let name = pyrepr::to_text(&key);
         if name == "cacheable" {
             continue;
         }
-        if !is_identifier(&name) {
+        if semantics == Semantics::Ansible219 {
+            valid_name_219(&key)?;
+        } else if !is_identifier(&name) {
             return Err(format!(
                 "The variable name '{name}' is not valid. Variables must start with a letter or underscore character, and contain only letters, numbers and underscores."
             )
@@ -63,6 +67,28 @@ fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// 2.19's `validate_variable_name`: an ASCII identifier that is no Jinja
+/// keyword (`true`, `none`, `not`, …).
+fn valid_name_219(key: &Value) -> Result<(), crate::ModuleError> {
+    const JINJA_KEYWORDS: &[&str] = &["False", "None", "True", "false", "none", "not", "true"];
+    if let Some(name) = key.as_str()
+        && name.is_ascii()
+        && is_identifier(name)
+        && !JINJA_KEYWORDS.contains(&name)
+    {
+        return Ok(());
+    }
+    let of_type = if key.kind() == minijinja::value::ValueKind::String {
+        String::new()
+    } else {
+        format!(" of type '{}'", pyrepr::type_name(key))
+    };
+    Err(crate::ModuleError::Raised(format!(
+        "Invalid variable name {}{of_type}.",
+        pyrepr::repr(&Value::from(pyrepr::to_text(key)))
+    )))
 }
 
 /// The module as the catalogue lists it.
