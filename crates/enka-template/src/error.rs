@@ -362,6 +362,17 @@ impl Error {
         if self.kind != ErrorKind::Undefined {
             return self;
         }
+        if self.message == "undefined variable"
+            && let Some(name) = self
+                .template
+                .as_deref()
+                .and_then(|t| first_undefined(t, ctx))
+        {
+            // An undefined value deep in a container the template built
+            // (`{{ [{'k': x}] }}`): Ansible names the variable.
+            self.message = format!("'{name}' is undefined");
+            return self;
+        }
         let path = self
             .message
             .strip_prefix('\'')
@@ -427,4 +438,16 @@ fn undefined_expression(source: &str, range: std::ops::Range<usize>) -> Option<S
     // Nor is a rewritten part, which the author never wrote.
     (text.starts_with(|c: char| c.is_alphabetic() || c == '_') && !text.contains("__enka_"))
         .then_some(text)
+}
+
+/// The variable `source` reads first (by where it is written) that `ctx`
+/// does not define.
+fn first_undefined(source: &str, ctx: &super::Context) -> Option<String> {
+    let env = minijinja::Environment::new();
+    let template = env.template_from_str(source).ok()?;
+    template
+        .undeclared_variables(false)
+        .into_iter()
+        .filter(|name| ctx.resolve(name).is_none_or(|v| v.is_undefined()))
+        .min_by_key(|name| source.find(name.as_str()).unwrap_or(usize::MAX))
 }
