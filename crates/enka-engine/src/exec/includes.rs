@@ -103,7 +103,7 @@ impl Runner {
     }
 
     /// An imported role, resolved when the play runs: its tasks take the
-    /// import's `when` and tags.
+    /// import's `when`, tags and keywords.
     async fn run_import_role(&mut self, task: &Task, frames: ItemFrames<'_>) -> Flow {
         let Action::ImportRole { role, from } = &task.action else {
             return Flow::Continue;
@@ -113,6 +113,9 @@ impl Runner {
                 inner.inherited.when.push(super::InheritedWhen::of(task));
             }
             inner.inherited.tags.extend(task.tags.iter().cloned());
+            // Its keywords (`environment`, …) hold for the role's tasks, as
+            // a block's do.
+            inner.inherited.enter(&task.settings);
             let flow = self
                 .run_role(
                     inner,
