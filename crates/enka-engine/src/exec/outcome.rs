@@ -284,10 +284,16 @@ impl Runner {
     pub(super) fn registered(&self, task: &Task, result: &Value) -> Var {
         // TaskExecutor wraps no result of the actions whose facts it keeps
         // clean (`_ACTION_WITH_CLEAN_FACTS`); the values keep their own.
-        let clean_facts = matches!(
-            &task.action,
-            Action::Module { module, .. } if matches!(module.name(), "set_fact" | "include_vars")
-        );
+        // An error raised before or instead of the action is wrapped as
+        // any other (TaskExecutor's `msg=wrap_var(...)`).
+        let failed = result
+            .get_attr("failed")
+            .is_ok_and(|v| enka_template::to_bool(&v));
+        let clean_facts = !failed
+            && matches!(
+                &task.action,
+                Action::Module { module, .. } if matches!(module.name(), "set_fact" | "include_vars")
+            );
         if clean_facts {
             return Var::templated(result.clone());
         }
