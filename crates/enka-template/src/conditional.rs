@@ -163,6 +163,69 @@ fn empty_condition() -> Result<Judgement, Error> {
     Err(broken("Empty conditional expressions are not allowed."))
 }
 
+/// 2.18's refusal of a condition marked unsafe. The string has no place
+/// in a file (Ansible's unsafe text carries none), so the message names none.
+pub const UNSAFE_CONDITION: &str = "Conditional is marked as unsafe, and cannot be evaluated.";
+
+impl Templar {
+    /// [`Templar::judge`] under 2.18's rules: a string is judged by
+    /// truthiness, a result that is no boolean only deprecated (unless the
+    /// backported inspection refuses it).
+    pub(crate) fn judge_leniently(
+        &self,
+        condition: &Value,
+        ctx: &Context,
+    ) -> Result<Judgement, Error> {
+        let judgement = match condition.kind() {
+            ValueKind::None | ValueKind::Undefined => Judgement::boolean(true),
+            ValueKind::Bool => Judgement::boolean(condition.is_true()),
+            ValueKind::String if condition.is_safe() => {
+                return Err(Error::new(ErrorKind::Invalid, UNSAFE_CONDITION)
+                    .in_template(condition.as_str().unwrap_or_default()));
+            }
+            ValueKind::String => {
+                let expr = condition.as_str().unwrap_or_default();
+                if expr.is_empty() {
+                    return Ok(Judgement::boolean(true));
+                }
+                self.evaluate_str(expr, ctx)?
+            }
+            _ => Judgement {
+                holds: condition.is_true(),
+                not_boolean: Some(pyrepr::type_name(condition).to_owned()),
+                delimiters: false,
+            },
+        };
+        let inspections = ConditionalInspections::get();
+        match &judgement.not_boolean {
+            Some(_) if !inspections.enabled => Ok(Judgement {
+                not_boolean: None,
+                ..judgement
+            }),
+            Some(type_name) if !inspections.allow_broken(Semantics::Ansible218) => Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "Conditional result was of type '{type_name}'. Conditional results must be True or False when `ALLOW_BROKEN_CONDITIONALS` is disabled, which is the default in Ansible Core >= 2.19."
+                ),
+            )),
+            _ => Ok(judgement),
+        }
+    }
+
+    /// 2.19's `resolve_to_container` for a template that names one
+    /// variable (`{{ conditions }}`): its list or mapping as written, the
+    /// templates inside left for the caller. `None` for anything else.
+    pub fn container_as_written(&self, source: &str, ctx: &Context) -> Option<Value> {
+        let name = crate::source::single_var(source.trim())?;
+        let var = ctx.vars.get(name)?;
+        matches!(
+            var.value.kind(),
+            minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Map
+        )
+        .then_some(var.value)
+    }
+}
+
 /// 2.19's refusal of an expression from an untrusted source (`!unsafe`,
 /// a module's result, a custom resource).
 pub(crate) fn untrusted() -> Error {

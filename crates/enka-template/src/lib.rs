@@ -59,7 +59,7 @@ use rand::rngs::StdRng;
 use source::{check_source, escape_backslashes, keeps_text, single_var};
 
 pub(crate) use conditional::ConditionalInspections;
-pub use conditional::{Judgement, is_all_template};
+pub use conditional::{Judgement, UNSAFE_CONDITION, is_all_template};
 pub use context::{
     Context, MAX_VAR_DEPTH, Var, VarList, VarSource, contains_template, contains_unsafe,
     is_possibly_template, mark_unsafe,
@@ -134,10 +134,6 @@ impl Semantics {
         self == Semantics::Ansible219
     }
 }
-
-/// 2.18's refusal of a condition marked unsafe. The string has no place
-/// in a file (Ansible's unsafe text carries none), so the message names none.
-pub const UNSAFE_CONDITION: &str = "Conditional is marked as unsafe, and cannot be evaluated.";
 
 /// Knobs that change what templates may do.
 #[derive(Debug, Clone, Default)]
@@ -830,19 +826,6 @@ impl Templar {
         )
     }
 
-    /// 2.19's `resolve_to_container` for a template that names one
-    /// variable (`{{ conditions }}`): its list or mapping as written, the
-    /// templates inside left for the caller. `None` for anything else.
-    pub fn container_as_written(&self, source: &str, ctx: &Context) -> Option<Value> {
-        let name = single_var(source.trim())?;
-        let var = ctx.vars.get(name)?;
-        matches!(
-            var.value.kind(),
-            minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Map
-        )
-        .then_some(var.value)
-    }
-
     /// Templates every string inside `value`, recursively (mapping keys are
     /// left alone, as in Ansible); unsafe strings are kept as they are.
     pub fn template_value(&self, value: &Value, ctx: &Context) -> Result<Value, Error> {
@@ -899,43 +882,9 @@ impl Templar {
     }
 
     fn judge_once(&self, condition: &Value, ctx: &Context) -> Result<Judgement, Error> {
-        use minijinja::value::ValueKind;
-        if self.options.semantics == Semantics::Ansible219 {
-            return self.judge_strictly(condition, ctx);
-        }
-        let judgement = match condition.kind() {
-            ValueKind::None | ValueKind::Undefined => Judgement::boolean(true),
-            ValueKind::Bool => Judgement::boolean(condition.is_true()),
-            ValueKind::String if condition.is_safe() => {
-                return Err(Error::new(ErrorKind::Invalid, UNSAFE_CONDITION)
-                    .in_template(condition.as_str().unwrap_or_default()));
-            }
-            ValueKind::String => {
-                let expr = condition.as_str().unwrap_or_default();
-                if expr.is_empty() {
-                    return Ok(Judgement::boolean(true));
-                }
-                self.evaluate_str(expr, ctx)?
-            }
-            _ => Judgement {
-                holds: condition.is_true(),
-                not_boolean: Some(pyrepr::type_name(condition).to_owned()),
-                delimiters: false,
-            },
-        };
-        let inspections = ConditionalInspections::get();
-        match &judgement.not_boolean {
-            Some(_) if !inspections.enabled => Ok(Judgement {
-                not_boolean: None,
-                ..judgement
-            }),
-            Some(type_name) if !inspections.allow_broken(Semantics::Ansible218) => Err(Error::new(
-                ErrorKind::Invalid,
-                format!(
-                    "Conditional result was of type '{type_name}'. Conditional results must be True or False when `ALLOW_BROKEN_CONDITIONALS` is disabled, which is the default in Ansible Core >= 2.19."
-                ),
-            )),
-            _ => Ok(judgement),
+        match self.options.semantics {
+            Semantics::Ansible218 => self.judge_leniently(condition, ctx),
+            Semantics::Ansible219 => self.judge_strictly(condition, ctx),
         }
     }
 
