@@ -153,7 +153,7 @@ ansible-tests: ansible-venv ## ansible-core 2.18's own integration targets run b
 
 # The same for ansible-core 2.19's targets, in 2.19 mode with the worker on
 # 2.19 (its own target: it adds some eight minutes to make test's hour).
-ANSIBLE_TESTS_MIN_PASS_2_19 ?= 96
+ANSIBLE_TESTS_MIN_PASS_2_19 ?= 118
 
 .PHONY: ansible-tests-2.19
 ansible-tests-2.19: ## ansible-core 2.19's integration targets run by enka playbook in 2.19 mode, the worker on 2.19 (report in target/ansible-tests-2.19/; floor ANSIBLE_TESTS_MIN_PASS_2_19).
