@@ -4,6 +4,8 @@
 //! `list`, `dict`, `password`, the list shapers of `lists.rs` and
 //! `sequence.rs`, and, only when enabled, `pipe` and `lines`. Plugins that
 //! need the operator (such as `k8s`) are added through [`LookupPlugin`].
+//! A template file's own Jinja settings (the lookup's options, the file's
+//! `#jinja2:` header) are read in `overrides.rs`.
 
 mod lists;
 mod overrides;
