@@ -278,16 +278,9 @@ impl Runner {
                     .as_str()
                     .is_some_and(|text| enka_template::is_all_template(text.trim()))
         };
-        let mut kept = Vec::new();
-        let mut rest = Vec::new();
-        for key in args.try_iter().into_iter().flatten() {
-            let value = args.get_item(&key).unwrap_or_default();
-            if written(&key, &value) {
-                kept.push((key, value));
-            } else {
-                rest.push((key, value));
-            }
-        }
+        let (kept, rest): (Vec<_>, Vec<_>) = enka_template::convert::entries(args)
+            .into_iter()
+            .partition(|(key, value)| written(key, value));
         if kept.is_empty() {
             return (args.clone(), kept);
         }
@@ -490,14 +483,7 @@ fn with_entries(map: &Value, entries: &[(Value, Value)]) -> Value {
     if entries.is_empty() {
         return map.clone();
     }
-    let pairs = map
-        .try_iter()
-        .into_iter()
-        .flatten()
-        .map(|key| {
-            let value = map.get_item(&key).unwrap_or_default();
-            (key, value)
-        })
-        .chain(entries.iter().cloned());
-    Value::from_pairs(pairs.collect::<Vec<_>>())
+    let mut pairs = enka_template::convert::entries(map);
+    pairs.extend(entries.iter().cloned());
+    Value::from_pairs(pairs)
 }

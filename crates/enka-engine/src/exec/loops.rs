@@ -325,7 +325,7 @@ impl Runner {
         break_scope.facts = self.facts.clone();
         if let Some(name) = &task.register {
             Arc::make_mut(&mut break_scope.facts)
-                .insert(name.clone(), self.registered(task, &result.registered()));
+                .insert(name.clone(), self.registered(task, result));
         }
         let break_ctx = self.context(frame, &break_scope, task);
         all_true(&self.templar, &task.loop_control.break_when, &break_ctx)
@@ -361,8 +361,7 @@ impl Runner {
         scope.host_facts = self.host_facts.clone();
         scope.included = self.included.clone();
         if let Some(name) = &task.register {
-            Arc::make_mut(&mut scope.facts)
-                .insert(name.clone(), self.registered(task, &result.registered()));
+            Arc::make_mut(&mut scope.facts).insert(name.clone(), self.registered(task, result));
         }
     }
 }

@@ -52,7 +52,7 @@ impl Runner {
         }
         if let Some(name) = &task.register {
             self.warn_if_reserved([&**name]);
-            let registered = self.registered(task, &result.registered());
+            let registered = self.registered(task, &result);
             Arc::make_mut(&mut self.facts).insert(name.clone(), registered);
         }
 
@@ -276,33 +276,31 @@ impl Runner {
         }
     }
 
-    /// The ansible-core line whose semantics the run follows.
     /// A registered result as a variable. 2.18 wraps a module's result as
     /// unsafe data; 2.19 trusts nothing a module made, while the loop items
     /// in it (`item`, each of `results`) are the values the loop was given,
     /// whose trust they keep.
-    pub(super) fn registered(&self, task: &Task, result: &Value) -> Var {
+    pub(super) fn registered(&self, task: &Task, result: &TaskResult) -> Var {
         // TaskExecutor wraps no result of the actions whose facts it keeps
         // clean (`_ACTION_WITH_CLEAN_FACTS`); the values keep their own.
         // An error raised before or instead of the action is wrapped as
         // any other (TaskExecutor's `msg=wrap_var(...)`).
-        let failed = result
-            .get_attr("failed")
-            .is_ok_and(|v| enka_template::to_bool(&v));
-        let clean_facts = !failed
+        let clean_facts = !result.flag("failed")
             && matches!(
                 &task.action,
                 Action::Module { module, .. } if matches!(module.name(), "set_fact" | "include_vars")
             );
+        let result = result.registered();
         if clean_facts {
-            return Var::templated(result.clone());
+            return Var::templated(result);
         }
         match self.semantics() {
-            enka_template::Semantics::Ansible218 => Var::unsafe_data(result),
-            enka_template::Semantics::Ansible219 => Var::plain(untrusted_but_items(result)),
+            enka_template::Semantics::Ansible218 => Var::unsafe_data(&result),
+            enka_template::Semantics::Ansible219 => Var::plain(untrusted_but_items(&result)),
         }
     }
 
+    /// The ansible-core line whose semantics the run follows.
     pub(super) fn semantics(&self) -> enka_template::Semantics {
         self.templar.options().semantics
     }

@@ -297,8 +297,8 @@ impl Runner {
 
 /// Arguments whose templated `args:` or free-form text rendered to a
 /// mapping: that mapping, the arguments written beside it winning
-/// (Task._post_validate_args).
-/// In 2.19 a template that rendered to `omit` stands for no arguments.
+/// (Task._post_validate_args). In 2.19 a template that rendered to `omit`
+/// stands for no arguments.
 pub(super) fn variable_params(
     args: Value,
     semantics: enka_template::Semantics,
@@ -306,7 +306,17 @@ pub(super) fn variable_params(
     omit: &str,
 ) -> Result<Value, String> {
     use enka_project::role::{TEMPLATED_ARGS, VARIABLE_PARAMS};
-    let mut splatted: Vec<(Value, Value)> = Vec::new();
+    let templated = |k: &Value| matches!(k.as_str(), Some(TEMPLATED_ARGS | VARIABLE_PARAMS));
+    let written = enka_template::convert::entries(&args);
+    if !written.iter().any(|(k, _)| templated(k)) {
+        return Ok(args);
+    }
+    // Later layers win: `args:`, then free-form text, then what is written.
+    let mut merged: Vec<(Value, Value)> = Vec::new();
+    let mut put = |k: Value, v: Value| {
+        merged.retain(|(existing, _)| *existing != k);
+        merged.push((k, v));
+    };
     for key in [TEMPLATED_ARGS, VARIABLE_PARAMS] {
         let params = args.get_attr(key).unwrap_or_default();
         let omitted = semantics.native() && params.as_str() == Some(omit);
@@ -316,28 +326,16 @@ pub(super) fn variable_params(
         if params.kind() != ValueKind::Map {
             return Err(not_arguments(&params, key, semantics, action));
         }
-        for k in params.try_iter().into_iter().flatten() {
-            if let Ok(v) = params.get_item(&k) {
-                splatted.retain(|(existing, _)| *existing != k);
-                splatted.push((k, v));
-            }
+        for (k, v) in enka_template::convert::entries(&params) {
+            put(k, v);
         }
     }
-    let templated = |k: &Value| matches!(k.as_str(), Some(TEMPLATED_ARGS | VARIABLE_PARAMS));
-    let written: Vec<Value> = args.try_iter().into_iter().flatten().collect();
-    if !written.iter().any(templated) {
-        return Ok(args);
-    }
-    for k in written {
-        if templated(&k) {
-            continue;
-        }
-        if let Ok(v) = args.get_item(&k) {
-            splatted.retain(|(existing, _)| *existing != k);
-            splatted.push((k, v));
+    for (k, v) in written {
+        if !templated(&k) {
+            put(k, v);
         }
     }
-    Ok(Value::from_pairs(splatted))
+    Ok(Value::from_pairs(merged))
 }
 
 /// Why templated arguments that are no mapping are refused.
