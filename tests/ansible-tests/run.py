@@ -229,6 +229,8 @@ def run_target(name, integration, work, shim_dir, args):
         "ANSIBLE_TEST_ANSIBLE_VERSION": args.version,
         "ANSIBLE_CALLBACKS_ENABLED": "junit",
         "ANSIBLE_NOCOLOR": "1",
+        # ansible-test's own limit for modules (its SOFT_RLIMIT_NOFILE).
+        "ANSIBLE_PYTHON_MODULE_RLIMIT_NOFILE": "1024",
         "ENKA_ANSIBLE_PYTHON": args.python,
         "ENKA_PLAYBOOK_EVENTS": events,
         "ENKA_LOG": "warn",

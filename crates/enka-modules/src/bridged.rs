@@ -53,7 +53,7 @@ pub(super) async fn run(
         "no_log": ctx.no_log,
         "environment": enka_template::convert::to_json(&ctx.environment).unwrap_or(Json::Null),
         "search_path": search_path(ctx),
-        "vars": task_vars(ctx),
+        "vars": task_vars(ctx)?,
     });
     let timeout = ctx
         .deadline
@@ -115,33 +115,41 @@ fn search_path(ctx: &ModuleContext<'_>) -> Vec<String> {
 }
 
 /// The variables an action plugin reads itself (most read none).
-fn task_vars(ctx: &ModuleContext<'_>) -> Json {
+fn task_vars(ctx: &ModuleContext<'_>) -> Result<Json, crate::ModuleError> {
     let mut vars = Map::new();
     vars.insert("playbook_dir".into(), path_json(ctx.base_dir));
     if let Some(role) = ctx.role_path {
         vars.insert("role_path".into(), path_json(role));
     }
     vars.insert("ansible_check_mode".into(), Json::from(ctx.check_mode));
-    // The shell plugin's options the play may set as variables: where
-    // async job files and the action's temporary files go.
-    for name in SHELL_OPTION_VARS {
+    for name in FORWARDED_VARS {
         if ctx.ctx.vars().get(name).is_none() {
             continue;
         }
         let value = ctx
             .templar
             .template_str(&format!("{{{{ {name} }}}}"), ctx.ctx)
-            .ok()
-            .and_then(|v| enka_template::convert::to_json(&v).ok());
-        if let Some(value) = value {
-            vars.insert((*name).into(), value);
+            .map_err(|err| format!("Error while resolving value for '{name}': {}", err.ansible_message()))?;
+        // An omitted one is as if unset (AnsiballZ's `value_for_omit`).
+        if value.as_str() == Some(ctx.templar.omit()) {
+            continue;
         }
+        let value = enka_template::convert::to_json(&value).map_err(|e| format!("{name}: {e}"))?;
+        vars.insert((*name).into(), value);
     }
-    Json::Object(vars)
+    Ok(Json::Object(vars))
 }
 
-/// Variables that set options of Ansible's `sh` shell plugin.
-const SHELL_OPTION_VARS: &[&str] = &["ansible_async_dir", "ansible_remote_tmp"];
+/// Variables the action, its shell plugin or AnsiballZ's wrapper read
+/// themselves: where async job files and temporary files go, the module's
+/// interpreter (the worker checks it exists; modules run in its own
+/// Python), and the open-files limit the wrapper sets.
+const FORWARDED_VARS: &[&str] = &[
+    "ansible_async_dir",
+    "ansible_remote_tmp",
+    "ansible_python_interpreter",
+    "ansible_python_module_rlimit_nofile",
+];
 
 fn path_json(path: &Path) -> Json {
     Json::from(path.to_string_lossy().as_ref())

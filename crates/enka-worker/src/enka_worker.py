@@ -27,6 +27,7 @@ import io
 import json
 import os
 import re
+import resource
 import runpy
 import select
 import shutil
@@ -233,11 +234,12 @@ def _warm_imports(target):
                 pass
 
 
-def _run_in_fork(target, module_args, environment, deadline, profile=None):
+def _run_in_fork(target, module_args, environment, deadline, profile=None, rlimit_nofile=0):
     """Runs a module as `python AnsiballZ_x.py` would, in a fork; returns
     what the low-level command would: rc, stdout, stderr. From 2.19 the
     arguments cross the module's serialization `profile`, as AnsiballZ's
-    payload sends them."""
+    payload sends them; `rlimit_nofile` is the open-files limit AnsiballZ's
+    wrapper sets (0: left as it is)."""
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
     if profile is None:
@@ -264,6 +266,7 @@ def _run_in_fork(target, module_args, environment, deadline, profile=None):
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.environ.update({k: str(v) for k, v in environment.items()})
+            _limit_open_files(rlimit_nofile)
             ansible.module_utils.basic._ANSIBLE_ARGS = payload
             if profile is not None:
                 ansible.module_utils.basic._ANSIBLE_PROFILE = profile
@@ -408,6 +411,45 @@ def _wait(pid, deadline):
             os.close(pidfd)
 
 
+def _limit_open_files(requested):
+    """The soft RLIMIT_NOFILE AnsiballZ's wrapper sets, capped by the hard
+    limit."""
+    if not requested:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = min(hard, requested) if hard != resource.RLIM_INFINITY else requested
+    if wanted != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except ValueError:
+            pass
+
+
+def _open_files_limit(task_vars):
+    """`ansible_python_module_rlimit_nofile` (or its setting), as an int."""
+    value = C.config.get_config_value("PYTHON_MODULE_RLIMIT_NOFILE", variables=task_vars)
+    return int(value or 0)
+
+
+def _missing_interpreter(task_vars):
+    """The interpreter a task names for its modules when it does not exist
+    (None otherwise, and for `auto` discovery): enka runs modules in its own
+    Python, but Ansible would run this one and fail."""
+    interpreter = task_vars.get("ansible_python_interpreter")
+    if not isinstance(interpreter, str) or interpreter.startswith("auto") or interpreter == sys.executable:
+        return None
+    command = interpreter.split()[0] if interpreter.strip() else interpreter
+    found = os.access(command, os.X_OK) if "/" in command else shutil.which(command) is not None
+    return None if found else command
+
+
+def _interpreter_not_found(self, interpreter):
+    """What the low-level command gives when the module's shebang names an
+    interpreter that is not there (the action's parsing words it)."""
+    self._used_interpreter = "#!" + interpreter
+    return {"rc": 127, "stdout": "", "stderr": "/bin/sh: 1: %s: not found\n" % interpreter}
+
+
 def _module_profile():
     """From 2.19, the serialization profile of a module's arguments and
     result: `legacy`, unless module metadata (experimental, off by default)
@@ -495,8 +537,13 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     self._update_module_args(module_name, module_args, task_vars, ignore_unknown_opts=ignore_unknown_opts)
     environment = {}
     self._compute_environment_string(environment)
-    _warm_imports(target)
-    res = _run_in_fork(target, module_args, environment, _Deadline.value, profile)
+    missing = _missing_interpreter(task_vars)
+    if missing is not None:
+        res = _interpreter_not_found(self, missing)
+    else:
+        _warm_imports(target)
+        res = _run_in_fork(target, module_args, environment, _Deadline.value, profile,
+                           _open_files_limit(task_vars))
     data = self._parse_returned_data(res) if profile is None else self._parse_returned_data(res, profile)
     if data.pop("_ansible_suppress_tmpdir_delete", False):
         self._cleanup_remote_tmp = False

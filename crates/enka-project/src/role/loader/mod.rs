@@ -365,6 +365,21 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A role's directories whose YAML files are never task lists: Ansible
+/// reads each for its own purpose.
+const ROLE_DATA_DIRS: &[&str] = &[
+    "tasks",
+    "handlers",
+    "defaults",
+    "vars",
+    "meta",
+    "files",
+    "templates",
+    "library",
+    "module_utils",
+    "molecule",
+];
+
 fn stem(root: &Path, file: &Path) -> String {
     let relative = file.strip_prefix(root).unwrap_or(file).with_extension("");
     relative.to_string_lossy().into_owned()
@@ -475,6 +490,30 @@ impl Loader {
         };
         self.unloadable.insert(path.to_path_buf(), first_error);
         None
+    }
+
+    /// The YAML files in a role's other directories (`tests/`, `includes/`):
+    /// an `include_tasks` may name one by a templated path
+    /// (`{{ role_path }}/tests/one.yml`), so each is parsed now and kept if
+    /// it is a task list; one that is not is said only when included.
+    fn role_extra_task_files(&mut self, role: &Path) {
+        let Ok(entries) = std::fs::read_dir(role) else {
+            return;
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|dir| dir.is_dir())
+            .filter(|dir| {
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| !ROLE_DATA_DIRS.contains(&n) && !n.ends_with("_plugins") && !n.starts_with('.'))
+            })
+            .collect();
+        dirs.sort();
+        for file in dirs.iter().flat_map(|dir| yaml_files(dir)) {
+            let _ = self.tentative_task_file(&file, Some(role));
+        }
     }
 
     /// Where the loader's records stand, to undo a tentative load.
@@ -644,6 +683,7 @@ impl Loader {
                 task_files.insert(name, tasks);
             }
         }
+        self.role_extra_task_files(path);
         let handlers_file = ["main.yml", "main.yaml"]
             .iter()
             .map(|f| path.join("handlers").join(f))
