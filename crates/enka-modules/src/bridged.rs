@@ -129,7 +129,12 @@ fn task_vars(ctx: &ModuleContext<'_>) -> Result<Json, crate::ModuleError> {
         let value = ctx
             .templar
             .template_str(&format!("{{{{ {name} }}}}"), ctx.ctx)
-            .map_err(|err| format!("Error while resolving value for '{name}': {}", err.ansible_message()))?;
+            .map_err(|err| {
+                format!(
+                    "Error while resolving value for '{name}': {}",
+                    err.ansible_message()
+                )
+            })?;
         // An omitted one is as if unset (AnsiballZ's `value_for_omit`).
         if value.as_str() == Some(ctx.templar.omit()) {
             continue;

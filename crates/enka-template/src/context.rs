@@ -215,6 +215,10 @@ impl VarSource for VarList {
 /// Variables templated during one render, in resolution order.
 pub(crate) type Resolved = Vec<(Arc<str>, Value)>;
 
+/// Names read as undefined during one render, with the cause for a
+/// variable that is defined but templates to nothing.
+pub(crate) type UndefinedReads = Vec<(Arc<str>, Option<String>)>;
+
 /// Everything a render needs besides the template: the variables, the
 /// directories `template` and `file` lookups may read, and the templar.
 #[derive(Debug, Clone)]
@@ -231,6 +235,11 @@ pub struct Context {
     /// Variables already templated during this render: the engine may look
     /// a name up several times per use, and nothing changes mid-render.
     pub(crate) resolved: Arc<std::sync::Mutex<Resolved>>,
+    /// The names this render read that were undefined, in reading order,
+    /// with Ansible's account of why for a variable whose own template met
+    /// an undefined value (2.18: `{{ b }}: 'b' is undefined`, each level's
+    /// template before the cause; 2.19: the innermost cause alone).
+    pub(crate) undefined_reads: Arc<std::sync::Mutex<UndefinedReads>>,
     /// A variable whose templating meets an undefined value keeps its raw
     /// text instead of being undefined: how `hostvars` templates (Ansible's
     /// `HostVarsVars`, `fail_on_undefined=False`).
@@ -257,6 +266,7 @@ impl Context {
             recursion: Arc::default(),
             tainted: Arc::default(),
             resolved: Arc::default(),
+            undefined_reads: Arc::default(),
             undefined_keeps_raw: false,
             origin: None,
             with_action: None,
@@ -293,7 +303,12 @@ impl Context {
 
     /// The value of `name`, templated if needed; `None` when not defined.
     pub fn resolve(&self, name: &str) -> Option<Value> {
-        let var = self.vars.get(name)?;
+        let Some(var) = self.vars.get(name) else {
+            if !self.templar.is_global(name) {
+                self.read_undefined(name, None);
+            }
+            return None;
+        };
         if var.is_unsafe {
             self.tainted
                 .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -319,7 +334,16 @@ impl Context {
         let value = match self.templar.template_value(&var.value, &nested) {
             Ok(value) => value,
             Err(err) if err.is_undefined() && self.undefined_keeps_raw => var.value.clone(),
-            Err(err) if err.is_undefined() => Value::UNDEFINED,
+            Err(err) if err.is_undefined() => {
+                let cause = match self.templar.options().semantics {
+                    super::Semantics::Ansible218 => {
+                        format!("{}: {}", super::pyrepr::to_text(&var.value), err.message())
+                    }
+                    super::Semantics::Ansible219 => err.message().to_owned(),
+                };
+                self.read_undefined(name, Some(cause));
+                Value::UNDEFINED
+            }
             Err(err) => Value::from(err.to_minijinja()),
         };
         self.resolved
@@ -327,6 +351,43 @@ impl Context {
             .unwrap_or_else(|e| e.into_inner())
             .push((Arc::from(name), value.clone()));
         Some(value)
+    }
+
+    fn read_undefined(&self, name: &str, cause: Option<String>) {
+        self.undefined_reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((Arc::from(name), cause));
+    }
+
+    /// Why `name`, a variable this render read, is undefined, when its own
+    /// template met an undefined value (`None` for a name never defined).
+    pub(crate) fn undefined_cause(&self, name: &str) -> Option<String> {
+        let reads = self
+            .undefined_reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        reads
+            .iter()
+            .rev()
+            .find(|(read, _)| &**read == name)
+            .and_then(|(_, cause)| cause.clone())
+    }
+
+    /// Ansible's account of the last undefined name this render read: a
+    /// lookup's option that came out undefined names it, as the marker
+    /// 2.19 hands the plugin carries its own error.
+    pub(crate) fn last_undefined_read(&self) -> Option<String> {
+        let reads = self
+            .undefined_reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let (name, cause) = reads.last()?;
+        Some(
+            cause
+                .clone()
+                .unwrap_or_else(|| format!("'{name}' is undefined")),
+        )
     }
 
     /// Ansible's wording for an undefined path such as `r.stdout` or
@@ -340,7 +401,12 @@ impl Context {
         let first = first.as_str()?;
         let mut current = match self.resolve(first) {
             Some(value) if !value.is_undefined() => value,
-            _ => return Some(format!("'{first}' is undefined")),
+            _ => {
+                return Some(
+                    self.undefined_cause(first)
+                        .unwrap_or_else(|| format!("'{first}' is undefined")),
+                );
+            }
         };
         for segment in segments {
             let next = match segment.as_str() {
@@ -350,23 +416,33 @@ impl Context {
             .filter(|v| !v.is_undefined());
             match next {
                 Some(value) => current = value,
-                None => {
-                    let type_name = super::pyrepr::type_name(&current);
-                    return Some(match self.templar.options().semantics {
-                        super::Semantics::Ansible218 => format!(
-                            "'{type_name} object' has no attribute '{}'",
-                            super::pyrepr::to_text(&segment)
-                        ),
-                        // 2.19's Marker: the attribute as Python's repr.
-                        super::Semantics::Ansible219 => format!(
-                            "object of type '{type_name}' has no attribute {}",
-                            super::pyrepr::repr(&segment)
-                        ),
-                    });
-                }
+                None => return Some(self.missing_attribute(&current, &segment)),
             }
         }
         None
+    }
+
+    /// Ansible's words for `attribute` missing from `object`.
+    pub(crate) fn missing_attribute(&self, object: &Value, attribute: &Value) -> String {
+        let type_name = super::pyrepr::type_name(object);
+        match self.templar.options().semantics {
+            super::Semantics::Ansible218 => format!(
+                "'{type_name} object' has no attribute '{}'",
+                super::pyrepr::to_text(attribute)
+            ),
+            // 2.19's Marker: the attribute as Python's repr.
+            super::Semantics::Ansible219 => format!(
+                "object of type '{type_name}' has no attribute {}",
+                super::pyrepr::repr(attribute)
+            ),
+        }
+    }
+
+    /// Records that a filter made an undefined value of `object`'s missing
+    /// `attribute` (`map(attribute=…)`), for the error that value causes.
+    pub(crate) fn read_missing_attribute(&self, object: &Value, attribute: &Value) {
+        let cause = self.missing_attribute(object, attribute);
+        self.read_undefined("", Some(cause));
     }
 
     fn cached(&self, name: &str) -> Option<Value> {
@@ -382,6 +458,10 @@ impl Context {
     /// what earlier renders templated (variables may have changed since).
     pub fn reset(&self) {
         self.resolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.undefined_reads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
@@ -403,6 +483,7 @@ impl Context {
             depth: 0,
             recursion: Arc::default(),
             resolved: Arc::default(),
+            undefined_reads: Arc::default(),
             ..self.clone()
         }
     }

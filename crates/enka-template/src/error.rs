@@ -362,15 +362,21 @@ impl Error {
         if self.kind != ErrorKind::Undefined {
             return self;
         }
-        if self.message == "undefined variable"
-            && let Some(name) = self
+        if self.message == "undefined variable" {
+            // An undefined value deep in a container the template built
+            // (`{{ [{'k': x}] }}`): Ansible names the variable, or the
+            // attribute a filter did not find (`map(attribute='name')`).
+            let named = self
                 .template
                 .as_deref()
                 .and_then(|t| first_undefined(t, ctx))
-        {
-            // An undefined value deep in a container the template built
-            // (`{{ [{'k': x}] }}`): Ansible names the variable.
-            self.message = format!("'{name}' is undefined");
+                .map(|name| {
+                    ctx.undefined_cause(&name)
+                        .unwrap_or_else(|| format!("'{name}' is undefined"))
+                });
+            if let Some(message) = named.or_else(|| ctx.last_undefined_read()) {
+                self.message = message;
+            }
             return self;
         }
         let path = self

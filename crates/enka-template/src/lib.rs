@@ -684,6 +684,12 @@ impl Templar {
         &self.omit
     }
 
+    /// Whether `name` is one of the environment's globals (`lookup`,
+    /// `omit`, `range`): a template reads it after the variables miss it.
+    pub(crate) fn is_global(&self, name: &str) -> bool {
+        self.env.globals().any(|(global, _)| global == name)
+    }
+
     /// The options this templar was built with.
     pub fn options(&self) -> &Options {
         &self.options

@@ -43,7 +43,7 @@ impl Runner {
         // (TaskExecutor._get_loop_items, fail_on_undefined=False).
         let lenient = matches!(&looping.kind, LoopKind::Lookup(name) if name == "first_found");
         let templated = if lenient {
-            Ok(self.template_leniently(&looping.items, ctx))
+            self.template_leniently(&looping.items, ctx)
         } else {
             self.templar.template_value(&looping.items, ctx)
         };
@@ -70,7 +70,10 @@ impl Runner {
                 };
             }
             Err(err) => {
-                return Err(self.template_failure(task, "loop", &err));
+                return Err(match err.python_exception() {
+                    Some((class, text)) => self.loop_raised(task, class, &text),
+                    None => self.template_failure(task, "loop", &err),
+                });
             }
         };
         let action = match &task.action {
@@ -555,3 +558,19 @@ const PASSING_LOOKUPS: &[&str] = &[
     "subelements",
     "together",
 ];
+
+impl Runner {
+    /// A loop whose terms raised a Python exception while templated: 2.18's
+    /// TaskExecutor reports it as any unexpected exception, 2.19's templar
+    /// as a rendering error.
+    fn loop_raised(&self, task: &Task, class: &str, text: &str) -> Flow {
+        let message = match self.semantics() {
+            Semantics::Ansible218 => format!("Unexpected failure during module execution: {text}"),
+            Semantics::Ansible219 if class == "ZeroDivisionError" => {
+                format!("Error rendering template: {text}")
+            }
+            Semantics::Ansible219 => format!("{class}: {text}"),
+        };
+        Flow::Failed(self.failure(task, message.clone(), super::outcome::fail_result(&message)))
+    }
+}

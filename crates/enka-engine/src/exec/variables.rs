@@ -197,21 +197,24 @@ impl Runner {
 
     /// Templates every string inside `value`, keeping a string as written
     /// when it meets an undefined variable (Ansible's
-    /// `fail_on_undefined=False`); other errors keep it too, for the
-    /// lookup to report.
-    pub(super) fn template_leniently(&self, value: &Value, ctx: &Context) -> Value {
-        match value.kind() {
-            ValueKind::String => self
-                .templar
-                .template_value(value, ctx)
-                .unwrap_or_else(|_| value.clone()),
+    /// `fail_on_undefined=False`); any other error is the template's.
+    pub(super) fn template_leniently(
+        &self,
+        value: &Value,
+        ctx: &Context,
+    ) -> Result<Value, enka_template::Error> {
+        Ok(match value.kind() {
+            ValueKind::String => match self.templar.template_value(value, ctx) {
+                Err(err) if err.is_undefined() => value.clone(),
+                other => other?,
+            },
             ValueKind::Seq => Value::from(
                 value
                     .try_iter()
                     .into_iter()
                     .flatten()
                     .map(|item| self.template_leniently(&item, ctx))
-                    .collect::<Vec<_>>(),
+                    .collect::<Result<Vec<_>, _>>()?,
             ),
             ValueKind::Map => Value::from_pairs(
                 value
@@ -220,12 +223,12 @@ impl Runner {
                     .flatten()
                     .map(|key| {
                         let item = value.get_item(&key).unwrap_or_default();
-                        (key, self.template_leniently(&item, ctx))
+                        self.template_leniently(&item, ctx).map(|v| (key, v))
                     })
-                    .collect::<Vec<_>>(),
+                    .collect::<Result<Vec<_>, _>>()?,
             ),
             _ => value.clone(),
-        }
+        })
     }
 
     /// The task's arguments over the `module_defaults` in force for its

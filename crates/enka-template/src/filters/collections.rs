@@ -768,16 +768,23 @@ pub(super) fn map(
         };
         kwargs.assert_all_used()?;
         let mut out = Vec::new();
+        let ctx = context(state);
         for item in map_items(value)? {
             let found = match attribute.as_str() {
                 // Jinja's attribute getter: dotted parts, digits as indexes.
-                Some(path) => {
-                    path.split('.')
-                        .try_fold(item, |current, part| match part.parse::<i64>() {
-                            Ok(index) => current.get_item(&Value::from(index)),
-                            Err(_) => current.get_attr(part),
-                        })
-                }
+                Some(path) => path.split('.').try_fold(item, |current, part| {
+                    let next = match part.parse::<i64>() {
+                        Ok(index) => current.get_item(&Value::from(index)),
+                        Err(_) => current.get_attr(part),
+                    }?;
+                    if next.is_undefined()
+                        && default.is_undefined()
+                        && let Some(ctx) = &ctx
+                    {
+                        ctx.read_missing_attribute(&current, &Value::from(part));
+                    }
+                    Ok(next)
+                }),
                 None => item.get_item(&attribute),
             };
             out.push(match found {

@@ -109,13 +109,21 @@ fn dispatch(
             // value's own error is the lookup's. `env` alone takes one, as
             // the default it returns (`default=undef()`).
             if value.is_undefined() && short_name(name) != "env" {
-                return Err(Error::new(
-                    ErrorKind::UndefinedError,
-                    format!("'{key}' is undefined"),
-                ));
+                let message = ctx
+                    .last_undefined_read()
+                    .unwrap_or_else(|| format!("'{key}' is undefined"));
+                return Err(Error::new(ErrorKind::UndefinedError, message));
             }
             options.push((key.to_owned(), value));
         }
+    }
+    // A term that is itself undefined fails the same way, before the
+    // plugin runs.
+    if short_name(name) != "env" && terms.iter().any(Value::is_undefined) {
+        let message = ctx
+            .last_undefined_read()
+            .unwrap_or_else(|| "undefined variable".to_owned());
+        return Err(Error::new(ErrorKind::UndefinedError, message));
     }
     let terms = template_terms(&ctx, terms)?;
     let result = match ctx.templar().lookup_plugin(name) {

@@ -505,9 +505,9 @@ impl Loader {
             .map(|entry| entry.path())
             .filter(|dir| dir.is_dir())
             .filter(|dir| {
-                dir.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| !ROLE_DATA_DIRS.contains(&n) && !n.ends_with("_plugins") && !n.starts_with('.'))
+                dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    !ROLE_DATA_DIRS.contains(&n) && !n.ends_with("_plugins") && !n.starts_with('.')
+                })
             })
             .collect();
         dirs.sort();
