@@ -17,7 +17,15 @@ pub fn run(
     let semantics = module.templar.options().semantics;
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
-    for key in args.keys() {
+    for written in args.keys() {
+        // set_fact templates the names it is given (`"{{ item }}": x`).
+        let key = match written.as_str() {
+            Some(text) if !written.is_safe() && enka_template::is_possibly_template(text) => module
+                .templar
+                .template_str(text, module.ctx)
+                .map_err(|err| err.ansible_message())?,
+            _ => written.clone(),
+        };
         let name = pyrepr::to_text(&key);
         if name == "cacheable" {
             continue;
@@ -30,7 +38,9 @@ pub fn run(
             )
             .into());
         }
-        let mut value = args.get(&name).unwrap_or(Value::from(()));
+        let mut value = args
+            .get(&pyrepr::to_text(&written))
+            .unwrap_or(Value::from(()));
         // ansible-core 2.18 converts boolean-looking strings in set_fact
         // (non-native templating), whether they came from k=v or from YAML;
         // 2.19 keeps them as written.

@@ -850,21 +850,33 @@ impl Templar {
             }
             ValueKind::Map => {
                 let mut pairs = Vec::with_capacity(value.len().unwrap_or(0));
+                // Keys stay as written, as Ansible's templar leaves them
+                // (set_fact templates its own: `set_fact: "{{ item }}=x"`).
                 for key in value.try_iter().into_iter().flatten() {
                     let item = value.get_item(&key).unwrap_or_default();
-                    // Ansible templates keys too (`set_fact: "{{ item }}=x"`).
-                    let key = match key.as_str() {
-                        Some(text) if text.contains("{{") || text.contains("{%") => {
-                            self.template_str(text, ctx)?
-                        }
-                        _ => key,
-                    };
                     pairs.push((key, self.template_value(&item, ctx)?));
                 }
                 Ok(Value::from_pairs(pairs))
             }
             _ => Ok(value.clone()),
         }
+    }
+
+    /// A mapping's keys templated (its values as they are): what set_fact
+    /// and set_stats do with the names they are given.
+    pub fn template_keys(&self, value: &Value, ctx: &Context) -> Result<Value, Error> {
+        let mut pairs = Vec::with_capacity(value.len().unwrap_or(0));
+        for key in value.try_iter().into_iter().flatten() {
+            let item = value.get_item(&key).unwrap_or_default();
+            let key = match key.as_str() {
+                Some(text) if !key.is_safe() && context::is_possibly_template(text) => {
+                    self.template_str(text, ctx)?
+                }
+                _ => key,
+            };
+            pairs.push((key, item));
+        }
+        Ok(Value::from_pairs(pairs))
     }
 
     /// Evaluates a conditional as Ansible does: `None`, `""` and `true` pass,

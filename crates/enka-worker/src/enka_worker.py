@@ -1187,7 +1187,22 @@ def _resolve_module(name, collections):
         "fqcn": fqcn,
         "path": context.plugin_resolved_path if context.resolved else None,
         "action_only": bool(action) and not context.resolved,
+        "raw_params": _supports_raw_params(action_context, fqcn),
     }
+
+
+def _supports_raw_params(action_context, fqcn):
+    """Whether the task's action takes free-form words (`_raw_params`), as
+    Task._post_validate_args decides: its action plugin says so, or it is
+    one of the command modules."""
+    from ansible.parsing.mod_args import RAW_PARAM_MODULES
+
+    if fqcn in RAW_PARAM_MODULES:
+        return True
+    if not action_context.resolved:
+        return False
+    plugin = plugin_loader.action_loader.get(action_context.resolved_fqcn, class_only=True)
+    return bool(getattr(plugin, "supports_raw_params", False))
 
 
 def _has_lookup(name, errors):

@@ -293,9 +293,8 @@ impl Runner {
     /// for no arguments and finalizes them in key order.
     fn finalized_args(&self, args: Value, module: &ModuleRef) -> Result<Value, String> {
         let omit = self.templar.omit();
-        let action = module.resolved_name();
-        let merged = variable_params(args, self.semantics(), &action, omit)
-            .map(|v| remove_omit(&v, omit))?;
+        let merged =
+            variable_params(args, self.semantics(), module, omit).map(|v| remove_omit(&v, omit))?;
         Ok(match self.semantics() {
             Semantics::Ansible218 => merged,
             Semantics::Ansible219 => sorted_by_key(&merged),

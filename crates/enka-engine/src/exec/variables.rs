@@ -305,12 +305,25 @@ impl Runner {
 pub(super) fn variable_params(
     args: Value,
     semantics: enka_template::Semantics,
-    action: &str,
+    module: &enka_modules::ModuleRef,
     omit: &str,
 ) -> Result<Value, String> {
     use enka_project::role::{TEMPLATED_ARGS, VARIABLE_PARAMS};
     let templated = |k: &Value| matches!(k.as_str(), Some(TEMPLATED_ARGS | VARIABLE_PARAMS));
     let written = enka_template::convert::entries(&args);
+    // Plain words beside an action that takes none (2.18 refused them
+    // when the task loaded).
+    if semantics.native()
+        && module.refuses_raw_params()
+        && written
+            .iter()
+            .any(|(k, _)| k.as_str() == Some("_raw_params"))
+    {
+        return Err(format!(
+            "Task failed: Action '{}' does not support raw params.",
+            module.resolved_name()
+        ));
+    }
     if !written.iter().any(|(k, _)| templated(k)) {
         return Ok(args);
     }
@@ -327,7 +340,12 @@ pub(super) fn variable_params(
             continue;
         }
         if params.kind() != ValueKind::Map {
-            return Err(not_arguments(&params, key, semantics, action));
+            // An action that takes free-form words gets the text itself.
+            if key == VARIABLE_PARAMS && semantics.native() && module.takes_raw_params() {
+                put(Value::from("_raw_params"), params);
+                continue;
+            }
+            return Err(not_arguments(&params, semantics, &module.resolved_name()));
         }
         for (k, v) in enka_template::convert::entries(&params) {
             put(k, v);
@@ -342,20 +360,12 @@ pub(super) fn variable_params(
 }
 
 /// Why templated arguments that are no mapping are refused.
-fn not_arguments(
-    params: &Value,
-    key: &str,
-    semantics: enka_template::Semantics,
-    action: &str,
-) -> String {
+fn not_arguments(params: &Value, semantics: enka_template::Semantics, action: &str) -> String {
     match semantics {
         enka_template::Semantics::Ansible218 => format!(
             "invalid or malformed argument: '{}'",
             enka_template::pyrepr::to_text(params)
         ),
-        enka_template::Semantics::Ansible219 if key == enka_project::role::VARIABLE_PARAMS => {
-            format!("Task failed: Action '{action}' does not support raw params.")
-        }
         enka_template::Semantics::Ansible219 => format!(
             "Task failed: Finalization of task args for '{action}' failed: Task args must resolve to a 'dict' not '{}'.",
             enka_template::pyrepr::type_name(params)

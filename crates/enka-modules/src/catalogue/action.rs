@@ -14,6 +14,9 @@ pub struct AnsibleAction {
     /// What Ansible resolved the name to (`ansible.builtin.stat`), once the
     /// loader has asked it.
     pub resolved: OnceLock<String>,
+    /// Whether Ansible's action for it takes free-form words
+    /// (`supports_raw_params`), once the loader has asked.
+    pub raw_params: OnceLock<bool>,
 }
 
 impl AnsibleAction {
@@ -23,6 +26,7 @@ impl AnsibleAction {
             name: Arc::from(name),
             collections,
             resolved: OnceLock::new(),
+            raw_params: OnceLock::new(),
         }
     }
 

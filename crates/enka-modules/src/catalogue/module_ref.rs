@@ -63,6 +63,21 @@ impl ModuleRef {
     /// The fully qualified name Ansible resolves the action to
     /// (`ansible.builtin.debug`, `kubernetes.core.k8s`), as its messages
     /// name it; the name as written when that is not known.
+    /// Whether an action Ansible runs takes free-form words beside its
+    /// arguments (`_raw_params`, its plugin's `supports_raw_params`); the
+    /// command modules enka runs itself take theirs when the task loads.
+    pub fn takes_raw_params(&self) -> bool {
+        match self {
+            ModuleRef::Native(_) => false,
+            ModuleRef::Ansible(action) => action.raw_params.get().copied().unwrap_or(false),
+        }
+    }
+
+    /// Whether Ansible said its action takes no free-form words.
+    pub fn refuses_raw_params(&self) -> bool {
+        matches!(self, ModuleRef::Ansible(action) if action.raw_params.get() == Some(&false))
+    }
+
     pub fn resolved_name(&self) -> String {
         match self {
             ModuleRef::Native(spec) => match spec.collections.first() {

@@ -167,6 +167,9 @@ impl Loader {
         if found["found"].as_bool() == Some(true) {
             let fqcn = found["fqcn"].as_str().unwrap_or(&action.name).to_owned();
             let _ = action.resolved.set(fqcn);
+            let _ = action
+                .raw_params
+                .set(found["raw_params"].as_bool().unwrap_or(false));
             return;
         }
         let message = match found["error"].as_str() {

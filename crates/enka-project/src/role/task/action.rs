@@ -193,17 +193,34 @@ fn action_keyword(
                     );
                     return None;
                 };
+                // `module: "echo a=1 {{ vp }}"`: the first word names the
+                // module, the rest are its key=value words and free-form text.
+                let (name, words) = enka_template::freeform::first_word(name.trim());
                 module_name = name.to_owned();
-                // An `args` mapping inside is merged over the others
-                // (ModuleArgsParser simplifies `{module: m, args: {…}}`).
-                let nested = value.get("args").and_then(Node::as_map).unwrap_or_default();
-                let mut merged: Vec<(Node, Node)> = entries
-                    .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), Some("module" | "args")))
-                    .filter(|(k, _)| !nested.iter().any(|(n, _)| n.as_str() == k.as_str()))
-                    .cloned()
+                let key_node = |text: &str| Node {
+                    value: enka_yaml::Value::Str(text.to_owned()),
+                    pos: value.pos,
+                    tag: None,
+                };
+                let from_words: Vec<(Node, Node)> = enka_template::freeform::parse_kv(words)
+                    .into_iter()
+                    .map(|(k, v)| (key_node(&k), key_node(&v)))
                     .collect();
-                merged.extend(nested.iter().cloned());
+                // Precedence, lowest first (ModuleArgsParser): the other
+                // keys, the module's words, then an `args` mapping inside.
+                let nested = value.get("args").and_then(Node::as_map).unwrap_or_default();
+                let mut merged: Vec<(Node, Node)> = Vec::new();
+                // `args: "{{ mapping }}"` inside: rendered when the task runs.
+                if let Some(templated_args) = value.get("args").filter(|a| is_template_node(a)) {
+                    merged.push((key_node(TEMPLATED_ARGS), templated_args.clone()));
+                }
+                let discrete = entries
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), Some("module" | "args")));
+                for (k, v) in discrete.chain(&from_words).chain(nested.iter()) {
+                    merged.retain(|(existing, _)| existing.as_str() != k.as_str());
+                    merged.push((k.clone(), v.clone()));
+                }
                 value = Node {
                     value: enka_yaml::Value::Map(merged),
                     pos: value.pos,
@@ -298,7 +315,11 @@ pub(super) fn merge_task_args(
     task: &Node,
     entries: &mut Vec<(String, Node)>,
 ) {
-    let Some(extra) = task.get("args") else {
+    // `args:` with no value is no arguments (both lines).
+    let Some(extra) = task
+        .get("args")
+        .filter(|a| !matches!(a.value, enka_yaml::Value::Null))
+    else {
         return;
     };
     match extra.as_map() {
@@ -425,7 +446,10 @@ pub(super) fn parse_bridged(
     let pairs: Vec<(Value, Value)> = entries
         .iter()
         .map(|(k, node)| {
-            let key = if k == "_raw_params" && !raw_allowed {
+            // A template must render to the arguments; plain words stay
+            // free-form text, which 2.19 refuses when the task runs unless
+            // the action plugin takes it (`supports_raw_params`).
+            let key = if k == "_raw_params" && !raw_allowed && is_template_node(node) {
                 VARIABLE_PARAMS
             } else {
                 k.as_str()
