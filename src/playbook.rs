@@ -113,6 +113,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
         options.verbosity,
         options.diff,
         options.events_file.as_deref(),
+        options.templates.semantics,
     ));
     let mut stats: Vec<(String, engine::Stats)> = Vec::new();
     let mut code = exit::OK;

@@ -19,6 +19,8 @@ use crate::template::convert;
 /// appends it to the events file as a JSON line.
 pub(super) struct Printer {
     verbosity: u8,
+    /// The ansible-core line whose default callback is followed.
+    semantics: crate::template::Semantics,
     /// `--diff`: a changed result's diff is shown.
     diff: bool,
     events: Option<Mutex<std::fs::File>>,
@@ -65,7 +67,12 @@ impl PendingIncludes {
 }
 
 impl Printer {
-    pub(super) fn new(verbosity: u8, diff: bool, events_file: Option<&Path>) -> Self {
+    pub(super) fn new(
+        verbosity: u8,
+        diff: bool,
+        events_file: Option<&Path>,
+        semantics: crate::template::Semantics,
+    ) -> Self {
         let events = events_file.and_then(|path| {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -77,6 +84,7 @@ impl Printer {
         });
         Printer {
             verbosity,
+            semantics,
             diff,
             events,
             shown_failures: Mutex::default(),
@@ -152,7 +160,8 @@ impl Printer {
         }
         if event.status == TaskStatus::Skipped {
             let _ = writeln!(out, "skipping: [{host}]");
-        } else if censored_loop(event.result)
+        } else if (censored_loop(event.result)
+            && self.semantics == crate::template::Semantics::Ansible218)
             || (debug
                 && matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored)
                 && event
@@ -298,7 +307,11 @@ impl Printer {
             item
         };
         let label = if flag("_ansible_no_log") {
-            "None".to_owned()
+            // 2.19's callback says why there is no label.
+            match self.semantics {
+                crate::template::Semantics::Ansible218 => "None".to_owned(),
+                crate::template::Semantics::Ansible219 => "(censored due to no_log)".to_owned(),
+            }
         } else {
             let label = item
                 .get_attr("_ansible_item_label")

@@ -53,6 +53,16 @@ impl Runner {
                 Var::plain(Value::from(limit.text.as_str())),
             ));
         }
+        // The controller's Python: Ansible's own, which for enka is the
+        // worker's (inventories set `ansible_python_interpreter` to it).
+        let python = match &self.project.ansible {
+            Some(worker) => worker.config().python.to_string_lossy().into_owned(),
+            None => "/usr/bin/python3".to_owned(),
+        };
+        builtins.push((
+            Arc::from("ansible_playbook_python"),
+            Var::plain(Value::from(python)),
+        ));
         builtins.push((
             Arc::from("playbook_dir"),
             Var::plain(Value::from(playbook_dir.to_string_lossy().as_ref())),
