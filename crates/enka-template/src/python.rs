@@ -100,6 +100,22 @@ pub(super) struct PythonLookup {
     pub(super) worker: Arc<AnsibleWorker>,
 }
 
+impl PythonLookup {
+    /// The variables the core settings `terms` read, by Ansible's
+    /// definitions of them.
+    fn config_vars(&self, terms: &[serde_json::Value]) -> Result<Vec<String>, Error> {
+        let request = json!({"op": "config_vars", "names": terms});
+        let answer = blocking(|| self.worker.call(request, None))
+            .map_err(|err| Error::new(ErrorKind::InvalidOperation, err.to_string()))?;
+        Ok(answer["vars"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|name| name.as_str().map(str::to_owned))
+            .collect())
+    }
+}
+
 impl LookupPlugin for PythonLookup {
     fn run(
         &self,
@@ -129,8 +145,19 @@ impl LookupPlugin for PythonLookup {
         // `config` of a plugin's option reads the variables the option
         // names (`ansible_ssh_user`, `ansible_port`, …): Ansible's own
         // plugins name only `ansible_*` ones, so those go along.
-        let plugin_config = matches!(self.name.as_str(), "config" | "ansible.builtin.config")
-            && options.iter().any(|(key, _)| key == "plugin_type");
+        let config = matches!(self.name.as_str(), "config" | "ansible.builtin.config");
+        let plugin_config = config && options.iter().any(|(key, _)| key == "plugin_type");
+        if config && !plugin_config {
+            // A core setting reads the variables its definition names
+            // (asked of Ansible, which holds the definitions).
+            for name in self.config_vars(&terms)? {
+                if let Some(value) = ctx.resolve(&name).filter(|v| !v.is_undefined())
+                    && let Ok(json) = json_of(&value)
+                {
+                    vars.insert(name, json);
+                }
+            }
+        }
         if plugin_config {
             for name in ctx.vars().names() {
                 if !name.starts_with("ansible_") || vars.contains_key(&*name) {

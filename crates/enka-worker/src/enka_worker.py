@@ -961,6 +961,20 @@ class _InventoryInEnka:
         return False
 
 
+def _config_vars(request):
+    """The variables the named core settings read (their definitions'
+    `vars`), for the `config` lookup."""
+    names = []
+    for setting in request.get("names") or []:
+        if not isinstance(setting, str):
+            continue
+        definition = C.config.get_configuration_definition(setting) or {}
+        for entry in definition.get("vars") or []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                names.append(entry["name"])
+    return names
+
+
 def _lookup(request):
     name = request["name"]
     plugin = plugin_loader.lookup_loader.get(name, loader=_LOADER, templar=_templar())
@@ -1342,6 +1356,10 @@ def _serve(request):
             return _inventory(request)
         if op == "vault_decrypt":
             return {"value": _vault_decrypt(request)}
+        if op == "plugin_filters":
+            return {"modules": sorted(plugin_loader._PLUGIN_FILTERS["ansible.modules"])}
+        if op == "config_vars":
+            return {"vars": _config_vars(request)}
     except Exception as exc:  # noqa: BLE001 - the plugin's own message goes back
         return {"error": _error(exc)}
     return {"error": "unknown request %r" % op}

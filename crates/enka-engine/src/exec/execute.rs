@@ -375,7 +375,10 @@ impl Runner {
     ) -> Result<TimeLimits, String> {
         let task_timeout = match frame.inherited.for_task(task, Setting::Timeout) {
             Some(raw) => match self.templar.template_value(raw, ctx) {
-                Ok(v) => seconds(&v).filter(|t| !t.is_zero()),
+                Ok(v) => {
+                    check_timeout_range(&v, self.semantics())?;
+                    seconds(&v).filter(|t| !t.is_zero())
+                }
                 Err(err) => return Err(format!("timeout: {err}")),
             },
             None => None,
@@ -485,4 +488,21 @@ fn with_entries(map: &Value, entries: &[(Value, Value)]) -> Value {
     let mut pairs = enka_template::convert::entries(map);
     pairs.extend(entries.iter().cloned());
     Value::from_pairs(pairs)
+}
+
+/// The most seconds 2.19's alarm takes (BSD's setitimer limit).
+const MAX_TIMEOUT: i64 = 100_000_000;
+
+/// 2.19 refuses a task `timeout` outside what an alarm can hold
+/// (AnsibleTimeoutError.alarm_timeout); 2.18 took any.
+fn check_timeout_range(value: &Value, semantics: Semantics) -> Result<(), String> {
+    let Some(n) = value.as_i64() else {
+        return Ok(());
+    };
+    if semantics == Semantics::Ansible219 && !(0..=MAX_TIMEOUT).contains(&n) {
+        return Err(format!(
+            "Task failed: Timeout {n} is invalid, it must be between 0 and {MAX_TIMEOUT}."
+        ));
+    }
+    Ok(())
 }

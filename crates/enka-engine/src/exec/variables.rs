@@ -257,7 +257,17 @@ impl Runner {
             .chain(task.settings.get(Setting::ModuleDefaults))
             .cloned()
             .collect();
-        let applied = self.project.module_defaults.for_action(&action, &entries);
+        // gather_facts runs setup with the defaults setup has (its action's
+        // _get_module_args), beneath its own.
+        let mut applied = Vec::new();
+        if action.rsplit('.').next() == Some("gather_facts") {
+            applied.extend(
+                self.project
+                    .module_defaults
+                    .for_action("ansible.builtin.setup", &entries),
+            );
+        }
+        applied.extend(self.project.module_defaults.for_action(&action, &entries));
         if applied.is_empty() {
             return Ok(None);
         }

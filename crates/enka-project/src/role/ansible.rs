@@ -18,7 +18,7 @@ use enka_worker::{AnsibleWorker, Config};
 use enka_yaml::Node;
 
 /// How long resolving names may take (the first worker imports Ansible).
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const RESOLVE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Loader {
     /// The project's Ansible worker when some task needs one, with every
@@ -384,21 +384,33 @@ impl Loader {
     /// Decrypts Ansible Vault text with Ansible's own code, as
     /// ansible-playbook does when it loads the file: with the Vault password
     /// files and ids enka was given (`--ansible-args`) and `ansible.cfg`'s.
+    /// The one worker the loader asks things of before the project's own
+    /// is made.
+    pub(crate) fn loading_worker(&mut self) -> Result<Arc<AnsibleWorker>, String> {
+        if let Some(worker) = &self.loading_worker {
+            return Ok(worker.clone());
+        }
+        let config = self
+            .worker_config
+            .clone()
+            .ok_or("no Ansible worker (--native-only)")?;
+        let worker = AnsibleWorker::new(Config { size: 1, ..config });
+        self.loading_worker = Some(worker.clone());
+        Ok(worker)
+    }
+
     pub(crate) fn decrypt_vault(
         &mut self,
         text: &str,
         file: &std::path::Path,
     ) -> Result<String, String> {
-        if self.vault_worker.is_none() {
-            let Some(config) = self.worker_config.clone() else {
-                return Err(
-                    "Ansible Vault data needs the Ansible worker to decrypt it, and --native-only forbids it"
-                        .to_owned(),
-                );
-            };
-            self.vault_worker = Some(AnsibleWorker::new(Config { size: 1, ..config }));
+        if self.worker_config.is_none() {
+            return Err(
+                "Ansible Vault data needs the Ansible worker to decrypt it, and --native-only forbids it"
+                    .to_owned(),
+            );
         }
-        let worker = self.vault_worker.as_ref().ok_or("no Ansible worker")?;
+        let worker = self.loading_worker()?;
         let request = json!({"op": "vault_decrypt", "text": text, "file": file.to_string_lossy()});
         let answer = worker
             .call(request, Some(RESOLVE_TIMEOUT))

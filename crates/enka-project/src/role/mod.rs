@@ -11,6 +11,7 @@ mod excerpt;
 pub mod keywords;
 mod loader;
 mod module_defaults;
+mod plugin_filters;
 mod resolve;
 mod task;
 pub mod walk;

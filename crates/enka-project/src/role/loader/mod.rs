@@ -80,8 +80,11 @@ pub(crate) struct Loader {
     pub(crate) foreign_plugins: Vec<(Location, PluginKind, String)>,
     /// How to start an Ansible worker (`None` with `--native-only`).
     pub(crate) worker_config: Option<WorkerConfig>,
-    /// The worker that decrypts Vault data while loading, once needed.
-    pub(crate) vault_worker: Option<std::sync::Arc<enka_worker::AnsibleWorker>>,
+    /// The worker asked while loading (Vault data, plugin filters), once
+    /// needed.
+    pub(crate) loading_worker: Option<std::sync::Arc<enka_worker::AnsibleWorker>>,
+    /// The modules Ansible's plugin filter rejects, once asked.
+    pub(crate) rejected_modules: Option<Arc<HashSet<String>>>,
     /// Bridged tasks given free-form text that only the command family
     /// takes: the task's location and the text's.
     pub(crate) extra_params: Vec<(Location, Location)>,
@@ -211,7 +214,8 @@ impl Loader {
                 config.base_dir = options.role_paths.base_dir.clone();
                 config
             }),
-            vault_worker: None,
+            loading_worker: None,
+            rejected_modules: None,
         }
     }
 }

@@ -123,9 +123,10 @@ pub(super) fn parse_action(
     let Some(spec) = registry::lookup(&module_name) else {
         return parse_bridged(loader, at, task, key, &module_name, &value);
     };
-    if loader.shadows_builtin(&module_name) {
+    if loader.shadows_builtin(&module_name) || loader.module_rejected(&module_name) {
         // A project's own action plugin or module of that name is what
-        // ansible.legacy resolves it to: Ansible runs that one.
+        // ansible.legacy resolves it to: Ansible runs that one. One its
+        // plugin filter rejects is Ansible's to refuse.
         return parse_bridged(loader, at, task, key, &module_name, &value);
     }
     let mut entries = match arg_entries(loader, at, &value, spec.free_form, spec.name) {
