@@ -34,6 +34,9 @@ pub(super) struct Printer {
     custom_stats: Mutex<BTreeMap<String, serde_json::Map<String, serde_json::Value>>>,
     /// Warnings and deprecations printed so far: Display says each once.
     said: Mutex<std::collections::HashSet<String>>,
+    /// The banner key of the task whose background job's wait was shown
+    /// (its banner came with the first `ASYNC` line).
+    waited: Mutex<Option<String>>,
     /// The `included:` lines of the include task running now, merged
     /// across hosts; printed before anything else is.
     pending_includes: Mutex<PendingIncludes>,
@@ -92,6 +95,7 @@ impl Printer {
             custom_stats: Mutex::new(BTreeMap::new()),
             said: Mutex::new(std::collections::HashSet::new()),
             pending_includes: Mutex::default(),
+            waited: Mutex::default(),
         }
     }
 
@@ -207,7 +211,7 @@ impl Printer {
         same_host_again: bool,
     ) {
         let name = task.title();
-        let shown = format!("{}\u{0}{name}", task.location);
+        let shown = banner_key(task);
         self.flush_includes_unless(out, Some(&shown));
         let repeated = self
             .last_banner
@@ -522,6 +526,32 @@ fn module_name(task: &Task) -> &str {
 }
 
 impl Observer for Printer {
+    fn async_event(
+        &self,
+        task: &Task,
+        handler: bool,
+        host: &str,
+        event: &crate::modules::AsyncEvent,
+    ) {
+        use crate::modules::AsyncEventKind;
+        let mut out = std::io::stdout().lock();
+        self.task_banner(&mut out, task, handler, host, true);
+        if let Ok(mut waited) = self.waited.lock() {
+            *waited = Some(banner_key(task));
+        }
+        let jid = &event.jid;
+        let line = match event.kind {
+            AsyncEventKind::Poll => format!(
+                "ASYNC POLL on {host}: jid={jid} started={} finished={}",
+                crate::template::pyrepr::to_text(&event.started),
+                crate::template::pyrepr::to_text(&event.finished)
+            ),
+            AsyncEventKind::Ok => format!("ASYNC OK on {host}: jid={jid}"),
+            AsyncEventKind::Failed => format!("ASYNC FAILED on {host}: jid={jid}"),
+        };
+        let _ = writeln!(out, "{line}");
+    }
+
     fn play_started(&self, name: &str, hosts: usize) {
         self.flush();
         if let Ok(mut last) = self.last_banner.lock() {
@@ -634,7 +664,20 @@ impl Observer for Printer {
             }
             // A failed include said `included:` under its banner already.
             let is_include = matches!(event.task.action, crate::role::Action::IncludeTasks { .. });
-            self.task_banner(&mut out, event.task, event.handler, host, is_include);
+            // Nor again after its background job's wait.
+            let waited = self
+                .waited
+                .lock()
+                .ok()
+                .and_then(|mut w| w.take())
+                .is_some_and(|key| key == banner_key(event.task));
+            self.task_banner(
+                &mut out,
+                event.task,
+                event.handler,
+                host,
+                is_include || waited,
+            );
         }
         self.result_warnings(event.result);
         if module == "meta" && self.meta_said(&mut out, event) {
@@ -794,4 +837,9 @@ fn aggregate_stat(kept: &mut serde_json::Value, value: &serde_json::Value) {
         (J::Array(old), J::Array(new)) => old.extend(new.iter().cloned()),
         _ => {}
     }
+}
+
+/// What tells one task's banner from another's: where it is and its title.
+fn banner_key(task: &Task) -> String {
+    format!("{}\u{0}{}", task.location, task.title())
 }

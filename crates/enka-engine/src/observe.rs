@@ -101,6 +101,17 @@ pub trait Observer: Send + Sync {
         _result: &Value,
     ) {
     }
+    /// `task` (a handler's when `handler`) waited on `host` for its
+    /// background job, which said `event` (Ansible's
+    /// `v2_runner_on_async_poll`, `_ok` and `_failed`).
+    fn async_event(
+        &self,
+        _task: &Task,
+        _handler: bool,
+        _host: &str,
+        _event: &enka_modules::AsyncEvent,
+    ) {
+    }
     /// `task` (a handler's when `handler`) ran on `host`, and reading its
     /// result raised an error that ends the run (see
     /// `Failure::aborts_run`): it has no result to show.

@@ -188,8 +188,11 @@ fn path_json(path: &Path) -> Json {
 
 /// The worker's result as a task registers it; facts a module returns
 /// become variables, unsafe like the rest of the result.
-fn registered(result: Map<String, Json>) -> Output {
+fn registered(mut result: Map<String, Json>) -> Output {
     let mut output = Output::default();
+    if let Some(Json::Array(events)) = result.remove("_enka_async_events") {
+        output.async_events = events.iter().filter_map(async_event).collect();
+    }
     if let Some(Json::Object(facts)) = result.get("ansible_facts") {
         for (name, value) in facts {
             output.plain_facts.push((
@@ -203,4 +206,20 @@ fn registered(result: Map<String, Json>) -> Output {
         .map(|(key, value)| (key, enka_template::convert::from_json(&value)))
         .collect();
     output
+}
+
+/// One of the worker's notes on waiting for a background job.
+fn async_event(event: &Json) -> Option<crate::AsyncEvent> {
+    let kind = match event["event"].as_str()? {
+        "poll" => crate::AsyncEventKind::Poll,
+        "ok" => crate::AsyncEventKind::Ok,
+        "failed" => crate::AsyncEventKind::Failed,
+        _ => return None,
+    };
+    Some(crate::AsyncEvent {
+        kind,
+        jid: event["jid"].as_str().unwrap_or_default().to_owned(),
+        started: enka_template::convert::from_json(&event["started"]),
+        finished: enka_template::convert::from_json(&event["finished"]),
+    })
 }

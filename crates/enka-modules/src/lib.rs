@@ -176,6 +176,29 @@ pub struct Output {
     pub control: Option<Control>,
     /// User metrics (`osdk_metric`).
     pub metrics: Vec<MetricUpdate>,
+    /// What waiting on a background job saw, in order (the callback's
+    /// `ASYNC POLL`, then `ASYNC OK` or `ASYNC FAILED`).
+    pub async_events: Vec<AsyncEvent>,
+}
+
+/// One thing an async task's wait saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AsyncEvent {
+    /// `poll` (not finished yet), `ok` or `failed` (finished).
+    pub kind: AsyncEventKind,
+    /// The job's id.
+    pub jid: String,
+    /// The status's `started` and `finished`, as async_status gave them.
+    pub started: Value,
+    pub finished: Value,
+}
+
+/// What an [`AsyncEvent`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncEventKind {
+    Poll,
+    Ok,
+    Failed,
 }
 
 impl Output {

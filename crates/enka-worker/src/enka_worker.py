@@ -758,6 +758,8 @@ def _poll_async(task, result, variables, connection, play_context, templar):
         return {"failed": True, "msg": "No job id was returned by the async task"}
     handler = _async_status_handler(task, {"jid": jid}, connection, play_context, templar)
     status = {}
+    # What the callback would show while waiting (v2_runner_on_async_*).
+    events = []
     time_left = task.async_val
     while time_left > 0:
         if _Deadline.value is not None and time.monotonic() + task.poll > _Deadline.value:
@@ -774,17 +776,34 @@ def _poll_async(task, result, variables, connection, play_context, templar):
                 or ("failed" in status and status.get("_ansible_parsed", False))
                 or "skipped" in status):
             break
+        events.append({"event": "poll", "jid": jid, "started": status.get("started"),
+                       "finished": status.get("finished")})
+    if int(status.get("finished", 0)) == 1:
+        events.append({"event": "failed" if status.get("failed") else "ok", "jid": jid})
+    status = _with_async_events(status, events)
     if int(status.get("finished", 0)) != 1:
         handler.cleanup(force=True)
+        events = status.pop("_enka_async_events", [])
         if status.get("_ansible_parsed"):
-            return {"failed": True, "async_result": status,
-                    "msg": "async task did not complete within the requested time - %ss" % task.async_val}
-        return {"failed": True, "async_result": status, "msg": "async task produced %s results" % _UNPARSABLE}
+            return _with_async_events(
+                {"failed": True, "async_result": status,
+                 "msg": "async task did not complete within the requested time - %ss" % task.async_val}, events)
+        return _with_async_events(
+            {"failed": True, "async_result": status, "msg": "async task produced %s results" % _UNPARSABLE}, events)
     cleanup = _async_status_handler(task, {"jid": jid, "mode": "cleanup"}, connection, play_context, templar)
     cleanup.run(task_vars=variables)
     cleanup.cleanup(force=True)
     handler.cleanup(force=True)
     return status
+
+
+def _with_async_events(result, events):
+    """The result carrying what the wait saw, for enka to show (enka takes
+    the key out before anything registers the result)."""
+    if events:
+        result = dict(result)
+        result["_enka_async_events"] = events
+    return result
 
 
 def _registered(result):

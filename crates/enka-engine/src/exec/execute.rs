@@ -100,7 +100,14 @@ impl Runner {
         }
         self.api_time += module_ctx.api_time;
         match outcome {
-            Ok(output) => self.take_output(module, output, facts_to),
+            Ok(mut output) => {
+                if let Some(observer) = &self.options.observer {
+                    for event in output.async_events.drain(..) {
+                        observer.async_event(task, self.in_handlers, &self.host, &event);
+                    }
+                }
+                self.take_output(module, output, facts_to)
+            }
             // A collection's failed result is the task's result as it is.
             Err(modules::ModuleError::Result(output)) => {
                 self.take_output(module, output.with("failed", true), facts_to)
