@@ -148,7 +148,7 @@ fn task_vars(ctx: &ModuleContext<'_>) -> Result<Json, crate::ModuleError> {
         vars.insert("role_path".into(), path_json(role));
     }
     vars.insert("ansible_check_mode".into(), Json::from(ctx.check_mode));
-    for name in FORWARDED_VARS {
+    for (name, value_for_omit) in FORWARDED_VARS {
         if ctx.ctx.vars().get(name).is_none() {
             continue;
         }
@@ -161,8 +161,12 @@ fn task_vars(ctx: &ModuleContext<'_>) -> Result<Json, crate::ModuleError> {
                     err.ansible_message()
                 )
             })?;
-        // An omitted one is as if unset (AnsiballZ's `value_for_omit`).
+        // An omitted one is as if unset, or what its reader takes for
+        // omitted (AnsiballZ's `value_for_omit=0`).
         if value.as_str() == Some(ctx.templar.omit()) {
+            if let Some(stand_in) = value_for_omit {
+                vars.insert((*name).into(), Json::from(*stand_in));
+            }
             continue;
         }
         let value = enka_template::convert::to_json(&value).map_err(|e| format!("{name}: {e}"))?;
@@ -174,12 +178,13 @@ fn task_vars(ctx: &ModuleContext<'_>) -> Result<Json, crate::ModuleError> {
 /// Variables the action, its shell plugin or AnsiballZ's wrapper read
 /// themselves: where async job files and temporary files go, the module's
 /// interpreter (the worker checks it exists; modules run in its own
-/// Python), and the open-files limit the wrapper sets.
-const FORWARDED_VARS: &[&str] = &[
-    "ansible_async_dir",
-    "ansible_remote_tmp",
-    "ansible_python_interpreter",
-    "ansible_python_module_rlimit_nofile",
+/// Python), and the open-files limit the wrapper sets; with what an
+/// omitted one stands for, if not for unset.
+const FORWARDED_VARS: &[(&str, Option<i64>)] = &[
+    ("ansible_async_dir", None),
+    ("ansible_remote_tmp", None),
+    ("ansible_python_interpreter", None),
+    ("ansible_python_module_rlimit_nofile", Some(0)),
 ];
 
 fn path_json(path: &Path) -> Json {

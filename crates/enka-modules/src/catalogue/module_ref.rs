@@ -75,7 +75,10 @@ impl ModuleRef {
 
     /// Whether Ansible said its action takes no free-form words.
     pub fn refuses_raw_params(&self) -> bool {
-        matches!(self, ModuleRef::Ansible(action) if action.raw_params.get() == Some(&false))
+        match self {
+            ModuleRef::Native(spec) => spec.free_form != super::FreeForm::Raw,
+            ModuleRef::Ansible(action) => action.raw_params.get() == Some(&false),
+        }
     }
 
     pub fn resolved_name(&self) -> String {

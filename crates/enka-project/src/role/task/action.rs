@@ -251,9 +251,25 @@ fn native_args(
 ) -> (Vec<(Value, Value)>, bool) {
     let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(entries.len());
     let mut variable_params = false;
+    let native = loader.builder.options().semantics.native();
     for (name, node) in entries {
-        let templated_raw =
-            name == "_raw_params" && spec.free_form != FreeForm::Raw && is_template_node(node);
+        let free_words = name == "_raw_params" && spec.free_form != FreeForm::Raw;
+        // 2.19 defers only text that is all one template; other words are
+        // refused when the task runs ("does not support raw params").
+        let templated_raw = free_words
+            && if native {
+                is_all_template_node(node)
+            } else {
+                is_template_node(node)
+            };
+        if free_words && native && !templated_raw {
+            variable_params = true;
+            pairs.push((
+                Value::from("_raw_params"),
+                templated(loader, at, node, &format!("{}.{name}", spec.name)),
+            ));
+            continue;
+        }
         if templated_raw || name == TEMPLATED_ARGS {
             // Templated free-form text must render to the arguments
             // (`_variable_params`, checked when the task runs).
@@ -372,6 +388,17 @@ pub(super) fn is_template_node(node: &Node) -> bool {
         .is_some_and(|text| text.contains("{{") || text.contains("{%"))
 }
 
+/// Whether the text starts and ends with Jinja's delimiters (2.19's
+/// `is_possibly_all_template`): all of it stands for one value.
+fn is_all_template_node(node: &Node) -> bool {
+    node.as_str().is_some_and(|text| {
+        ["{{", "{%", "{#"]
+            .iter()
+            .any(|start| text.starts_with(start))
+            && ["}}", "%}", "#}"].iter().any(|end| text.ends_with(end))
+    })
+}
+
 /// A task whose action enka has no native code for: Ansible runs it in the
 /// worker. Its arguments are parsed as Ansible's `ModuleArgsParser` does and
 /// compiled like any other; whether Ansible has the action is checked when
@@ -444,13 +471,19 @@ pub(super) fn parse_bridged(
         .flatten()
         .filter(|(_, node)| !is_template_node(node))
         .map(|(_, node)| at.loc(node.pos));
+    let native = loader.builder.options().semantics.native();
     let pairs: Vec<(Value, Value)> = entries
         .iter()
         .map(|(k, node)| {
             // A template must render to the arguments; plain words stay
             // free-form text, which 2.19 refuses when the task runs unless
             // the action plugin takes it (`supports_raw_params`).
-            let key = if k == "_raw_params" && !raw_allowed && is_template_node(node) {
+            let deferred = if native {
+                is_all_template_node(node)
+            } else {
+                is_template_node(node)
+            };
+            let key = if k == "_raw_params" && !raw_allowed && deferred {
                 VARIABLE_PARAMS
             } else {
                 k.as_str()
