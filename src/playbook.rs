@@ -14,6 +14,7 @@ use std::sync::Arc;
 use minijinja::Value;
 
 mod diff;
+mod failure;
 mod listing;
 mod printer;
 mod shown;

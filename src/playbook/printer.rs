@@ -160,6 +160,9 @@ impl Printer {
         // skipped task adds its own line.
         for item in items.try_iter().into_iter().flatten() {
             self.file_diff(out, event, &item);
+            if item.get_attr("failed").is_ok_and(|f| f.is_true()) {
+                self.error_section(out, event.task, &item);
+            }
             let _ = writeln!(out, "{}", self.item_line(host, &item, debug));
         }
         if event.status == TaskStatus::Skipped {
@@ -181,6 +184,16 @@ impl Printer {
             let own = without_items(event.result);
             let line = self.result_line(host, event.status, &own, debug, verbose);
             let _ = writeln!(out, "{line}");
+        }
+    }
+
+    /// 2.19's `[ERROR]` section before a failure's line.
+    fn error_section(&self, out: &mut impl Write, task: &Task, result: &Value) {
+        if self.semantics != crate::template::Semantics::Ansible219 {
+            return;
+        }
+        if let Some(text) = super::failure::error_section(task, result) {
+            let _ = write!(out, "{text}");
         }
     }
 
@@ -698,6 +711,9 @@ impl Observer for Printer {
                     let _ = writeln!(out, "{}", self.item_line(host, item, debug));
                 }
                 self.file_diff(&mut out, event, event.result);
+                if matches!(event.status, TaskStatus::Failed | TaskStatus::Ignored) {
+                    self.error_section(&mut out, event.task, event.result);
+                }
                 let result = with_written_delegate(event);
                 let line = self.result_line(host, event.status, &result, debug, verbose);
                 let _ = writeln!(out, "{line}");

@@ -41,6 +41,34 @@ pub fn ansible_excerpt(location: &Location) -> Option<String> {
     Some(text)
 }
 
+/// 2.19's way of saying where something is (its `Origin:` section): the
+/// place, then up to two lines before it and the line, numbered, with a
+/// caret under the column; none for a location without a position.
+pub fn origin_excerpt(location: &Location) -> Option<String> {
+    let pos = location.pos?;
+    let path = std::path::absolute(&location.file).unwrap_or_else(|_| location.file.to_path_buf());
+    let mut text = format!("Origin: {}:{}:{}\n", path.display(), pos.line, pos.col);
+    let Ok(content) = std::fs::read_to_string(&path) else {
+        return Some(text);
+    };
+    let lines: Vec<&str> = content.lines().collect();
+    let line = pos.line as usize;
+    if line == 0 || line > lines.len() {
+        return Some(text);
+    }
+    let first = line.saturating_sub(2).max(1);
+    let width = line.to_string().len();
+    text.push('\n');
+    for number in first..=line {
+        let shown = format!("{number:>width$} {}", lines[number - 1]);
+        text.push_str(shown.trim_end());
+        text.push('\n');
+    }
+    let indent = " ".repeat(width + pos.col as usize);
+    text.push_str(&format!("{indent}^ column {}\n", pos.col));
+    Some(text)
+}
+
 enum Missing {
     File,
     Line,

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use minijinja::Value;
 
 pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
-pub use excerpt::ansible_excerpt;
+pub use excerpt::{ansible_excerpt, origin_excerpt};
 pub use keywords::{Setting, Settings};
 pub use loader::{LoadOptions, Target};
 pub use module_defaults::ModuleDefaults;
