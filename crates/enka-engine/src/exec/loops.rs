@@ -42,7 +42,13 @@ impl Runner {
         // an undefined variable stays as written and the lookup skips it
         // (TaskExecutor._get_loop_items, fail_on_undefined=False).
         let lenient = matches!(&looping.kind, LoopKind::Lookup(name) if name == "first_found");
-        let templated = if lenient {
+        let templated = if lenient && self.semantics() == Semantics::Ansible219 {
+            // 2.19 hands first_found its terms with markers where values
+            // were undefined; it skips them.
+            self.templar
+                .template_value_keeping_undefined(&looping.items, ctx)
+                .map(|terms| without_undefined(&terms))
+        } else if lenient {
             self.template_leniently(&looping.items, ctx)
         } else {
             self.templar.template_value(&looping.items, ctx)
@@ -572,5 +578,28 @@ impl Runner {
             Semantics::Ansible219 => format!("{class}: {text}"),
         };
         Flow::Failed(self.failure(task, message.clone(), super::outcome::fail_result(&message)))
+    }
+}
+
+/// `value` without the undefined values inside it (list items, mapping
+/// entries), as a lookup that skips 2.19's markers sees it.
+fn without_undefined(value: &Value) -> Value {
+    match value.kind() {
+        ValueKind::Seq => Value::from(
+            value
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .filter(|item| !item.is_undefined())
+                .map(|item| without_undefined(&item))
+                .collect::<Vec<_>>(),
+        ),
+        ValueKind::Map => Value::from_pairs(
+            enka_template::convert::entries(value)
+                .into_iter()
+                .filter(|(_, item)| !item.is_undefined())
+                .map(|(key, item)| (key, without_undefined(&item))),
+        ),
+        _ => value.clone(),
     }
 }
