@@ -385,6 +385,12 @@ impl Error {
             .and_then(|m| m.strip_suffix("' is undefined"));
         if let Some(message) = path.and_then(|p| ctx.explain_undefined(p)) {
             self.message = message;
+        } else if path.is_some_and(|p| p.contains('('))
+            && let Some(message) = ctx.last_undefined_read()
+        {
+            // A call's result that is undefined (a lookup that handed back
+            // its undefined argument): the variable behind it is named.
+            self.message = message;
         }
         self
     }

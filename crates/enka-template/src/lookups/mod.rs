@@ -88,6 +88,18 @@ fn context(state: &State) -> Result<Context, Error> {
         .ok_or_else(|| invalid("lookups need an Ansible context"))
 }
 
+/// Lookups that take 2.19's markers (undefined values) as arguments and
+/// deal with them themselves (ansible-core's `accept_args_markers`).
+const ACCEPT_MARKERS: &[&str] = &["env", "first_found"];
+
+/// Whether the lookup, given an undefined argument, does not run and is
+/// that undefined value (2.19's Templar hands back the first marker; the
+/// error comes where the value is used, and `default` or `is undefined`
+/// can still catch it). 2.18 raises at once.
+fn hands_back_markers(ctx: &Context, name: &str) -> bool {
+    ctx.templar().options().semantics.native() && !ACCEPT_MARKERS.contains(&short_name(name))
+}
+
 fn dispatch(
     state: &State,
     name: &str,
@@ -109,6 +121,9 @@ fn dispatch(
             // value's own error is the lookup's. `env` alone takes one, as
             // the default it returns (`default=undef()`).
             if value.is_undefined() && short_name(name) != "env" {
+                if hands_back_markers(&ctx, name) {
+                    return Ok(Value::UNDEFINED);
+                }
                 let message = ctx
                     .last_undefined_read()
                     .unwrap_or_else(|| format!("'{key}' is undefined"));
@@ -120,6 +135,9 @@ fn dispatch(
     // A term that is itself undefined fails the same way, before the
     // plugin runs.
     if short_name(name) != "env" && terms.iter().any(Value::is_undefined) {
+        if hands_back_markers(&ctx, name) {
+            return Ok(Value::UNDEFINED);
+        }
         let message = ctx
             .last_undefined_read()
             .unwrap_or_else(|| "undefined variable".to_owned());
