@@ -308,8 +308,22 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
     // Hosts of a play run a task in parallel, up to --forks: so many
     // workers may be busy at once.
     ansible.size = ansible.size.max(options.forks.map_or(5, |f| f as usize));
-    ansible.vault_password_files = options.vault_password_files.clone();
-    ansible.vault_ids = options.vault_ids.clone();
+    // The worker runs in the playbook's directory: files named on the
+    // command line are where the command was given.
+    let absolute = |path: &PathBuf| std::path::absolute(path).unwrap_or_else(|_| path.clone());
+    ansible.vault_password_files = options.vault_password_files.iter().map(absolute).collect();
+    ansible.vault_ids = options
+        .vault_ids
+        .iter()
+        .map(|id| match id.split_once('@') {
+            Some((label, source)) if source != "prompt" => {
+                format!("{label}@{}", absolute(&PathBuf::from(source)).display())
+            }
+            Some(_) => id.clone(),
+            None if id == "prompt" => id.clone(),
+            None => absolute(&PathBuf::from(id)).display().to_string(),
+        })
+        .collect();
     ansible.verbosity = options.verbosity;
     let load_options = LoadOptions {
         role_paths: RolePaths::from_env(&base_dir).with_playbook_dir(&base_dir),

@@ -737,6 +737,22 @@ impl Loader {
                 Ok(text) => {
                     let location =
                         Location::new(&Arc::from(path.as_path()), Pos { line: 1, col: 1 });
+                    // A template file encrypted with Vault is rendered from
+                    // its plain text (Ansible's loader decrypts it).
+                    let text = if is_vault_encrypted(&text) {
+                        match self.decrypt_vault(&text, &path) {
+                            Ok(plain) => plain,
+                            Err(message) => {
+                                self.when_run(
+                                    location,
+                                    format!("template {}: {message}", path.display()),
+                                );
+                                continue;
+                            }
+                        }
+                    } else {
+                        text
+                    };
                     self.note_plugins(&location, &text, false);
                     if let Err(err) = self.builder.add_file(&path.to_string_lossy(), text) {
                         let line = u32::try_from(err.line().unwrap_or(1)).unwrap_or(1);
@@ -756,12 +772,16 @@ impl Loader {
     }
 
     /// A playbook's or the project's directory: its plugin directories go to
-    /// the Ansible worker (which reads its `ansible.cfg` too).
+    /// the Ansible worker (which reads its `ansible.cfg` too), its templates
+    /// are compiled.
     fn project_dir(&mut self, dir: &Path) {
         if !self.project_dirs.insert(dir.to_path_buf()) {
             return;
         }
         self.add_plugin_dir(dir);
+        // Ansible's search path for templates ends at the playbook's own
+        // `templates/`: compiled (and decrypted) with the project too.
+        self.template_dir(&dir.join("templates"));
     }
 }
 
