@@ -39,6 +39,7 @@ mod mutable;
 mod native;
 mod operators;
 mod predicates;
+mod protomatter;
 mod pycompare;
 pub mod pyliteral;
 pub mod pyrepr;

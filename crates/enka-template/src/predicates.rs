@@ -110,6 +110,11 @@ pub fn register(env: &mut Environment<'static>) {
     add!("is_same_file", same_file);
     add!("mount", is_mount);
     add!("is_mount", is_mount);
+    // 2.19's own collection for looking at tags (protomatter.rs).
+    env.add_test(
+        "ansible._protomatter.tagged_with",
+        super::protomatter::tagged_with,
+    );
     // Jinja's arithmetic tests: Python's `%`, its TypeError included.
     env.add_test("odd", |state: &mut State, v: &Value| {
         python_remainder(state, v, &Value::from(2)).map(|r| r == Value::from(1))
