@@ -140,6 +140,7 @@ pub(super) fn parse_action(
             });
         }
     };
+    refuse_internal_args(loader, at, &module_name, &value, &entries);
     merge_task_args(loader, at, task, &mut entries);
     let (pairs, variable_params) = native_args(loader, at, spec, &entries);
     if !variable_params {
@@ -324,6 +325,30 @@ fn native_args(
     (pairs, variable_params)
 }
 
+/// Arguments named `_ansible_…` are Ansible's own (its result keys); a task
+/// may not pass them, except to the command family (ModuleArgsParser).
+/// The task's `args:` are not checked, as Ansible does not check them.
+fn refuse_internal_args(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    action: &str,
+    value: &Node,
+    entries: &[(String, Node)],
+) {
+    let short = action.rsplit('.').next().unwrap_or(action);
+    if super::COMMAND_MODULES.contains(&short) {
+        return;
+    }
+    if let Some((name, _)) = entries.iter().find(|(k, _)| k.starts_with("_ansible_")) {
+        loader.error(
+            at.loc(value.pos),
+            format!(
+                "Invalid parameter specified beginning with keyword '_ansible_' for action '{action}': '{name}'. The prefix '_ansible_' is reserved for internal use only."
+            ),
+        );
+    }
+}
+
 /// Adds the task's `args:` to the module's arguments (those written with the
 /// module win).
 pub(super) fn merge_task_args(
@@ -437,6 +462,7 @@ pub(super) fn parse_bridged(
         }
         _ => arg_entries(loader, at, value, FreeForm::No, name).unwrap_or_default(),
     };
+    refuse_internal_args(loader, at, name, value, &entries);
     merge_task_args(loader, at, task, &mut entries);
     // `cmd` of command, shell and script is their free-form text
     // (Task.preprocess_data moves it, C._ACTION_HAS_CMD).
