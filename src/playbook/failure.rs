@@ -6,20 +6,6 @@ use minijinja::Value;
 
 use crate::role::{Action, Task};
 
-/// enka's own actions that are action plugins in Ansible: their failures
-/// are an action's, the others' a module's.
-const ACTION_PLUGINS: &[&str] = &[
-    "add_host",
-    "assert",
-    "debug",
-    "fail",
-    "group_by",
-    "include_vars",
-    "pause",
-    "set_fact",
-    "set_stats",
-];
-
 /// The `[ERROR]` section for a failed task's (or item's) `result`: none
 /// when the result says nothing (censored).
 pub(super) fn error_section(task: &Task, result: &Value) -> Option<String> {
@@ -41,10 +27,7 @@ pub(super) fn error_section(task: &Task, result: &Value) -> Option<String> {
 
 fn is_action_plugin(task: &Task) -> bool {
     match &task.action {
-        Action::Module { module, .. } => {
-            !module.is_bridged()
-                && ACTION_PLUGINS.contains(&module.name().rsplit('.').next().unwrap_or_default())
-        }
+        Action::Module { module, .. } => module.is_controller_action(),
         _ => true,
     }
 }

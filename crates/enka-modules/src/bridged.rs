@@ -41,32 +41,8 @@ pub(super) async fn run(
     } else {
         &action.name
     };
-    // set_stats templates the names of its `data` (its action plugin
-    // would do it with none of the task's variables).
-    let with_stats_names;
-    let args = match args.get_attr("data") {
-        Ok(data)
-            if action.is_builtin("set_stats")
-                && data.kind() == minijinja::value::ValueKind::Map =>
-        {
-            let data = ctx
-                .templar
-                .template_keys(&data, ctx.ctx)
-                .map_err(|err| err.ansible_message())?;
-            with_stats_names =
-                Value::from_pairs(enka_template::convert::entries(args).into_iter().map(
-                    |(k, v)| {
-                        if k.as_str() == Some("data") {
-                            (k, data.clone())
-                        } else {
-                            (k, v)
-                        }
-                    },
-                ));
-            &with_stats_names
-        }
-        _ => args,
-    };
+    let with_stats_names = stats_names_templated(action, args, ctx)?;
+    let args = with_stats_names.as_ref().unwrap_or(args);
     let args =
         enka_template::convert::to_json(args).map_err(|e| format!("arguments of {module}: {e}"))?;
     let mut request = json!({
@@ -119,6 +95,37 @@ pub(super) async fn run(
         );
     };
     Ok(registered(result))
+}
+
+/// set_stats templates the names of its `data` (its action plugin would do
+/// it in the worker, with none of the task's variables): its arguments with
+/// them templated; `None` for any other action.
+fn stats_names_templated(
+    action: &AnsibleAction,
+    args: &Value,
+    ctx: &ModuleContext<'_>,
+) -> Result<Option<Value>, crate::ModuleError> {
+    let Ok(data) = args.get_attr("data") else {
+        return Ok(None);
+    };
+    if !action.is_builtin("set_stats") || data.kind() != minijinja::value::ValueKind::Map {
+        return Ok(None);
+    }
+    let data = ctx
+        .templar
+        .template_keys(&data, ctx.ctx)
+        .map_err(|err| err.ansible_message())?;
+    Ok(Some(Value::from_pairs(
+        enka_template::convert::entries(args)
+            .into_iter()
+            .map(|(k, v)| {
+                if k.as_str() == Some("data") {
+                    (k, data.clone())
+                } else {
+                    (k, v)
+                }
+            }),
+    )))
 }
 
 /// What Ansible's search for `files/` and `templates/` starts from: the

@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod conditional;
+mod containers;
 mod context;
 pub mod convert;
 mod error;
@@ -624,16 +625,6 @@ pub(crate) fn is_silent_undefined(value: &Value) -> bool {
             .is_ok()
 }
 
-thread_local! {
-    /// Set while a render keeps undefined values inside the containers it
-    /// builds (2.19's markers, for a plugin that skips them).
-    static KEEP_UNDEFINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-fn keeping_undefined() -> bool {
-    KEEP_UNDEFINED.with(std::cell::Cell::get)
-}
-
 fn format_output(
     out: &mut minijinja::Output<'_>,
     _state: &mut minijinja::State<'_, '_>,
@@ -669,7 +660,7 @@ fn format_output(
         // Ansible's finalize turns None into nothing.
         return Ok(());
     }
-    if holds_undefined(value) && !(keeping_undefined() && native::capturing()) {
+    if holds_undefined(value) && !(containers::keeping_undefined() && native::capturing()) {
         // Python's repr of a list or dict reaches the AnsibleUndefined
         // inside it, which raises.
         return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
@@ -871,52 +862,6 @@ impl Templar {
             }
             _ => Ok(value.clone()),
         }
-    }
-
-    /// An element of a container: while undefined values are kept, one
-    /// that meets an undefined variable is undefined itself (a marker in
-    /// 2.19), not the end of the whole container.
-    fn template_item(&self, item: &Value, ctx: &Context) -> Result<Value, Error> {
-        match self.template_value(item, ctx) {
-            Err(err) if err.is_undefined() && keeping_undefined() => Ok(Value::UNDEFINED),
-            other => other,
-        }
-    }
-
-    /// [`Templar::template_value`] keeping undefined values where they
-    /// stand inside containers, as 2.19 keeps markers for a lookup that
-    /// skips them (first_found's terms); a whole value that is undefined
-    /// is still an error.
-    pub fn template_value_keeping_undefined(
-        &self,
-        value: &Value,
-        ctx: &Context,
-    ) -> Result<Value, Error> {
-        struct Restore(bool);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                KEEP_UNDEFINED.with(|keep| keep.set(self.0));
-            }
-        }
-        let _restore = Restore(KEEP_UNDEFINED.with(|keep| keep.replace(true)));
-        self.template_value(value, ctx)
-    }
-
-    /// A mapping's keys templated (its values as they are): what set_fact
-    /// and set_stats do with the names they are given.
-    pub fn template_keys(&self, value: &Value, ctx: &Context) -> Result<Value, Error> {
-        let mut pairs = Vec::with_capacity(value.len().unwrap_or(0));
-        for key in value.try_iter().into_iter().flatten() {
-            let item = value.get_item(&key).unwrap_or_default();
-            let key = match key.as_str() {
-                Some(text) if !key.is_safe() && context::is_possibly_template(text) => {
-                    self.template_str(text, ctx)?
-                }
-                _ => key,
-            };
-            pairs.push((key, item));
-        }
-        Ok(Value::from_pairs(pairs))
     }
 
     /// Evaluates a conditional as Ansible does: `None`, `""` and `true` pass,

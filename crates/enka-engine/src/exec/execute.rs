@@ -101,11 +101,7 @@ impl Runner {
         self.api_time += module_ctx.api_time;
         match outcome {
             Ok(mut output) => {
-                if let Some(observer) = &self.options.observer {
-                    for event in output.async_events.drain(..) {
-                        observer.async_event(task, self.in_handlers, &self.host, &event);
-                    }
-                }
+                self.show_async_events(task, &mut output);
                 self.take_output(module, output, facts_to)
             }
             // A collection's failed result is the task's result as it is.
@@ -412,6 +408,15 @@ impl Runner {
             deadline,
             asynchronous,
         })
+    }
+
+    /// What waiting on the task's background job saw, to the observer.
+    fn show_async_events(&self, task: &Task, output: &mut modules::Output) {
+        if let Some(observer) = &self.options.observer {
+            for event in output.async_events.drain(..) {
+                observer.async_event(task, self.in_handlers, &self.host, &event);
+            }
+        }
     }
 
     /// A module's output taken into the run: facts (this host's, or with

@@ -14,6 +14,21 @@ pub enum ModuleRef {
     Ansible(Arc<AnsibleAction>),
 }
 
+/// Ansible's action plugins that never connect.
+const CONTROLLER_ACTIONS: &[&str] = &[
+    "add_host",
+    "assert",
+    "debug",
+    "fail",
+    "group_by",
+    "include_vars",
+    "meta",
+    "pause",
+    "set_fact",
+    "set_stats",
+    "validate_argument_spec",
+];
+
 impl ModuleRef {
     /// Whether Ansible's play recap counts the task: not `meta`, which
     /// the strategy runs itself.
@@ -31,22 +46,18 @@ impl ModuleRef {
     /// task's host (Ansible's action plugins that open no connection): it
     /// runs even for a host that cannot be reached.
     pub fn runs_on_controller(&self) -> bool {
-        /// Ansible's action plugins that never connect.
-        const CONTROLLER_ACTIONS: &[&str] = &[
-            "add_host",
-            "assert",
-            "debug",
-            "fail",
-            "group_by",
-            "include_vars",
-            "meta",
-            "pause",
-            "set_fact",
-            "set_stats",
-            "validate_argument_spec",
-        ];
         match self {
             ModuleRef::Native(spec) => !spec.uses_cluster,
+            ModuleRef::Ansible(_) => self.is_controller_action(),
+        }
+    }
+
+    /// Whether this is one of ansible-core's action plugins that never
+    /// connect (`debug`, `fail`, `set_fact`, …): what fails in one is an
+    /// action's failure, not a module's.
+    pub fn is_controller_action(&self) -> bool {
+        match self {
+            ModuleRef::Native(spec) => CONTROLLER_ACTIONS.contains(&spec.name),
             ModuleRef::Ansible(action) => CONTROLLER_ACTIONS.iter().any(|a| action.is_builtin(a)),
         }
     }

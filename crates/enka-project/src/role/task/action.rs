@@ -464,27 +464,7 @@ pub(super) fn parse_bridged(
     };
     refuse_internal_args(loader, at, name, value, &entries);
     merge_task_args(loader, at, task, &mut entries);
-    // `cmd` of command, shell and script is their free-form text
-    // (Task.preprocess_data moves it, C._ACTION_HAS_CMD).
-    if is_builtin_name(name)
-        && matches!(short, "command" | "shell" | "script")
-        && let Some(at_cmd) = entries.iter().position(|(k, _)| k == "cmd")
-    {
-        let raw_given = entries
-            .iter()
-            .any(|(k, v)| k == "_raw_params" && v.as_str() != Some(""));
-        if raw_given {
-            loader.error(
-                at.loc(entries[at_cmd].1.pos),
-                "The 'cmd' argument cannot be used when other raw parameters are specified. Please put everything in one or the other place.".to_owned(),
-            );
-        } else {
-            entries.retain(|(k, _)| k != "_raw_params");
-            if let Some((key, _)) = entries.iter_mut().find(|(k, _)| k == "cmd") {
-                *key = "_raw_params".to_owned();
-            }
-        }
-    }
+    cmd_as_free_form(loader, at, name, &mut entries);
     // Free-form text is only for the command family; Ansible says so once
     // the name resolves (an unknown name is the first error).
     // Free-form text is allowed for the few actions that take it; for
@@ -532,6 +512,38 @@ pub(super) fn parse_bridged(
         module: ModuleRef::Ansible(action),
         args: Value::from_pairs(pairs),
     })
+}
+
+/// `cmd` of command, shell and script is their free-form text
+/// (Task.preprocess_data moves it, C._ACTION_HAS_CMD); both at once is an
+/// error.
+fn cmd_as_free_form(
+    loader: &mut Loader,
+    at: &TaskFile<'_>,
+    name: &str,
+    entries: &mut Vec<(String, Node)>,
+) {
+    let short = name.rsplit('.').next().unwrap_or(name);
+    if !(is_builtin_name(name) && matches!(short, "command" | "shell" | "script")) {
+        return;
+    }
+    let Some(at_cmd) = entries.iter().position(|(k, _)| k == "cmd") else {
+        return;
+    };
+    let raw_given = entries
+        .iter()
+        .any(|(k, v)| k == "_raw_params" && v.as_str() != Some(""));
+    if raw_given {
+        loader.error(
+            at.loc(entries[at_cmd].1.pos),
+            "The 'cmd' argument cannot be used when other raw parameters are specified. Please put everything in one or the other place.".to_owned(),
+        );
+    } else {
+        entries.retain(|(k, _)| k != "_raw_params");
+        if let Some((key, _)) = entries.iter_mut().find(|(k, _)| k == "cmd") {
+            *key = "_raw_params".to_owned();
+        }
+    }
 }
 
 /// Whether an action name is ansible-core's own: short, or
