@@ -354,10 +354,17 @@ impl Context {
     }
 
     fn read_undefined(&self, name: &str, cause: Option<String>) {
-        self.undefined_reads
+        /// The most reads kept: only the latest are ever asked about, and a
+        /// long loop inside one render must not grow the list without end.
+        const KEPT: usize = 256;
+        let mut reads = self
+            .undefined_reads
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((Arc::from(name), cause));
+            .unwrap_or_else(|e| e.into_inner());
+        if reads.len() >= KEPT {
+            reads.drain(..KEPT / 2);
+        }
+        reads.push((Arc::from(name), cause));
     }
 
     /// Why `name`, a variable this render read, is undefined, when its own

@@ -425,10 +425,18 @@ def _limit_open_files(requested):
             pass
 
 
+_RLIMIT_VAR = "ansible_python_module_rlimit_nofile"
+# The setting when no task variable names it: read once per worker.
+_RLIMIT_SETTING = []
+
+
 def _open_files_limit(task_vars):
     """`ansible_python_module_rlimit_nofile` (or its setting), as an int."""
-    value = C.config.get_config_value("PYTHON_MODULE_RLIMIT_NOFILE", variables=task_vars)
-    return int(value or 0)
+    if _RLIMIT_VAR in task_vars:
+        return int(C.config.get_config_value("PYTHON_MODULE_RLIMIT_NOFILE", variables=task_vars) or 0)
+    if not _RLIMIT_SETTING:
+        _RLIMIT_SETTING.append(int(C.config.get_config_value("PYTHON_MODULE_RLIMIT_NOFILE") or 0))
+    return _RLIMIT_SETTING[0]
 
 
 def _missing_interpreter(task_vars):
