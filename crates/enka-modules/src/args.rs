@@ -22,6 +22,11 @@ impl<'a> Args<'a> {
         Args { module, map }
     }
 
+    /// The whole argument mapping.
+    pub fn as_map(&self) -> &Value {
+        self.map
+    }
+
     /// The module's name, for messages.
     pub fn module(&self) -> &'static str {
         self.module

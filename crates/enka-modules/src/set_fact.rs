@@ -17,15 +17,12 @@ pub fn run(
     let semantics = module.templar.options().semantics;
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
-    for written in args.keys() {
-        // set_fact templates the names it is given (`"{{ item }}": x`).
-        let key = match written.as_str() {
-            Some(text) if !written.is_safe() && enka_template::is_possibly_template(text) => module
-                .templar
-                .template_str(text, module.ctx)
-                .map_err(|err| err.ansible_message())?,
-            _ => written.clone(),
-        };
+    // set_fact templates the names it is given (`"{{ item }}": x`).
+    let named = module
+        .templar
+        .template_keys(args.as_map(), module.ctx)
+        .map_err(|err| err.ansible_message())?;
+    for (key, value) in enka_template::convert::entries(&named) {
         let name = pyrepr::to_text(&key);
         if name == "cacheable" {
             continue;
@@ -38,9 +35,12 @@ pub fn run(
             )
             .into());
         }
-        let mut value = args
-            .get(&pyrepr::to_text(&written))
-            .unwrap_or(Value::from(()));
+        // A value that is undefined is stored as None, as written null is.
+        let mut value = if value.is_undefined() {
+            Value::from(())
+        } else {
+            value
+        };
         // ansible-core 2.18 converts boolean-looking strings in set_fact
         // (non-native templating), whether they came from k=v or from YAML;
         // 2.19 keeps them as written.

@@ -433,6 +433,7 @@ impl TemplarBuilder {
                 let plugin = python::PythonLookup {
                     name: name.to_owned(),
                     worker: worker.clone(),
+                    setting_vars: std::sync::Mutex::default(),
                 };
                 self.lookups.insert(name.to_owned(), Arc::new(plugin));
             }

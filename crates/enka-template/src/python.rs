@@ -5,6 +5,7 @@
 //! the project's Ansible worker; values cross as JSON, and a plugin's error
 //! comes back with its own message.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use minijinja::value::{Kwargs, Rest};
@@ -98,21 +99,36 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 pub(super) struct PythonLookup {
     pub(super) name: String,
     pub(super) worker: Arc<AnsibleWorker>,
+    /// The variables each core setting reads, once asked (`config` only):
+    /// Ansible's definitions do not change while its worker runs.
+    pub(super) setting_vars: std::sync::Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl PythonLookup {
     /// The variables the core settings `terms` read, by Ansible's
-    /// definitions of them.
+    /// definitions of them (asked once per setting).
     fn config_vars(&self, terms: &[serde_json::Value]) -> Result<Vec<String>, Error> {
-        let request = json!({"op": "config_vars", "names": terms});
-        let answer = blocking(|| self.worker.call(request, None))
-            .map_err(|err| Error::new(ErrorKind::InvalidOperation, err.to_string()))?;
-        Ok(answer["vars"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|name| name.as_str().map(str::to_owned))
-            .collect())
+        let names: Vec<String> = terms
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_owned))
+            .collect();
+        let mut known = self.setting_vars.lock().unwrap_or_else(|e| e.into_inner());
+        for name in &names {
+            if known.contains_key(name) {
+                continue;
+            }
+            let request = json!({"op": "config_vars", "names": [name]});
+            let answer = blocking(|| self.worker.call(request, None))
+                .map_err(|err| Error::new(ErrorKind::InvalidOperation, err.to_string()))?;
+            let vars = answer["vars"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect();
+            known.insert(name.clone(), vars);
+        }
+        Ok(names.iter().flat_map(|n| known[n].clone()).collect())
     }
 }
 

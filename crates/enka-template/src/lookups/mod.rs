@@ -100,6 +100,21 @@ fn hands_back_markers(ctx: &Context, name: &str) -> bool {
     ctx.templar().options().semantics.native() && !ACCEPT_MARKERS.contains(&short_name(name))
 }
 
+/// What a lookup given an undefined term or option is: that undefined value
+/// (2.19, a lookup taking no markers), else the undefined value's own error,
+/// naming the variable behind it (`unnamed` when no read explains it).
+fn undefined_argument(
+    ctx: &Context,
+    name: &str,
+    unnamed: impl FnOnce() -> String,
+) -> Result<Value, Error> {
+    if hands_back_markers(ctx, name) {
+        return Ok(Value::UNDEFINED);
+    }
+    let message = ctx.last_undefined_read().unwrap_or_else(unnamed);
+    Err(Error::new(ErrorKind::UndefinedError, message))
+}
+
 fn dispatch(
     state: &State,
     name: &str,
@@ -121,13 +136,7 @@ fn dispatch(
             // value's own error is the lookup's. `env` alone takes one, as
             // the default it returns (`default=undef()`).
             if value.is_undefined() && short_name(name) != "env" {
-                if hands_back_markers(&ctx, name) {
-                    return Ok(Value::UNDEFINED);
-                }
-                let message = ctx
-                    .last_undefined_read()
-                    .unwrap_or_else(|| format!("'{key}' is undefined"));
-                return Err(Error::new(ErrorKind::UndefinedError, message));
+                return undefined_argument(&ctx, name, || format!("'{key}' is undefined"));
             }
             options.push((key.to_owned(), value));
         }
@@ -135,13 +144,7 @@ fn dispatch(
     // A term that is itself undefined fails the same way, before the
     // plugin runs.
     if short_name(name) != "env" && terms.iter().any(Value::is_undefined) {
-        if hands_back_markers(&ctx, name) {
-            return Ok(Value::UNDEFINED);
-        }
-        let message = ctx
-            .last_undefined_read()
-            .unwrap_or_else(|| "undefined variable".to_owned());
-        return Err(Error::new(ErrorKind::UndefinedError, message));
+        return undefined_argument(&ctx, name, || "undefined variable".to_owned());
     }
     let terms = template_terms(&ctx, terms)?;
     let result = match ctx.templar().lookup_plugin(name) {

@@ -257,12 +257,7 @@ fn native_args(
         let free_words = name == "_raw_params" && spec.free_form != FreeForm::Raw;
         // 2.19 defers only text that is all one template; other words are
         // refused when the task runs ("does not support raw params").
-        let templated_raw = free_words
-            && if native {
-                is_all_template_node(node)
-            } else {
-                is_template_node(node)
-            };
+        let templated_raw = free_words && deferred_to_run(node, native);
         if free_words && native && !templated_raw {
             variable_params = true;
             pairs.push((
@@ -413,6 +408,17 @@ pub(super) fn is_template_node(node: &Node) -> bool {
         .is_some_and(|text| text.contains("{{") || text.contains("{%"))
 }
 
+/// Whether free-form text is a template to render into the arguments when
+/// the task runs (`_variable_params`): any template for 2.18, text that is
+/// all one template for 2.19 (`is_possibly_all_template`).
+fn deferred_to_run(node: &Node, native: bool) -> bool {
+    if native {
+        is_all_template_node(node)
+    } else {
+        is_template_node(node)
+    }
+}
+
 /// Whether the text starts and ends with Jinja's delimiters (2.19's
 /// `is_possibly_all_template`): all of it stands for one value.
 fn is_all_template_node(node: &Node) -> bool {
@@ -470,7 +476,6 @@ pub(super) fn parse_bridged(
     // Free-form text is allowed for the few actions that take it; for
     // others a template must render to the arguments (`_variable_params`),
     // and plain words are an error (ModuleArgsParser.parse).
-    let short = name.rsplit('.').next().unwrap_or(name);
     let raw_allowed = is_command || RAW_PARAM_ACTIONS.contains(&short);
     let extra_params = (!raw_allowed)
         .then(|| entries.iter().find(|(k, _)| k == "_raw_params"))
@@ -484,12 +489,7 @@ pub(super) fn parse_bridged(
             // A template must render to the arguments; plain words stay
             // free-form text, which 2.19 refuses when the task runs unless
             // the action plugin takes it (`supports_raw_params`).
-            let deferred = if native {
-                is_all_template_node(node)
-            } else {
-                is_template_node(node)
-            };
-            let key = if k == "_raw_params" && !raw_allowed && deferred {
+            let key = if k == "_raw_params" && !raw_allowed && deferred_to_run(node, native) {
                 VARIABLE_PARAMS
             } else {
                 k.as_str()
