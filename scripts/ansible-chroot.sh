@@ -30,7 +30,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 requirements="$root/crates/enka-worker/requirements-2.21.txt"
 collections="$root/crates/enka-worker/requirements-collections-2.21.txt"
 suite=trixie
-packages=python3,python3-venv,ca-certificates
+# openssh-client: Ansible's ssh connection runs the ssh client, as tasks
+# delegated to a remote host do (the play corpus has such cases).
+packages=python3,python3-venv,ca-certificates,openssh-client
 mirror=http://deb.debian.org/debian
 # Keyed by the suite, the packages and the pinned lines alone: a comment edit
 # rebuilds nothing.

@@ -665,9 +665,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .filter(|n| *n > 0)
         .unwrap_or(u16::try_from(cpus).unwrap_or(1));
     let ansible = (!args.native_only).then(|| ansible_config(&args, max_concurrent_reconciles));
-    let (semantics, release) = match &ansible {
+    let (semantics, installed) = match &ansible {
         Some(config) => args.semantics.resolve(&config.python)?,
-        None => (args.semantics.resolve(std::path::Path::new(""))?.0, None),
+        None => (
+            args.semantics.resolve(std::path::Path::new(""))?.0,
+            crate::semantics::Installed::default(),
+        ),
     };
     tracing::info!(ansible_semantics = ?semantics, "templating and conditionals follow this ansible-core line");
     let migration = args
@@ -705,7 +708,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             fuel: None,
             semantics,
             migration: migration.as_ref().map(|r| r.recorder.clone()),
-            release,
+            release: installed.release(),
+            python: installed.python,
         },
         ansible,
     };

@@ -23,11 +23,10 @@ pub struct SemanticsArgs {
 
 impl SemanticsArgs {
     /// The semantics to follow, `python` being the worker's interpreter,
-    /// and the (major, minor) release its ansible-core is, when it has one
-    /// (read once: wording that differs within a line follows it).
-    pub fn resolve(&self, python: &Path) -> anyhow::Result<(Semantics, Option<(u32, u32)>)> {
-        let version = ansible_core_version(python);
-        let release = version.as_deref().and_then(Semantics::release_of);
+    /// and what that interpreter has installed (read once: wording that
+    /// differs within a line or between Pythons follows it).
+    pub fn resolve(&self, python: &Path) -> anyhow::Result<(Semantics, Installed)> {
+        let installed = Installed::of(python);
         let setting = self.ansible_semantics.trim();
         if setting != "auto" {
             let semantics = Semantics::of_version(setting).ok_or_else(|| {
@@ -35,22 +34,62 @@ impl SemanticsArgs {
                     "--ansible-semantics {setting:?}: use auto, 2.18 or 2.19 (or a later 2.x, which follows 2.19)"
                 )
             })?;
-            return Ok((semantics, release));
+            return Ok((semantics, installed));
         }
-        let semantics = version
+        let semantics = installed
+            .ansible_core
             .as_deref()
             .and_then(Semantics::of_version)
             .unwrap_or_default();
-        Ok((semantics, release))
+        Ok((semantics, installed))
+    }
+}
+
+/// What the worker's interpreter runs: its ansible-core version and its
+/// Python (major, minor), each `None` when unknown.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Installed {
+    pub ansible_core: Option<String>,
+    pub python: Option<(u32, u32)>,
+}
+
+impl Installed {
+    /// Read from a virtualenv's `lib/python3.X/site-packages` when
+    /// `python` is one (no interpreter start), else asked of the
+    /// interpreter; nothing for one that cannot be run.
+    pub fn of(python: &Path) -> Installed {
+        if let Some(installed) = venv_installed(python) {
+            return installed;
+        }
+        let out = std::process::Command::new(python)
+            .args([
+                "-c",
+                "import sys; print('%d.%d' % sys.version_info[:2]); import ansible.release; print(ansible.release.__version__)",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output();
+        let Ok(out) = out else {
+            return Installed::default();
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+        Installed {
+            python: lines.next().and_then(Semantics::release_of),
+            ansible_core: lines.next().map(str::to_owned),
+        }
+    }
+
+    /// The (major, minor) of its ansible-core.
+    pub fn release(&self) -> Option<(u32, u32)> {
+        self.ansible_core.as_deref().and_then(Semantics::release_of)
     }
 }
 
 /// The semantics for a command whose worker interpreter comes from the
 /// environment (`ENKA_ANSIBLE_PYTHON`, else the newest `make` installed),
 /// or the reason the setting is refused.
-pub fn for_command(
-    args: &SemanticsArgs,
-) -> Result<(Semantics, Option<(u32, u32)>), std::process::ExitCode> {
+pub fn for_command(args: &SemanticsArgs) -> Result<(Semantics, Installed), std::process::ExitCode> {
     args.resolve(&crate::worker::Config::from_env().python)
         .map_err(|err| {
             eprintln!("enka: {err}");
@@ -65,7 +104,7 @@ pub fn template_options(
     args: &SemanticsArgs,
     migration: &crate::migration::MigrationArgs,
 ) -> Result<(crate::template::Options, Option<crate::migration::Report>), std::process::ExitCode> {
-    let (semantics, release) = for_command(args)?;
+    let (semantics, installed) = for_command(args)?;
     let report = migration
         .migration_report
         .as_deref()
@@ -73,37 +112,17 @@ pub fn template_options(
     let options = crate::template::Options {
         semantics,
         migration: report.as_ref().map(|r| r.recorder.clone()),
-        release,
+        release: installed.release(),
+        python: installed.python,
         ..crate::template::Options::from_env()
     };
     Ok((options, report))
 }
 
-/// The ansible-core version `python` has: read from a virtualenv's
-/// `site-packages/ansible/release.py` when it is one (no interpreter
-/// start), else asked of the interpreter; `None` when it has none.
-pub fn ansible_core_version(python: &Path) -> Option<String> {
-    if let Some(version) = venv_release(python) {
-        return Some(version);
-    }
-    let out = std::process::Command::new(python)
-        .args([
-            "-c",
-            "import ansible.release; print(ansible.release.__version__)",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .filter(|v| !v.is_empty())
-}
-
-/// `__version__` of `<venv>/lib/python3.*/site-packages/ansible/release.py`
-/// for `<venv>/bin/python`.
-fn venv_release(python: &Path) -> Option<String> {
+/// What `<venv>/bin/python` has installed, read from
+/// `<venv>/lib/python3.X/site-packages/ansible/release.py` (`__version__`)
+/// and the directory's name.
+fn venv_installed(python: &Path) -> Option<Installed> {
     let venv = python.parent()?.parent()?;
     if !venv.join("pyvenv.cfg").is_file() {
         return None;
@@ -112,10 +131,18 @@ fn venv_release(python: &Path) -> Option<String> {
     lib.flatten().find_map(|entry| {
         let release = entry.path().join("site-packages/ansible/release.py");
         let text = std::fs::read_to_string(release).ok()?;
-        text.lines().find_map(|line| {
+        let version = text.lines().find_map(|line| {
             let value = line.strip_prefix("__version__")?.trim_start();
             let value = value.strip_prefix('=')?.trim();
             Some(value.trim_matches(['\'', '"']).to_owned())
+        })?;
+        let name = entry.file_name();
+        Some(Installed {
+            ansible_core: Some(version),
+            python: name
+                .to_str()
+                .and_then(|n| n.strip_prefix("python"))
+                .and_then(Semantics::release_of),
         })
     })
 }
@@ -136,5 +163,20 @@ mod tests {
         assert_eq!(args("auto").resolve(none).unwrap().0, Semantics::Ansible218);
         assert!(args("3.0").resolve(none).is_err());
         assert!(args("newest").resolve(none).is_err());
+    }
+
+    #[test]
+    fn a_virtualenv_says_its_ansible_core_and_python_without_running() {
+        let venv = std::env::temp_dir().join(format!("enka-installed-{}", std::process::id()));
+        let ansible = venv.join("lib/python3.13/site-packages/ansible");
+        std::fs::create_dir_all(&ansible).unwrap();
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::fs::write(ansible.join("release.py"), "__version__ = '2.21.5'\n").unwrap();
+        let installed = Installed::of(&venv.join("bin/python"));
+        std::fs::remove_dir_all(&venv).unwrap();
+        assert_eq!(installed.ansible_core.as_deref(), Some("2.21.5"));
+        assert_eq!(installed.release(), Some((2, 21)));
+        assert_eq!(installed.python, Some((3, 13)));
     }
 }

@@ -21,6 +21,7 @@ results are committed as data.
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import venv
@@ -116,9 +117,15 @@ def main():
     if only is not None:
         with open(os.path.join(HERE, output_name("expected"))) as f:
             kept = [c for c in json.load(f)["cases"] if c["id"].split("/")[0] not in only]
-        results = kept + results
+        # In the corpus' order, so a partial recording changes only its own
+        # groups' lines.
+        order = {group["group"]: i for i, group in enumerate(groups)}
+        position = lambda case: (order.get(case["id"].split("/")[0], len(order)), int(case["id"].split("/")[1]))
+        results = sorted(kept + results, key=position)
     out = {
         "ansible_core": ansible.__version__,
+        # Filters that are Python's own functions answer as this one does.
+        "python": platform.python_version(),
         "cases": results,
     }
     with open(os.path.join(HERE, output_name("expected")), "w") as f:
@@ -264,7 +271,7 @@ def plays(version, only=None):
             entry["failure_messages"] = failures
         results.append(entry)
     with open(os.path.join(HERE, output_name("expected_plays")), "w") as f:
-        json.dump({"ansible_core": version, "cases": results}, f, indent=1, ensure_ascii=False)
+        json.dump({"ansible_core": version, "python": platform.python_version(), "cases": results}, f, indent=1, ensure_ascii=False)
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])
     print(f"generate.py: {len(results)} play cases ({ok} succeed, {len(results) - ok} fail)")

@@ -23,6 +23,8 @@ struct Line {
     python: Option<PathBuf>,
     /// The release whose words the run follows where a line's differ.
     release: Option<(u32, u32)>,
+    /// The (major, minor) of that Python.
+    python_version: Option<(u32, u32)>,
 }
 
 /// What one play case produced.
@@ -56,6 +58,7 @@ pub fn trials() -> Vec<Trial> {
                     semantics: Semantics::Ansible218,
                     python: None,
                     release: Some((2, 18)),
+                    python_version: None,
                 };
                 let ran = run(&case, &dir, &line)?;
                 let _ = std::fs::remove_dir_all(&dir);
@@ -104,6 +107,7 @@ pub fn line_trials() -> Vec<Trial> {
                     std::env::temp_dir().join(format!("enka-plays-{line}-{}", std::process::id()));
                 let run_line = Line {
                     semantics: Semantics::Ansible219,
+                    python_version: enka::semantics::Installed::of(&python).python,
                     python: Some(python),
                     release: Semantics::release_of(line),
                 };
@@ -175,6 +179,7 @@ fn run(case: &enka::yaml::Node, dir: &Path, line: &Line) -> Result<Ran, String> 
         templates: Options {
             semantics: line.semantics,
             release: line.release,
+            python: line.python_version,
             ..Options::default()
         },
         origins: Vec::new(),

@@ -12,7 +12,7 @@ use libtest_mimic::Trial;
 use minijinja::Value;
 use serde_json::Value as Json;
 
-use super::{LINE_FLOORS, Outcome, corpus, dir, line_verdict, matches, shown, trial};
+use super::{LINE_FLOORS, Outcome, corpus_recorded, dir, line_verdict, matches, shown, trial};
 
 /// One case of the corpus.
 struct Case {
@@ -71,7 +71,7 @@ fn check(want: &Json, got: &Outcome) -> Result<(), String> {
 /// The corpus's cases with what ansible-core gave, and one templar with
 /// every template compiled, as a project compiles its own.
 fn cases(expected: &str, semantics: Semantics) -> (Vec<Case>, Arc<Templar>) {
-    let (groups, expected) = corpus("cases.yaml", expected);
+    let (groups, expected, with) = corpus_recorded("cases.yaml", expected);
     let recorded: HashMap<(&str, &str), &Json> = expected
         .iter()
         .filter_map(|c| {
@@ -81,6 +81,8 @@ fn cases(expected: &str, semantics: Semantics) -> (Vec<Case>, Arc<Templar>) {
         .collect();
     let mut builder = TemplarBuilder::new(Options {
         semantics,
+        release: with.release,
+        python: with.python,
         ..Options::default()
     });
     add_template_files(&mut builder, &dir().join("files/templates"));

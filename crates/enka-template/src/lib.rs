@@ -155,6 +155,10 @@ pub struct Options {
     /// where releases of one line word a thing differently (2.21 against
     /// 2.19), the run follows the installed one.
     pub release: Option<(u32, u32)>,
+    /// The Python (major, minor) the worker runs, when known: filters that
+    /// are Python's own functions (`win_dirname` is `ntpath.dirname`)
+    /// answer as that Python's do.
+    pub python: Option<(u32, u32)>,
 }
 
 impl Options {
@@ -162,6 +166,12 @@ impl Options {
     pub fn release_at_least(&self, minor: u32) -> bool {
         self.release
             .is_some_and(|(major, at)| major > 2 || (major == 2 && at >= minor))
+    }
+
+    /// Whether the worker's Python is `version` or later; an unknown one
+    /// counts as older (this machine's and the default image's 3.11).
+    pub fn python_at_least(&self, version: (u32, u32)) -> bool {
+        self.python.is_some_and(|python| python >= version)
     }
 
     /// Options with the seed taken from `ENKA_RANDOM_SEED`, when set.

@@ -43,6 +43,12 @@ pub(super) fn semantics(state: &State) -> Semantics {
     })
 }
 
+/// Whether the worker's Python, as the render's options know it, is
+/// `version` or later.
+pub(super) fn python_at_least(state: &State, version: (u32, u32)) -> bool {
+    context(state).is_some_and(|ctx| ctx.templar().options().python_at_least(version))
+}
+
 // Long: the filter table, one line per filter as minijinja's own.
 /// Registers every filter on `env`: the one table of them, family by family
 /// (each family's code is in its file). `add!` also registers Ansible's

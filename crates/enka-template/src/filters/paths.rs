@@ -3,7 +3,7 @@
 //! `urllib.parse` compute them.
 
 use minijinja::value::ValueKind;
-use minijinja::{Error, Value};
+use minijinja::{Error, State, Value};
 
 use super::{defined, invalid};
 use crate::pyrepr;
@@ -551,23 +551,30 @@ fn nt_splitdrive(path: &str) -> (&str, &str) {
 }
 
 /// `ntpath.split`: drive, head without trailing separators, last part.
-fn nt_split(path: &str) -> (String, String) {
+/// Python 3.12 on (`splitroot`) keep one separator of a head that is all
+/// separators after the drive (`C:\\\\` → `C:\\`); earlier ones keep them all.
+fn nt_split(path: &str, one_root: bool) -> (String, String) {
     let (drive, rest) = nt_splitdrive(path);
     let i = rest.rfind(['/', '\\']).map_or(0, |i| i + 1);
     let (head, tail) = rest.split_at(i);
     let trimmed = head.trim_end_matches(['/', '\\']);
-    let head = if trimmed.is_empty() { head } else { trimmed };
+    let head = match (trimmed.is_empty(), head.chars().next()) {
+        (false, _) => trimmed,
+        (true, Some(first)) if one_root => &head[..first.len_utf8()],
+        (true, _) => head,
+    };
     (format!("{drive}{head}"), tail.to_owned())
 }
 
 pub(super) fn win_basename(value: &Value) -> Result<Value, Error> {
     let path = path(value, "win_basename")?;
-    Ok(Value::from(nt_split(&path).1))
+    Ok(Value::from(nt_split(&path, false).1))
 }
 
-pub(super) fn win_dirname(value: &Value) -> Result<Value, Error> {
+pub(super) fn win_dirname(state: &State, value: &Value) -> Result<Value, Error> {
     let path = path(value, "win_dirname")?;
-    Ok(Value::from(nt_split(&path).0))
+    let one_root = super::python_at_least(state, (3, 12));
+    Ok(Value::from(nt_split(&path, one_root).0))
 }
 
 pub(super) fn win_splitdrive(value: &Value) -> Result<Value, Error> {
@@ -599,10 +606,25 @@ mod tests {
         assert_eq!(nt_splitdrive("//host"), ("//host", ""));
         assert_eq!(nt_splitdrive("é:x"), ("é:", "x"));
         assert_eq!(nt_splitdrive("x"), ("", "x"));
-        assert_eq!(
-            nt_split("C:\\Users\\me\\file.txt"),
-            ("C:\\Users\\me".to_owned(), "file.txt".to_owned())
-        );
-        assert_eq!(nt_split("C:\\"), ("C:\\".to_owned(), String::new()));
+    }
+
+    #[test]
+    fn windows_heads_split_as_each_pythons_ntpath() {
+        for one_root in [false, true] {
+            assert_eq!(
+                nt_split("C:\\Users\\me\\file.txt", one_root),
+                ("C:\\Users\\me".to_owned(), "file.txt".to_owned())
+            );
+            assert_eq!(
+                nt_split("C:\\", one_root),
+                ("C:\\".to_owned(), String::new())
+            );
+            assert_eq!(nt_split("C:\\\\a\\\\b", one_root).0, "C:\\\\a");
+        }
+        // Python 3.11 keeps a head of separators whole; 3.12's splitroot
+        // keeps the root alone.
+        assert_eq!(nt_split("C:\\\\", false).0, "C:\\\\");
+        assert_eq!(nt_split("C:\\\\", true).0, "C:\\");
+        assert_eq!(nt_split("\\\\h\\s\\\\", true).0, "\\\\h\\s\\");
     }
 }
