@@ -97,13 +97,18 @@ image-check: host-packages ## Without Docker: hadolint the Dockerfile, build its
 	@bash scripts/check-static-binary.sh "$$(bash scripts/build-static.sh)"
 
 .PHONY: image-test
-image-test: host-packages kube-bin ansible-venv ## Docker Engine from Debian's packages (started, then stopped), the image built from a local Debian base without a registry, run as config/ deploys it: the seed, bridged tasks, an Operator SDK scaffold FROM it.
+image-test: host-packages kube-bin ansible-venv ## Docker Engine from Debian's packages (started, then stopped), the image built from a local Debian base without a registry, run as config/ deploys it: the seed, bridged tasks, an Operator SDK scaffold FROM it; then the seed on an image of ansible-core 2.21.
 	@echo "==> image test: the image built with Docker and run as the Deployment runs it (tests/image)"
 	@docker="$$(bash scripts/image/engine.sh up)"; \
 	trap 'bash scripts/image/engine.sh down' EXIT; \
 	ca="$$("$$(bash scripts/ansible-venv.sh)" tests/image/galaxy.py ca)"; \
 	image="$$(DOCKER="$$docker" ENKA_BASE_EXTRA_CA="$$ca" bash scripts/image/build.sh)"; \
-	$(TEST_ENV) DOCKER="$$docker" ENKA_IMAGE="$$image" $(CARGO) test --test image -- $(SCENARIOS)
+	$(TEST_ENV) DOCKER="$$docker" ENKA_IMAGE="$$image" $(CARGO) test --test image -- $(SCENARIOS); \
+	if [ -z "$(SCENARIOS)" ]; then \
+		echo "==> image test: the image on ansible-core 2.21 (Debian 13's Python 3.13) sings the seed with 2.21's semantics"; \
+		image="$$(IMAGE=enka.local/enka:dev-2.21 ENKA_IMAGE_LINE=2.21 DOCKER="$$docker" ENKA_BASE_EXTRA_CA="$$ca" bash scripts/image/build.sh)"; \
+		$(TEST_ENV) DOCKER="$$docker" ENKA_IMAGE="$$image" ENKA_IMAGE_LINE=2.21 $(CARGO) test --test image -- seed; \
+	fi
 	@bash scripts/check-no-leftovers
 
 .PHONY: bench

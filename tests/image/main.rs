@@ -48,6 +48,9 @@ pub struct Ctx {
     client: Client,
     /// The image under test (ENKA_IMAGE).
     image: String,
+    /// Its worker's ansible-core line (ENKA_IMAGE_LINE, 2.18 unless set),
+    /// as scripts/image/build.sh built it.
+    line: String,
     /// The API server's CA, as a pod's ServiceAccount volume holds it.
     ca_pem: Vec<u8>,
     api_port: u16,
@@ -60,6 +63,7 @@ impl Ctx {
         let image = std::env::var("ENKA_IMAGE").expect(
             "ENKA_IMAGE names the image under test; `make image-test` builds it and sets it",
         );
+        let line = std::env::var("ENKA_IMAGE_LINE").unwrap_or_else(|_| "2.18".to_owned());
         let bytes = container::docker_ok(&["image", "inspect", "--format", "{{.Size}}", &image]);
         eprintln!(
             "image: {image} is {:.0} MB",
@@ -80,6 +84,7 @@ impl Ctx {
         let galaxy = galaxy::Galaxy::start(shared.map(|s| s.join("collections")).as_deref());
         Arc::new(Ctx {
             galaxy,
+            line,
             env,
             client,
             image,

@@ -1,5 +1,6 @@
 //! The seed's Zundoko operator, as the image ships it, deployed by
-//! `config/default`: the sample Hikawa sings until "Kiyoshi!".
+//! `config/default`: the sample Hikawa sings until "Kiyoshi!", with the
+//! semantics of the ansible-core line the image's worker runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 
 use crate::Ctx;
+use crate::container::docker_ok;
 use crate::deployed::deploy;
 use crate::support::{eventually, kubectl, repo_path};
 
@@ -55,9 +57,39 @@ pub async fn sings_to_kiyoshi_as_deployed(ctx: Arc<Ctx>) {
         .await;
     let line = "ansible_operator_reconcile_result{GVK=\"zundokokiyoshi.kaitoy.github.com/v1beta2, Kind=Hikawa\",result=\"succeeded\"}";
     assert!(metrics.contains(line), "missing {line} in:\n{metrics}");
+    assert_line(&ctx, &deployed.container.logs());
     deployed.assert_clean_stop();
     ctx.env
         .delete_namespace(&ns)
         .await
         .expect("deleting the namespace");
+}
+
+/// The image's worker runs the ansible-core line it was built for, and the
+/// operator chose that line's semantics by itself (`auto`).
+fn assert_line(ctx: &Ctx, logs: &str) {
+    let version = docker_ok(&[
+        "run",
+        "--rm",
+        "--entrypoint",
+        "python3",
+        &ctx.image,
+        "-c",
+        "import ansible.release; print(ansible.release.__version__)",
+    ]);
+    assert!(
+        version.trim().starts_with(&format!("{}.", ctx.line)),
+        "the image's ansible-core is {version}, not on line {}",
+        ctx.line
+    );
+    let semantics = if ctx.line == "2.18" {
+        "Ansible218"
+    } else {
+        "Ansible219"
+    };
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("ansible-core line") && l.contains(semantics)),
+        "the operator should follow {semantics} on ansible-core {version}:\n{logs}"
+    );
 }
