@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 
 PROTOCOL = 1
 PR_SET_PDEATHSIG = 1
@@ -90,6 +91,8 @@ except ImportError:
     remove_internal_keys = None
 import ansible.module_utils  # noqa: E402
 import ansible.module_utils.basic  # noqa: E402  (imported once, shared by every fork)
+
+import enka_inprocess  # noqa: E402  (next to this file)
 
 Display().verbosity = int(os.environ.get("ENKA_ANSIBLE_VERBOSITY", "0") or 0)
 # A warning on one line: enka logs each stderr line on its own, at warning
@@ -171,6 +174,22 @@ def _write_frame(message):
 
 # --- modules run in a fork -------------------------------------------------
 
+def _once_per_worker(resolve):
+    """`resolve(name, collections)`, asked of the plugin loader once per
+    worker: its plugin directories are fixed when it starts (a project's
+    change starts new workers), and each lookup searches them again."""
+    answers = {}
+
+    def cached(name, collections):
+        key = (name, tuple(collections or ()))
+        if key not in answers:
+            answers[key] = resolve(name, collections)
+        return answers[key]
+
+    return cached
+
+
+@_once_per_worker
 def _module_target(module_name, collections):
     """What to run for a module: ("module", dotted name) or ("path", file),
     or None when it is not a new-style Python module (run the usual way)."""
@@ -234,19 +253,21 @@ def _warm_imports(target):
                 pass
 
 
-def _run_in_fork(target, module_args, environment, deadline, profile=None, rlimit_nofile=0):
+def _module_payload(module_args, profile):
+    """The module's arguments as AnsiballZ's payload sends them: from 2.19
+    across the module's serialization `profile`."""
+    if profile is None:
+        return json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode("utf-8")
+    encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
+    return json.dumps({"ANSIBLE_MODULE_ARGS": module_args}, cls=encoder).encode("utf-8")
+
+
+def _run_in_fork(target, payload, environment, deadline, profile=None, rlimit_nofile=0):
     """Runs a module as `python AnsiballZ_x.py` would, in a fork; returns
-    what the low-level command would: rc, stdout, stderr. From 2.19 the
-    arguments cross the module's serialization `profile`, as AnsiballZ's
-    payload sends them; `rlimit_nofile` is the open-files limit AnsiballZ's
-    wrapper sets (0: left as it is)."""
+    what the low-level command would: rc, stdout, stderr. `rlimit_nofile` is
+    the open-files limit AnsiballZ's wrapper sets (0: left as it is)."""
     out = tempfile.TemporaryFile()
     err = tempfile.TemporaryFile()
-    if profile is None:
-        payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}).encode("utf-8")
-    else:
-        encoder = get_module_encoder(profile, Direction.CONTROLLER_TO_MODULE)
-        payload = json.dumps({"ANSIBLE_MODULE_ARGS": module_args}, cls=encoder).encode("utf-8")
     # Objects alive now are never collected in the child: its collector
     # would touch (and so copy) every page of the warm interpreter.
     gc.freeze()
@@ -323,6 +344,11 @@ class _TaskTimeout(BaseException):
     not swallow it."""
 
 
+# ENKA_MODULE_ISOLATION=fork: every module in a fork, as before modules
+# could run in the worker (enka_inprocess.IN_PROCESS).
+_ALWAYS_FORK = os.environ.get("ENKA_MODULE_ISOLATION", "") == "fork"
+
+
 def _exit_code(exit_):
     return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
 
@@ -351,6 +377,10 @@ def _uncaught(exc, profile):
         traceback.print_exc()
     return 1
 
+
+# How a module's run in the worker ends, as `_run_in_fork`'s child ends it.
+_OUTCOME = types.SimpleNamespace(exit_code=_exit_code, uncaught=_uncaught, timed_out=_TaskTimeout,
+                                 data_tagging=None)
 
 _RUNNING_GROUP_FILE = os.path.join(os.environ.get("ENKA_WORKER_DIR", ""), "module.pgid")
 
@@ -549,9 +579,13 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     if missing is not None:
         res = _interpreter_not_found(self, missing)
     else:
-        _warm_imports(target)
-        res = _run_in_fork(target, module_args, environment, _Deadline.value, profile,
-                           _open_files_limit(task_vars))
+        payload = _module_payload(module_args, profile)
+        rlimit_nofile = _open_files_limit(task_vars)
+        if not _ALWAYS_FORK and enka_inprocess.runs_in_process(target, rlimit_nofile):
+            res = enka_inprocess.run(target, payload, environment, _Deadline.value, profile, _OUTCOME)
+        else:
+            _warm_imports(target)
+            res = _run_in_fork(target, payload, environment, _Deadline.value, profile, rlimit_nofile)
     data = self._parse_returned_data(res) if profile is None else self._parse_returned_data(res, profile)
     if data.pop("_ansible_suppress_tmpdir_delete", False):
         self._cleanup_remote_tmp = False
@@ -585,6 +619,7 @@ def _remove_tmp_path(self, tmp_path, force=False):
 
 # ansible-core 2.19 and later tag data (the test upstream suggests).
 _DATA_TAGGING = hasattr(Templar, "evaluate_expression")
+_OUTCOME.data_tagging = _DATA_TAGGING
 # The ansible-core release the worker runs, (major, minor).
 _RELEASE = tuple(int(part) for part in re.findall(r"\d+", release.__version__)[:2])
 # 2.19 and 2.20 make a task's result of what its action raised and of the
@@ -681,13 +716,15 @@ def _task_vars(request):
     return variables
 
 
-def _resolved_handler(task, collections):
-    """The action plugin Ansible picks for a task (TaskExecutor's order)."""
-    module = plugin_loader.module_loader.find_plugin_with_context(task.action, collection_list=collections)
+@_once_per_worker
+def _resolved_handler(action, collections):
+    """The action plugin Ansible picks for a task's action (TaskExecutor's
+    order)."""
+    module = plugin_loader.module_loader.find_plugin_with_context(action, collection_list=collections)
     if module.resolved and module.action_plugin:
         return module.action_plugin, collections, module
-    if plugin_loader.action_loader.has_plugin(task.action, collection_list=collections):
-        return task.action, collections, module
+    if plugin_loader.action_loader.has_plugin(action, collection_list=collections):
+        return action, collections, module
     return "ansible.legacy.normal", None, module
 
 
@@ -721,7 +758,7 @@ def _run_task(request):
     connection._shell.tmpdir = None
     _shell_options(task, connection, variables)
 
-    handler_name, handler_collections, module = _resolved_handler(task, collections)
+    handler_name, handler_collections, module = _resolved_handler(task.action, collections)
     if handler_name == "ansible.legacy.normal" and not module.resolved:
         return {"failed": True, "msg": "The module %s was not found in configured module paths" % task.action}
     _set_resolved_action(task, module.resolved_fqcn if module.resolved else task.action)

@@ -6,8 +6,10 @@
 //! needs none never starts Python. Up to [`Config::size`] processes serve
 //! requests at once, so concurrent reconciles do not queue behind one slow
 //! task; a process that hangs past its deadline is killed with everything it
-//! started, one that dies is replaced on the next request, and each is
-//! recycled after [`Config::recycle_after`] requests.
+//! started, one that dies is replaced on the next request, each is recycled
+//! after [`Config::recycle_after`] requests, and one left idle for
+//! [`Config::idle_exit_after`] exits (a Python with Ansible imported holds
+//! some 50 MiB; upstream's Ansible processes exit after every run).
 //!
 //! - `protocol.rs`: the frames on the pipes;
 //! - `process.rs`: one process, its start, deadline and kill;
@@ -19,8 +21,8 @@ mod process;
 pub mod protocol;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -35,6 +37,11 @@ const GRACE: Duration = Duration::from_secs(5);
 
 /// The longest a request without its own deadline may take.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// How long an idle process stays by default: long enough for a burst of
+/// events (a rollout, a resync) to find it warm, short next to the hours
+/// between an operator's periodic reconciles.
+pub const DEFAULT_IDLE_EXIT: Duration = Duration::from_secs(60);
 
 /// How a project's workers are started.
 #[derive(Debug, Clone)]
@@ -53,6 +60,8 @@ pub struct Config {
     pub size: usize,
     /// Requests a process serves before it is replaced.
     pub recycle_after: u32,
+    /// How long a process may stay idle before it exits; `None` keeps it.
+    pub idle_exit_after: Option<Duration>,
     /// Ansible's verbosity inside the workers.
     pub verbosity: u8,
     /// `--vault-password-file`s, as upstream's `--ansible-args` passes them.
@@ -78,6 +87,7 @@ impl Config {
             env: Vec::new(),
             size: 2,
             recycle_after: 1000,
+            idle_exit_after: Some(DEFAULT_IDLE_EXIT),
             verbosity: 0,
             vault_password_files: Vec::new(),
             vault_ids: Vec::new(),
@@ -234,13 +244,23 @@ pub struct Stats {
     pub died: u64,
     /// Processes replaced after `recycle_after` requests.
     pub recycled: u64,
+    /// Processes that exited after `idle_exit_after` without a request.
+    pub idled: u64,
+}
+
+/// A process waiting for a request, since when.
+struct Idle {
+    process: Process,
+    since: Instant,
 }
 
 #[derive(Default)]
 struct Slots {
-    idle: Vec<Process>,
+    idle: Vec<Idle>,
     busy: usize,
     stats: Stats,
+    /// Whether the thread that ends idle processes runs.
+    reaping: bool,
 }
 
 /// A project's pool of worker processes.
@@ -248,6 +268,9 @@ pub struct AnsibleWorker {
     config: Config,
     slots: Mutex<Slots>,
     freed: Condvar,
+    /// The pool itself, for the thread that ends its idle processes (which
+    /// must not keep it alive).
+    this: Weak<AnsibleWorker>,
 }
 
 impl std::fmt::Debug for AnsibleWorker {
@@ -261,10 +284,11 @@ impl std::fmt::Debug for AnsibleWorker {
 impl AnsibleWorker {
     /// A pool; nothing starts until the first request.
     pub fn new(config: Config) -> Arc<Self> {
-        Arc::new(AnsibleWorker {
+        Arc::new_cyclic(|this| AnsibleWorker {
             config,
             slots: Mutex::new(Slots::default()),
             freed: Condvar::new(),
+            this: this.clone(),
         })
     }
 
@@ -282,7 +306,7 @@ impl AnsibleWorker {
     pub fn idle_pids(&self) -> Vec<u32> {
         self.slots
             .lock()
-            .map(|s| s.idle.iter().map(Process::pid).collect())
+            .map(|s| s.idle.iter().map(|idle| idle.process.pid()).collect())
             .unwrap_or_default()
     }
 
@@ -330,8 +354,8 @@ impl AnsibleWorker {
                 .map_err(|_| WorkerError::Startup("the pool lock is poisoned".to_owned()))?;
         }
         slots.busy += 1;
-        if let Some(process) = slots.idle.pop() {
-            return Ok(process);
+        if let Some(idle) = slots.idle.pop() {
+            return Ok(idle.process);
         }
         drop(slots);
         // Started outside the lock: other requests keep being served.
@@ -363,9 +387,63 @@ impl AnsibleWorker {
             Some(WorkerError::Died(_) | WorkerError::Protocol(_)) => slots.stats.died += 1,
             Some(_) => {}
             None if process.served >= self.config.recycle_after => slots.stats.recycled += 1,
-            None => slots.idle.push(process),
+            None => {
+                slots.idle.push(Idle {
+                    process,
+                    since: Instant::now(),
+                });
+                if let Some(after) = self.config.idle_exit_after
+                    && !slots.reaping
+                {
+                    slots.reaping = true;
+                    start_reaper(self.this.clone(), after);
+                }
+            }
         }
         self.freed.notify_one();
+    }
+
+    /// Ends the processes idle for `after` or longer; returns how long until
+    /// the next one is, if any is idle.
+    fn end_idle(&self, after: Duration) -> Option<Duration> {
+        let Ok(mut slots) = self.slots.lock() else {
+            return None;
+        };
+        let now = Instant::now();
+        let (ended, kept): (Vec<Idle>, Vec<Idle>) = std::mem::take(&mut slots.idle)
+            .into_iter()
+            .partition(|idle| now.duration_since(idle.since) >= after);
+        slots.idle = kept;
+        slots.stats.idled += ended.len() as u64;
+        let next = slots
+            .idle
+            .iter()
+            .map(|idle| after.saturating_sub(now.duration_since(idle.since)))
+            .min();
+        drop(slots);
+        // Killed and reaped outside the lock.
+        drop(ended);
+        next
+    }
+}
+
+/// A thread that ends the pool's idle processes while the pool lives.
+fn start_reaper(pool: Weak<AnsibleWorker>, after: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("enka-worker-idle".to_owned())
+        .spawn(move || {
+            loop {
+                let Some(live) = pool.upgrade() else { return };
+                let next = live.end_idle(after);
+                drop(live);
+                // Woken at the next expiry, at most every `after` (a new
+                // idle process expires no sooner than that).
+                let pause = next.unwrap_or(after).min(after);
+                std::thread::sleep(pause.max(Duration::from_millis(50)));
+            }
+        });
+    if let Err(err) = spawned {
+        tracing::warn!("cannot start the thread that ends idle Ansible workers: {err}");
     }
 }
 

@@ -21,8 +21,14 @@ use serde_json::Value;
 use super::protocol::{read_frame, write_frame};
 use super::{Config, WorkerError, spawn_error};
 
-/// The Python side, shipped inside the binary.
-const SCRIPT: &str = include_str!("enka_worker.py");
+/// The Python side, shipped inside the binary: (file name, source). The
+/// first is what Python runs; it imports the others, so they (and not it)
+/// are compiled once and cached next to them.
+const SCRIPTS: &[(&str, &str)] = &[
+    ("enka_worker_main.py", include_str!("enka_worker_main.py")),
+    ("enka_worker.py", include_str!("enka_worker.py")),
+    ("enka_inprocess.py", include_str!("enka_inprocess.py")),
+];
 
 /// How long a new worker may take to import Ansible and answer.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -235,25 +241,38 @@ fn is_ansible_warning(line: &str) -> bool {
     line.starts_with("[WARNING]:") || line.starts_with("[DEPRECATION WARNING]:")
 }
 
-/// Writes the embedded script once per content, so tracebacks name a file.
+/// Writes the embedded scripts once per content, into a directory of their
+/// own (so tracebacks name a file, and Python caches their bytecode there);
+/// returns the one to run.
 fn script_path() -> std::io::Result<PathBuf> {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     if let Some(path) = PATH.get() {
         return Ok(path.clone());
     }
     use sha2::Digest;
-    let digest = sha2::Sha256::digest(SCRIPT.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let uid = rustix::process::getuid().as_raw();
-    let dir = std::env::temp_dir().join(format!("enka-{uid}"));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join(format!("enka_worker-{hex}.py"));
-    if !path.is_file() {
-        let partial = dir.join(format!(".enka_worker-{hex}.{}", std::process::id()));
-        std::fs::write(&partial, SCRIPT)?;
-        std::fs::rename(&partial, &path)?;
+    let mut digest = sha2::Sha256::new();
+    for (name, source) in SCRIPTS {
+        digest.update(name.as_bytes());
+        digest.update(source.as_bytes());
     }
-    Ok(PATH.get_or_init(|| path).clone())
+    let hex: String = digest.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let uid = rustix::process::getuid().as_raw();
+    let dir = std::env::temp_dir()
+        .join(format!("enka-{uid}"))
+        .join(format!("scripts-{hex}"));
+    std::fs::create_dir_all(&dir)?;
+    for (name, source) in SCRIPTS {
+        let path = dir.join(name);
+        if !path.is_file() {
+            let partial = dir.join(format!(".{name}.{}", std::process::id()));
+            std::fs::write(&partial, source)?;
+            std::fs::rename(&partial, &path)?;
+        }
+    }
+    Ok(PATH.get_or_init(|| dir.join(SCRIPTS[0].0)).clone())
 }
 
 type SpawnRequest = (Command, Sender<std::io::Result<Child>>);

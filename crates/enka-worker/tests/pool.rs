@@ -1,0 +1,102 @@
+//! The pool against a real worker (the Python `make test` installs, named
+//! by ENKA_ANSIBLE_PYTHON): idle processes exit and the next request starts
+//! one again; modules that run in the worker itself answer as those in a
+//! fork do.
+
+use std::time::Duration;
+
+use enka_worker::{AnsibleWorker, Config};
+use serde_json::json;
+
+const LIMIT: Option<Duration> = Some(Duration::from_secs(120));
+
+fn pool(idle_exit_after: Option<Duration>) -> std::sync::Arc<AnsibleWorker> {
+    AnsibleWorker::new(Config {
+        size: 1,
+        idle_exit_after,
+        base_dir: std::env::temp_dir(),
+        ..Config::from_env()
+    })
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+#[test]
+fn an_idle_worker_exits_and_the_next_request_starts_another() {
+    let worker = pool(Some(Duration::from_millis(300)));
+    let first = worker
+        .call(json!({"op": "hello"}), LIMIT)
+        .expect("a worker answers");
+    let pid = first["pid"].as_u64().expect("its pid") as u32;
+    assert_eq!(worker.idle_pids(), vec![pid]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive(pid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(pid), "the idle worker {pid} should have exited");
+    assert!(worker.idle_pids().is_empty());
+    assert_eq!(worker.stats().idled, 1);
+    let second = worker
+        .call(json!({"op": "hello"}), LIMIT)
+        .expect("a new worker answers");
+    assert_ne!(second["pid"], first["pid"]);
+    assert_eq!(worker.stats().started, 2);
+}
+
+#[test]
+fn a_worker_kept_without_an_idle_limit_stays() {
+    let worker = pool(None);
+    let hello = worker
+        .call(json!({"op": "hello"}), LIMIT)
+        .expect("a worker answers");
+    std::thread::sleep(Duration::from_millis(400));
+    let pid = hello["pid"].as_u64().expect("its pid") as u32;
+    assert!(alive(pid));
+    assert_eq!(worker.idle_pids(), vec![pid]);
+}
+
+/// `file` and `stat` run in the worker's own interpreter, `command` in a
+/// fork; either way a task's environment is its own, and a module's
+/// failure is the task's.
+#[test]
+fn modules_in_the_worker_and_in_a_fork_keep_to_their_task() {
+    let worker = pool(None);
+    let dir = std::env::temp_dir().join(format!("enka-pool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("touched").display().to_string();
+    let run = |module: &str, args: serde_json::Value, environment: serde_json::Value| {
+        let answer = worker
+            .call(
+                json!({"op": "run", "module": module, "args": args, "environment": environment}),
+                LIMIT,
+            )
+            .unwrap_or_else(|e| panic!("{module}: {e}"));
+        answer["result"].clone()
+    };
+    let touched = run(
+        "ansible.builtin.file",
+        json!({"path": path, "state": "touch"}),
+        json!({"ENKA_POOL_PROBE": "leaked"}),
+    );
+    assert_eq!(touched["changed"], true, "{touched}");
+    let stat = run("ansible.builtin.stat", json!({"path": path}), json!({}));
+    assert_eq!(stat["stat"]["exists"], true, "{stat}");
+    let probe = run(
+        "ansible.builtin.shell",
+        json!({"_raw_params": "echo ${ENKA_POOL_PROBE:-unset}"}),
+        json!({}),
+    );
+    assert_eq!(probe["stdout"], "unset", "{probe}");
+    let refused = run(
+        "ansible.builtin.file",
+        json!({"path": format!("{path}/below"), "state": "directory"}),
+        json!({}),
+    );
+    assert_eq!(refused["failed"], true, "{refused}");
+    let again = run("ansible.builtin.stat", json!({"path": path}), json!({}));
+    assert_eq!(again["stat"]["isreg"], true, "{again}");
+    assert!(again.get("warnings").is_none(), "{again}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
