@@ -359,6 +359,10 @@ pub struct RunArgs {
     /// `python3`.
     #[arg(long, env = crate::worker::PYTHON_ENV)]
     pub ansible_python: Option<PathBuf>,
+    /// How long an Ansible worker process may stay idle before it exits
+    /// (the next bridged task starts one); 0 keeps them (enka).
+    #[arg(long, env = "ENKA_ANSIBLE_WORKER_IDLE_EXIT", default_value = "60s", value_parser = parse_duration)]
+    pub ansible_worker_idle_exit: std::time::Duration,
     #[command(flatten)]
     pub semantics: crate::semantics::SemanticsArgs,
     #[command(flatten)]
@@ -805,6 +809,8 @@ fn ansible_config(args: &RunArgs, max_concurrent_reconciles: u16) -> crate::work
             .unwrap_or_else(crate::worker::default_python),
         size: usize::from(max_concurrent_reconciles),
         verbosity: args.ansible_verbosity.min(7),
+        idle_exit_after: (!args.ansible_worker_idle_exit.is_zero())
+            .then_some(args.ansible_worker_idle_exit),
         ..crate::worker::Config::from_env()
     };
     let ignored = config.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
