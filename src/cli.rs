@@ -363,6 +363,12 @@ pub struct RunArgs {
     /// (the next bridged task starts one); 0 keeps them (enka).
     #[arg(long, env = "ENKA_ANSIBLE_WORKER_IDLE_EXIT", default_value = "60s", value_parser = parse_duration)]
     pub ansible_worker_idle_exit: std::time::Duration,
+    /// The data (heap) each Ansible worker process may hold, with the
+    /// modules it forks; a task past it fails alone: `auto` (the workers
+    /// share three quarters of the container's memory limit; 1Gi each
+    /// outside one), a quantity such as `256Mi`, or 0 for none (enka).
+    #[arg(long, env = "ENKA_ANSIBLE_WORKER_MEMORY_LIMIT", default_value = "auto")]
+    pub ansible_worker_memory_limit: String,
     #[command(flatten)]
     pub semantics: crate::semantics::SemanticsArgs,
     #[command(flatten)]
@@ -668,7 +674,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         .max_concurrent_reconciles
         .filter(|n| *n > 0)
         .unwrap_or(u16::try_from(cpus).unwrap_or(1));
-    let ansible = (!args.native_only).then(|| ansible_config(&args, max_concurrent_reconciles));
+    let ansible = match args.native_only {
+        true => None,
+        false => Some(ansible_config(&args, max_concurrent_reconciles)?),
+    };
     let (semantics, installed) = match &ansible {
         Some(config) => args.semantics.resolve(&config.python)?,
         None => (
@@ -801,7 +810,10 @@ fn leader_election(
 
 /// The Ansible worker: one process per reconcile that may run at once, so
 /// concurrent reconciles never queue behind one slow bridged task.
-fn ansible_config(args: &RunArgs, max_concurrent_reconciles: u16) -> crate::worker::Config {
+fn ansible_config(
+    args: &RunArgs,
+    max_concurrent_reconciles: u16,
+) -> anyhow::Result<crate::worker::Config> {
     let mut config = crate::worker::Config {
         python: args
             .ansible_python
@@ -811,6 +823,11 @@ fn ansible_config(args: &RunArgs, max_concurrent_reconciles: u16) -> crate::work
         verbosity: args.ansible_verbosity.min(7),
         idle_exit_after: (!args.ansible_worker_idle_exit.is_zero())
             .then_some(args.ansible_worker_idle_exit),
+        memory_limit: crate::worker::memory::limit_for(
+            &args.ansible_worker_memory_limit,
+            usize::from(max_concurrent_reconciles),
+        )
+        .map_err(|err| anyhow::anyhow!("--ansible-worker-memory-limit: {err}"))?,
         ..crate::worker::Config::from_env()
     };
     let ignored = config.take_ansible_args(args.ansible_args.as_deref().unwrap_or_default());
@@ -820,5 +837,5 @@ fn ansible_config(args: &RunArgs, max_concurrent_reconciles: u16) -> crate::work
             ignored.join(" ")
         );
     }
-    config
+    Ok(config)
 }

@@ -27,6 +27,8 @@ const RECONCILE_TIMEOUT: &str = "3s";
 /// log line, condition or Event.
 const PASSWORD: &str = "catalogue-hunter2-5c1f";
 pub(crate) const WAIT: Duration = Duration::from_secs(60);
+/// Each Ansible worker's memory: `memory_hog` allocates past it.
+const MEMORY_LIMIT: &str = "--ansible-worker-memory-limit=256Mi";
 
 /// What a case must come to.
 enum Expect {
@@ -121,6 +123,12 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         r#"{}"#,
         "Status of an object that is not there",
         "Failed to retrieve requested object",
+    ),
+    (
+        "memory_hog",
+        r#"{}"#,
+        "Allocate without end in a module",
+        "the Ansible worker's memory limit of 256 MiB was reached",
     ),
     (
         "fail_module",
@@ -407,7 +415,7 @@ impl Ctx {
             &format!("{PROJECT}/watches.yaml"),
             NAMESPACE,
             &[],
-            &[&flag],
+            &[&flag, MEMORY_LIMIT],
             "-catalogue",
         );
         enka.await_ready().await;

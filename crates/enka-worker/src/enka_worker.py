@@ -64,6 +64,24 @@ def _die_with_parent():
 
 _die_with_parent()
 
+# The data (heap) limit enka gives each worker, in bytes (0: none): a task
+# that allocates past it fails with MemoryError, in the worker or in the
+# module's fork (which inherits it), and the operator lives on. The hard
+# limit too, so no module raises it.
+_MEMORY_LIMIT = int(os.environ.get("ENKA_WORKER_MEMORY_LIMIT", "0") or 0)
+
+
+def _limit_memory(limit):
+    if limit <= 0:
+        return
+    _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+_limit_memory(_MEMORY_LIMIT)
+
 # Plugin directories next to the project, its playbooks and its roles, as
 # Ansible adds them when it loads a role or a playbook.
 _PLUGIN_DIRS = [p for p in os.environ.get("ENKA_PLUGIN_DIRS", "").split(os.pathsep) if p]
@@ -587,6 +605,7 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
             _warm_imports(target)
             res = _run_in_fork(target, payload, environment, _Deadline.value, profile, rlimit_nofile)
     data = self._parse_returned_data(res) if profile is None else self._parse_returned_data(res, profile)
+    _name_memory_limit(data)
     if data.pop("_ansible_suppress_tmpdir_delete", False):
         self._cleanup_remote_tmp = False
     if "results" in data and (not isinstance(data["results"], list)):
@@ -597,6 +616,16 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
     if "stderr" in data and "stderr_lines" not in data:
         data["stderr_lines"] = (data.get("stderr") or "").splitlines()
     return data
+
+
+def _name_memory_limit(data):
+    """A module that died of MemoryError under the worker's limit: its
+    failure says which limit it met and where it is set."""
+    stderr = data.get("module_stderr") or data.get("exception") or ""
+    if not (_MEMORY_LIMIT and data.get("failed") and "MemoryError" in stderr):
+        return
+    data["msg"] = "%s (MemoryError: the Ansible worker's memory limit of %d MiB was reached; " \
+        "enka's --ansible-worker-memory-limit sets it)" % (data.get("msg") or "MODULE FAILURE", _MEMORY_LIMIT >> 20)
 
 
 def _make_tmp_path(self, remote_user=None):

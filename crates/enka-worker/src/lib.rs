@@ -12,11 +12,13 @@
 //! some 50 MiB; upstream's Ansible processes exit after every run).
 //!
 //! - `protocol.rs`: the frames on the pipes;
+//! - `memory.rs`: how much each process may hold;
 //! - `process.rs`: one process, its start, deadline and kill;
 //! - `enka_worker.py`: the Python side (its packages: `requirements.txt`).
 
 #![forbid(unsafe_code)]
 
+pub mod memory;
 mod process;
 pub mod protocol;
 
@@ -62,6 +64,10 @@ pub struct Config {
     pub recycle_after: u32,
     /// How long a process may stay idle before it exits; `None` keeps it.
     pub idle_exit_after: Option<Duration>,
+    /// The data (heap) each process may hold, in bytes (its modules' forks
+    /// included): a task that allocates past it fails, not the operator.
+    /// `None`: no limit.
+    pub memory_limit: Option<u64>,
     /// Ansible's verbosity inside the workers.
     pub verbosity: u8,
     /// `--vault-password-file`s, as upstream's `--ansible-args` passes them.
@@ -88,6 +94,7 @@ impl Config {
             size: 2,
             recycle_after: 1000,
             idle_exit_after: Some(DEFAULT_IDLE_EXIT),
+            memory_limit: None,
             verbosity: 0,
             vault_password_files: Vec::new(),
             vault_ids: Vec::new(),

@@ -328,6 +328,10 @@ fn spawn(config: &Config, script: &Path, temp: &Path) -> Result<Child, WorkerErr
         .env("ANSIBLE_LOCAL_TEMP", temp.join("local"))
         .env("ANSIBLE_REMOTE_TEMP", temp.join("remote"))
         .env("ENKA_WORKER_DIR", temp)
+        .env(
+            "ENKA_WORKER_MEMORY_LIMIT",
+            config.memory_limit.unwrap_or(0).to_string(),
+        )
         .process_group(0);
     let (reply, answer) = mpsc::channel();
     spawner()
