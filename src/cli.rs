@@ -678,13 +678,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         true => None,
         false => Some(ansible_config(&args, max_concurrent_reconciles)?),
     };
-    let (semantics, installed) = match &ansible {
-        Some(config) => args.semantics.resolve(&config.python)?,
-        None => (
-            args.semantics.resolve(std::path::Path::new(""))?.0,
-            crate::semantics::Installed::default(),
-        ),
-    };
+    let (semantics, installed) = run_semantics(&args, ansible.as_ref())?;
     tracing::info!(ansible_semantics = ?semantics, "templating and conditionals follow this ansible-core line");
     let migration = args
         .migration
@@ -806,6 +800,21 @@ fn leader_election(
     };
     election.validate().map_err(anyhow::Error::msg)?;
     Ok(election)
+}
+
+/// The semantics `run` follows and what its worker's Python has installed
+/// (nothing without a worker, whose semantics default to 2.18's).
+fn run_semantics(
+    args: &RunArgs,
+    ansible: Option<&crate::worker::Config>,
+) -> anyhow::Result<(crate::template::Semantics, crate::semantics::Installed)> {
+    Ok(match ansible {
+        Some(config) => args.semantics.resolve(&config.python)?,
+        None => (
+            args.semantics.resolve(std::path::Path::new(""))?.0,
+            crate::semantics::Installed::default(),
+        ),
+    })
 }
 
 /// The Ansible worker: one process per reconcile that may run at once, so

@@ -189,6 +189,15 @@ impl Report {
                 enka: Some(mib(run.enka.tree_rss_bytes)),
                 upstream: run.upstream.as_ref().map(|u| mib(u.tree_rss_bytes)),
             });
+            rows.push(Row {
+                metric: format!("bridged_{v}_idle_tree_rss_mib"),
+                what: format!(
+                    "role with a bridged {v}: RSS with child processes {} s idle after it (MiB)",
+                    crate::scenarios::BRIDGED_IDLE.as_secs()
+                ),
+                enka: Some(mib(run.enka.idle_tree_rss_bytes)),
+                upstream: run.upstream.as_ref().map(|u| mib(u.idle_tree_rss_bytes)),
+            });
         }
         let enka_only = |metric: &str, what: &str, value: Option<f64>| Row {
             metric: metric.into(),
@@ -440,7 +449,7 @@ impl Report {
                     run.variant
                 );
                 assert!(
-                    side.tree_rss_bytes > 0,
+                    side.tree_rss_bytes > 0 && side.idle_tree_rss_bytes > 0,
                     "{name}: no RSS for the {} role",
                     run.variant
                 );
