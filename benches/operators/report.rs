@@ -620,8 +620,14 @@ impl Report {
             "The `role with a bridged …` rows run benches/bridged: the same role with one task before the \
              Deployment that enka has no native code for and hands to its Ansible worker (`stat`, `file`, \
              or a Python filter from the role's `filter_plugins/`). In enka such a task is sent to a warm \
-             Python process that has ansible-core imported: the action plugin runs there and a new-style \
-             module runs in a fork of it, so no task pays a Python start-up; upstream runs the whole role \
+             Python process that has ansible-core imported: the action plugin runs there, and `file` and \
+             `stat`, like the other modules enka has vetted, run in that interpreter itself (what a module \
+             may change in it is saved and put back, its output captured, its exit caught), where other \
+             modules run in a fork of it; no task pays a Python start-up. Where a bridged task's time \
+             goes now: `file` is its action plugin and module code (under a millisecond each) and the \
+             frames to and from the worker; `stat` also runs `lsattr` and `file` for the path's \
+             attributes and MIME type, each spawned without copying the worker (a fork of the 50 MiB \
+             worker costs some 3.5 ms, which every forked module pays). Upstream runs the whole role \
              through ansible-runner as always. The `through the worker alone` rows time the same tasks \
              around the worker call with nothing else running; the RSS rows count the operator and its \
              child processes (enka's workers, upstream's Ansible).\n"
