@@ -26,10 +26,47 @@ pub struct TaskCost {
 /// The worker's own figures.
 pub struct WorkerCost {
     pub tasks: Vec<TaskCost>,
-    /// From spawning the worker to its first answer (Ansible imported).
+    /// From spawning the worker to its first answer (Ansible imported): the
+    /// fork server's start and the first fork, as after the idle exit.
     pub start: Duration,
+    /// From asking for another worker to its first answer, forked from the
+    /// warm fork server while the first is busy.
+    pub forked_start: Duration,
     /// The worker's resident memory after the runs.
     pub rss_bytes: u64,
+    /// Both workers and their fork server, resident and proportional
+    /// (shared pages divided among the processes sharing them).
+    pub pool_rss_bytes: u64,
+    pub pool_pss_bytes: u64,
+}
+
+/// Summed resident and proportional set sizes of `pids`, from
+/// /proc/<pid>/smaps_rollup.
+fn rss_and_pss(pids: &[u32]) -> (u64, u64) {
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map_or(0, |kib| kib * 1024)
+    };
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok())
+        .fold((0, 0), |(rss, pss), text| {
+            (rss + field(&text, "Rss:"), pss + field(&text, "Pss:"))
+        })
+}
+
+/// The parent of process `pid` (a worker's fork server).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.get(stat.rfind(')')? + 2..)?;
+    after.split(' ').nth(1)?.parse().ok()
 }
 
 /// Times `runs` of each variant's task through one warm worker.
@@ -40,7 +77,7 @@ pub fn task_costs(runs: usize) -> WorkerCost {
     let config = Config {
         base_dir: project.clone(),
         plugin_dirs: vec![project.join("roles/memcached_filter")],
-        size: 1,
+        size: 2,
         ..Config::from_env()
     };
     let worker = AnsibleWorker::new(config);
@@ -49,6 +86,7 @@ pub fn task_costs(runs: usize) -> WorkerCost {
         .call(json!({"op": "hello"}), Some(Duration::from_secs(120)))
         .unwrap_or_else(|e| panic!("starting the Ansible worker: {e}"));
     let start = started.elapsed();
+    let forked_start = forked_start(&worker);
     let touched = scratch.join("touched").display().to_string();
     let requests = [
         (
@@ -95,10 +133,42 @@ pub fn task_costs(runs: usize) -> WorkerCost {
         .first()
         .and_then(|pid| Usage::of(*pid))
         .map_or(0, |u| u.rss_bytes);
+    let mut pool = worker.idle_pids();
+    if let Some(server) = pool.first().and_then(|pid| parent(*pid)) {
+        pool.push(server);
+    }
+    let (pool_rss_bytes, pool_pss_bytes) = rss_and_pss(&pool);
     let _ = std::fs::remove_dir_all(PathBuf::from(&scratch));
     WorkerCost {
         tasks,
         start,
+        forked_start,
         rss_bytes,
+        pool_rss_bytes,
+        pool_pss_bytes,
     }
+}
+
+/// How long a second worker takes to answer, forked while the first is
+/// busy with a task.
+fn forked_start(worker: &std::sync::Arc<AnsibleWorker>) -> Duration {
+    std::thread::scope(|scope| {
+        let busy = scope.spawn(|| {
+            worker
+                .call(
+                    json!({"op": "run", "module": "ansible.builtin.command", "args": {"_raw_params": "sleep 1"}}),
+                    Some(Duration::from_secs(60)),
+                )
+                .unwrap_or_else(|e| panic!("a busy task: {e}"))
+        });
+        // Let the busy task take the only worker.
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        worker
+            .call(json!({"op": "hello"}), Some(Duration::from_secs(60)))
+            .unwrap_or_else(|e| panic!("a forked worker: {e}"));
+        let took = started.elapsed();
+        busy.join().expect("the busy task");
+        took
+    })
 }

@@ -221,8 +221,23 @@ impl Report {
             }
             rows.push(enka_only(
                 "worker_start_ms",
-                "Ansible worker start, spawn to first answer (ms)",
+                "Ansible worker start from nothing (fork server and first worker), to its first answer (ms)",
                 Some(ms(worker.start)),
+            ));
+            rows.push(enka_only(
+                "worker_forked_start_ms",
+                "another Ansible worker, forked from the warm fork server, to its first answer (ms)",
+                Some(ms(worker.forked_start)),
+            ));
+            rows.push(enka_only(
+                "workers_rss_mib",
+                "two Ansible workers and their fork server: RSS summed (MiB)",
+                Some(mib(worker.pool_rss_bytes)),
+            ));
+            rows.push(enka_only(
+                "workers_pss_mib",
+                "two Ansible workers and their fork server: PSS summed, shared pages counted once (MiB)",
+                Some(mib(worker.pool_pss_bytes)),
             ));
             rows.push(enka_only(
                 "worker_rss_mib",
@@ -465,6 +480,12 @@ impl Report {
                 );
             }
             assert!(worker.rss_bytes > 0, "no worker RSS");
+            assert!(
+                worker.pool_pss_bytes > 0 && worker.pool_rss_bytes >= worker.pool_pss_bytes,
+                "the workers' RSS {} and PSS {}",
+                worker.pool_rss_bytes,
+                worker.pool_pss_bytes
+            );
         }
         if plan.runs("latency") {
             assert_eq!(

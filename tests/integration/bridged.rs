@@ -250,10 +250,16 @@ async fn bridged_faults_fail_the_reconcile_and_leave_nothing_behind() {
                 .iter()
                 .filter(|p| p.command.starts_with("sleep 987"))
                 .find(|p| age(p.pid) > Duration::from_secs(3))?;
+            // Up from the sleep to the worker: the last process before
+            // enka or before the fork server the workers are forked from.
             let mut pid = sleeping.parent;
             loop {
                 let p = below.iter().find(|p| p.pid == pid)?;
-                if p.parent == enka_pid {
+                let server = below
+                    .iter()
+                    .find(|q| q.pid == p.parent)
+                    .is_some_and(|q| q.parent == enka_pid && is_fork_server(q.pid));
+                if p.parent == enka_pid || server {
                     return Some(p.pid);
                 }
                 pid = p.parent;
@@ -433,4 +439,12 @@ async fn plays_run_on_the_inventory_host_their_pattern_names() {
         (kind == "Successful").then_some(())
     })
     .await;
+}
+
+/// Whether `pid` was started as the Ansible workers' fork server
+/// (ENKA_WORKER_ZYGOTE=1; the workers it forks share its start's
+/// environment, so only enka's own child is the server).
+fn is_fork_server(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == b"ENKA_WORKER_ZYGOTE=1"))
 }

@@ -1,4 +1,5 @@
-"""Starts enka's Ansible worker (enka_worker.py, next to this file).
+"""Starts enka's Ansible worker (enka_worker.py, next to this file), or with
+ENKA_WORKER_ZYGOTE=1 the fork server that starts workers (enka_zygote.py).
 
 Python compiles a script it runs every time, but caches the modules it
 imports, so the worker is imported from here; their bytecode is written
@@ -27,7 +28,12 @@ def _compile_once(names):
 
 
 if sys.dont_write_bytecode:
-    _compile_once(("enka_worker", "enka_inprocess"))
+    _compile_once(("enka_worker", "enka_inprocess", "enka_zygote"))
+
+if os.environ.get("ENKA_WORKER_ZYGOTE") == "1":
+    import enka_zygote  # noqa: E402
+
+    sys.exit(enka_zygote.main())
 
 import enka_worker  # noqa: E402
 

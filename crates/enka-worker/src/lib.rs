@@ -68,6 +68,10 @@ pub struct Config {
     /// included): a task that allocates past it fails, not the operator.
     /// `None`: no limit.
     pub memory_limit: Option<u64>,
+    /// Whether processes are forked from a fork server that has Python
+    /// started and Ansible imported (a few milliseconds each, their pages
+    /// shared), rather than each started from nothing.
+    pub fork_server: bool,
     /// Ansible's verbosity inside the workers.
     pub verbosity: u8,
     /// `--vault-password-file`s, as upstream's `--ansible-args` passes them.
@@ -95,6 +99,7 @@ impl Config {
             recycle_after: 1000,
             idle_exit_after: Some(DEFAULT_IDLE_EXIT),
             memory_limit: None,
+            fork_server: true,
             verbosity: 0,
             vault_password_files: Vec::new(),
             vault_ids: Vec::new(),
@@ -278,6 +283,8 @@ pub struct AnsibleWorker {
     /// The pool itself, for the thread that ends its idle processes (which
     /// must not keep it alive).
     this: Weak<AnsibleWorker>,
+    /// The fork server new processes come from, while any process lives.
+    fork_server: Mutex<Option<Process>>,
 }
 
 impl std::fmt::Debug for AnsibleWorker {
@@ -296,6 +303,7 @@ impl AnsibleWorker {
             slots: Mutex::new(Slots::default()),
             freed: Condvar::new(),
             this: this.clone(),
+            fork_server: Mutex::new(None),
         })
     }
 
@@ -366,7 +374,7 @@ impl AnsibleWorker {
         }
         drop(slots);
         // Started outside the lock: other requests keep being served.
-        let started = Process::start(&self.config);
+        let started = self.start_process();
         let mut slots = self
             .slots
             .lock()
@@ -410,6 +418,45 @@ impl AnsibleWorker {
         self.freed.notify_one();
     }
 
+    /// A new process: forked from the fork server (started first if need
+    /// be), else, when that fails, started from nothing.
+    fn start_process(&self) -> Result<Process, WorkerError> {
+        if !self.config.fork_server {
+            return Process::start(&self.config);
+        }
+        let Ok(mut server) = self.fork_server.lock() else {
+            return Process::start(&self.config);
+        };
+        // A server that died (killed from outside) fails its fork; a new
+        // one is started once.
+        for attempt in 0..2 {
+            if server.is_none() {
+                match Process::start_fork_server(&self.config) {
+                    Ok(started) => *server = Some(started),
+                    Err(err) => {
+                        tracing::warn!(
+                            "the Ansible workers' fork server did not start ({err}); starting a worker alone"
+                        );
+                        return Process::start(&self.config);
+                    }
+                }
+            }
+            match server.as_mut().map(Process::forked) {
+                Some(Ok(process)) => return Ok(process),
+                Some(Err(err)) => {
+                    tracing::warn!(
+                        attempt,
+                        "the fork server could not fork a worker ({err}); it is replaced"
+                    );
+                    *server = None;
+                }
+                None => break,
+            }
+        }
+        drop(server);
+        Process::start(&self.config)
+    }
+
     /// Ends the processes idle for `after` or longer; returns how long until
     /// the next one is, if any is idle.
     fn end_idle(&self, after: Duration) -> Option<Duration> {
@@ -422,6 +469,11 @@ impl AnsibleWorker {
             .partition(|idle| now.duration_since(idle.since) >= after);
         slots.idle = kept;
         slots.stats.idled += ended.len() as u64;
+        // With no process left, the fork server goes too; the next request
+        // starts it again.
+        let server = (slots.idle.is_empty() && slots.busy == 0)
+            .then(|| self.fork_server.lock().ok().and_then(|mut s| s.take()))
+            .flatten();
         let next = slots
             .idle
             .iter()
@@ -430,6 +482,7 @@ impl AnsibleWorker {
         drop(slots);
         // Killed and reaped outside the lock.
         drop(ended);
+        drop(server);
         next
     }
 }

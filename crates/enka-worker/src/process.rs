@@ -7,11 +7,17 @@
 //! exits when its stdin closes, so it also dies with enka; it is forked from
 //! one long-lived thread because that signal fires when the *thread* that
 //! forked it ends.
+//!
+//! A worker is either spawned (a Python started for it) or forked from the
+//! pool's fork server (`enka_zygote.py`, itself a spawned process speaking
+//! the same frames): a forked one talks over a Unix socket in its own
+//! directory, and the server, its parent, waits for it when it ends.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -28,6 +34,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("enka_worker_main.py", include_str!("enka_worker_main.py")),
     ("enka_worker.py", include_str!("enka_worker.py")),
     ("enka_inprocess.py", include_str!("enka_inprocess.py")),
+    ("enka_zygote.py", include_str!("enka_zygote.py")),
 ];
 
 /// How long a new worker may take to import Ansible and answer.
@@ -35,13 +42,21 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 type Frame = std::io::Result<Option<Value>>;
 
+/// How a worker came to be, which says how it ends.
+enum Origin {
+    /// Started for itself: enka waits for it.
+    Spawned(Child),
+    /// Forked from the fork server, which waits for it.
+    Forked(u32),
+}
+
 /// A running worker.
 pub(super) struct Process {
-    child: Child,
+    origin: Origin,
     /// The worker's own temporary directory (Ansible's local and remote
     /// temp), removed with it: a module killed mid-task leaves nothing.
     temp: PathBuf,
-    stdin: ChildStdin,
+    stdin: Box<dyn Write + Send>,
     responses: Receiver<Frame>,
     next_id: u64,
     /// Requests it has answered.
@@ -53,9 +68,18 @@ pub(super) struct Process {
 impl Process {
     /// Starts a worker and waits for its greeting.
     pub(super) fn start(config: &Config) -> Result<Process, WorkerError> {
+        Process::spawned(config, false)
+    }
+
+    /// Starts the fork server and waits for its greeting.
+    pub(super) fn start_fork_server(config: &Config) -> Result<Process, WorkerError> {
+        Process::spawned(config, true)
+    }
+
+    fn spawned(config: &Config, fork_server: bool) -> Result<Process, WorkerError> {
         let script = script_path().map_err(|source| spawn_error(&config.python, source))?;
         let temp = worker_temp_dir().map_err(|source| spawn_error(&config.python, source))?;
-        let mut child = match spawn(config, &script, &temp) {
+        let mut child = match spawn(config, &script, &temp, fork_server) {
             Ok(child) => child,
             Err(err) => {
                 let _ = std::fs::remove_dir_all(&temp);
@@ -67,8 +91,74 @@ impl Process {
         else {
             return Err(WorkerError::Startup("its pipes were not set up".to_owned()));
         };
-        let pid = child.id();
+        Process::greeted(
+            Origin::Spawned(child),
+            temp,
+            Box::new(stdin),
+            stdout,
+            stderr,
+        )
+    }
+
+    /// Asks the fork server `server` for a worker, and waits for its
+    /// greeting.
+    pub(super) fn forked(server: &mut Process) -> Result<Process, WorkerError> {
+        let startup = |err: std::io::Error| WorkerError::Startup(err.to_string());
+        let temp = worker_temp_dir().map_err(startup)?;
+        let socket = temp.join("enka.sock");
+        let listener = UnixListener::bind(&socket).map_err(startup)?;
+        let answer = server.call(
+            serde_json::json!({"op": "fork", "socket": socket, "dir": temp}),
+            STARTUP_TIMEOUT,
+        )?;
+        if let Some(error) = answer.get("error").and_then(Value::as_str) {
+            return Err(WorkerError::Startup(error.to_owned()));
+        }
+        let pid = answer["pid"]
+            .as_u64()
+            .and_then(|pid| u32::try_from(pid).ok())
+            .ok_or_else(|| WorkerError::Protocol(format!("a fork without a pid: {answer}")))?;
+        let origin = Origin::Forked(pid);
+        let (protocol, log) = match accept_streams(&listener) {
+            Ok(streams) => streams,
+            Err(err) => {
+                drop(Process::orphan(origin, temp));
+                return Err(startup(err));
+            }
+        };
+        let writer = protocol.try_clone().map_err(startup)?;
+        Process::greeted(origin, temp, Box::new(writer), protocol, log)
+    }
+
+    /// A process that never spoke: killed and its directory removed when
+    /// dropped.
+    fn orphan(origin: Origin, temp: PathBuf) -> Process {
+        let (_, responses) = mpsc::channel();
+        Process {
+            origin,
+            temp,
+            stdin: Box::new(std::io::sink()),
+            responses,
+            next_id: 0,
+            served: 0,
+            hello: Value::Null,
+        }
+    }
+
+    /// Reads `stdout` and logs `stderr` on threads of their own, then waits
+    /// for the process's greeting.
+    fn greeted(
+        origin: Origin,
+        temp: PathBuf,
+        stdin: Box<dyn Write + Send>,
+        stdout: impl Read + Send + 'static,
+        stderr: impl Read + Send + 'static,
+    ) -> Result<Process, WorkerError> {
+        let mut process = Process::orphan(origin, temp);
+        process.stdin = stdin;
+        let pid = process.pid();
         let (sender, responses) = mpsc::channel();
+        process.responses = responses;
         std::thread::Builder::new()
             .name(format!("ansible-worker-{pid}"))
             .spawn(move || read_responses(stdout, &sender))
@@ -79,15 +169,6 @@ impl Process {
             .name(format!("ansible-worker-{pid}-log"))
             .spawn(move || log_stderr(pid, stderr, &tail))
             .map_err(|err| WorkerError::Startup(err.to_string()))?;
-        let mut process = Process {
-            child,
-            temp,
-            stdin,
-            responses,
-            next_id: 0,
-            served: 0,
-            hello: Value::Null,
-        };
         match process.call(serde_json::json!({"op": "hello"}), STARTUP_TIMEOUT) {
             Ok(hello) => {
                 tracing::info!(pid, ansible = %hello["ansible"], python = %hello["python"], "Ansible worker started");
@@ -149,7 +230,10 @@ impl Process {
 
     /// The worker's process id.
     pub(super) fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.origin {
+            Origin::Spawned(child) => child.id(),
+            Origin::Forked(pid) => *pid,
+        }
     }
 
     fn died(&mut self, why: String) -> WorkerError {
@@ -163,7 +247,7 @@ impl Process {
         let module_group = std::fs::read_to_string(self.temp.join("module.pgid"))
             .ok()
             .and_then(|text| text.trim().parse::<i32>().ok());
-        let groups = [i32::try_from(self.child.id()).ok(), module_group];
+        let groups = [i32::try_from(self.pid()).ok(), module_group];
         for pid in groups
             .into_iter()
             .flatten()
@@ -172,16 +256,22 @@ impl Process {
             // Each leads its group; a group already gone is fine.
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
-        let _ = self.child.wait();
+        // A forked worker's parent, the fork server, waits for it.
+        if let Origin::Spawned(child) = &mut self.origin {
+            let _ = child.wait();
+        }
     }
 
     fn reap(&mut self) -> String {
         // The pipe closed: the process is gone or going. Its group may still
         // hold forked modules, which must not outlive it.
         self.kill();
-        match self.child.try_wait() {
-            Ok(Some(status)) => status.to_string(),
-            _ => "exit status unknown".to_owned(),
+        match &mut self.origin {
+            Origin::Spawned(child) => match child.try_wait() {
+                Ok(Some(status)) => status.to_string(),
+                _ => "exit status unknown".to_owned(),
+            },
+            Origin::Forked(_) => "its connection closed".to_owned(),
         }
     }
 }
@@ -206,7 +296,41 @@ fn worker_temp_dir() -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-fn read_responses(stdout: std::process::ChildStdout, sender: &Sender<Frame>) {
+/// The forked worker's two connections, told apart by the byte each
+/// starts with: the protocol's (`P`) and its standard error's (`L`).
+fn accept_streams(listener: &UnixListener) -> std::io::Result<(UnixStream, UnixStream)> {
+    listener.set_nonblocking(true)?;
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let (mut protocol, mut log) = (None, None);
+    while protocol.is_none() || log.is_none() {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                stream.set_nonblocking(false)?;
+                stream.set_read_timeout(Some(STARTUP_TIMEOUT))?;
+                let mut tag = [0u8; 1];
+                stream.read_exact(&mut tag)?;
+                stream.set_read_timeout(None)?;
+                match &tag {
+                    b"P" => protocol = Some(stream),
+                    _ => log = Some(stream),
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the forked worker did not connect",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok((protocol.expect("set above"), log.expect("set above")))
+}
+
+fn read_responses(stdout: impl Read, sender: &Sender<Frame>) {
     let mut reader = BufReader::new(stdout);
     loop {
         let frame = read_frame(&mut reader);
@@ -217,7 +341,7 @@ fn read_responses(stdout: std::process::ChildStdout, sender: &Sender<Frame>) {
     }
 }
 
-fn log_stderr(pid: u32, stderr: std::process::ChildStderr, tail: &Mutex<Vec<String>>) {
+fn log_stderr(pid: u32, stderr: impl Read, tail: &Mutex<Vec<String>>) {
     for line in BufReader::new(stderr).lines() {
         let Ok(line) = line else { return };
         if is_ansible_warning(&line) {
@@ -298,7 +422,12 @@ fn spawner() -> &'static Mutex<Sender<SpawnRequest>> {
     })
 }
 
-fn spawn(config: &Config, script: &Path, temp: &Path) -> Result<Child, WorkerError> {
+fn spawn(
+    config: &Config,
+    script: &Path,
+    temp: &Path,
+    fork_server: bool,
+) -> Result<Child, WorkerError> {
     let spawn_error = |source| spawn_error(&config.python, source);
     let mut command = Command::new(&config.python);
     command
@@ -328,6 +457,7 @@ fn spawn(config: &Config, script: &Path, temp: &Path) -> Result<Child, WorkerErr
         .env("ANSIBLE_LOCAL_TEMP", temp.join("local"))
         .env("ANSIBLE_REMOTE_TEMP", temp.join("remote"))
         .env("ENKA_WORKER_DIR", temp)
+        .env("ENKA_WORKER_ZYGOTE", if fork_server { "1" } else { "0" })
         .env(
             "ENKA_WORKER_MEMORY_LIMIT",
             config.memory_limit.unwrap_or(0).to_string(),

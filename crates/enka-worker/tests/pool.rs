@@ -19,6 +19,18 @@ fn pool(idle_exit_after: Option<Duration>) -> std::sync::Arc<AnsibleWorker> {
     })
 }
 
+/// The parent of process `pid`.
+fn parent(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its /proc stat");
+    // pid (comm) state ppid …: comm may hold spaces, so read after its ')'.
+    let after = &stat[stat.rfind(')').expect("a comm") + 2..];
+    after
+        .split(' ')
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("a ppid")
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
 }
@@ -30,6 +42,7 @@ fn an_idle_worker_exits_and_the_next_request_starts_another() {
         .call(json!({"op": "hello"}), LIMIT)
         .expect("a worker answers");
     let pid = first["pid"].as_u64().expect("its pid") as u32;
+    let server = parent(pid);
     assert_eq!(worker.idle_pids(), vec![pid]);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while alive(pid) && std::time::Instant::now() < deadline {
@@ -38,11 +51,56 @@ fn an_idle_worker_exits_and_the_next_request_starts_another() {
     assert!(!alive(pid), "the idle worker {pid} should have exited");
     assert!(worker.idle_pids().is_empty());
     assert_eq!(worker.stats().idled, 1);
+    assert!(
+        !alive(server),
+        "the fork server {server} should have gone with the last worker"
+    );
     let second = worker
         .call(json!({"op": "hello"}), LIMIT)
         .expect("a new worker answers");
     assert_ne!(second["pid"], first["pid"]);
     assert_eq!(worker.stats().started, 2);
+}
+
+/// Workers are forks of one fork server, which is not this process, and
+/// a second one starts as a fork of the same server.
+#[test]
+fn workers_are_forked_from_one_server() {
+    let worker = AnsibleWorker::new(Config {
+        size: 2,
+        idle_exit_after: None,
+        base_dir: std::env::temp_dir(),
+        ..Config::from_env()
+    });
+    let pids: Vec<u32> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    // Two at once: the second cannot reuse the first.
+                    let answer = worker
+                        .call(
+                            json!({"op": "run", "module": "ansible.builtin.command", "args": {"_raw_params": "sleep 0.5"}}),
+                            LIMIT,
+                        )
+                        .expect("a command runs");
+                    assert_eq!(answer["result"]["rc"], 0, "{answer}");
+                })
+            })
+            .collect();
+        for call in calls {
+            call.join().expect("a call");
+        }
+        worker.idle_pids()
+    });
+    assert_eq!(pids.len(), 2, "two workers");
+    let servers: Vec<u32> = pids.iter().map(|pid| parent(*pid)).collect();
+    assert_eq!(servers[0], servers[1], "one fork server");
+    assert_ne!(servers[0], std::process::id());
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", servers[0])).expect("its cmdline");
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("enka_worker_main.py"),
+        "the fork server runs enka's worker script"
+    );
 }
 
 #[test]
