@@ -11,10 +11,17 @@
 //! [`Config::idle_exit_after`] exits (a Python with Ansible imported holds
 //! some 50 MiB; upstream's Ansible processes exit after every run).
 //!
+//! New processes are forked from a fork server (`enka_zygote.py`, a Python
+//! with Ansible imported that serves no task) in a few milliseconds; it
+//! lives while any process does.
+//!
 //! - `protocol.rs`: the frames on the pipes;
 //! - `memory.rs`: how much each process may hold;
-//! - `process.rs`: one process, its start, deadline and kill;
-//! - `enka_worker.py`: the Python side (its packages: `requirements.txt`).
+//! - `process.rs`: one process, its start (spawned or forked), deadline and
+//!   kill;
+//! - `enka_worker_main.py` starts the Python side: `enka_worker.py` serves
+//!   requests, `enka_inprocess.py` runs vetted modules in its interpreter,
+//!   `enka_zygote.py` forks workers (its packages: `requirements.txt`).
 
 #![forbid(unsafe_code)]
 
