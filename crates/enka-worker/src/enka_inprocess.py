@@ -208,8 +208,12 @@ def run(target, payload, environment, deadline, profile, outcome):
                 rc = 0
             except SystemExit as exit_:
                 rc = outcome.exit_code(exit_)
+            except outcome.timed_out:
+                raise
             except Exception as exc:  # noqa: BLE001 - reported as the module's failure
                 rc = outcome.uncaught(exc, profile)
+            except BaseException as exc:  # noqa: BLE001 - as the fork reports it; the worker lives on
+                rc = outcome.uncaught(exc, None)
     finally:
         try:
             for stream in streams:

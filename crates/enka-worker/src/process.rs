@@ -105,19 +105,13 @@ impl Process {
     pub(super) fn forked(server: &mut Process) -> Result<Process, WorkerError> {
         let startup = |err: std::io::Error| WorkerError::Startup(err.to_string());
         let temp = worker_temp_dir().map_err(startup)?;
-        let socket = temp.join("enka.sock");
-        let listener = UnixListener::bind(&socket).map_err(startup)?;
-        let answer = server.call(
-            serde_json::json!({"op": "fork", "socket": socket, "dir": temp}),
-            STARTUP_TIMEOUT,
-        )?;
-        if let Some(error) = answer.get("error").and_then(Value::as_str) {
-            return Err(WorkerError::Startup(error.to_owned()));
-        }
-        let pid = answer["pid"]
-            .as_u64()
-            .and_then(|pid| u32::try_from(pid).ok())
-            .ok_or_else(|| WorkerError::Protocol(format!("a fork without a pid: {answer}")))?;
+        let (listener, pid) = match ask_fork(server, &temp) {
+            Ok(forked) => forked,
+            Err(err) => {
+                let _ = std::fs::remove_dir_all(&temp);
+                return Err(err);
+            }
+        };
         let origin = Origin::Forked(pid);
         let (protocol, log) = match accept_streams(&listener) {
             Ok(streams) => streams,
@@ -294,6 +288,26 @@ fn worker_temp_dir() -> std::io::Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// Asks the fork server for a worker that connects to a socket in `temp`:
+/// the socket's listener and the worker's pid.
+fn ask_fork(server: &mut Process, temp: &Path) -> Result<(UnixListener, u32), WorkerError> {
+    let socket = temp.join("enka.sock");
+    let listener =
+        UnixListener::bind(&socket).map_err(|err| WorkerError::Startup(err.to_string()))?;
+    let answer = server.call(
+        serde_json::json!({"op": "fork", "socket": socket, "dir": temp}),
+        STARTUP_TIMEOUT,
+    )?;
+    if let Some(error) = answer.get("error").and_then(Value::as_str) {
+        return Err(WorkerError::Startup(error.to_owned()));
+    }
+    let pid = answer["pid"]
+        .as_u64()
+        .and_then(|pid| u32::try_from(pid).ok())
+        .ok_or_else(|| WorkerError::Protocol(format!("a fork without a pid: {answer}")))?;
+    Ok((listener, pid))
 }
 
 /// The forked worker's two connections, told apart by the byte each
