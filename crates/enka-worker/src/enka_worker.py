@@ -510,9 +510,8 @@ def _module_profile():
     """From 2.19, the serialization profile of a module's arguments and
     result: `legacy`, unless module metadata (experimental, off by default)
     lets each module name its own (None then: AnsiballZ reads it). None up
-    to 2.18, which has no profiles, and from 2.21, whose action plugins
-    take a module's result as the object its own path makes."""
-    if not _DATA_TAGGING or _RELEASE >= (2, 21) or C.config.get_config_value("_MODULE_METADATA"):
+    to 2.18, which has no profiles."""
+    if not _DATA_TAGGING or C.config.get_config_value("_MODULE_METADATA"):
         return None
     return "legacy"
 
@@ -604,6 +603,8 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
         else:
             _warm_imports(target)
             res = _run_in_fork(target, payload, environment, _Deadline.value, profile, rlimit_nofile)
+    if _RELEASE >= (2, 21):
+        return _module_result_221(self, res, profile)
     data = self._parse_returned_data(res) if profile is None else self._parse_returned_data(res, profile)
     _name_memory_limit(data)
     if data.pop("_ansible_suppress_tmpdir_delete", False):
@@ -615,6 +616,19 @@ def _execute_module_in_fork(self, module_name=None, module_args=None, tmp=None, 
         data["stdout_lines"] = (data.get("stdout") or "").splitlines()
     if "stderr" in data and "stderr_lines" not in data:
         data["stderr_lines"] = (data.get("stderr") or "").splitlines()
+    return data
+
+
+def _module_result_221(self, res, profile):
+    """The module's result as 2.21's `_execute_module` makes it: parsed into
+    its task result object, internal keys removed, as a dict for the action
+    plugin."""
+    result = self._parse_returned_data(res, profile)
+    if result.suppress_tmpdir_delete:
+        self._cleanup_remote_tmp = False
+    result.remove_internal_keys()
+    data = result.as_result_dict(for_round_trip=True)
+    _name_memory_limit(data)
     return data
 
 
@@ -1388,6 +1402,25 @@ def _timed_out(module, period):
             "timedout": {"frame": repr(sys._getframe()), "period": period}}
 
 
+def _captured_error_221(result):
+    """2.21's TaskExecutor: a failed result carrying a captured error (a
+    module's) becomes the task's error, which words its message; any other
+    result is left as it is."""
+    from ansible._internal._task import UnifiedTaskResult
+    from ansible.errors import AnsibleTaskError
+    task_result = UnifiedTaskResult.from_action_result_dict(result)
+    try:
+        task_result.maybe_raise_on_result()
+    except Exception as captured:  # noqa: BLE001 - AnsibleResultCapturedError, as TaskExecutor catches it
+        try:
+            raise AnsibleTaskError() from captured
+        except AnsibleTaskError as task_error:
+            task_result = UnifiedTaskResult._create_from_exception(
+                task_error, accept_result_contribution=True, source_is_module=False)
+        return task_result.as_result_dict(for_round_trip=True)
+    return result
+
+
 def _task_failed(exc):
     """The result of a task whose action raised: up to 2.18 an AnsibleError's
     message, or an unexpected failure's; from 2.19 (TaskExecutor._execute)
@@ -1424,6 +1457,8 @@ def _serve(request):
                 # A module's captured error is the task's (TaskExecutor).
                 from ansible._internal._errors import _captured
                 _captured.AnsibleActionCapturedError.maybe_raise_on_result(result)
+            elif _RELEASE >= (2, 21):
+                result = _captured_error_221(result)
         except _TaskTimeout:
             # TaskExecutor's words, naming the task's own timeout keyword
             # (else the time the reconcile had left).
