@@ -369,6 +369,11 @@ pub struct RunArgs {
     /// outside one), a quantity such as `256Mi`, or 0 for none (enka).
     #[arg(long, env = "ENKA_ANSIBLE_WORKER_MEMORY_LIMIT", default_value = "auto")]
     pub ansible_worker_memory_limit: String,
+    /// What one reconcile may keep (registered results, facts) and each of
+    /// its templates hold while rendering: a quantity such as `32Mi`, or 0
+    /// for none. Past it the task fails alone, naming its template (enka).
+    #[arg(long, env = "ENKA_RECONCILE_MEMORY_BUDGET", default_value = "32Mi", value_parser = parse_memory)]
+    pub reconcile_memory_budget: usize,
     #[command(flatten)]
     pub semantics: crate::semantics::SemanticsArgs,
     #[command(flatten)]
@@ -395,6 +400,13 @@ fn invoked_name() -> String {
                 .map(|n| n.to_string_lossy().into_owned())
         })
         .unwrap_or_else(|| "enka".to_owned())
+}
+
+/// A memory quantity (`32Mi`, `64M`, bytes) for clap.
+fn parse_memory(text: &str) -> Result<usize, String> {
+    crate::worker::memory::quantity(text.trim())
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .ok_or_else(|| format!("{text:?} is not a memory quantity (such as 32Mi, or 0 for none)"))
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -713,6 +725,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             seed: args.random_seed,
             allow_pipe: true,
             fuel: None,
+            memory_budget: Some(args.reconcile_memory_budget),
             semantics,
             migration: migration.as_ref().map(|r| r.recorder.clone()),
             release: installed.release(),

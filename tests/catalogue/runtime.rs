@@ -30,6 +30,20 @@ pub(crate) const WAIT: Duration = Duration::from_secs(60);
 /// Each Ansible worker's memory: `memory_hog` allocates past it.
 const MEMORY_LIMIT: &str = "--ansible-worker-memory-limit=256Mi";
 
+/// The memory limit of config/manager/manager.yaml: the templates and
+/// results of every case, bad ones included, must fit it.
+const MANAGER_MEMORY_LIMIT_MIB: u64 = 128;
+
+/// The most `pid` was ever resident (`VmHWM`), in MiB.
+fn peak_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(u64::MAX, |kb| kb / 1024)
+}
+
 /// What a case must come to.
 enum Expect {
     /// A Failure naming `task` at its line in the case file, saying `says`.
@@ -182,7 +196,19 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "huge_string",
         r#"{}"#,
         "Build a string far over the output limit",
-        "over the 16777216-byte limit",
+        "repeating a value would take the template's memory to 38.1 MiB, over its memory budget of 32.0 MiB",
+    ),
+    (
+        "template_memory_budget",
+        r#"{}"#,
+        "Build a value past the reconcile's memory budget",
+        "repeating a value would take the template's memory to 95.4 MiB, over its memory budget of 32.0 MiB",
+    ),
+    (
+        "registered_memory_budget",
+        r#"{}"#,
+        "Keep results past the reconcile's memory budget",
+        "the loop's results would take this reconcile past its memory budget of 33554432 bytes",
     ),
     (
         "endless_template_loop",
@@ -474,6 +500,12 @@ impl Ctx {
             Duration::from_secs(10),
         )
         .await;
+        let peak = peak_mib(self.enka_pid().await);
+        assert!(
+            peak < MANAGER_MEMORY_LIMIT_MIB,
+            "enka peaked at {peak} MiB, over the scaffold manager's {MANAGER_MEMORY_LIMIT_MIB} MiB limit"
+        );
+        println!("catalogue: enka's peak RSS over every case is {peak} MiB");
         let mut enka = self.enka.lock().await;
         assert!(enka.exited().is_none(), "enka exited:\n{}", enka.log());
         let log = enka.full_log();

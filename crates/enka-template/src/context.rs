@@ -246,6 +246,8 @@ pub struct Context {
     pub(crate) undefined_keeps_raw: bool,
     /// The task this context renders for (the migration report's place).
     pub(crate) origin: Option<Arc<crate::migration::Origin>>,
+    /// What a render may hold, when the caller narrowed the options' budget.
+    pub(crate) memory_budget: Option<usize>,
     /// The action of the task whose `with_<lookup>` loop runs the lookup
     /// now (first_found picks its directory by it from 2.19).
     pub(crate) with_action: Option<Arc<str>>,
@@ -270,7 +272,22 @@ impl Context {
             undefined_keeps_raw: false,
             origin: None,
             with_action: None,
+            memory_budget: None,
         }
+    }
+
+    /// This context, with `bytes` as what each of its renders may hold
+    /// (what the reconcile has left of its budget).
+    pub fn with_memory_budget(self, bytes: usize) -> Self {
+        Context {
+            memory_budget: Some(bytes),
+            ..self
+        }
+    }
+
+    /// What one render in this context may hold ([`crate::budget`]).
+    pub(crate) fn memory_budget(&self) -> usize {
+        self.memory_budget.unwrap_or_else(|| self.templar.options().memory_budget())
     }
 
     /// This context, saying which task it renders for.

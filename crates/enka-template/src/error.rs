@@ -25,6 +25,10 @@ pub(crate) enum Cause {
     /// written.
     #[error("'{0}' is undefined")]
     UndefinedUse(String),
+    /// The render would hold more than its memory budget
+    /// ([`crate::budget`]); the message says what and how much.
+    #[error("over the template memory budget")]
+    MemoryBudget,
     /// One of our errors, failing a lazily templated variable inside
     /// another template.
     #[error("{0}")]
@@ -263,6 +267,10 @@ impl Error {
             _ => ErrorKind::Invalid,
         };
         let cause = Cause::of(err);
+        let kind = match cause {
+            Some(Cause::MemoryBudget) => ErrorKind::Limit,
+            _ => kind,
+        };
         if let Some(Cause::Nested(inner)) = cause {
             // Reported where the outer template used the variable.
             let mut inner = (**inner).clone();
@@ -318,6 +326,7 @@ impl Error {
             (ErrorKind::Syntax, _, Some(d)) if d.starts_with("template syntax error: ") => d,
             (ErrorKind::Syntax, _, Some(d)) => format!("template syntax error: {d}"),
             (ErrorKind::Syntax, _, None) => format!("template syntax error: {}", err.kind()),
+            (_, Some(Cause::MemoryBudget), Some(d)) => d,
             (ErrorKind::Limit, _, _) => {
                 "template exceeded its evaluation budget (runaway loop?)".to_owned()
             }

@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod budget;
 mod conditional;
 mod containers;
 mod context;
@@ -33,6 +34,7 @@ pub mod convert;
 mod error;
 pub(crate) mod filters;
 pub mod freeform;
+mod growing;
 mod lookups;
 pub(crate) mod methods;
 pub mod migration;
@@ -146,6 +148,9 @@ pub struct Options {
     pub allow_pipe: bool,
     /// Instruction budget of one render; `None` means [`DEFAULT_FUEL`].
     pub fuel: Option<u64>,
+    /// Bytes one reconcile may keep and each of its renders hold at once
+    /// ([`budget`]); `None` means [`budget::DEFAULT_MEMORY_BUDGET`], 0 none.
+    pub memory_budget: Option<usize>,
     /// Which ansible-core's semantics templates and conditions follow.
     pub semantics: Semantics,
     /// Where to record what the other line would make of each render (the
@@ -162,6 +167,16 @@ pub struct Options {
 }
 
 impl Options {
+    /// The memory budget of one reconcile, which each render shares: 0 in
+    /// the setting means none.
+    pub fn memory_budget(&self) -> usize {
+        match self.memory_budget {
+            Some(0) => usize::MAX,
+            Some(bytes) => bytes,
+            None => budget::DEFAULT_MEMORY_BUDGET,
+        }
+    }
+
     /// Whether the worker's ansible-core is 2.`minor` or later.
     pub fn release_at_least(&self, minor: u32) -> bool {
         self.release
@@ -319,6 +334,7 @@ impl TemplarBuilder {
         strict::register(&mut env);
         lookups::register(&mut env);
         operators::register(&mut env);
+        growing::register(&mut env);
         mutable::register(&mut env);
         TemplarBuilder {
             env,
@@ -595,6 +611,7 @@ fn render_catching_panics(
     ctx: &Context,
 ) -> Result<String, minijinja::Error> {
     let was_rendering = RENDERING.replace(true);
+    let _budget = budget::enter(ctx.memory_budget());
     let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         template.render(ctx.to_value())
     }));
@@ -681,6 +698,7 @@ fn format_output(
     }
     let mut text = String::new();
     pyrepr::write_str(&mut text, value);
+    budget::check(text.len(), "the template's output")?;
     out.write_str(&text).map_err(|_| write_failure())
 }
 

@@ -1,15 +1,19 @@
 //! Python's operators where minijinja's differ: `%` formats a string
 //! (`'%s-%s' % (a, b)`, `'%05d' % n`) and is Python's floored remainder
-//! between numbers; `-` between datetimes makes a timedelta.
+//! between numbers; `-` between datetimes makes a timedelta. And the
+//! operators that build values (`*`, `~`, `+`), which must ask the render's
+//! memory budget before they build ([`crate::budget`], [`crate::growing`]).
 //!
 //! minijinja's operators have no hook for other types, so a template using
 //! them is rewritten once, when it is compiled: `L % R` becomes
-//! `(L) | __enka_percent(R)`, and, in a template that can make a datetime
-//! (`to_datetime`, `now(`), `L - R` becomes `(L) | __enka_minus(R)`.
+//! `(L) | __enka_percent(R)`, `L * R` `(L) | __enka_times(R)` and so on,
+//! and, in a template that can make a datetime (`to_datetime`, `now(`),
+//! `L - R` becomes `(L) | __enka_minus(R)`.
 //! Operands are found on minijinja's own tokens with its precedence: the
 //! left one reaches back over operators that bind as tightly or more
 //! (same-level ones too, being left-associative), the right one over those
-//! that bind more tightly.
+//! that bind more tightly. Line breaks between an operand and its operator
+//! are kept, so lines keep their numbers.
 
 use std::borrow::Cow;
 
@@ -41,12 +45,61 @@ pub fn register(env: &mut Environment<'static>) {
 }
 
 /// The operators rewritten, and how tightly each binds.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Operator {
     /// `%`, with `*`, `/` and `//`.
     Percent,
-    /// Binary `-`, with `+`; `~` binds more tightly.
+    /// `*`, with `%`.
+    Times,
+    /// `~`: more tightly than `+` and `-`, less than `*`.
+    Concat,
+    /// Binary `+`, with `-`.
+    Plus,
+    /// Binary `-`, with `+`.
     Minus,
+}
+
+impl Operator {
+    /// How tightly it binds: higher binds more tightly.
+    fn level(self) -> u8 {
+        match self {
+            Operator::Percent | Operator::Times => 3,
+            Operator::Concat => 2,
+            Operator::Plus | Operator::Minus => 1,
+        }
+    }
+
+    fn symbol(self) -> char {
+        match self {
+            Operator::Percent => '%',
+            Operator::Times => '*',
+            Operator::Concat => '~',
+            Operator::Plus => '+',
+            Operator::Minus => '-',
+        }
+    }
+
+    /// Whether the token at `i` is this operator (`+` and `-` binary only).
+    fn is_at(self, tokens: &[(Token<'_>, Span)], i: usize) -> bool {
+        let binary = || i > 0 && ends_operand(&tokens[i - 1].0);
+        match (self, &tokens[i].0) {
+            (Operator::Percent, Token::Mod)
+            | (Operator::Times, Token::Mul)
+            | (Operator::Concat, Token::Tilde) => true,
+            (Operator::Plus, Token::Plus) | (Operator::Minus, Token::Minus) => binary(),
+            _ => false,
+        }
+    }
+
+    fn filter(self) -> &'static str {
+        match self {
+            Operator::Percent => PERCENT,
+            Operator::Times => crate::growing::TIMES,
+            Operator::Concat => crate::growing::CONCAT,
+            Operator::Plus => crate::growing::PLUS,
+            Operator::Minus => MINUS,
+        }
+    }
 }
 
 /// `source` with its `%` (and, where datetimes can appear, binary `-`)
@@ -55,8 +108,15 @@ enum Operator {
 /// the error on what the author wrote).
 pub fn rewrite(source: &str) -> Cow<'_, str> {
     let mut text = Cow::Borrowed(source);
-    if source.contains('%') {
-        text = rewrite_each(text, Operator::Percent);
+    for op in [
+        Operator::Percent,
+        Operator::Times,
+        Operator::Concat,
+        Operator::Plus,
+    ] {
+        if source.contains(op.symbol()) {
+            text = rewrite_each(text, op);
+        }
     }
     if source.contains('-') && (source.contains("to_datetime") || source.contains("now(")) {
         text = rewrite_each(text, Operator::Minus);
@@ -66,19 +126,12 @@ pub fn rewrite(source: &str) -> Cow<'_, str> {
 
 /// Rewrites the first `op` left, until none is.
 fn rewrite_each(mut text: Cow<'_, str>, op: Operator) -> Cow<'_, str> {
-    let symbol = match op {
-        Operator::Percent => '%',
-        Operator::Minus => '-',
-    };
     // A template has only so many of them; each pass removes one.
-    for _ in 0..text.matches(symbol).count() {
+    for _ in 0..text.matches(op.symbol()).count() {
         let Some(tokens) = tokens(&text) else {
             return text;
         };
-        let found = tokens.iter().enumerate().position(|(i, (t, _))| match op {
-            Operator::Percent => matches!(t, Token::Mod),
-            Operator::Minus => matches!(t, Token::Minus) && i > 0 && ends_operand(&tokens[i - 1].0),
-        });
+        let found = (0..tokens.len()).position(|i| op.is_at(&tokens, i));
         let Some(at) = found else {
             return text;
         };
@@ -93,14 +146,18 @@ fn rewrite_each(mut text: Cow<'_, str>, op: Operator) -> Cow<'_, str> {
         let end = tokens[last].1.end_offset as usize;
         let filter = match op {
             Operator::Percent if is_tuple(&tokens, at + 1, last) => PERCENT_TUPLE,
-            Operator::Percent => PERCENT,
-            Operator::Minus => MINUS,
+            op => op.filter(),
         };
+        let left = &text[start..operator.start_offset as usize];
+        let right = &text[operator.end_offset as usize..end];
+        let left_text = left.trim_end();
+        let right_text = right.trim_start();
+        let newlines = |space: &str| "\n".repeat(space.matches('\n').count());
         let rewritten = format!(
-            "{}({}) | {filter}({}){}",
+            "{}({left_text}){} | {filter}({}{right_text}){}",
             &text[..start],
-            text[start..operator.start_offset as usize].trim_end(),
-            text[operator.end_offset as usize..end].trim_start(),
+            newlines(&left[left_text.len()..]),
+            newlines(&right[..right.len() - right_text.len()]),
             &text[end..]
         );
         text = Cow::Owned(rewritten);
@@ -139,14 +196,13 @@ fn ends_operand(token: &Token<'_>) -> bool {
 /// Operators that bind more tightly than `op` (or, for `same_level`, as
 /// tightly), which an operand of `op` may contain.
 fn binds_within(token: &Token<'_>, op: Operator, same_level: bool) -> bool {
-    match token {
-        Token::Pow | Token::Dot | Token::Pipe => true,
-        Token::Mul | Token::Div | Token::FloorDiv | Token::Mod => {
-            op == Operator::Minus || same_level
-        }
-        Token::Tilde => op == Operator::Minus,
-        _ => false,
-    }
+    let level = match token {
+        Token::Pow | Token::Dot | Token::Pipe => return true,
+        Token::Mul | Token::Div | Token::FloorDiv | Token::Mod => 3,
+        Token::Tilde => 2,
+        _ => return false,
+    };
+    level > op.level() || (same_level && level == op.level())
 }
 
 /// The index of the first token of the left operand of the operator at
@@ -173,7 +229,7 @@ fn left_operand(tokens: &[(Token<'_>, Span)], at: usize, op: Operator) -> Option
             // associative, so part of its left operand), looser than `%`.
             Token::Plus | Token::Minus => {
                 let binary = i > 0 && ends_operand(&tokens[i - 1].0);
-                if binary && op == Operator::Percent {
+                if binary && op.level() > 1 {
                     break;
                 }
                 if !binary {
@@ -497,10 +553,13 @@ mod tests {
                 "{{ '%s' % [a, b] }}",
                 "{{ ('%s') | __enka_percent([a, b]) }}",
             ),
-            ("{{ x + y % 2 }}", "{{ x + (y) | __enka_percent(2) }}"),
+            (
+                "{{ x + y % 2 }}",
+                "{{ (x) | __enka_plus((y) | __enka_percent(2)) }}",
+            ),
             (
                 "{{ a * b % c.d[0] | int }}",
-                "{{ (a * b) | __enka_percent(c.d[0] | int) }}",
+                "{{ ((a) | __enka_times(b)) | __enka_percent(c.d[0] | int) }}",
             ),
             (
                 "{{ loop.index % 2 == 0 }}",
@@ -512,7 +571,7 @@ mod tests {
             ),
             (
                 "{{ a ~ b % c ~ d }}",
-                "{{ a ~ (b) | __enka_percent(c) ~ d }}",
+                "{{ ((a) | __enka_concat((b) | __enka_percent(c))) | __enka_concat(d) }}",
             ),
             ("{{ x is odd % 2 }}", "{{ (x is odd) | __enka_percent(2) }}"),
             (
@@ -533,6 +592,11 @@ mod tests {
                 "ünï {{ ('é%sü') | __enka_percent('ö') }} ß",
             ),
             ("{% set x = 1 %}", "{% set x = 1 %}"),
+            // Line breaks stay, so errors name the line the author sees.
+            (
+                "{{ 'a' ~\n  b }}\n{{ c }}",
+                "{{ ('a') | __enka_concat(\nb) }}\n{{ c }}",
+            ),
         ] {
             assert_eq!(rewrite(source), want, "{source}");
         }
@@ -556,7 +620,7 @@ mod tests {
             ),
             (
                 "{{ a + b - c * d ~ e - -f }}",
-                "{{ ((a + b) | __enka_minus(c * d ~ e)) | __enka_minus(-f) }} now()",
+                "{{ (((a) | __enka_plus(b)) | __enka_minus(((c) | __enka_times(d)) | __enka_concat(e))) | __enka_minus(-f) }} now()",
             ),
         ] {
             let source = if want.ends_with("now()") {
@@ -599,6 +663,7 @@ mod tests {
     fn rewriting_keeps_minijinja_precedence_on_numbers() {
         let mut env = Environment::new();
         register(&mut env);
+        crate::growing::register(&mut env);
         let mut seed: u64 = 0x5eed;
         let mut next = move |n: u64| {
             seed = seed
@@ -608,8 +673,9 @@ mod tests {
         };
         fn expr(next: &mut dyn FnMut(u64) -> u64, depth: u32) -> String {
             if depth == 0 || next(3) == 0 {
-                return ["x", "y", "z", "2", "7", "2.5", "(x)", "[x, y][1]", "d.k"]
-                    [next(9) as usize]
+                return [
+                    "x", "y", "z", "2", "7", "2.5", "(x)", "[x, y][1]", "d.k", "'ab'", "[z]",
+                ][next(11) as usize]
                     .to_owned();
             }
             let a = expr(next, depth - 1);

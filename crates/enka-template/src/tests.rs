@@ -488,3 +488,34 @@ fn an_undefined_operand_names_the_path_it_was_reached_through() {
     assert!(err.is_undefined(), "{err:?}");
     assert!(err.is_undefined_through("ansible_env"), "{err:?}");
 }
+
+#[test]
+fn a_template_that_would_build_past_its_memory_budget_fails_with_the_line() {
+    let budgeted = |src: &str| {
+        let mut builder = TemplarBuilder::new(Options {
+            memory_budget: Some(4 * 1024 * 1024),
+            ..Options::default()
+        });
+        builder.add_template(src).expect("compiles");
+        let templar = builder.build();
+        let ctx = ctx_with(&templar, json!({"s": "abc"}));
+        templar.template_str(src, &ctx)
+    };
+    for src in [
+        "{{ ('x' * 10**8) ~ ('y' * 10**8) }}",
+        "line one\n{{ 'x' * 3000000 + 'y' * 3000000 }}",
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+        "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
+        "{{ [s] * 10**7 }}",
+    ] {
+        let err = budgeted(src).expect_err(src);
+        assert_eq!(err.kind(), ErrorKind::Limit, "{src}: {err}");
+        assert!(err.to_string().contains("memory budget"), "{src}: {err}");
+    }
+    let err = budgeted("line one\n{{ 'x' * 3000000 + 'y' * 3000000 }}").unwrap_err();
+    assert_eq!(err.line(), Some(2), "{err}");
+    // Below the budget, the same operators build what minijinja builds.
+    assert_eq!(ok("{{ 'ab' * 2 ~ (1 + 2) }}", json!({})), "str:'abab3'");
+    assert_eq!(ok("{{ [1] * 2 + [3] }}", json!({})), "list:[1, 1, 3]");
+    assert_eq!(ok("{{ (1 + 2 * 3) ~ 'x' ~ 2 ** 3 }}", json!({})), "str:'7x8'");
+}

@@ -30,7 +30,7 @@ pub fn limit_for(setting: &str, size: usize) -> Result<Option<u64>, String> {
 
 /// A Kubernetes memory quantity in bytes: binary (Ki, Mi, Gi, Ti) or
 /// decimal (k, M, G, T) suffixes, or none.
-fn quantity(text: &str) -> Option<u64> {
+pub fn quantity(text: &str) -> Option<u64> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());

@@ -446,6 +446,9 @@ impl Runner {
             self.delivering.push((delegate.to_owned(), delivered));
         }
         if !output.facts.is_empty() {
+            if let Err(message) = self.keep(output.facts.iter().map(|(k, v)| (k, v))) {
+                return TaskResult::failed(message);
+            }
             let facts = Arc::make_mut(&mut self.facts);
             for (k, v) in &output.facts {
                 facts.insert(k.clone(), Var::templated(v.clone()));

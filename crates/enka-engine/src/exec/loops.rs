@@ -167,6 +167,7 @@ impl Runner {
         let before = self.fact_state();
         let mut aborted = None;
         let mut first_no_log = None;
+        let mut held = 0;
         for (index, item) in items.iter().enumerate() {
             let mut item_scope = scope.clone();
             set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
@@ -183,6 +184,9 @@ impl Runner {
                 .run_item(frame, task, module, args, item_scope, item_modes)
                 .await;
             let mut result = self.item_in_line(item_outcome(outcome, item_no_log)?);
+            if let Some(over) = self.loop_past_budget(&mut held, &result) {
+                result = over;
+            }
             if result.fails_task {
                 (self.facts, self.host_facts, self.included) = before.clone();
                 aborted = Some(TaskResult {

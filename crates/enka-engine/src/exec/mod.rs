@@ -39,6 +39,7 @@ mod handlers;
 mod includes;
 mod inventory;
 mod loops;
+mod memory;
 mod module_task;
 mod no_log;
 mod outcome;
@@ -204,6 +205,8 @@ pub(crate) struct Runner {
     /// Role dependencies already run, by role and parameters: Ansible runs
     /// each once per play.
     dependencies_run: Vec<(std::path::PathBuf, VarList)>,
+    /// What the run keeps, against its memory budget.
+    kept: memory::Kept,
     /// The play's handlers: its own, then each role's as the role runs.
     handlers: Vec<Handlers>,
     /// Handlers notified and not yet run, as (set, index) in `handlers`.
@@ -342,6 +345,7 @@ impl Runner {
             task_timings: Vec::new(),
             dependents: Vec::new(),
             dependencies_run: Vec::new(),
+            kept: memory::Kept::default(),
             handlers: Vec::new(),
             notified: Vec::new(),
         }

@@ -26,6 +26,7 @@ impl Runner {
         no_log: bool,
         report: &mut TaskReport,
     ) -> Flow {
+        let (result, registered) = self.register_within_budget(task, result);
         let failed = result.is_failed();
         let skipped = result.is_skipped();
         let changed = result.is_changed();
@@ -50,9 +51,8 @@ impl Runner {
                 report.items_before = result.shown_before.clone();
             }
         }
-        if let Some(name) = &task.register {
+        if let (Some(name), Some(registered)) = (&task.register, registered) {
             self.warn_if_reserved([&**name]);
-            let registered = self.registered(task, &result);
             Arc::make_mut(&mut self.facts).insert(name.clone(), registered);
         }
 

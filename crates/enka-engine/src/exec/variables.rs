@@ -34,7 +34,8 @@ impl Runner {
             self.templar.clone(),
             Arc::new(scope.clone()),
             Arc::from(search_path),
-        );
+        )
+        .with_memory_budget(self.render_budget());
         if self.templar.options().migration.is_none() {
             return ctx;
         }
