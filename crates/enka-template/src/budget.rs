@@ -23,11 +23,12 @@ use minijinja::value::ValueKind;
 
 use crate::error::Cause;
 
-/// The default budget of one render: twice the largest output a render may
-/// produce ([`crate::MAX_OUTPUT_BYTES`]), so that building that output with
-/// its pieces still alive fits, while two renders at once stay well inside
-/// the scaffold's 128 MiB manager limit.
-pub const DEFAULT_MEMORY_BUDGET: usize = 32 * 1024 * 1024;
+/// The default budget of one reconcile: what it keeps and what each of its
+/// renders holds. Measured on the catalogue (tests/catalogue), whose
+/// hundred objects, hostile ones among them, reconcile at once: with two
+/// reconciles at this budget the operator peaks under the scaffold's
+/// 128 MiB manager limit (config/manager/manager.yaml).
+pub const DEFAULT_MEMORY_BUDGET: usize = 24 * 1024 * 1024;
 
 thread_local! {
     /// Bytes this thread allocated minus the bytes it freed.
@@ -68,9 +69,9 @@ impl Drop for Scope {
 
 /// What the current render holds now, in bytes (0 outside a render).
 pub(crate) fn held() -> usize {
-    SCOPE
-        .get()
-        .map_or(0, |(start, _)| LIVE.get().saturating_sub(start).max(0) as usize)
+    SCOPE.get().map_or(0, |(start, _)| {
+        LIVE.get().saturating_sub(start).max(0) as usize
+    })
 }
 
 /// Fails when building `adding` more bytes would take the current render
@@ -87,7 +88,7 @@ pub(crate) fn check(adding: usize, what: &str) -> Result<(), minijinja::Error> {
         minijinja::ErrorKind::InvalidOperation,
         format!(
             "{what} would take the template's memory to {}, over its memory budget of {} \
-             (the operator's --template-memory-budget)",
+             (the operator's --reconcile-memory-budget)",
             human(total),
             human(budget)
         ),
@@ -163,7 +164,10 @@ mod tests {
         drop(inner);
         assert!(check(512, "a string").is_ok());
         let err = check(4096, "a string of 4096 bytes").unwrap_err();
-        assert!(err.to_string().contains("a string of 4096 bytes would take"));
+        assert!(
+            err.to_string()
+                .contains("a string of 4096 bytes would take")
+        );
         drop(scope);
         assert!(check(1 << 40, "anything").is_ok(), "no render, no budget");
     }

@@ -287,7 +287,8 @@ impl Context {
 
     /// What one render in this context may hold ([`crate::budget`]).
     pub(crate) fn memory_budget(&self) -> usize {
-        self.memory_budget.unwrap_or_else(|| self.templar.options().memory_budget())
+        self.memory_budget
+            .unwrap_or_else(|| self.templar.options().memory_budget())
     }
 
     /// This context, saying which task it renders for.

@@ -68,7 +68,10 @@ fn plus(lhs: &Value, rhs: &Value) -> Result<Value, Error> {
     }
     let is_list = |v: &Value| matches!(v.kind(), ValueKind::Seq | ValueKind::Iterable);
     if is_list(lhs) && is_list(rhs) {
-        let items = lhs.len().unwrap_or(0).saturating_add(rhs.len().unwrap_or(0));
+        let items = lhs
+            .len()
+            .unwrap_or(0)
+            .saturating_add(rhs.len().unwrap_or(0));
         budget::check(budget::list_bytes(items), "joining lists with `+`")?;
     }
     native(Native::Plus, lhs, rhs)

@@ -674,7 +674,17 @@ mod tests {
         fn expr(next: &mut dyn FnMut(u64) -> u64, depth: u32) -> String {
             if depth == 0 || next(3) == 0 {
                 return [
-                    "x", "y", "z", "2", "7", "2.5", "(x)", "[x, y][1]", "d.k", "'ab'", "[z]",
+                    "x",
+                    "y",
+                    "z",
+                    "2",
+                    "7",
+                    "2.5",
+                    "(x)",
+                    "[x, y][1]",
+                    "d.k",
+                    "'ab'",
+                    "[z]",
                 ][next(11) as usize]
                     .to_owned();
             }

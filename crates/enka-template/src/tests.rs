@@ -517,5 +517,8 @@ fn a_template_that_would_build_past_its_memory_budget_fails_with_the_line() {
     // Below the budget, the same operators build what minijinja builds.
     assert_eq!(ok("{{ 'ab' * 2 ~ (1 + 2) }}", json!({})), "str:'abab3'");
     assert_eq!(ok("{{ [1] * 2 + [3] }}", json!({})), "list:[1, 1, 3]");
-    assert_eq!(ok("{{ (1 + 2 * 3) ~ 'x' ~ 2 ** 3 }}", json!({})), "str:'7x8'");
+    assert_eq!(
+        ok("{{ (1 + 2 * 3) ~ 'x' ~ 2 ** 3 }}", json!({})),
+        "str:'7x8'"
+    );
 }

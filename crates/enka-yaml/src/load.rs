@@ -9,8 +9,10 @@ use super::resolve::{Resolved, resolve_plain, resolve_tagged};
 use super::{Error, Node, Pos, Value};
 
 /// Anchored nodes are copied on alias; this bounds the "billion laughs" by
-/// what the copies cost: one unit per node plus the bytes of its text, so a
-/// few aliases of a long string count as much as many of a short one.
+/// the memory the copies take: each node's own size plus the bytes of its
+/// text, so a few aliases of a long string count as much as many of a
+/// short one, and nine aliases of nine aliases of "lol" as the nodes they
+/// make.
 const MAX_ALIAS_EXPANSION: usize = 10_000_000;
 
 /// Collections nested deeper than this are refused: every later step
@@ -221,7 +223,8 @@ impl Builder {
                     pos,
                     message: "found undefined alias".into(),
                 })?;
-                self.expanded = self.expanded.saturating_add(expansion_cost(&node));
+                let left = MAX_ALIAS_EXPANSION.saturating_sub(self.expanded);
+                self.expanded = self.expanded.saturating_add(expansion_cost(&node, left));
                 if self.expanded > MAX_ALIAS_EXPANSION {
                     return Err(Error {
                         pos,
@@ -350,18 +353,32 @@ impl Builder {
 }
 
 /// What copying `node` costs: one per node and one per byte of text.
-fn expansion_cost(node: &Node) -> usize {
+/// The bytes a copy of `node` takes, counted until past `limit` (a copy
+/// larger than that is refused, however much larger).
+fn expansion_cost(node: &Node, limit: usize) -> usize {
+    let mut cost = std::mem::size_of::<Node>();
     match &node.value {
-        Value::Seq(items) => 1 + items.iter().map(expansion_cost).sum::<usize>(),
-        Value::Map(entries) => {
-            1 + entries
-                .iter()
-                .map(|(k, v)| expansion_cost(k) + expansion_cost(v))
-                .sum::<usize>()
+        Value::Seq(items) => {
+            for item in items {
+                if cost > limit {
+                    break;
+                }
+                cost = cost.saturating_add(expansion_cost(item, limit - cost));
+            }
         }
-        Value::Str(text) => 1 + text.len(),
-        _ => 1,
+        Value::Map(entries) => {
+            for (key, value) in entries {
+                if cost > limit {
+                    break;
+                }
+                cost = cost.saturating_add(expansion_cost(key, limit - cost));
+                cost = cost.saturating_add(expansion_cost(value, limit.saturating_sub(cost)));
+            }
+        }
+        Value::Str(text) => cost = cost.saturating_add(text.len()),
+        _ => {}
     }
+    cost
 }
 
 fn scalar_value(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
