@@ -41,6 +41,7 @@ pub mod migration;
 mod mutable;
 mod native;
 mod operators;
+mod output;
 mod predicates;
 mod protomatter;
 mod pycompare;
@@ -282,7 +283,7 @@ impl TemplarBuilder {
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
         env.set_fuel(Some(options.fuel.unwrap_or(DEFAULT_FUEL)));
         env.set_recursion_limit(200);
-        env.set_formatter(format_output);
+        env.set_formatter(output::format_output);
         env.set_unknown_method_callback(methods::call_method);
         env.add_global("omit", omit_token());
         env.add_function("dict", filters::dict_global);
@@ -542,32 +543,6 @@ pub(crate) fn condition_source(expr: &str) -> String {
     strict::rewrite(&operators::rewrite(&source)).into_owned()
 }
 
-/// Whether a list or dict (a plain one, not a lazy view of variables)
-/// holds an undefined value at any depth.
-fn holds_undefined(value: &Value) -> bool {
-    use minijinja::value::ValueKind;
-    if value
-        .as_object()
-        .is_some_and(|o| o.downcast_ref::<Context>().is_some())
-    {
-        return false;
-    }
-    match value.kind() {
-        ValueKind::Undefined => !is_silent_undefined(value),
-        ValueKind::Seq | ValueKind::Iterable => value
-            .try_iter()
-            .into_iter()
-            .flatten()
-            .any(|item| holds_undefined(&item)),
-        ValueKind::Map => value.try_iter().into_iter().flatten().any(|key| {
-            value
-                .get_item(&key)
-                .is_ok_and(|item| holds_undefined(&item))
-        }),
-        _ => false,
-    }
-}
-
 thread_local! {
     /// Whether this thread is inside [`guarded_render`], whose panics
     /// become the template's error.
@@ -651,62 +626,6 @@ pub(crate) fn is_silent_undefined(value: &Value) -> bool {
         && STRICT
             .render_str("{% if v %}{% endif %}", minijinja::context! { v => value })
             .is_ok()
-}
-
-fn format_output(
-    out: &mut minijinja::Output<'_>,
-    _state: &mut minijinja::State<'_, '_>,
-    value: &Value,
-) -> Result<(), minijinja::Error> {
-    if is_silent_undefined(value) {
-        if native::capturing() {
-            return native::capture(out, value).map_err(|_| write_failure());
-        }
-        return Ok(());
-    }
-    if value.is_undefined() {
-        return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
-    }
-    if value.kind() == minijinja::value::ValueKind::Invalid {
-        // A lazily templated variable failed; its error travels as an
-        // invalid value and must surface, not print.
-        let text = value.to_string();
-        let message = text
-            .strip_prefix("<invalid value: ")
-            .and_then(|t| t.strip_suffix('>'))
-            .unwrap_or(&text);
-        return Err(minijinja::Error::new(
-            minijinja::ErrorKind::InvalidOperation,
-            message.to_owned(),
-        ));
-    }
-    if value.is_none() {
-        if native::capturing() {
-            // 2.19 drops None nodes rather than printing them as nothing.
-            return native::capture(out, value).map_err(|_| write_failure());
-        }
-        // Ansible's finalize turns None into nothing.
-        return Ok(());
-    }
-    if holds_undefined(value) && !(containers::keeping_undefined() && native::capturing()) {
-        // Python's repr of a list or dict reaches the AnsibleUndefined
-        // inside it, which raises.
-        return Err(minijinja::Error::from(minijinja::ErrorKind::UndefinedError));
-    }
-    if native::capturing() {
-        return native::capture(out, value).map_err(|_| write_failure());
-    }
-    let mut text = String::new();
-    pyrepr::write_str(&mut text, value);
-    budget::check(text.len(), "the template's output")?;
-    out.write_str(&text).map_err(|_| write_failure())
-}
-
-fn write_failure() -> minijinja::Error {
-    minijinja::Error::new(
-        minijinja::ErrorKind::WriteFailure,
-        "could not write template output",
-    )
 }
 
 impl Templar {
