@@ -47,6 +47,7 @@ mod operator;
 mod projects;
 mod real;
 mod report;
+mod requests;
 mod scenarios;
 mod seed;
 mod usage;
@@ -117,7 +118,7 @@ impl Plan {
             burst_crs: number("ENKA_BENCH_BURST_CRS", 200, 20),
             scale,
             load: (
-                number("ENKA_BENCH_LOAD_NAMESPACES", 50, 5),
+                number("ENKA_BENCH_LOAD_NAMESPACES", 500, 5),
                 number("ENKA_BENCH_LOAD_PER_NAMESPACE", 100, 10),
             ),
             upstream: !smoke && !std::env::var("ENKA_BENCH_UPSTREAM").is_ok_and(|v| v == "0"),

@@ -684,6 +684,28 @@ impl Report {
                 listed.join(", ")
             );
         }
+        for (what, each) in self
+            .load
+            .iter()
+            .map(|l| {
+                (
+                    format!("the load of {} Memcacheds", l.crs),
+                    &l.requests_each,
+                )
+            })
+            .chain(self.sharded.iter().map(|r| {
+                (
+                    format!("the sharded load on {} shard(s)", r.shards),
+                    &r.requests_each,
+                )
+            }))
+        {
+            let _ = writeln!(
+                md,
+                "\nkube-apiserver requests of {what}, accounted: {}.",
+                crate::requests::account(each)
+            );
+        }
         let _ = writeln!(md, "\n## How it was measured\n");
         let _ = writeln!(
             md,

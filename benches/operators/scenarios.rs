@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::Plan;
 use crate::operator::{Flavour, Operator};
+use crate::requests::{self, Requests};
 use crate::support::{sum_metric, sum_metric_where};
 
 pub const RESULT: &str = "ansible_operator_reconcile_result";
@@ -155,6 +156,8 @@ pub struct ShardedLoad {
     /// kube-apiserver requests in the run, less the harness's own, per
     /// Memcached.
     pub requests_per_cr: f64,
+    /// The same by verb and resource, most first.
+    pub requests_each: Vec<(String, f64)>,
     pub reconciles: f64,
     /// Each replica's reconciles: one per Memcached it was assigned.
     pub reconciles_per_replica: Vec<f64>,
@@ -187,6 +190,8 @@ pub struct Load {
     /// kube-apiserver requests in the run, less the harness's own, per
     /// Memcached.
     pub requests_per_cr: f64,
+    /// The same by verb and resource, most first.
+    pub requests_each: Vec<(String, f64)>,
     pub reconciles: f64,
     pub failed_reconciles: f64,
 }
@@ -496,7 +501,7 @@ impl Bench<'_> {
         let operator = self.start(Flavour::Enka, workload::WATCHES, "", &[]).await;
         settle(&operator).await;
         let crs = namespaces * per_namespace;
-        let requests_before = apiserver_requests(self.client).await;
+        let requests_before = Requests::read(self.client).await;
         let reconciles_before = operator.reconciles().await;
         let sampler = PeakSampler::start(operator.pid());
         let started = Instant::now();
@@ -506,10 +511,11 @@ impl Bench<'_> {
         let seconds = started.elapsed().as_secs_f64();
         until_nothing_running(&operator).await;
         let peak_rss_bytes = sampler.finish();
-        // The harness's own requests in the window: the creates, the polls
-        // and the second metrics read.
-        let harness = (crs + polls + 1) as f64;
-        let requests = apiserver_requests(self.client).await - requests_before - harness;
+        // Less the harness's own requests in the window: the creates, the
+        // polls and the second metrics read.
+        let requests = Requests::read(self.client)
+            .await
+            .since(&requests_before, &requests::harness(crs, polls));
         let metrics = operator.metrics().await;
         let load = Load {
             namespaces,
@@ -517,7 +523,8 @@ impl Bench<'_> {
             seconds,
             peak_rss_bytes,
             final_rss_bytes: operator.usage().rss_bytes,
-            requests_per_cr: requests / crs as f64,
+            requests_per_cr: requests.total() / crs as f64,
+            requests_each: requests.per(crs),
             reconciles: operator.reconciles().await - reconciles_before,
             failed_reconciles: sum_metric_where(
                 &metrics,
@@ -526,9 +533,9 @@ impl Bench<'_> {
             ),
         };
         eprintln!(
-            "bench: load of {crs} Memcacheds over {namespaces} namespaces: all Successful in {seconds:.1} s, peak RSS {:.1} MiB, {:.1} API requests per Memcached, {} reconciles, {} failed",
+            "bench: load of {crs} Memcacheds over {namespaces} namespaces: all Successful in {seconds:.1} s, peak RSS {:.1} MiB, {}, {} reconciles, {} failed",
             mib(load.peak_rss_bytes),
-            load.requests_per_cr,
+            requests::account(&load.requests_each),
             load.reconciles,
             load.failed_reconciles
         );
@@ -648,7 +655,7 @@ impl Bench<'_> {
         }
         sharder.await_available(self.client, shards as i64).await;
         let crs = namespaces * per_namespace;
-        let requests_before = apiserver_requests(self.client).await;
+        let requests_before = Requests::read(self.client).await;
         let idle_rss_bytes: Vec<u64> = operators.iter().map(|o| o.usage().rss_bytes).collect();
         let samplers: Vec<PeakSampler> = operators
             .iter()
@@ -665,8 +672,9 @@ impl Bench<'_> {
         }
         let peak_rss_bytes: Vec<u64> = samplers.into_iter().map(PeakSampler::finish).collect();
         let final_rss_bytes: Vec<u64> = operators.iter().map(|o| o.usage().rss_bytes).collect();
-        let harness = (crs + polls + 1) as f64;
-        let requests = apiserver_requests(self.client).await - requests_before - harness;
+        let requests = Requests::read(self.client)
+            .await
+            .since(&requests_before, &requests::harness(crs, polls));
         let mut reconciles_per_replica = Vec::with_capacity(shards);
         let mut failed_reconciles = 0.0;
         for operator in &operators {
@@ -682,17 +690,18 @@ impl Bench<'_> {
             idle_rss_bytes,
             peak_rss_bytes,
             final_rss_bytes,
-            requests_per_cr: requests / crs as f64,
+            requests_per_cr: requests.total() / crs as f64,
+            requests_each: requests.per(crs),
             reconciles,
             reconciles_per_replica,
             failed_reconciles,
         };
         eprintln!(
-            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, RSS per replica before {:?}, peak {:?}, after {:?} MiB, {:.1} API requests per Memcached, {} reconciles ({:?} per replica), {} failed",
+            "bench: sharded load of {crs} Memcacheds on {shards} shard(s): all Successful in {seconds:.1} s, RSS per replica before {:?}, peak {:?}, after {:?} MiB, {}, {} reconciles ({:?} per replica), {} failed",
             tenths(&load.idle_rss_bytes),
             tenths(&load.peak_rss_bytes),
             tenths(&load.final_rss_bytes),
-            load.requests_per_cr,
+            requests::account(&load.requests_each),
             load.reconciles,
             load.reconciles_per_replica,
             load.failed_reconciles
@@ -848,11 +857,6 @@ pub async fn warm_up(client: &Client, resource: &ApiResource) {
 }
 
 /// Requests kube-apiserver has answered so far, of every kind.
-async fn apiserver_requests(client: &Client) -> f64 {
-    let text = crate::support::apiserver_metrics(client).await;
-    sum_metric(&text, "apiserver_request_total")
-}
-
 fn busy(metrics: &str) -> f64 {
     sum_metric(metrics, "controller_runtime_active_workers")
         + sum_metric(metrics, "workqueue_depth")
