@@ -370,9 +370,9 @@ pub struct RunArgs {
     #[arg(long, env = "ENKA_ANSIBLE_WORKER_MEMORY_LIMIT", default_value = "auto")]
     pub ansible_worker_memory_limit: String,
     /// What one reconcile may keep (registered results, facts) and each of
-    /// its templates hold while rendering: a quantity such as `24Mi`, or 0
+    /// its templates hold while rendering: a quantity such as `16Mi`, or 0
     /// for none. Past it the task fails alone, naming its template (enka).
-    #[arg(long, env = "ENKA_RECONCILE_MEMORY_BUDGET", default_value = "24Mi", value_parser = parse_memory)]
+    #[arg(long, env = "ENKA_RECONCILE_MEMORY_BUDGET", default_value = "16Mi", value_parser = parse_memory)]
     pub reconcile_memory_budget: usize,
     #[command(flatten)]
     pub semantics: crate::semantics::SemanticsArgs,

@@ -448,44 +448,44 @@ async fn k8s_adopts_nothing_it_did_not_create() {
 }
 
 /// What a run keeps (registered results, facts, a loop's results) counts
-/// against the reconcile's memory budget (24 MiB by default), and each
+/// against the reconcile's memory budget (16 MiB by default), and each
 /// render may hold only what is left: the task that would take the run past
 /// it fails alone, and a name set again gives back what it held.
 #[tokio::test]
 async fn what_a_run_keeps_stays_within_its_memory_budget() {
-    let mb = "\"{{ 'x' * 10000000 }}\"";
+    let five = "\"{{ 'x' * 5000000 }}\"";
     let outcome = run_tasks(
         "budget-facts",
         &format!(
-            "- set_fact:\n    a: {mb}\n- set_fact:\n    a: {mb}\n- set_fact:\n    b: {mb}\n\
-             - name: third\n  set_fact:\n    c: {mb}\n"
+            "- set_fact:\n    a: {five}\n- set_fact:\n    a: {five}\n- set_fact:\n    b: {five}\n\
+             - set_fact:\n    c: {five}\n- name: fourth\n  set_fact:\n    d: {five}\n"
         ),
         Vec::new(),
     )
     .await;
-    let failure = outcome.failure().expect("the third name fails");
-    assert_eq!(&*failure.task, "third");
+    let failure = outcome.failure().expect("the fourth name fails");
+    assert_eq!(&*failure.task, "fourth");
     assert!(
-        failure.message.contains("memory budget"),
+        failure.message.contains("--reconcile-memory-budget"),
         "{}",
         failure.message
     );
 
     let outcome = run_tasks(
         "budget-loop",
-        &format!("- debug:\n    msg: {mb}\n  loop: [1, 2, 3]\n  register: r\n"),
+        &format!("- debug:\n    msg: {five}\n  loop: [1, 2, 3, 4]\n  register: r\n"),
         Vec::new(),
     )
     .await;
     let failure = outcome.failure().expect("the loop fails");
     assert!(
-        failure.message.contains("the loop's results"),
+        failure.message.contains("--reconcile-memory-budget"),
         "{}",
         failure.message
     );
 
-    let register = format!("- debug:\n    msg: {mb}\n  register: r\n");
-    let outcome = run_tasks("budget-again", &register.repeat(3), Vec::new()).await;
+    let register = format!("- debug:\n    msg: {five}\n  register: r\n");
+    let outcome = run_tasks("budget-again", &register.repeat(5), Vec::new()).await;
     assert!(
         outcome.failure().is_none(),
         "{:?}",

@@ -105,7 +105,10 @@ fn native(op: Native, lhs: &Value, rhs: &Value) -> Result<Value, Error> {
     // template's own span is the one reported.
     expression
         .eval(context! { a => lhs, b => rhs })
-        .map_err(|err| Error::new(err.kind(), err.detail().unwrap_or_default().to_owned()))
+        .map_err(|err| match err.detail() {
+            Some(detail) => Error::new(err.kind(), detail.to_owned()),
+            None => Error::from(err.kind()),
+        })
 }
 
 #[cfg(test)]

@@ -507,6 +507,9 @@ fn a_template_that_would_build_past_its_memory_budget_fails_with_the_line() {
         "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
         "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
         "{{ [s] * 10**7 }}",
+        "{% set big = 'x' * 100000 %}{{ ([big] * 100) | join(',') }}",
+        "{% set big = 'x' * 100000 %}{{ ([big] * 100) | to_json }}",
+        "{{ ('x' * 1000000) | b64encode | b64encode | b64encode | b64encode | b64encode }}",
     ] {
         let err = budgeted(src).expect_err(src);
         assert_eq!(err.kind(), ErrorKind::Limit, "{src}: {err}");

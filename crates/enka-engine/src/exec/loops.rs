@@ -151,6 +151,23 @@ impl Runner {
         items: Vec<Value>,
         modes: TaskModes,
     ) -> Result<(TaskResult, Option<bool>), Flow> {
+        // The items' results are the task's once the loop ends, however it
+        // ends: what they held against the budget is given back.
+        let looping = self.looping();
+        let result = self.run_items(frame, task, ctx, scope, items, modes).await;
+        self.set_looping(looping);
+        result
+    }
+
+    async fn run_items(
+        &mut self,
+        frame: &Frame,
+        task: &Task,
+        ctx: &Context,
+        scope: Scope,
+        items: Vec<Value>,
+        modes: TaskModes,
+    ) -> Result<(TaskResult, Option<bool>), Flow> {
         let Action::Module { module, args } = &task.action else {
             return Err(Flow::Continue);
         };
@@ -167,7 +184,6 @@ impl Runner {
         let before = self.fact_state();
         let mut aborted = None;
         let mut first_no_log = None;
-        let mut held = 0;
         for (index, item) in items.iter().enumerate() {
             let mut item_scope = scope.clone();
             set_loop_vars(&mut item_scope, task, &loop_var, index, &items);
@@ -184,7 +200,7 @@ impl Runner {
                 .run_item(frame, task, module, args, item_scope, item_modes)
                 .await;
             let mut result = self.item_in_line(item_outcome(outcome, item_no_log)?);
-            if let Some(over) = self.loop_past_budget(&mut held, &result) {
+            if let Some(over) = self.loop_past_budget(&result) {
                 result = over;
             }
             if result.fails_task {

@@ -18,6 +18,9 @@ use super::task_result::TaskResult;
 pub(super) struct Kept {
     by_name: HashMap<Arc<str>, usize>,
     total: usize,
+    /// What the loops running now hold in their items' results, which the
+    /// renders of their next items must leave room for.
+    looping: usize,
 }
 
 impl Runner {
@@ -27,6 +30,7 @@ impl Runner {
             .options()
             .memory_budget()
             .saturating_sub(self.kept.total)
+            .saturating_sub(self.kept.looping)
     }
 
     /// Keeps `values` in the budget's account, or says why they cannot be
@@ -49,10 +53,10 @@ impl Runner {
             let names: Vec<&str> = sizes.iter().map(|(name, _)| &**name).collect();
             return Err(format!(
                 "keeping '{}' would take what this reconcile keeps (registered results and \
-                 facts) past its memory budget of {} bytes (the operator's \
+                 facts) past its memory budget of {} (the operator's \
                  --reconcile-memory-budget)",
                 names.join("', '"),
-                budget
+                budget::human(budget)
             ));
         }
         for (name, size) in sizes {
@@ -89,22 +93,31 @@ impl Runner {
 }
 
 impl Runner {
-    /// Counts one more loop item's `result` into `held`, what the loop's
-    /// results hold so far: past what the run has left, the loop ends and
-    /// the task fails as a whole (the error it returns).
-    pub(super) fn loop_past_budget(
-        &self,
-        held: &mut usize,
-        result: &TaskResult,
-    ) -> Option<TaskResult> {
+    /// Counts one more loop item's `result` into what the loops running now
+    /// hold (the run's renders leave room for it while the loop runs): past
+    /// what the run has left, the loop ends and the task fails as a whole
+    /// (the error it returns).
+    pub(super) fn loop_past_budget(&mut self, result: &TaskResult) -> Option<TaskResult> {
         let left = self.render_budget();
-        *held = held.saturating_add(budget::size_of(&result.to_value(), left));
-        (*held > left).then(|| {
+        let size = budget::size_of(&result.to_value(), left);
+        self.kept.looping = self.kept.looping.saturating_add(size);
+        (size > left).then(|| {
             TaskResult::task_error(format!(
                 "the loop's results would take this reconcile past its memory budget of {} \
-                 bytes (the operator's --reconcile-memory-budget)",
-                self.templar.options().memory_budget()
+                 (the operator's --reconcile-memory-budget)",
+                budget::human(self.templar.options().memory_budget())
             ))
         })
+    }
+
+    /// What the loops running now hold in their items' results.
+    pub(super) fn looping(&self) -> usize {
+        self.kept.looping
+    }
+
+    /// Sets it back when a loop ends (registering its results counts them
+    /// again).
+    pub(super) fn set_looping(&mut self, bytes: usize) {
+        self.kept.looping = bytes;
     }
 }

@@ -117,6 +117,10 @@ pub(super) fn join(
 ) -> Result<Value, Error> {
     defined(value, "join")?;
     if matches!(value.kind(), ValueKind::Seq | ValueKind::Iterable) {
+        // What the joined text will take, asked of the memory budget first:
+        // a list may repeat one long string many times over.
+        let joiner_len = joiner.as_ref().map_or(0, |j| pyrepr::to_text(j).len());
+        let mut bytes = 0usize;
         for item in value.try_iter()? {
             let item = match attribute.as_ref().and_then(Value::as_str) {
                 Some(name) => item.get_attr(name).unwrap_or(Value::UNDEFINED),
@@ -125,7 +129,11 @@ pub(super) fn join(
             if crate::is_strict_undefined(&item) {
                 return Err(super::undefined_part("an item", "join"));
             }
+            bytes = bytes
+                .saturating_add(item.as_str().map_or(0, str::len))
+                .saturating_add(joiner_len);
         }
+        crate::budget::check(bytes, "join")?;
     }
     let joiner = joiner.map(|j| Value::from(pyrepr::to_text(&j)));
     let joiner = match &joiner {

@@ -225,6 +225,7 @@ pub(super) fn b64encode(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
         ValueKind::Bytes => value.as_bytes().unwrap_or_default().to_vec(),
         _ => codec.encode(&text_of(value, "b64encode")?)?,
     };
+    crate::budget::check(bytes.len().div_ceil(3) * 4, "b64encode")?;
     Ok(Value::from(
         base64::engine::general_purpose::STANDARD.encode(bytes),
     ))
@@ -330,7 +331,10 @@ fn json_dump(
             }
         }
         ValueKind::String => {
-            json_string(out, value.as_str().unwrap_or_default(), style.ensure_ascii)
+            let text = value.as_str().unwrap_or_default();
+            // A list may repeat one long string many times over.
+            crate::budget::check(text.len(), "writing JSON")?;
+            json_string(out, text, style.ensure_ascii)
         }
         ValueKind::Bytes => {
             return Err(invalid("Object of type bytes is not JSON serializable"));
