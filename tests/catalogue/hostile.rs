@@ -21,7 +21,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
 use crate::runner::Scenario;
-use crate::runtime::{Ctx, NAMESPACE, WAIT, await_any_end, await_condition};
+use crate::runtime::{Ctx, NAMESPACE, WAIT, await_any_end, await_condition, status_mib};
 
 /// The seed of the generator; `ENKA_HOSTILE_SEED` replays another run.
 fn seed() -> u64 {
@@ -219,7 +219,7 @@ pub async fn cases(ctx: &Arc<Ctx>) -> Vec<Scenario> {
     scenarios.push((
         format!("hostile (seed {seed}): enka's memory stays under {MEMORY_BOUND_MIB} MiB"),
         Box::pin(async move {
-            let rss = resident_mib(ctx.enka_pid().await);
+            let rss = status_mib(ctx.enka_pid().await, "VmRSS").unwrap_or(0);
             assert!(rss < MEMORY_BOUND_MIB, "enka is resident at {rss} MiB");
             println!("catalogue: after the hostile objects enka is resident at {rss} MiB");
         }),
@@ -288,15 +288,6 @@ fn as_set_fact_stores(payload: &Value) -> Value {
         Some("no" | "false") => json!(false),
         _ => payload.clone(),
     }
-}
-
-fn resident_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb / 1024)
 }
 
 /// The message of the Failure condition of an object too deep for

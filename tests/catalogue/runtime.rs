@@ -34,14 +34,15 @@ const MEMORY_LIMIT: &str = "--ansible-worker-memory-limit=256Mi";
 /// results of every case, bad ones included, must fit it.
 const MANAGER_MEMORY_LIMIT_MIB: u64 = 128;
 
-/// The most `pid` was ever resident (`VmHWM`), in MiB.
-fn peak_mib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// A memory `field` of `pid`'s /proc status (`VmRSS`, or `VmHWM`: the
+/// most it was ever resident), in MiB.
+pub(crate) fn status_mib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(u64::MAX, |kb| kb / 1024)
+        .map(|kb| kb / 1024)
 }
 
 /// What a case must come to.
@@ -500,7 +501,7 @@ impl Ctx {
             Duration::from_secs(10),
         )
         .await;
-        let peak = peak_mib(self.enka_pid().await);
+        let peak = status_mib(self.enka_pid().await, "VmHWM").unwrap_or(u64::MAX);
         assert!(
             peak < MANAGER_MEMORY_LIMIT_MIB,
             "enka peaked at {peak} MiB, over the scaffold manager's {MANAGER_MEMORY_LIMIT_MIB} MiB limit"
