@@ -277,14 +277,39 @@ impl Drop for Process {
     }
 }
 
+/// `$TMPDIR/enka-<uid>`, where the worker's scripts and temporary files
+/// live: this user's alone. Created `0700`; refused when it is a symbolic
+/// link or another user's, since whoever owns it could plant the scripts the
+/// worker runs; one an older enka left group- or world-readable is closed.
+pub(crate) fn private_root() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let uid = rustix::process::getuid().as_raw();
+    let root = std::env::temp_dir().join(format!("enka-{uid}"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root)?;
+    let meta = std::fs::symlink_metadata(&root)?;
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory of this user's (uid {uid}); remove it, or set TMPDIR",
+                root.display()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(root)
+}
+
 /// A fresh private directory for one worker's temporary files.
 fn worker_temp_dir() -> std::io::Result<PathBuf> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let uid = rustix::process::getuid().as_raw();
-    let dir = std::env::temp_dir()
-        .join(format!("enka-{uid}"))
-        .join(format!("worker-{}-{n}", std::process::id()));
+    let dir = private_root()?.join(format!("worker-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
@@ -397,10 +422,7 @@ fn script_path() -> std::io::Result<PathBuf> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let uid = rustix::process::getuid().as_raw();
-    let dir = std::env::temp_dir()
-        .join(format!("enka-{uid}"))
-        .join(format!("scripts-{hex}"));
+    let dir = private_root()?.join(format!("scripts-{hex}"));
     std::fs::create_dir_all(&dir)?;
     for (name, source) in SCRIPTS {
         let path = dir.join(name);
@@ -491,7 +513,20 @@ fn spawn(
 
 #[cfg(test)]
 mod tests {
-    use super::is_ansible_warning;
+    use super::{is_ansible_warning, private_root};
+
+    /// The directory the worker's scripts run from is this user's alone,
+    /// even one an older enka left readable by others.
+    #[test]
+    fn the_private_root_is_closed_to_other_users() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let root = private_root().expect("the private root");
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let again = private_root().expect("the private root again");
+        assert_eq!(again, root);
+        let mode = std::fs::metadata(&root).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{mode:o}");
+    }
 
     #[test]
     fn ansible_warnings_are_told_from_other_output() {
