@@ -151,23 +151,6 @@ impl Runner {
         items: Vec<Value>,
         modes: TaskModes,
     ) -> Result<(TaskResult, Option<bool>), Flow> {
-        // The items' results are the task's once the loop ends, however it
-        // ends: what they held against the budget is given back.
-        let looping = self.looping();
-        let result = self.run_items(frame, task, ctx, scope, items, modes).await;
-        self.set_looping(looping);
-        result
-    }
-
-    async fn run_items(
-        &mut self,
-        frame: &Frame,
-        task: &Task,
-        ctx: &Context,
-        scope: Scope,
-        items: Vec<Value>,
-        modes: TaskModes,
-    ) -> Result<(TaskResult, Option<bool>), Flow> {
         let Action::Module { module, args } = &task.action else {
             return Err(Flow::Continue);
         };

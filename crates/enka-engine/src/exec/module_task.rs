@@ -152,10 +152,18 @@ impl Runner {
                     Err(flow) => return flow,
                 },
             },
-            Some(items) => match self.run_loop(frame, task, &ctx, scope, items, modes).await {
-                Ok(result) => result,
-                Err(flow) => return flow,
-            },
+            Some(items) => {
+                // The items' results are the task's once the loop ends,
+                // however it ends: what they held against the memory budget
+                // is given back.
+                let looping = self.looping();
+                let looped = self.run_loop(frame, task, &ctx, scope, items, modes).await;
+                self.set_looping(looping);
+                match looped {
+                    Ok(result) => result,
+                    Err(flow) => return flow,
+                }
+            }
         };
         let no_log = match self.looped_no_log(frame, task) {
             Some(_) => first_no_log.unwrap_or(no_log),
