@@ -18,6 +18,11 @@ pub(crate) const TIMES: &str = "__enka_times";
 pub(crate) const CONCAT: &str = "__enka_concat";
 pub(crate) const PLUS: &str = "__enka_plus";
 
+/// Whether filter `name` is one of these operators.
+pub(crate) fn is_operator(name: &str) -> bool {
+    [TIMES, CONCAT, PLUS].contains(&name)
+}
+
 pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter(TIMES, times);
     env.add_filter(CONCAT, concat);

@@ -525,3 +525,19 @@ fn a_template_that_would_build_past_its_memory_budget_fails_with_the_line() {
         "str:'7x8'"
     );
 }
+
+/// An operand of `~`, `+` or `*` that is undefined fails the template, as
+/// Python's operators fail on Ansible's undefined (found by the template
+/// fuzzer once those operators became filters that ask the memory budget).
+#[test]
+fn an_undefined_operand_of_a_growing_operator_fails() {
+    for src in [
+        "{{ (e ~ nope) }}{{ '1.0' }}",
+        "{{ ('0x1F' ~ d[-1]) }}",
+        "{{ 'a' + nope }}",
+        "{{ nope * 2 }}",
+    ] {
+        let err = render(src, json!({"e": "x", "d": {"a": 1}})).expect_err(src);
+        assert_eq!(err.kind(), ErrorKind::Undefined, "{src}: {err}");
+    }
+}

@@ -281,7 +281,17 @@ impl Walk<'_> {
                     Some(inner) => self.used(inner),
                     None => {}
                 }
-                self.call_args(&f.args);
+                if crate::growing::is_operator(f.name) {
+                    // `a ~ b` rewritten (operators.rs): `b` is an operand,
+                    // used as minijinja's own operator uses it.
+                    for arg in &f.args {
+                        if let CallArg::Pos(e) = arg {
+                            self.used(e);
+                        }
+                    }
+                } else {
+                    self.call_args(&f.args);
+                }
             }
             // A test's arguments are compared or matched against (`x is
             // equalto(y)`, `x is version(v, '>')`): used.
