@@ -30,7 +30,7 @@ use crate::error::Cause;
 /// reconcile at once in a debug build: at 24 MiB enka peaked at 124 MiB, at
 /// 32 MiB at 133, over the scaffold's 128 MiB manager limit
 /// (config/manager/manager.yaml); this leaves room.
-pub const DEFAULT_MEMORY_BUDGET: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MEMORY_BUDGET: usize = crate::MAX_OUTPUT_BYTES;
 
 thread_local! {
     /// Bytes this thread allocated minus the bytes it freed.

@@ -99,7 +99,11 @@ impl Runner {
     /// (the error it returns).
     pub(super) fn loop_past_budget(&mut self, result: &TaskResult) -> Option<TaskResult> {
         let left = self.render_budget();
-        let size = budget::size_of(&result.to_value(), left);
+        // Its fields as they are: no map built per item to measure it.
+        let size = result.fields.iter().fold(0usize, |size, (key, value)| {
+            size.saturating_add(key.len())
+                .saturating_add(budget::size_of(value, left.saturating_sub(size)))
+        });
         self.kept.looping = self.kept.looping.saturating_add(size);
         (size > left).then(|| {
             TaskResult::task_error(format!(
