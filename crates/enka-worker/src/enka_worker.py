@@ -730,6 +730,22 @@ def _local_context(task):
     return _LOCAL
 
 
+def warm_for_tasks():
+    """Makes what a worker's first task makes first and no worker owns: the
+    builtin collection's routing, the `local` connection's and its shell's
+    plugins with their option definitions, the play, the `normal` action
+    plugin. The fork server runs it after its first fork, so later forks
+    start with them: made once, not in each fork, where every page their
+    making touches is copied. The connection itself is made again by each
+    worker, as its options come from the worker's own directories."""
+    global _LOCAL
+    task = _EnkaTask()
+    task._parent = _play_parent()
+    _local_context(task)
+    _LOCAL = None
+    plugin_loader.action_loader.get("ansible.legacy.normal", class_only=True)
+
+
 _SHELL_OPTION_VARS = ("ansible_async_dir", "ansible_remote_tmp")
 
 

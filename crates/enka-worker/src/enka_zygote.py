@@ -29,6 +29,7 @@ def main():
     # What is alive now is never collected in the forks: their collector
     # would touch (and so copy) every page they share.
     gc.freeze()
+    forks = 0
     while True:
         request = worker._read_frame()
         if request is None:
@@ -37,6 +38,11 @@ def main():
         if op == "hello":
             response = worker._serve(request)
         elif op == "fork":
+            if forks == 1:
+                # Not before the first fork, which a task waits for; from
+                # the second on, each fork starts with it made.
+                _warm()
+            forks += 1
             try:
                 response = {"pid": _fork(request["socket"], request["dir"])}
             except OSError as exc:
@@ -45,6 +51,14 @@ def main():
             response = {"error": "unknown request %r" % op}
         response["id"] = request.get("id")
         worker._write_frame(response)
+
+
+def _warm():
+    try:
+        worker.warm_for_tasks()
+    except Exception:  # noqa: BLE001 - each worker makes what it needs itself
+        traceback.print_exc()
+    gc.freeze()
 
 
 def _reap(_signal, _frame):

@@ -35,6 +35,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("enka_worker.py", include_str!("enka_worker.py")),
     ("enka_inprocess.py", include_str!("enka_inprocess.py")),
     ("enka_zygote.py", include_str!("enka_zygote.py")),
+    ("enka_startup.py", include_str!("enka_startup.py")),
 ];
 
 /// How long a new worker may take to import Ansible and answer.
@@ -424,10 +425,13 @@ fn script_path() -> std::io::Result<PathBuf> {
         .collect();
     let dir = private_root()?.join(format!("scripts-{hex}"));
     std::fs::create_dir_all(&dir)?;
+    // Threads of one process may write at once: each its own partial file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     for (name, source) in SCRIPTS {
         let path = dir.join(name);
         if !path.is_file() {
-            let partial = dir.join(format!(".{name}.{}", std::process::id()));
+            let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let partial = dir.join(format!(".{name}.{}.{write}", std::process::id()));
             std::fs::write(&partial, source)?;
             std::fs::rename(&partial, &path)?;
         }

@@ -162,3 +162,123 @@ fn modules_in_the_worker_and_in_a_fork_keep_to_their_task() {
     assert!(again.get("warnings").is_none(), "{again}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Whether process `pid` has a file whose path holds `part` mapped.
+fn mapped(pid: u32, part: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .expect("its maps")
+        .lines()
+        .any(|line| line.contains(part))
+}
+
+/// A worker starts without vault's cryptography (enka_startup.py defers
+/// it): the library is loaded by the first decryption, which works.
+#[test]
+fn vault_cryptography_loads_at_the_first_decryption() {
+    let dir = std::env::temp_dir().join(format!("enka-pool-vault-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let password = dir.join("password");
+    std::fs::write(&password, "pool-secret\n").unwrap();
+    let config = Config {
+        size: 1,
+        idle_exit_after: None,
+        base_dir: std::env::temp_dir(),
+        vault_password_files: vec![password],
+        ..Config::from_env()
+    };
+    let encrypt = "import sys\nfrom ansible.parsing.vault import VaultLib, VaultSecret\n\
+                   lib = VaultLib([('default', VaultSecret(b'pool-secret'))])\n\
+                   sys.stdout.write(lib.encrypt('kept secret').decode())";
+    let vaulted = std::process::Command::new(&config.python)
+        .args(["-c", encrypt])
+        .output()
+        .expect("the worker's Python runs");
+    assert!(vaulted.status.success(), "{vaulted:?}");
+    let vaulted = String::from_utf8(vaulted.stdout).expect("vault text");
+    let worker = AnsibleWorker::new(config);
+    let hello = worker
+        .call(json!({"op": "hello"}), LIMIT)
+        .expect("a worker answers");
+    let pid = hello["pid"].as_u64().expect("its pid") as u32;
+    assert!(
+        !mapped(pid, "cryptography"),
+        "a new worker should not have cryptography loaded"
+    );
+    let plain = worker
+        .call(json!({"op": "vault_decrypt", "text": vaulted}), LIMIT)
+        .expect("the vaulted text decrypts");
+    assert_eq!(plain["value"], "kept secret", "{plain}");
+    assert!(mapped(pid, "cryptography"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The facts collectors are imported when a module gathers facts, not
+/// at the worker's start (enka_startup.py), and gather as before.
+#[test]
+fn facts_are_gathered_with_the_collectors_deferred() {
+    let worker = pool(None);
+    let answer = worker
+        .call(
+            json!({"op": "run", "module": "ansible.builtin.setup", "args": {"gather_subset": ["min"]}}),
+            LIMIT,
+        )
+        .expect("setup runs");
+    let facts = &answer["result"]["ansible_facts"];
+    assert_eq!(facts["ansible_system"], "Linux", "{answer}");
+    assert!(
+        facts["ansible_python"]["version"]["major"].is_u64(),
+        "{answer}"
+    );
+}
+
+/// What the worker's start keeps of ansible-core's parses (marshal files
+/// next to its scripts) is parsed again when a file is damaged: a worker
+/// starts and runs its task as before.
+#[test]
+fn a_damaged_kept_parse_is_parsed_again() {
+    let worker = pool(None);
+    let answer = worker
+        .call(
+            json!({"op": "run", "module": "ansible.builtin.stat", "args": {"path": "/"}}),
+            LIMIT,
+        )
+        .expect("stat runs");
+    assert_eq!(answer["result"]["stat"]["isdir"], true, "{answer}");
+    // A fork keeps its server's command line: the script's path.
+    let pid = worker.idle_pids()[0];
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("its cmdline");
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    let script = cmdline
+        .split('\0')
+        .find(|arg| arg.ends_with("enka_worker_main.py"))
+        .expect("the server's script");
+    let scripts = std::path::Path::new(script)
+        .parent()
+        .expect("its directory");
+    let kept: Vec<_> = std::fs::read_dir(scripts)
+        .expect("the scripts' directory")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "marshal"))
+        .collect();
+    // base.yml's definitions, the defaults' templates, ansible.builtin's routing.
+    assert!(kept.len() >= 3, "kept parses: {kept:?}");
+    drop(worker);
+    for path in &kept {
+        std::fs::write(path, b"\xffdamaged").unwrap();
+    }
+    let again = pool(None);
+    let answer = again
+        .call(
+            json!({"op": "run", "module": "ansible.builtin.stat", "args": {"path": "/"}}),
+            LIMIT,
+        )
+        .expect("stat runs with the kept parses damaged");
+    assert_eq!(answer["result"]["stat"]["isdir"], true, "{answer}");
+    // The directory is shared by every Python line: those of another line
+    // are parsed again when that line starts.
+    let parsed_again = kept
+        .iter()
+        .filter(|path| std::fs::read(path).unwrap() != b"\xffdamaged")
+        .count();
+    assert!(parsed_again >= 3, "{parsed_again} of {kept:?} parsed again");
+}

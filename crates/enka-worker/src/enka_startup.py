@@ -1,0 +1,263 @@
+"""What a worker's start does before ansible-core's imports, so that a start
+after the idle exit repeats no work and imports only what a task needs.
+
+- ansible-core parses the same YAML at every start: its configuration's
+  definitions (config/base.yml, about 100 KB) and, at a worker's first plugin
+  lookup, each collection's routing (ansible.builtin's is 370 KB); and it
+  compiles the Jinja templates of some 26 configuration defaults, each in a
+  new environment. Each result is kept next to these scripts as marshal data
+  (`_parsed_once`), keyed by what it came from.
+- Two packages are imported whole where a task needs none of them:
+  `ansible.module_utils.facts` (its __init__ imports every facts collector,
+  for the controller's two imports of its submodules) and vault's
+  cryptography (its bindings and OpenSSL backend, until something is
+  encrypted or decrypted). Each now loads at its first use, through
+  ansible-core's own code.
+"""
+
+import contextlib
+import gc
+import hashlib
+import importlib.util
+import marshal
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def prepare():
+    """Sets all of the above up, then imports ansible.constants (which
+    renders the configuration's defaults)."""
+    _keep_config_definitions()
+    _keep_collection_routing()
+    _defer_facts_collectors()
+    write_back = _compile_config_defaults_once()
+    import ansible.constants  # noqa: F401
+
+    write_back()
+    _defer_vault_cryptography()
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Pauses the collector while a parse builds many objects that all
+    live on: in a worker with Ansible imported, the collections they set
+    off would each walk every object for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parsed_once(key, parse, refresh=False):
+    """`parse()` (a dict), kept next to these scripts as marshal data under
+    `key`; with `refresh`, parsed and written again."""
+    with _collector_paused():
+        return _load_or_parse(key, parse, refresh)
+
+
+def _load_or_parse(key, parse, refresh):
+    name = "parsed-%s.marshal" % hashlib.blake2b(key.encode(), digest_size=12).hexdigest()
+    cache = os.path.join(_HERE, name)
+    if not refresh:
+        try:
+            with open(cache, "rb") as stream:
+                # One read: marshal.load on a stream reads in small pieces.
+                parsed = marshal.loads(stream.read())
+            if isinstance(parsed, dict):
+                return parsed
+        except (OSError, EOFError, ValueError, TypeError):
+            pass
+    parsed = parse()
+    partial = "%s.%d" % (cache, os.getpid())
+    try:
+        with open(partial, "wb") as stream:
+            stream.write(marshal.dumps(parsed))
+        os.replace(partial, cache)
+    except (OSError, ValueError):
+        # Not marshallable, or a read-only directory: parsed each time.
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+    return parsed
+
+
+def _keep_config_definitions():
+    """base.yml's parse, keyed by the file's path, size and time."""
+    from ansible.config import manager
+
+    read = manager.ConfigManager._read_config_yaml_file
+
+    def cached(self, yml_file):
+        path = os.fsdecode(yml_file)
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return read(self, yml_file)
+        key = "config|%s|%d|%d|%s" % (path, stat.st_size, stat.st_mtime_ns, sys.version)
+        return _parsed_once(key, lambda: read(self, yml_file))
+
+    manager.ConfigManager._read_config_yaml_file = cached
+
+
+def _keep_collection_routing():
+    """A collection's meta/runtime.yml parse, keyed by its content, through
+    the collection loader's documented hook for caching it."""
+    from ansible.utils.collection_loader import _collection_finder as finder
+
+    parse = finder._meta_yml_to_dict
+    if parse is None:
+        return
+
+    def cached(yaml_string_data, content_id):
+        data = yaml_string_data
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
+        digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+        key = "routing|%s|%s|%s" % (digest, parse.__module__, sys.version)
+        return _parsed_once(key, lambda: parse(yaml_string_data, content_id))
+
+    finder._meta_yml_to_dict = cached
+
+
+def _compile_config_defaults_once():
+    """The config manager's default templates compiled once: their code
+    objects kept, keyed by the source, as Jinja's own bytecode cache keeps
+    a loader's. Returns what writes newly compiled ones back."""
+    import jinja2
+    from ansible.config import manager
+
+    native = manager.NativeEnvironment
+    key = "defaults|%s|%s" % (jinja2.__version__, sys.version)
+    codes = _parsed_once(key, dict)
+    compiled = {}
+
+    class CompiledOnce(native):
+        def compile(self, source, name=None, filename=None, raw=False, defer_init=False):
+            if isinstance(source, str) and (name, filename, raw, defer_init) == (None, None, False, False):
+                code = codes.get(source) or compiled.get(source)
+                if code is None:
+                    code = compiled[source] = super().compile(source)
+                return code
+            return super().compile(source, name, filename, raw, defer_init)
+
+    manager.NativeEnvironment = CompiledOnce
+
+    def write_back():
+        manager.NativeEnvironment = native
+        if compiled:
+            _parsed_once(key, lambda: {**codes, **compiled}, refresh=True)
+
+    return write_back
+
+
+def _is_submodule(package, name):
+    for directory in package.__path__:
+        path = os.path.join(directory, name)
+        if os.path.exists(path + ".py") or os.path.isdir(path):
+            return True
+    return False
+
+
+def _defer_facts_collectors():
+    """`ansible.module_utils.facts` as a package whose own __init__ runs at
+    the first use of a name of its own: importing a submodule is not one. A
+    module that gathers facts runs it then."""
+    name = "ansible.module_utils.facts"
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        return
+    package = importlib.util.module_from_spec(spec)
+
+    def first_use(attribute):
+        # `from ansible.module_utils.facts import timeout` asks for a
+        # submodule, which the import system finds: not a use.
+        if attribute.startswith("__") or _is_submodule(package, attribute):
+            raise AttributeError(attribute)
+        del package.__getattr__
+        spec.loader.exec_module(package)
+        return getattr(package, attribute)
+
+    package.__getattr__ = first_use
+    sys.modules[name] = package
+    import ansible.module_utils
+
+    ansible.module_utils.facts = package
+
+
+_VAULT = "ansible.parsing.vault"
+
+
+class _CryptographyHiddenFromVault:
+    """A finder that answers the vault module's own imports of
+    cryptography (and those alone) as a Python without it would."""
+
+    asked = False
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name.partition(".")[0] != "cryptography":
+            return None
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+            frame = frame.f_back
+        if frame is None or frame.f_globals.get("__name__") != _VAULT or frame.f_code.co_name != "<module>":
+            return None
+        cls.asked = True
+        raise ModuleNotFoundError("deferred by enka until the vault's first use", name=name)
+
+
+def _defer_vault_cryptography():
+    """Imports ansible.parsing.vault without its cryptography, then has
+    each of its ciphers, when first made (every encryption and decryption
+    makes one), run the vault module's own import of it."""
+    if _VAULT in sys.modules or "cryptography" in sys.modules:
+        return
+    sys.meta_path.insert(0, _CryptographyHiddenFromVault)
+    try:
+        vault = importlib.import_module(_VAULT)
+    finally:
+        sys.meta_path.remove(_CryptographyHiddenFromVault)
+    mapping = getattr(vault, "CIPHER_MAPPING", None)
+    if not _CryptographyHiddenFromVault.asked or not isinstance(mapping, dict):
+        return
+    ciphers = dict(mapping)
+
+    def imported_first(cipher):
+        def make(*args, **kwargs):
+            _import_vault_cryptography(vault)
+            mapping.update(ciphers)
+            return cipher(*args, **kwargs)
+
+        return make
+
+    mapping.update({name: imported_first(cipher) for name, cipher in ciphers.items()})
+
+
+def _import_vault_cryptography(vault):
+    """Runs, in the vault module, its top-level `try:` statements that
+    import cryptography: ansible-core's code, as it runs at import."""
+    if getattr(vault, "HAS_CRYPTOGRAPHY", False):
+        return
+    import ast
+
+    with open(vault.__file__, "rb") as handle:
+        tree = ast.parse(handle.read(), vault.__file__)
+    blocks = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.Try)
+        and any(
+            isinstance(inner, ast.ImportFrom) and (inner.module or "").partition(".")[0] == "cryptography"
+            for inner in ast.walk(node)
+        )
+    ]
+    if not blocks:
+        raise ImportError("enka found no import of cryptography in %s" % vault.__file__)
+    code = compile(ast.Module(body=blocks, type_ignores=[]), vault.__file__, "exec")
+    exec(code, vars(vault))  # noqa: S102 - the vault module's own statements
