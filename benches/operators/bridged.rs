@@ -30,6 +30,9 @@ pub struct WorkerCost {
     /// fork server's start and the first fork, as after the idle exit (the
     /// median of five, the install's first start left out).
     pub start: Duration,
+    /// From spawning the worker to its first `file` task's result, as
+    /// `start`: what the first bridged task after the idle exit waits for.
+    pub first_task: Duration,
     /// From asking for another worker to its first answer, forked from the
     /// warm fork server while the first is busy.
     pub forked_start: Duration,
@@ -81,13 +84,13 @@ pub fn task_costs(runs: usize) -> WorkerCost {
         size: 2,
         ..Config::from_env()
     };
-    let start = cold_start(&config, 5);
+    let touched = scratch.join("touched").display().to_string();
+    let (start, first_task) = cold_start(&config, 5, &touched);
     let worker = AnsibleWorker::new(config);
     worker
         .call(json!({"op": "hello"}), Some(Duration::from_secs(120)))
         .unwrap_or_else(|e| panic!("starting the Ansible worker: {e}"));
     let forked_start = forked_start(&worker);
-    let touched = scratch.join("touched").display().to_string();
     let requests = [
         (
             "stat",
@@ -142,6 +145,7 @@ pub fn task_costs(runs: usize) -> WorkerCost {
     WorkerCost {
         tasks,
         start,
+        first_task,
         forked_start,
         rss_bytes,
         pool_rss_bytes,
@@ -149,25 +153,33 @@ pub fn task_costs(runs: usize) -> WorkerCost {
     }
 }
 
-/// A worker's start to its first answer as after the idle exit, when
-/// nothing runs: the median of `runs` new pools (the fork server's Python
-/// start and Ansible's imports, then the first fork). The very first start,
-/// which compiles the scripts' bytecode and caches ansible-core's config
-/// definitions once per install, is left out.
-fn cold_start(config: &Config, runs: usize) -> Duration {
-    let mut samples: Vec<Duration> = (0..=runs)
+/// A worker's start as after the idle exit, when nothing runs: the
+/// medians of `runs` new pools, from asking to its first answer and to its
+/// first `file` task's result (the fork server's Python start and Ansible's
+/// imports, the first fork, then what a worker's first task makes once).
+/// The very first start, which compiles the scripts' bytecode and keeps
+/// ansible-core's parses once per install, is left out.
+fn cold_start(config: &Config, runs: usize, touched: &str) -> (Duration, Duration) {
+    let task = json!({"op": "run", "module": "ansible.builtin.file", "args": {"path": touched, "state": "touch"}});
+    let (mut answers, mut tasks): (Vec<Duration>, Vec<Duration>) = (0..=runs)
         .map(|_| {
             let worker = AnsibleWorker::new(config.clone());
             let started = Instant::now();
             worker
                 .call(json!({"op": "hello"}), Some(Duration::from_secs(120)))
                 .unwrap_or_else(|e| panic!("starting the Ansible worker: {e}"));
-            started.elapsed()
+            let answered = started.elapsed();
+            let result = worker
+                .call(task.clone(), Some(Duration::from_secs(60)))
+                .unwrap_or_else(|e| panic!("a new worker's first task: {e}"));
+            assert_ne!(result["result"]["failed"], json!(true), "{result}");
+            (answered, started.elapsed())
         })
         .skip(1)
-        .collect();
-    samples.sort();
-    samples[samples.len() / 2]
+        .unzip();
+    answers.sort();
+    tasks.sort();
+    (answers[answers.len() / 2], tasks[tasks.len() / 2])
 }
 
 /// How long a second worker takes to answer, forked while the first is

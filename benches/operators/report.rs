@@ -225,6 +225,11 @@ impl Report {
                 Some(ms(worker.start)),
             ));
             rows.push(enka_only(
+                "worker_start_first_task_ms",
+                "Ansible worker start from nothing, to its first bridged task's result (a file task; ms)",
+                Some(ms(worker.first_task)),
+            ));
+            rows.push(enka_only(
                 "worker_forked_start_ms",
                 "another Ansible worker, forked from the warm fork server, to its first answer (ms)",
                 Some(ms(worker.forked_start)),

@@ -15,6 +15,7 @@ Requests on stdin, answers on stdout, framed as the worker's:
 
 import gc
 import os
+import select
 import signal
 import socket
 import sys
@@ -29,8 +30,13 @@ def main():
     # What is alive now is never collected in the forks: their collector
     # would touch (and so copy) every page they share.
     gc.freeze()
-    forks = 0
+    forked = warmed = False
     while True:
+        if forked and not warmed:
+            # After the first fork, once nothing is asked of this server for
+            # a moment: neither the first worker's start nor a burst of forks
+            # waits for it.
+            warmed = _warm_when_idle()
         request = worker._read_frame()
         if request is None:
             return 0
@@ -38,11 +44,7 @@ def main():
         if op == "hello":
             response = worker._serve(request)
         elif op == "fork":
-            if forks == 1:
-                # Not before the first fork, which a task waits for; from
-                # the second on, each fork starts with it made.
-                _warm()
-            forks += 1
+            forked = True
             try:
                 response = {"pid": _fork(request["socket"], request["dir"])}
             except OSError as exc:
@@ -51,6 +53,19 @@ def main():
             response = {"error": "unknown request %r" % op}
         response["id"] = request.get("id")
         worker._write_frame(response)
+
+
+_IDLE_BEFORE_WARMING = 0.5
+
+
+def _warm_when_idle():
+    """Whether the server has made, after half a second without a request,
+    what each later fork's first task would make."""
+    ready, _, _ = select.select([worker._PROTOCOL_IN], [], [], _IDLE_BEFORE_WARMING)
+    if ready:
+        return False
+    _warm()
+    return True
 
 
 def _warm():

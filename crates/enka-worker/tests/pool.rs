@@ -282,3 +282,57 @@ fn a_damaged_kept_parse_is_parsed_again() {
         .count();
     assert!(parsed_again >= 3, "{parsed_again} of {kept:?} parsed again");
 }
+
+/// Half a second after its first fork with nothing asked of it, the fork
+/// server makes the plugins each task needs; a worker forked after that
+/// runs tasks in its own directory as the first does.
+#[test]
+fn a_worker_forked_after_the_server_prepared_keeps_to_its_own_directory() {
+    let worker = AnsibleWorker::new(Config {
+        size: 2,
+        idle_exit_after: None,
+        base_dir: std::env::temp_dir(),
+        ..Config::from_env()
+    });
+    worker
+        .call(json!({"op": "hello"}), LIMIT)
+        .expect("a worker answers");
+    std::thread::sleep(Duration::from_millis(1200));
+    let dirs: Vec<String> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let answer = worker
+                        .call(
+                            json!({"op": "run", "module": "ansible.builtin.shell",
+                                   "args": {"_raw_params": "sleep 0.5; echo $ENKA_WORKER_DIR"}}),
+                            LIMIT,
+                        )
+                        .expect("a shell task runs");
+                    assert_eq!(answer["result"]["rc"], 0, "{answer}");
+                    answer["result"]["stdout"]
+                        .as_str()
+                        .expect("its output")
+                        .to_owned()
+                })
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|call| call.join().expect("a call"))
+            .collect()
+    });
+    assert_eq!(worker.idle_pids().len(), 2, "two workers");
+    assert_ne!(dirs[0], dirs[1], "each worker in its own directory");
+    for dir in &dirs {
+        let probe = std::path::Path::new(dir).join("probe");
+        let touched = worker
+            .call(
+                json!({"op": "run", "module": "ansible.builtin.file",
+                       "args": {"path": probe.display().to_string(), "state": "touch"}}),
+                LIMIT,
+            )
+            .expect("a file task runs");
+        assert_eq!(touched["result"]["changed"], true, "{touched}");
+    }
+}
