@@ -653,8 +653,14 @@ impl Report {
              goes now: `file` is its action plugin and module code (under a millisecond each) and the \
              frames to and from the worker; `stat` also runs `lsattr` and `file` for the path's \
              attributes and MIME type, each spawned without copying the worker (a fork of the 50 MiB \
-             worker costs some 3.5 ms, which every forked module pays). Upstream runs the whole role \
-             through ansible-runner as always. The `through the worker alone` rows time the same tasks \
+             worker costs some 3.5 ms, which every forked module pays). A worker started from nothing, \
+             as after the idle exit, is Python's start (some 10 ms), ansible-core's imports and \
+             configuration (some 355 modules, 120 ms), a fork and its first answer (5 ms), then its first \
+             task's making of the `local` connection and its plugins (15 to 20 ms); what ansible-core \
+             parses or compiles at every start (its config definitions, ansible.builtin's routing, its \
+             defaults' templates) is kept next to the worker's scripts, and what no task needs at once \
+             (the facts collectors, vault's cryptography) is imported at its first use. Upstream runs \
+             the whole role through ansible-runner as always. The `through the worker alone` rows time the same tasks \
              around the worker call with nothing else running; the RSS rows count the operator and its \
              child processes (enka's workers, upstream's Ansible).\n"
         );
