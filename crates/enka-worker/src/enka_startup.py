@@ -5,8 +5,10 @@ after the idle exit repeats no work and imports only what a task needs.
   definitions (config/base.yml, about 100 KB) and, at a worker's first plugin
   lookup, each collection's routing (ansible.builtin's is 370 KB); and it
   compiles the Jinja templates of some 26 configuration defaults, each in a
-  new environment. Each result is kept next to these scripts as marshal data
-  (`_parsed_once`), keyed by what it came from.
+  new environment, and (from 2.19) the methods of some 40 dataclasses, which
+  the dataclasses module writes as source. Each result is kept next to
+  these scripts as marshal data (`_parsed_once`), keyed by what it came
+  from.
 - Two packages are imported whole where a task needs none of them:
   `ansible.module_utils.facts` (its __init__ imports every facts collector,
   for the controller's two imports of its submodules) and vault's
@@ -26,17 +28,29 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+_WRITE_BACKS = []
+
+
 def prepare():
     """Sets all of the above up, then imports ansible.constants (which
-    renders the configuration's defaults)."""
+    renders the configuration's defaults). `finish` ends what lasts only
+    for the start's imports."""
     _keep_config_definitions()
     _keep_collection_routing()
     _defer_facts_collectors()
+    _WRITE_BACKS.append(_compile_dataclass_methods_once())
     write_back = _compile_config_defaults_once()
     import ansible.constants  # noqa: F401
 
     write_back()
     _defer_vault_cryptography()
+
+
+def finish():
+    """After the start's imports: writes back what they compiled anew, and
+    leaves later code (a plugin's dataclasses) to Python as it is."""
+    while _WRITE_BACKS:
+        _WRITE_BACKS.pop()()
 
 
 @contextlib.contextmanager
@@ -148,6 +162,40 @@ def _compile_config_defaults_once():
 
     def write_back():
         manager.NativeEnvironment = native
+        if compiled:
+            _parsed_once(key, lambda: {**codes, **compiled}, refresh=True)
+
+    return write_back
+
+
+def _compile_dataclass_methods_once():
+    """Has the dataclasses module run the source it writes for a class's
+    methods (`__init__`, `__repr__`, `__eq__`, …) from code compiled once,
+    keyed by that source (compiled as its `exec` would: no future flags,
+    file "<string>"). Returns what writes newly compiled ones back and puts
+    its `exec` back."""
+    import builtins
+    import dataclasses
+
+    key = "dataclasses|%s|%s" % (dataclasses.__file__, sys.version)
+    codes = _parsed_once(key, dict)
+    compiled = {}
+
+    def exec_compiled(source, globals=None, locals=None):  # noqa: A002 - exec's own names
+        if isinstance(source, str) and isinstance(globals, dict):
+            code = codes.get(source) or compiled.get(source)
+            if code is None:
+                code = compiled[source] = compile(source, "<string>", "exec", dont_inherit=True)
+            source = code
+        elif globals is None:
+            caller = sys._getframe(1)
+            globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
+        return builtins.exec(source, globals, locals)
+
+    dataclasses.exec = exec_compiled
+
+    def write_back():
+        del dataclasses.exec
         if compiled:
             _parsed_once(key, lambda: {**codes, **compiled}, refresh=True)
 

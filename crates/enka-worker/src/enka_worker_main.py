@@ -52,12 +52,14 @@ enka_startup.prepare()
 if os.environ.get("ENKA_WORKER_ZYGOTE") == "1":
     import enka_zygote  # noqa: E402
 
+    enka_startup.finish()
     gc.freeze()
     gc.enable()
     sys.exit(enka_zygote.main())
 
 import enka_worker  # noqa: E402
 
+enka_startup.finish()
 gc.freeze()
 gc.enable()
 sys.exit(enka_worker.main())
