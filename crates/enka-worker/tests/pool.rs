@@ -236,14 +236,17 @@ fn facts_are_gathered_with_the_collectors_deferred() {
 /// starts and runs its task as before.
 #[test]
 fn a_damaged_kept_parse_is_parsed_again() {
+    let stat_root = |worker: &AnsibleWorker| {
+        let answer = worker
+            .call(
+                json!({"op": "run", "module": "ansible.builtin.stat", "args": {"path": "/"}}),
+                LIMIT,
+            )
+            .expect("stat runs");
+        assert_eq!(answer["result"]["stat"]["isdir"], true, "{answer}");
+    };
     let worker = pool(None);
-    let answer = worker
-        .call(
-            json!({"op": "run", "module": "ansible.builtin.stat", "args": {"path": "/"}}),
-            LIMIT,
-        )
-        .expect("stat runs");
-    assert_eq!(answer["result"]["stat"]["isdir"], true, "{answer}");
+    stat_root(&worker);
     // A fork keeps its server's command line: the script's path.
     let pid = worker.idle_pids()[0];
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("its cmdline");
@@ -266,14 +269,7 @@ fn a_damaged_kept_parse_is_parsed_again() {
     for path in &kept {
         std::fs::write(path, b"\xffdamaged").unwrap();
     }
-    let again = pool(None);
-    let answer = again
-        .call(
-            json!({"op": "run", "module": "ansible.builtin.stat", "args": {"path": "/"}}),
-            LIMIT,
-        )
-        .expect("stat runs with the kept parses damaged");
-    assert_eq!(answer["result"]["stat"]["isdir"], true, "{answer}");
+    stat_root(&pool(None));
     // The directory is shared by every Python line: those of another line
     // are parsed again when that line starts.
     let parsed_again = kept
