@@ -27,7 +27,6 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-
 _WRITE_BACKS = []
 
 

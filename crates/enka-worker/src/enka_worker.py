@@ -734,8 +734,8 @@ def warm_for_tasks():
     """Makes what a worker's first task makes first and no worker owns: the
     builtin collection's routing, the `local` connection's and its shell's
     plugins with their option definitions, the play, the `normal` action
-    plugin. The fork server runs it after its first fork, so later forks
-    start with them: made once, not in each fork, where every page their
+    plugin. The fork server runs it once idle after its first fork, so
+    later forks start with them: made once, not in each fork, where every page their
     making touches is copied. The connection itself is made again by each
     worker, as its options come from the worker's own directories."""
     global _LOCAL
