@@ -136,6 +136,26 @@ def _keep_collection_routing():
     finder._meta_yml_to_dict = cached
 
 
+class _CompiledOnce:
+    """Code objects compiled once and kept by their source under `key`
+    (`_parsed_once`); `write_back` adds those compiled since."""
+
+    def __init__(self, key):
+        self.key = key
+        self.kept = _parsed_once(key, dict)
+        self.compiled = {}
+
+    def code(self, source, compile_source):
+        code = self.kept.get(source) or self.compiled.get(source)
+        if code is None:
+            code = self.compiled[source] = compile_source(source)
+        return code
+
+    def write_back(self):
+        if self.compiled:
+            _parsed_once(self.key, lambda: {**self.kept, **self.compiled}, refresh=True)
+
+
 def _compile_config_defaults_once():
     """The config manager's default templates compiled once: their code
     objects kept, keyed by the source, as Jinja's own bytecode cache keeps
@@ -144,25 +164,19 @@ def _compile_config_defaults_once():
     from ansible.config import manager
 
     native = manager.NativeEnvironment
-    key = "defaults|%s|%s" % (jinja2.__version__, sys.version)
-    codes = _parsed_once(key, dict)
-    compiled = {}
+    codes = _CompiledOnce("defaults|%s|%s" % (jinja2.__version__, sys.version))
 
     class CompiledOnce(native):
         def compile(self, source, name=None, filename=None, raw=False, defer_init=False):
             if isinstance(source, str) and (name, filename, raw, defer_init) == (None, None, False, False):
-                code = codes.get(source) or compiled.get(source)
-                if code is None:
-                    code = compiled[source] = super().compile(source)
-                return code
+                return codes.code(source, super().compile)
             return super().compile(source, name, filename, raw, defer_init)
 
     manager.NativeEnvironment = CompiledOnce
 
     def write_back():
         manager.NativeEnvironment = native
-        if compiled:
-            _parsed_once(key, lambda: {**codes, **compiled}, refresh=True)
+        codes.write_back()
 
     return write_back
 
@@ -176,16 +190,14 @@ def _compile_dataclass_methods_once():
     import builtins
     import dataclasses
 
-    key = "dataclasses|%s|%s" % (dataclasses.__file__, sys.version)
-    codes = _parsed_once(key, dict)
-    compiled = {}
+    codes = _CompiledOnce("dataclasses|%s|%s" % (dataclasses.__file__, sys.version))
+
+    def compile_as_exec(source):
+        return compile(source, "<string>", "exec", dont_inherit=True)
 
     def exec_compiled(source, globals=None, locals=None):  # noqa: A002 - exec's own names
         if isinstance(source, str) and isinstance(globals, dict):
-            code = codes.get(source) or compiled.get(source)
-            if code is None:
-                code = compiled[source] = compile(source, "<string>", "exec", dont_inherit=True)
-            source = code
+            source = codes.code(source, compile_as_exec)
         elif globals is None:
             caller = sys._getframe(1)
             globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
@@ -195,8 +207,7 @@ def _compile_dataclass_methods_once():
 
     def write_back():
         del dataclasses.exec
-        if compiled:
-            _parsed_once(key, lambda: {**codes, **compiled}, refresh=True)
+        codes.write_back()
 
     return write_back
 

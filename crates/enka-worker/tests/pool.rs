@@ -11,8 +11,12 @@ use serde_json::json;
 const LIMIT: Option<Duration> = Some(Duration::from_secs(120));
 
 fn pool(idle_exit_after: Option<Duration>) -> std::sync::Arc<AnsibleWorker> {
+    pool_of(1, idle_exit_after)
+}
+
+fn pool_of(size: usize, idle_exit_after: Option<Duration>) -> std::sync::Arc<AnsibleWorker> {
     AnsibleWorker::new(Config {
-        size: 1,
+        size,
         idle_exit_after,
         base_dir: std::env::temp_dir(),
         ..Config::from_env()
@@ -70,12 +74,7 @@ fn an_idle_worker_exits_and_the_next_request_starts_another() {
 /// a second one starts as a fork of the same server.
 #[test]
 fn workers_are_forked_from_one_server() {
-    let worker = AnsibleWorker::new(Config {
-        size: 2,
-        idle_exit_after: None,
-        base_dir: std::env::temp_dir(),
-        ..Config::from_env()
-    });
+    let worker = pool_of(2, None);
     let pids: Vec<u32> = std::thread::scope(|scope| {
         let calls: Vec<_> = (0..2)
             .map(|_| {
@@ -284,12 +283,7 @@ fn a_damaged_kept_parse_is_parsed_again() {
 /// runs tasks in its own directory as the first does.
 #[test]
 fn a_worker_forked_after_the_server_prepared_keeps_to_its_own_directory() {
-    let worker = AnsibleWorker::new(Config {
-        size: 2,
-        idle_exit_after: None,
-        base_dir: std::env::temp_dir(),
-        ..Config::from_env()
-    });
+    let worker = pool_of(2, None);
     worker
         .call(json!({"op": "hello"}), LIMIT)
         .expect("a worker answers");
