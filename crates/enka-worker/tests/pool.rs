@@ -35,6 +35,19 @@ fn parent(pid: u32) -> u32 {
         .expect("a ppid")
 }
 
+/// `request` sent twice at once; the answers.
+fn two_at_once(worker: &AnsibleWorker, request: serde_json::Value) -> Vec<serde_json::Value> {
+    std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| worker.call(request.clone(), LIMIT).expect("a task runs")))
+            .collect();
+        calls
+            .into_iter()
+            .map(|call| call.join().expect("a call"))
+            .collect()
+    })
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
 }
@@ -75,26 +88,14 @@ fn an_idle_worker_exits_and_the_next_request_starts_another() {
 #[test]
 fn workers_are_forked_from_one_server() {
     let worker = pool_of(2, None);
-    let pids: Vec<u32> = std::thread::scope(|scope| {
-        let calls: Vec<_> = (0..2)
-            .map(|_| {
-                scope.spawn(|| {
-                    // Two at once: the second cannot reuse the first.
-                    let answer = worker
-                        .call(
-                            json!({"op": "run", "module": "ansible.builtin.command", "args": {"_raw_params": "sleep 0.5"}}),
-                            LIMIT,
-                        )
-                        .expect("a command runs");
-                    assert_eq!(answer["result"]["rc"], 0, "{answer}");
-                })
-            })
-            .collect();
-        for call in calls {
-            call.join().expect("a call");
-        }
-        worker.idle_pids()
-    });
+    // Two at once: the second cannot reuse the first.
+    for answer in two_at_once(
+        &worker,
+        json!({"op": "run", "module": "ansible.builtin.command", "args": {"_raw_params": "sleep 0.5"}}),
+    ) {
+        assert_eq!(answer["result"]["rc"], 0, "{answer}");
+    }
+    let pids = worker.idle_pids();
     assert_eq!(pids.len(), 2, "two workers");
     let servers: Vec<u32> = pids.iter().map(|pid| parent(*pid)).collect();
     assert_eq!(servers[0], servers[1], "one fork server");
@@ -288,30 +289,18 @@ fn a_worker_forked_after_the_server_prepared_keeps_to_its_own_directory() {
         .call(json!({"op": "hello"}), LIMIT)
         .expect("a worker answers");
     std::thread::sleep(Duration::from_millis(1200));
-    let dirs: Vec<String> = std::thread::scope(|scope| {
-        let calls: Vec<_> = (0..2)
-            .map(|_| {
-                scope.spawn(|| {
-                    let answer = worker
-                        .call(
-                            json!({"op": "run", "module": "ansible.builtin.shell",
-                                   "args": {"_raw_params": "sleep 0.5; echo $ENKA_WORKER_DIR"}}),
-                            LIMIT,
-                        )
-                        .expect("a shell task runs");
-                    assert_eq!(answer["result"]["rc"], 0, "{answer}");
-                    answer["result"]["stdout"]
-                        .as_str()
-                        .expect("its output")
-                        .to_owned()
-                })
-            })
-            .collect();
-        calls
-            .into_iter()
-            .map(|call| call.join().expect("a call"))
-            .collect()
-    });
+    let request = json!({"op": "run", "module": "ansible.builtin.shell",
+                         "args": {"_raw_params": "sleep 0.5; echo $ENKA_WORKER_DIR"}});
+    let dirs: Vec<String> = two_at_once(&worker, request)
+        .into_iter()
+        .map(|answer| {
+            assert_eq!(answer["result"]["rc"], 0, "{answer}");
+            answer["result"]["stdout"]
+                .as_str()
+                .expect("its output")
+                .to_owned()
+        })
+        .collect();
     assert_eq!(worker.idle_pids().len(), 2, "two workers");
     assert_ne!(dirs[0], dirs[1], "each worker in its own directory");
     for dir in &dirs {
