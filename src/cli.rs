@@ -729,6 +729,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             semantics,
             migration: migration.as_ref().map(|r| r.recorder.clone()),
             release: installed.release(),
+            ansible_core: installed.ansible_core.as_deref().map(std::sync::Arc::from),
             python: installed.python,
         },
         ansible,

@@ -113,6 +113,7 @@ pub fn template_options(
         semantics,
         migration: report.as_ref().map(|r| r.recorder.clone()),
         release: installed.release(),
+        ansible_core: installed.ansible_core.as_deref().map(std::sync::Arc::from),
         python: installed.python,
         ..crate::template::Options::from_env()
     };

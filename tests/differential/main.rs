@@ -64,6 +64,18 @@ use operator::Flavour;
 /// `field=value` the elements of an array whose `field` is `value`.
 pub const EXPLAINED: &[(&str, &str, &str, &str)] = &[
     (
+        "surroundings",
+        "*",
+        "/data/ansible_playbook_python",
+        "each operator's Ansible runs on its own Python: upstream's virtualenv, enka's worker's",
+    ),
+    (
+        "surroundings",
+        "*",
+        "/data/ansible_python_interpreter",
+        "ansible-operator's inventory names the Python of the virtualenv it runs in, enka's the worker's",
+    ),
+    (
         "advanced-molecule",
         "*",
         "/status/conditions/*/ansibleResult",

@@ -33,6 +33,7 @@ pub fn all(wanted: &dyn Fn(&str) -> bool) -> Vec<Subject> {
     }
     if let Some(shared) = &shared {
         all.push(failures(shared));
+        all.push(surroundings(shared));
     }
     if std::env::var_os("ENKA_DIFFERENTIAL_FULL").is_some()
         && let Some(shared) = &shared
@@ -62,6 +63,40 @@ fn failures(shared: &std::path::Path) -> Subject {
         name: "failures",
         steps: vec![Step::Create(samples)],
         ..failures_project(shared, project)
+    }
+}
+
+/// tests/differential/surroundings-operator: what a run sees around it,
+/// written into a ConfigMap per run: every magic variable (`inventory_file`,
+/// `playbook_dir`, `ansible_search_path`, role and play names, …) and
+/// `hostvars` of a role, of a playbook's own tasks and of a role it
+/// includes; and a template whose filter fails inside `lookup('template')`,
+/// whose Failure condition quotes Ansible's wording of the error.
+fn surroundings(shared: &std::path::Path) -> Subject {
+    let project = repo_path("tests/differential/surroundings-operator");
+    let samples = ["role-run", "playbook-run", "lookup-error"]
+        .iter()
+        .map(|name| project.join(format!("config/samples/{name}.yaml")))
+        .collect();
+    Subject {
+        name: "surroundings",
+        watches: project.join("watches.yaml"),
+        crds: vec![project.join("config/crd")],
+        primary: ["RoleRun", "PlaybookRun", "LookupError"]
+            .iter()
+            .map(|kind| {
+                (
+                    "surroundings.compat.enka.dev".to_owned(),
+                    (*kind).to_owned(),
+                )
+            })
+            .collect(),
+        env: vec![collections_path(&[shared.join("collections")])],
+        args: Vec::new(),
+        steps: vec![Step::Create(samples)],
+        limit: Duration::from_secs(120),
+        scratch: Vec::new(),
+        project,
     }
 }
 

@@ -17,6 +17,7 @@ mod lockstep;
 mod observe;
 mod reserved;
 mod result;
+mod runner_dir;
 pub mod scope;
 mod tags;
 #[cfg(test)]
@@ -33,6 +34,7 @@ use minijinja::Value;
 pub use exec::censored_item;
 pub use observe::{Observer, TaskEvent, TaskStatus};
 pub use result::{Failure, RunOutcome, RunStatus, Stats};
+pub use runner_dir::RunnerDir;
 use scope::{Facts, Scope};
 pub use tags::TagSelection;
 pub use tags::evaluate as evaluate_tags;
@@ -97,6 +99,11 @@ pub struct RunOptions {
     /// `connection` keyword (Ansible's default: `ssh`, `local` for
     /// localhost).
     pub connection: Option<String>,
+    /// An operator's reconcile: the directory upstream's ansible-runner
+    /// would run it in, whose paths the run's magic variables name
+    /// (`inventory_file`, `playbook_dir`, …) and whose inventory (localhost,
+    /// `local`) the run has unless the project names one.
+    pub runner_dir: Option<Arc<RunnerDir>>,
 }
 
 /// Which task events a run logs, as upstream's `--ansible-log-events`.
@@ -131,6 +138,7 @@ impl Default for RunOptions {
             connection: None,
             limit: None,
             forks: 5,
+            runner_dir: None,
         }
     }
 }
@@ -148,6 +156,61 @@ pub async fn run(
     let started = Instant::now();
     let status = runner.run_entry(entry, extra).await;
     runner.finish(status, started.elapsed())
+}
+
+/// `ansible_version` as ansible-core makes it from its `__version__`
+/// (`2.18.19`, `2.19.0rc1`): the worker's when known, else the line's first
+/// release.
+pub(crate) fn ansible_version(options: &enka_template::Options) -> Value {
+    let version: Arc<str> = options.ansible_core.clone().unwrap_or_else(|| {
+        Arc::from(match options.semantics {
+            enka_template::Semantics::Ansible218 => "2.18.0",
+            _ => "2.19.0",
+        })
+    });
+    let mut parts = version.split('.');
+    let mut number = || {
+        let part = parts.next().unwrap_or("0");
+        let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+        Value::from(digits.parse::<i64>().unwrap_or(0))
+    };
+    let (major, minor, revision) = (number(), number(), number());
+    Value::from_pairs([
+        (Value::from("string"), Value::from(&*version)),
+        (Value::from("full"), Value::from(&*version)),
+        (Value::from("major"), major),
+        (Value::from("minor"), minor),
+        (Value::from("revision"), revision),
+    ])
+}
+
+/// `ansible_config_file`: the configuration file Ansible reads
+/// (`ANSIBLE_CONFIG`, a file or a directory holding `ansible.cfg`; then
+/// `ansible.cfg` in `cwd`, when a run has one; `~/.ansible.cfg`;
+/// `/etc/ansible/ansible.cfg`), or none.
+pub(crate) fn ansible_config_file(cwd: Option<&std::path::Path>) -> Value {
+    let named = std::env::var_os("ANSIBLE_CONFIG")
+        .map(PathBuf::from)
+        .map(|path| {
+            if path.is_dir() {
+                path.join("ansible.cfg")
+            } else {
+                path
+            }
+        });
+    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".ansible.cfg"));
+    [
+        named,
+        cwd.map(|dir| dir.join("ansible.cfg")),
+        home,
+        Some(PathBuf::from("/etc/ansible/ansible.cfg")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|path| path.is_file())
+    .map_or(Value::from(()), |path| {
+        Value::from(path.to_string_lossy().as_ref())
+    })
 }
 
 pub(crate) fn empty_facts() -> Facts {
@@ -173,16 +236,7 @@ fn builtins() -> VarList {
         // inventory name unless the inventory sets ansible_host.
         ("ansible_host", Value::from("localhost")),
         ("ansible_verbosity", Value::from(0)),
-        (
-            "ansible_version",
-            Value::from_pairs([
-                (Value::from("full"), Value::from("2.18.0")),
-                (Value::from("major"), Value::from(2)),
-                (Value::from("minor"), Value::from(18)),
-                (Value::from("revision"), Value::from(0)),
-                (Value::from("string"), Value::from("2.18.0")),
-            ]),
-        ),
+        ("ansible_forks", Value::from(5)),
         (
             "groups",
             Value::from_pairs([

@@ -492,3 +492,92 @@ async fn what_a_run_keeps_stays_within_its_memory_budget() {
         outcome.failure().map(|f| &f.message)
     );
 }
+
+/// A reconcile's role sees the paths of the directory upstream's
+/// ansible-runner would run it in, and the play it writes for a role, as
+/// ansible-runner 2.4 gives them to a role of ansible-operator's layout (the
+/// differential's `surroundings` subject compares every one with upstream).
+#[tokio::test]
+async fn a_reconciles_role_sees_ansible_runners_surroundings() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/differential/surroundings-operator")
+        .canonicalize()
+        .expect("the project exists");
+    let project = load(&base, "dump", 1);
+    let cluster =
+        Arc::new(MemoryCluster::new().with_kind("", "v1", "ConfigMap", "configmaps", true));
+    let meta = enka_template::Var::plain(minijinja::Value::from_pairs([
+        ("name", "role-run"),
+        ("namespace", "ns1"),
+    ]));
+    let group = "surroundings.compat.enka.dev";
+    let runner = RunnerDir::for_object(group, "v1", "RoleRun", "ns1", "role-run");
+    let outcome = run(
+        &project,
+        &Entry::Role(base.join("roles/dump")),
+        vec![(Arc::from("ansible_operator_meta"), meta)],
+        Some(cluster.clone() as Arc<dyn Cluster>),
+        RunOptions {
+            runner_dir: Some(Arc::new(runner)),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    assert!(
+        matches!(outcome.status, RunStatus::Successful),
+        "{:?}",
+        outcome.status
+    );
+    let seen = &cluster.objects("ConfigMap")[0]["data"];
+    let json = |key: &str| -> Json {
+        serde_json::from_str(seen[key].as_str().expect("dumped as text")).expect("JSON")
+    };
+    let dir = format!("/tmp/ansible-operator/runner/{group}/v1/RoleRun/ns1/role-run");
+    let role = base.join("roles/dump").display().to_string();
+    assert_eq!(
+        json("inventory_file"),
+        json!(format!("{dir}/inventory/hosts"))
+    );
+    assert_eq!(
+        json("hostvars.localhost.inventory_file"),
+        json!(format!("{dir}/inventory/hosts"))
+    );
+    assert_eq!(json("inventory_dir"), json!(format!("{dir}/inventory")));
+    assert_eq!(
+        json("ansible_inventory_sources"),
+        json!([format!("{dir}/inventory")])
+    );
+    assert_eq!(json("playbook_dir"), json!(format!("{dir}/project")));
+    assert_eq!(
+        json("ansible_search_path"),
+        json!([
+            role.clone(),
+            format!("{role}/tasks"),
+            format!("{dir}/project")
+        ])
+    );
+    assert_eq!(
+        json("inventory_file.split"),
+        json!([group, "v1", "RoleRun", "ns1"])
+    );
+    assert_eq!(json("group_names"), json!(["ungrouped"]));
+    assert_eq!(
+        json("groups"),
+        json!({"all": ["localhost"], "ungrouped": ["localhost"]})
+    );
+    assert_eq!(json("hostvars"), json!(["localhost"]));
+    for name in [
+        "role_names",
+        "ansible_play_role_names",
+        "ansible_role_names",
+    ] {
+        assert_eq!(json(name), json!(["dump"]), "{name}");
+    }
+    assert_eq!(json("ansible_dependent_role_names"), json!([]));
+    assert_eq!(json("ansible_role_name"), json!("dump"));
+    assert_eq!(json("ansible_collection_name"), json!(null));
+    assert_eq!(json("ansible_play_name"), json!("localhost"));
+    assert_eq!(json("ansible_forks"), json!(5));
+    assert_eq!(json("ansible_connection"), json!("local"));
+    assert_eq!(json("ansible_parent_role_names"), json!("<undefined>"));
+}

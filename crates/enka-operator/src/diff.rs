@@ -305,6 +305,7 @@ pub async fn diff(options: &DiffOptions, config: kube::Config) -> Result<DiffRep
             &resource.api_resource(),
         ))),
         deadline: Some(Instant::now() + options.timeout),
+        runner_dir: Some(crate::controller::runner_dir(&watch.gvk, &object)),
         dry_run: true,
         ..RunOptions::default()
     };

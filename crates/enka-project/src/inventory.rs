@@ -96,6 +96,15 @@ pub struct LoadedHost {
 impl Default for Inventory {
     /// No inventory: `localhost`, as ansible-operator's runner writes it.
     fn default() -> Self {
+        Inventory::localhost(Arc::from(Vec::new()))
+    }
+}
+
+impl Inventory {
+    /// `localhost` alone, in `all` and `ungrouped`, with the variables an
+    /// inventory line gives it (ansible-operator's runner writes
+    /// `localhost ansible_connection=local ansible_python_interpreter=…`).
+    pub fn localhost(vars: HostVars) -> Self {
         let mut inventory = Inventory {
             hosts: IndexMap::new(),
             groups: IndexMap::new(),
@@ -103,9 +112,13 @@ impl Default for Inventory {
             dynamic_vars: DynamicVars::default(),
             changes: Vec::new(),
         };
-        inventory
-            .hosts
-            .insert("localhost".to_owned(), Host::default());
+        inventory.hosts.insert(
+            "localhost".to_owned(),
+            Host {
+                vars,
+                ..Host::default()
+            },
+        );
         for group in ["all", "ungrouped"] {
             inventory.groups.insert(
                 group.to_owned(),
@@ -118,9 +131,7 @@ impl Default for Inventory {
         inventory.rebuild();
         inventory
     }
-}
 
-impl Inventory {
     /// An inventory as Ansible loaded it: hosts in inventory order, and
     /// each group's hosts (descendants' included) and parents.
     pub fn new(
@@ -197,16 +208,13 @@ impl Inventory {
         self.hosts.keys().map(String::as_str)
     }
 
-    /// `group_names` of a host: its groups but `all` and `ungrouped`,
+    /// `group_names` of a host: its groups but `all` (`ungrouped` too),
     /// sorted.
     pub fn group_names(&self, host: &str) -> Vec<String> {
         let mut names: Vec<String> = self
             .groups
             .iter()
-            .filter(|(name, group)| {
-                !matches!(name.as_str(), "all" | "ungrouped")
-                    && group.members.iter().any(|m| m == host)
-            })
+            .filter(|(name, group)| *name != "all" && group.members.iter().any(|m| m == host))
             .map(|(name, _)| name.clone())
             .collect();
         names.sort();

@@ -319,6 +319,25 @@ impl Context {
         Value::from_object(HostVars(self.clone()))
     }
 
+    /// A variable by name as a template reads it: the variables, and the
+    /// ones the task's surroundings make (`ansible_search_path`,
+    /// `hostvars`) unless a variable of that name hides them.
+    pub fn variable(&self, name: &str) -> Option<Value> {
+        match name {
+            // The directories this task's lookups and file searches use.
+            "ansible_search_path" if self.vars.get("ansible_search_path").is_none() => {
+                Some(Value::from(
+                    self.search_path
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>(),
+                ))
+            }
+            "hostvars" if self.vars.get("hostvars").is_none() => Some(self.hostvars()),
+            _ => self.resolve(name),
+        }
+    }
+
     /// The value of `name`, templated if needed; `None` when not defined.
     pub fn resolve(&self, name: &str) -> Option<Value> {
         let Some(var) = self.vars.get(name) else {
@@ -540,17 +559,7 @@ impl Object for Context {
         match name {
             CONTEXT_VAR => Some(Value::from_dyn_object(self.clone())),
             "vars" if self.vars.get("vars").is_none() => Some(Value::from_dyn_object(self.clone())),
-            // The directories this task's lookups and file searches use.
-            "ansible_search_path" if self.vars.get("ansible_search_path").is_none() => {
-                Some(Value::from(
-                    self.search_path
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>(),
-                ))
-            }
-            "hostvars" if self.vars.get("hostvars").is_none() => Some(self.hostvars()),
-            _ => self.resolve(name),
+            _ => self.variable(name),
         }
     }
 

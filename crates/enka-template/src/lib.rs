@@ -161,6 +161,9 @@ pub struct Options {
     /// where releases of one line word a thing differently (2.21 against
     /// 2.19), the run follows the installed one.
     pub release: Option<(u32, u32)>,
+    /// The worker's ansible-core version (`2.18.19`), when known: what
+    /// `ansible_version` says.
+    pub ansible_core: Option<Arc<str>>,
     /// The Python (major, minor) the worker runs, when known: filters that
     /// are Python's own functions (`win_dirname` is `ntpath.dirname`)
     /// answer as that Python's do.

@@ -40,9 +40,10 @@ impl Runner {
         }
         // A role run has no inventory of its own: its hosts are the
         // project's (or localhost), for this run.
+        let runner = self.runner_inventory();
         let shared = self
             .inventory
-            .get_or_insert_with(|| live_inventory(&self.project))
+            .get_or_insert_with(|| live_inventory(&self.project, runner))
             .clone();
         let strings = |value: Option<Value>| -> Vec<String> {
             value

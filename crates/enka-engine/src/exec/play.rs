@@ -22,60 +22,34 @@ impl Runner {
     pub(crate) async fn run_entry(&mut self, entry: &Entry, extra: VarList) -> RunStatus {
         self.warn_if_reserved(extra.iter().map(|(name, _)| &**name));
         let mut base = base_scope(extra);
-        // The run's options as Ansible's magic variables show them.
-        let (check, diff) = (self.options.check_mode, self.options.diff);
-        let tags = &self.options.tags;
-        let names =
-            |names: &[String]| Value::from(names.iter().map(Value::from).collect::<Vec<_>>());
-        base.builtins = base
-            .builtins
-            .iter()
-            .map(|(k, v)| match &**k {
-                "ansible_check_mode" if check => (k.clone(), Var::plain(Value::from(true))),
-                "ansible_diff_mode" if diff => (k.clone(), Var::plain(Value::from(true))),
-                "ansible_run_tags" => (k.clone(), Var::plain(names(tags.run_tags()))),
-                "ansible_skip_tags" => (k.clone(), Var::plain(names(tags.skip_tags()))),
-                _ => (k.clone(), v.clone()),
-            })
-            .collect::<Vec<_>>()
-            .into();
-        // `playbook_dir`: the playbook's directory, or the project's for a
-        // role (upstream runs a role from a playbook it writes there).
-        let playbook_dir = match entry {
-            Entry::Playbook(path) => path.parent().map(std::path::Path::to_path_buf),
-            Entry::Role(_) => None,
+        base.builtins = self.run_builtins(entry, &base.builtins);
+        if let (Entry::Role(_), Some(inventory)) = (entry, self.runner_inventory()) {
+            // A reconcile's role runs on the localhost of ansible-operator's
+            // inventory, with the variables its line gives it.
+            if let Some(vars) = inventory.host_vars("localhost") {
+                base.inventory_vars = scope::push(&None, &VarList::from(vars.to_vec()));
+            }
+            let inventory = Arc::new(inventory);
+            base.inventory = Some(inventory.clone());
+            self.inventory = Some(Arc::new(std::sync::Mutex::new(inventory)));
         }
-        .unwrap_or_else(|| self.project.base_dir.clone());
-        let mut builtins: Vec<(Arc<str>, Var)> = base.builtins.iter().cloned().collect();
-        if let Some(limit) = &self.options.limit {
-            builtins.push((
-                Arc::from("ansible_limit"),
-                Var::plain(Value::from(limit.text.as_str())),
-            ));
-        }
-        // The controller's Python: Ansible's own, which for enka is the
-        // worker's (inventories set `ansible_python_interpreter` to it).
-        let python = match &self.project.ansible {
-            Some(worker) => worker.config().python.to_string_lossy().into_owned(),
-            None => "/usr/bin/python3".to_owned(),
-        };
-        builtins.push((
-            Arc::from("ansible_playbook_python"),
-            Var::plain(Value::from(python)),
-        ));
-        builtins.push((
-            Arc::from("playbook_dir"),
-            Var::plain(Value::from(playbook_dir.to_string_lossy().as_ref())),
-        ));
-        base.builtins = builtins.into();
         let flow = match entry {
             Entry::Role(path) => match self.project.role(path).cloned() {
                 Some(role) => {
+                    // The play ansible-runner writes to run a role: `hosts:
+                    // localhost`, the role alone.
+                    let localhost = ["localhost".to_owned()];
+                    let magic =
+                        play_magic(std::slice::from_ref(&role), &localhost, "localhost".into());
+                    let mut builtins: Vec<(Arc<str>, Var)> =
+                        base.builtins.iter().cloned().collect();
+                    builtins.extend(magic);
+                    base.builtins = builtins.into();
                     let frame = Frame {
                         scope: base,
                         inherited: Inherited::default(),
                         role: None,
-                        search_path: Arc::from(vec![self.project.base_dir.clone()]),
+                        search_path: Arc::from(vec![self.role_play_dir()]),
                         depth: 0,
                         position: Arc::from(Vec::new()),
                     };
@@ -95,7 +69,7 @@ impl Runner {
             },
             Entry::Playbook(path) => match self.project.playbooks.get(path).cloned() {
                 Some(playbook) => {
-                    self.inventory = Some(live_inventory(&self.project));
+                    self.inventory = Some(live_inventory(&self.project, self.runner_inventory()));
                     for play in &playbook.plays {
                         if !self.run_play(&playbook, play, &base).await {
                             break;
@@ -116,6 +90,102 @@ impl Runner {
             Flow::Continue | Flow::EndPlay | Flow::EndRole => RunStatus::Successful,
             Flow::Failed(failure) => RunStatus::Failed(failure),
         }
+    }
+
+    /// The run's magic variables: its options as Ansible shows them,
+    /// `playbook_dir`, the controller's Python and, for an operator's
+    /// reconcile, the inventory source ansible-runner names.
+    fn run_builtins(&self, entry: &Entry, builtins: &VarList) -> VarList {
+        let (check, diff) = (self.options.check_mode, self.options.diff);
+        let tags = &self.options.tags;
+        let names =
+            |names: &[String]| Value::from(names.iter().map(Value::from).collect::<Vec<_>>());
+        let mut builtins: Vec<(Arc<str>, Var)> = builtins
+            .iter()
+            .map(|(k, v)| match &**k {
+                "ansible_check_mode" if check => (k.clone(), Var::plain(Value::from(true))),
+                "ansible_diff_mode" if diff => (k.clone(), Var::plain(Value::from(true))),
+                "ansible_run_tags" => (k.clone(), Var::plain(names(tags.run_tags()))),
+                "ansible_skip_tags" => (k.clone(), Var::plain(names(tags.skip_tags()))),
+                "ansible_forks" => (k.clone(), Var::plain(Value::from(self.options.forks))),
+                "ansible_verbosity" => (k.clone(), Var::plain(Value::from(self.options.verbosity))),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect();
+        let runner = self.options.runner_dir.as_deref();
+        builtins.push((
+            Arc::from("ansible_version"),
+            Var::plain(crate::ansible_version(self.templar.options())),
+        ));
+        // ansible-runner runs Ansible in its `project/`, never in a
+        // directory holding the project's ansible.cfg.
+        let cwd = match runner {
+            Some(_) => None,
+            None => std::env::current_dir().ok(),
+        };
+        builtins.push((
+            Arc::from("ansible_config_file"),
+            Var::plain(crate::ansible_config_file(cwd.as_deref())),
+        ));
+        // `playbook_dir`: the playbook's directory; for a role, the
+        // directory ansible-runner writes the play that runs it into, or
+        // the project's (upstream runs a role from a playbook it writes).
+        let playbook_dir = match entry {
+            Entry::Playbook(path) => path.parent().map(std::path::Path::to_path_buf),
+            Entry::Role(_) => None,
+        }
+        .unwrap_or_else(|| self.role_play_dir());
+        if let Some(limit) = &self.options.limit {
+            builtins.push((
+                Arc::from("ansible_limit"),
+                Var::plain(Value::from(limit.text.as_str())),
+            ));
+        }
+        if let Some(runner) = runner
+            && self.project.inventory.is_none()
+        {
+            builtins.push((
+                Arc::from("ansible_inventory_sources"),
+                Var::plain(runner.inventory_sources()),
+            ));
+        }
+        builtins.push((
+            Arc::from("ansible_playbook_python"),
+            Var::plain(Value::from(self.controller_python())),
+        ));
+        builtins.push((
+            Arc::from("playbook_dir"),
+            Var::plain(Value::from(playbook_dir.to_string_lossy().as_ref())),
+        ));
+        builtins.into()
+    }
+
+    /// The directory of the play that runs a role: ansible-runner's
+    /// `project/` for a reconcile, else the project's.
+    fn role_play_dir(&self) -> std::path::PathBuf {
+        match self.options.runner_dir.as_deref() {
+            Some(runner) => runner.project_dir(),
+            None => self.project.base_dir.clone(),
+        }
+    }
+
+    /// The controller's Python: Ansible's own, which for enka is the
+    /// worker's (inventories set `ansible_python_interpreter` to it).
+    fn controller_python(&self) -> String {
+        match &self.project.ansible {
+            Some(worker) => worker.config().python.to_string_lossy().into_owned(),
+            None => "/usr/bin/python3".to_owned(),
+        }
+    }
+
+    /// The inventory ansible-operator writes for a reconcile, when this run
+    /// is one and the project names no inventory of its own.
+    pub(super) fn runner_inventory(&self) -> Option<enka_project::role::Inventory> {
+        let runner = self.options.runner_dir.as_deref()?;
+        self.project
+            .inventory
+            .is_none()
+            .then(|| runner.inventory(&self.controller_python()))
     }
 
     /// Runs a play on the hosts its `hosts` selects, batch by batch
@@ -655,10 +725,16 @@ pub(super) fn is_localhost(host: &str) -> bool {
 
 /// The inventory a run changes (`add_host`, `group_by`): the project's,
 /// else localhost's.
+/// The inventory a playbook's plays run over: the project's own, else the
+/// reconcile's (`runner`), else localhost alone.
 pub(super) fn live_inventory(
     project: &Project,
+    runner: Option<enka_project::role::Inventory>,
 ) -> Arc<std::sync::Mutex<Arc<enka_project::role::Inventory>>> {
-    let inventory = project.inventory.as_deref().cloned().unwrap_or_default();
+    let inventory = match &project.inventory {
+        Some(own) => (**own).clone(),
+        None => runner.unwrap_or_default(),
+    };
     Arc::new(std::sync::Mutex::new(Arc::new(inventory)))
 }
 
@@ -730,29 +806,50 @@ pub(super) fn batch_sizes(serial: &Value, hosts: usize) -> Result<Vec<usize>, St
 
 /// What the roles listed in a play give the whole play: their defaults and
 /// vars (Ansible's default, with private role vars off), each after its
-/// dependencies' (Role.get_vars), and the play's role names (`role_names`,
-/// `ansible_play_role_names`, dependencies, and all) with its hosts and its
-/// name.
+/// dependencies' (Role.get_vars), and the magic variables naming its roles,
+/// hosts and name ([`play_magic`]).
 fn add_play_roles(scope: &mut Scope, play: &enka_project::role::Play, hosts: &[String]) {
-    let mut dependent_names: Vec<Value> = Vec::new();
     for role_ref in &play.roles {
         let mut chain = Vec::new();
         with_dependencies(&role_ref.role, &mut chain);
         for role in chain {
             scope.defaults = scope::push(&scope.defaults, &role.defaults("main"));
             scope.role_vars = scope::push(&scope.role_vars, &role.vars("main"));
+        }
+    }
+    let listed: Vec<Arc<enka_project::role::Role>> =
+        play.roles.iter().map(|r| r.role.clone()).collect();
+    let name = match &play.name {
+        Some(name) => name.clone(),
+        None => hosts_text(&play.hosts),
+    };
+    let mut builtins: Vec<(Arc<str>, Var)> = scope.builtins.iter().cloned().collect();
+    builtins.extend(play_magic(&listed, hosts, name));
+    scope.builtins = builtins.into();
+}
+
+/// The magic variables a play gives its tasks: its role names (listed:
+/// `role_names`, `ansible_play_role_names`; their dependencies; and all),
+/// its hosts and its name (Play.get_name(): its name, else its hosts).
+pub(super) fn play_magic(
+    listed: &[Arc<enka_project::role::Role>],
+    hosts: &[String],
+    name: String,
+) -> Vec<(Arc<str>, Var)> {
+    let mut dependent_names: Vec<Value> = Vec::new();
+    for listed_role in listed {
+        let mut chain = Vec::new();
+        with_dependencies(listed_role, &mut chain);
+        for role in chain {
             let name = Value::from(role.name.as_str());
-            if role.path != role_ref.role.path && !dependent_names.contains(&name) {
+            if role.path != listed_role.path && !dependent_names.contains(&name) {
                 dependent_names.push(name);
             }
         }
     }
-    // The play's role names: listed (`role_names`,
-    // `ansible_play_role_names`), dependencies, and all.
-    let play_names: Vec<Value> = play
-        .roles
+    let play_names: Vec<Value> = listed
         .iter()
-        .map(|r| Value::from(r.role.name.as_str()))
+        .map(|role| Value::from(role.name.as_str()))
         .collect();
     let mut all_names = play_names.clone();
     for name in &dependent_names {
@@ -760,8 +857,7 @@ fn add_play_roles(scope: &mut Scope, play: &enka_project::role::Play, hosts: &[S
             all_names.push(name.clone());
         }
     }
-    let mut builtins: Vec<(Arc<str>, Var)> = scope.builtins.iter().cloned().collect();
-    builtins.extend([
+    vec![
         (
             Arc::from("role_names"),
             Var::plain(Value::from(play_names.clone())),
@@ -782,16 +878,11 @@ fn add_play_roles(scope: &mut Scope, play: &enka_project::role::Play, hosts: &[S
             Arc::from("ansible_play_hosts_all"),
             Var::plain(names_value(hosts)),
         ),
-        // Play.get_name(): its name, else its hosts.
         (
             Arc::from("ansible_play_name"),
-            Var::templated(Value::from(match &play.name {
-                Some(name) => name.clone(),
-                None => hosts_text(&play.hosts),
-            })),
+            Var::templated(Value::from(name)),
         ),
-    ]);
-    scope.builtins = builtins.into();
+    ]
 }
 
 /// The frame a play's tasks start in: its scope, and its keywords as what

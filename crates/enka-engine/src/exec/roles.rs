@@ -210,7 +210,12 @@ fn role_builtins(frame: &Frame, role: &Role, included: bool) -> Arc<[(Arc<str>, 
     builtins.retain(|(k, _)| {
         !matches!(
             &**k,
-            "role_path" | "role_name" | "ansible_parent_role_names" | "ansible_parent_role_paths"
+            "role_path"
+                | "role_name"
+                | "ansible_role_name"
+                | "ansible_collection_name"
+                | "ansible_parent_role_names"
+                | "ansible_parent_role_paths"
         )
     });
     if let Some((names, paths)) = parents {
@@ -230,6 +235,21 @@ fn role_builtins(frame: &Frame, role: &Role, included: bool) -> Arc<[(Arc<str>, 
     builtins.push((
         Arc::from("role_name"),
         Var::plain(Value::from(role.name.as_str())),
+    ));
+    // Role.get_name(): the collection's name before the role's, when the
+    // role is a collection's (`namespace.collection.role`).
+    let collection = role
+        .name
+        .rsplit_once('.')
+        .map(|(collection, _)| collection)
+        .filter(|collection| collection.contains('.'));
+    builtins.push((
+        Arc::from("ansible_role_name"),
+        Var::plain(Value::from(role.name.as_str())),
+    ));
+    builtins.push((
+        Arc::from("ansible_collection_name"),
+        Var::plain(collection.map_or(Value::from(()), Value::from)),
     ));
     builtins.into()
 }

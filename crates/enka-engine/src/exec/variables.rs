@@ -16,7 +16,8 @@ use crate::scope::{self, Scope};
 impl Runner {
     /// The templating context of `task`: its scope, and where lookups
     /// search, as Ansible's `ansible_search_path`: the role, the task file's
-    /// own directory, then the project (the playbook's directory).
+    /// own directory, then the playbook's directory (the loader's basedir:
+    /// ansible-runner's `project/` for a reconcile's role).
     pub(super) fn context(&self, frame: &Frame, scope: &Scope, task: &Task) -> Context {
         let mut search_path = Vec::new();
         if let Some(role) = &frame.role {
@@ -27,8 +28,15 @@ impl Runner {
         {
             search_path.push(dir.to_path_buf());
         }
-        if !search_path.contains(&self.project.base_dir) {
-            search_path.push(self.project.base_dir.clone());
+        let playbook_dir = scope
+            .builtins
+            .iter()
+            .rev()
+            .find(|(k, _)| &**k == "playbook_dir")
+            .and_then(|(_, v)| v.value.as_str())
+            .map_or_else(|| self.project.base_dir.clone(), std::path::PathBuf::from);
+        if !search_path.contains(&playbook_dir) {
+            search_path.push(playbook_dir);
         }
         let ctx = Context::new(
             self.templar.clone(),

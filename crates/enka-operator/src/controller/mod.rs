@@ -629,6 +629,7 @@ async fn run_once(
     // default verbosity (2, as upstream's) would log every task of every run.
     let annotated = verbosity_for(object);
     let run_options = RunOptions {
+        runner_dir: Some(runner_dir(&ctx.watch.gvk, object)),
         verbosity: annotated.unwrap_or(ctx.verbosity),
         profile_tasks: annotated.is_some_and(|v| v >= 1),
         log_events: ctx.settings.log_events,
@@ -646,6 +647,22 @@ async fn run_once(
             .await;
     }
     outcome
+}
+
+/// The directory upstream's ansible-runner would run a reconcile of
+/// `object` in, whose paths the run's magic variables name.
+pub(crate) fn runner_dir(
+    gvk: &enka_project::watches::Gvk,
+    object: &Json,
+) -> Arc<engine::RunnerDir> {
+    let text = |pointer: &str| object.pointer(pointer).and_then(Json::as_str).unwrap_or("");
+    Arc::new(engine::RunnerDir::for_object(
+        &gvk.group,
+        &gvk.version,
+        &gvk.kind,
+        text("/metadata/namespace"),
+        text("/metadata/name"),
+    ))
 }
 
 /// The `ansible.sdk.operatorframework.io/verbosity` annotation: this

@@ -367,7 +367,7 @@ fn vars(ctx: &Context, terms: &[Value], options: &[(String, Value)]) -> Result<V
                     )
                 }));
             };
-            match ctx.resolve(&name) {
+            match ctx.variable(&name) {
                 Some(v) if !v.is_undefined() => Ok(v),
                 _ => option(options, "default").cloned().ok_or_else(|| {
                     Error::new(
