@@ -70,11 +70,10 @@ fn failures(shared: &std::path::Path) -> Subject {
 /// written into a ConfigMap per run: every magic variable (`inventory_file`,
 /// `playbook_dir`, `ansible_search_path`, role and play names, …) and
 /// `hostvars` of a role, of a playbook's own tasks and of a role it
-/// includes; and a template whose filter fails inside `lookup('template')`,
-/// whose Failure condition quotes Ansible's wording of the error.
+/// includes.
 fn surroundings(shared: &std::path::Path) -> Subject {
     let project = repo_path("tests/differential/surroundings-operator");
-    let samples = ["role-run", "playbook-run", "lookup-error"]
+    let samples = ["role-run", "playbook-run"]
         .iter()
         .map(|name| project.join(format!("config/samples/{name}.yaml")))
         .collect();
@@ -82,7 +81,7 @@ fn surroundings(shared: &std::path::Path) -> Subject {
         name: "surroundings",
         watches: project.join("watches.yaml"),
         crds: vec![project.join("config/crd")],
-        primary: ["RoleRun", "PlaybookRun", "LookupError"]
+        primary: ["RoleRun", "PlaybookRun"]
             .iter()
             .map(|kind| {
                 (
