@@ -187,8 +187,18 @@ pub(crate) fn ansible_version(options: &enka_template::Options) -> Value {
 /// `ansible_config_file`: the configuration file Ansible reads
 /// (`ANSIBLE_CONFIG`, a file or a directory holding `ansible.cfg`; then
 /// `ansible.cfg` in `cwd`, when a run has one; `~/.ansible.cfg`;
-/// `/etc/ansible/ansible.cfg`), or none.
+/// `/etc/ansible/ansible.cfg`), or none. Without a `cwd` (a reconcile:
+/// ansible-runner's `project/` holds none) it depends on the process alone,
+/// so it is looked for once, not on every reconcile.
 pub(crate) fn ansible_config_file(cwd: Option<&std::path::Path>) -> Value {
+    static WITHOUT_CWD: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    match cwd {
+        Some(_) => find_config_file(cwd),
+        None => WITHOUT_CWD.get_or_init(|| find_config_file(None)).clone(),
+    }
+}
+
+fn find_config_file(cwd: Option<&std::path::Path>) -> Value {
     let named = std::env::var_os("ANSIBLE_CONFIG")
         .map(PathBuf::from)
         .map(|path| {

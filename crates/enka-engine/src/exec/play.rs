@@ -27,7 +27,7 @@ impl Runner {
             // A reconcile's role runs on the localhost of ansible-operator's
             // inventory, with the variables its line gives it.
             if let Some(vars) = inventory.host_vars("localhost") {
-                base.inventory_vars = scope::push(&None, &VarList::from(vars.to_vec()));
+                base.inventory_vars = scope::push(&None, vars);
             }
             let inventory = Arc::new(inventory);
             base.inventory = Some(inventory.clone());
@@ -723,10 +723,9 @@ pub(super) fn is_localhost(host: &str) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
-/// The inventory a run changes (`add_host`, `group_by`): the project's,
-/// else localhost's.
-/// The inventory a playbook's plays run over: the project's own, else the
-/// reconcile's (`runner`), else localhost alone.
+/// The inventory a run's plays run over and change (`add_host`,
+/// `group_by`): the project's own, else the reconcile's (`runner`), else
+/// localhost alone.
 pub(super) fn live_inventory(
     project: &Project,
     runner: Option<enka_project::role::Inventory>,
