@@ -61,7 +61,7 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use source::{check_source, escape_backslashes, keeps_text, single_var};
+use source::{check_source, escape_backslashes, keeps_text, single_var, unicode_spaces};
 
 pub(crate) use conditional::ConditionalInspections;
 pub use conditional::{Judgement, UNSAFE_CONDITION, is_all_template};
@@ -415,8 +415,7 @@ impl TemplarBuilder {
             nests_output: true,
             passes_through: false,
         };
-        let literals = mutable::rewrite_set_literals(&source);
-        let source = strict::rewrite(&operators::rewrite(&literals)).into_owned();
+        let source = file_source(&source).map_err(|e| e.in_template(&source))?;
         self.env
             .add_template_owned(name.to_owned(), source)
             .map_err(|e| Error::from_minijinja(&e, name))?;
@@ -511,17 +510,26 @@ impl TemplarBuilder {
     }
 }
 
+/// A template file's source as enka compiles it: Python's mutable
+/// literals, operators and strictness rewritten for minijinja.
+pub(crate) fn file_source(source: &str) -> Result<String, Error> {
+    check_source(source)?;
+    let spaced = unicode_spaces(source);
+    let literals = mutable::rewrite(&spaced);
+    Ok(strict::rewrite(&operators::rewrite(&literals)).into_owned())
+}
+
 /// What a template not compiled beforehand is rendered from: its source
 /// with Ansible's escapes and operators rewritten for minijinja.
 pub(crate) fn render_text(source: &str) -> String {
-    let escaped = escape_backslashes(source);
+    let escaped = escape_backslashes(&mutable::rewrite(&unicode_spaces(source)));
     let escaped = operators::rewrite(&escaped);
     strict::rewrite(&escaped).into_owned()
 }
 
 fn compile(env: &mut Environment<'static>, name: &str, source: &str) -> Result<Compiled, Error> {
     check_source(source)?;
-    let escaped = escape_backslashes(&mutable::rewrite_set_literals(source));
+    let escaped = escape_backslashes(&mutable::rewrite(&unicode_spaces(source)));
     let escaped = operators::rewrite(&escaped);
     let escaped = strict::rewrite(&escaped).into_owned();
     env.add_template_owned(name.to_owned(), escaped)

@@ -8,7 +8,10 @@ use super::context::keep_unsafe;
 use super::filters::{invalid, tuple};
 use super::pyrepr;
 
-/// The unknown-method callback: ours first, then pycompat's.
+/// The unknown-method callback: ours first, then pycompat's. A value an
+/// object holds under that name (an imported template's macro, `m.hi()`)
+/// is left to minijinja, which calls it, as Jinja's attribute lookup finds
+/// it.
 pub fn call_method(
     state: &mut State,
     value: &Value,
@@ -32,7 +35,8 @@ pub fn call_method(
         Some(result) => Ok(result),
         None => minijinja_contrib::pycompat::unknown_method_callback(state, value, method, args)
             .map_err(|e| {
-                if e.kind() == ErrorKind::UnknownMethod {
+                let stored = value.get_attr(method).is_ok_and(|v| !v.is_undefined());
+                if e.kind() == ErrorKind::UnknownMethod && !stored {
                     // Jinja looks the method up as an attribute, gets an
                     // undefined value, and calling that raises.
                     Error::new(

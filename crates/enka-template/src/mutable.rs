@@ -1,21 +1,32 @@
 //! Python's mutable list and dict inside a template.
 //!
-//! Real roles build lists in loops the Jinja2 way, which Ansible's Python
+//! Real roles change values in place the Jinja2 way, which Ansible's Python
 //! values allow:
 //!
 //! ```jinja
 //! {% set names = [] %}{% for p in pods %}{% set _ = names.append(p.name) %}{% endfor %}
+//! {% set _ = labels.update(extra) %}{% for c in containers %}{% set _ = c.update({'image': i}) %}{% endfor %}
 //! ```
 //!
-//! minijinja's values are immutable, so an empty list or dict literal that a
-//! `{% set %}` gives a name is compiled to one of these objects instead
-//! ([`rewrite_set_literals`]): `append`, `extend`, `insert`, `pop`,
-//! `remove`, `clear` (lists) and `update`, `pop`, `setdefault`, `clear`
-//! (dicts) change it in place, as in Python; every other use sees an
-//! ordinary sequence or mapping.
+//! minijinja's values are immutable, so a template that calls a mutating
+//! method (`append`, `extend`, `insert`, `pop`, `remove`, `clear`, `sort`,
+//! `reverse`; `update`, `setdefault`, `popitem`) is rewritten once, when it
+//! is compiled ([`rewrite`]): each name such a call reaches through
+//! (`labels` in `labels.a.update(…)`), and each name given to one by `{%
+//! set %}` or a loop, is made one of these objects, deeply, when the
+//! template starts and where `{% set %}` binds it. Items are the same
+//! objects wherever they are reached from, so a change is seen through
+//! every alias, as in Python; the variables themselves are not changed, as
+//! Ansible templates each from a copy. Every other use sees an ordinary
+//! sequence or mapping.
 
 use std::sync::{Arc, Mutex};
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use minijinja::machinery::{Span, Token, tokenize};
+use minijinja::syntax::SyntaxConfig;
 use minijinja::value::{Enumerator, Object, ObjectRepr, ValueKind};
 use minijinja::{Error, ErrorKind, State, Value};
 
@@ -38,6 +49,53 @@ fn items_of(value: &Value) -> Result<Vec<Value>, Error> {
 impl MutableList {
     fn snapshot(&self) -> Value {
         Value::from(locked(&self.0).clone())
+    }
+
+    /// `list.sort(reverse=False)`: Python's stable sort by `<`, which
+    /// fails on items of types Python does not order (`[1, 'a']`).
+    fn sort(&self, args: &[Value]) -> Result<(), Error> {
+        let (kwargs,): (minijinja::value::Kwargs,) = minijinja::value::from_args(args)
+            .map_err(|_| super::filters::invalid("sort() takes no positional arguments"))?;
+        let reverse = kwargs.get::<Option<bool>>("reverse")?.unwrap_or(false);
+        if kwargs
+            .get::<Option<Value>>("key")?
+            .is_some_and(|key| !key.is_none())
+        {
+            return Err(super::filters::invalid(
+                "sort(key=…) is not supported in a template",
+            ));
+        }
+        kwargs.assert_all_used()?;
+        let mut items = locked(&self.0).clone();
+        let mut failure = None;
+        // Python sorts the reversed list and reverses the result, so equal
+        // items keep their order.
+        if reverse {
+            items.reverse();
+        }
+        items.sort_by(|a, b| match crate::pycompare::compare(b, "<", a) {
+            Ok(true) => std::cmp::Ordering::Greater,
+            Ok(false) => match crate::pycompare::compare(a, "<", b) {
+                Ok(true) => std::cmp::Ordering::Less,
+                Ok(false) => std::cmp::Ordering::Equal,
+                Err(err) => {
+                    failure.get_or_insert(err);
+                    std::cmp::Ordering::Equal
+                }
+            },
+            Err(err) => {
+                failure.get_or_insert(err);
+                std::cmp::Ordering::Equal
+            }
+        });
+        if reverse {
+            items.reverse();
+        }
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        *locked(&self.0) = items;
+        Ok(())
     }
 }
 
@@ -120,6 +178,8 @@ impl Object for MutableList {
                 items.remove(at);
             }
             "clear" => locked(&self.0).clear(),
+            "reverse" => locked(&self.0).reverse(),
+            "sort" => self.sort(args)?,
             _ => return super::methods::call_method(state, &self.snapshot(), method, args),
         }
         Ok(Value::from(()))
@@ -203,112 +263,318 @@ impl Object for MutableDict {
                 locked(&self.0).clear();
                 Ok(Value::from(()))
             }
+            "popitem" => locked(&self.0)
+                .pop()
+                .map(|(key, value)| Value::from(vec![key, value]))
+                .ok_or_else(|| {
+                    super::filters::invalid("KeyError: 'popitem(): dictionary is empty'")
+                }),
             _ => super::methods::call_method(state, &self.snapshot(), method, args),
         }
     }
 }
 
-/// Registers the constructors the rewritten literals call.
+/// Registers the function the rewritten templates call.
 pub fn register(env: &mut minijinja::Environment<'static>) {
-    env.add_function("__enka_list", || Value::from_object(MutableList::default()));
-    env.add_function("__enka_dict", || Value::from_object(MutableDict::default()));
+    env.add_function(MUTABLE, |value: Value| mutable(&value));
 }
 
-/// `{% set name = [] %}` and `{% set name = {} %}` (with any whitespace
-/// control) become mutable objects; everything else is left as written.
-pub fn rewrite_set_literals(source: &str) -> std::borrow::Cow<'_, str> {
-    if !source.contains("{%") || !source.contains("set") {
-        return std::borrow::Cow::Borrowed(source);
-    }
-    let mut out = String::with_capacity(source.len() + 16);
-    let mut rest = source;
-    let mut changed = false;
-    while let Some(start) = rest.find("{%") {
-        out.push_str(&rest[..start]);
-        let block = &rest[start..];
-        let Some(end) = block.find("%}") else {
-            out.push_str(block);
-            rest = "";
-            break;
-        };
-        let whole = &block[..end + 2];
-        match rewrite_block(whole) {
-            Some(rewritten) => {
-                out.push_str(&rewritten);
-                changed = true;
-            }
-            None => out.push_str(whole),
+const MUTABLE: &str = "__enka_mutable";
+
+/// `value` as mutable objects all the way down: plain lists and mappings
+/// are copied into [`MutableList`] and [`MutableDict`]; mutable ones are
+/// kept (so an alias stays one); anything else (strings, a `namespace()`,
+/// undefined) is passed as it is.
+fn mutable(value: &Value) -> Value {
+    let plain_list = value.downcast_object_ref::<Vec<Value>>().is_some();
+    let plain_map = value
+        .downcast_object_ref::<indexmap::IndexMap<Value, Value>>()
+        .is_some()
+        || value
+            .downcast_object_ref::<crate::convert::JsonView>()
+            .is_some();
+    match value.kind() {
+        ValueKind::Seq if plain_list || plain_map => {
+            let items = value.try_iter().into_iter().flatten();
+            Value::from_object(MutableList(Mutex::new(
+                items.map(|v| mutable(&v)).collect(),
+            )))
         }
-        rest = &block[end + 2..];
-    }
-    out.push_str(rest);
-    if changed {
-        std::borrow::Cow::Owned(out)
-    } else {
-        std::borrow::Cow::Borrowed(source)
+        ValueKind::Map if plain_map => {
+            let entries = value
+                .try_iter()
+                .into_iter()
+                .flatten()
+                .map(|key| {
+                    let item = value.get_item(&key).unwrap_or_default();
+                    (key, mutable(&item))
+                })
+                .collect();
+            Value::from_object(MutableDict(Mutex::new(entries)))
+        }
+        _ => value.clone(),
     }
 }
 
-/// `{%- set x = [] -%}` → `{%- set x = __enka_list() -%}`.
-fn rewrite_block(block: &str) -> Option<String> {
-    let inner = block.strip_prefix("{%")?.strip_suffix("%}")?;
-    let (open, inner) = match inner.strip_prefix(['-', '+']) {
-        Some(rest) => (&block[2..3], rest),
-        None => ("", inner),
-    };
-    let (inner, close) = match inner.strip_suffix(['-', '+']) {
-        Some(rest) => (rest, &inner[inner.len() - 1..]),
-        None => (inner, ""),
-    };
-    let rest = inner.trim_start().strip_prefix("set")?;
-    if !rest.starts_with(char::is_whitespace) {
-        return None;
+/// The methods that change a list or a dict in place.
+const MUTATORS: &[&str] = &[
+    "append",
+    "extend",
+    "insert",
+    "pop",
+    "remove",
+    "clear",
+    "sort",
+    "reverse",
+    "update",
+    "setdefault",
+    "popitem",
+];
+
+/// `source` with every name a mutating method reaches made mutable (see
+/// the module's documentation); borrowed when it calls none.
+pub fn rewrite(source: &str) -> Cow<'_, str> {
+    let calls_one = MUTATORS.iter().any(|m| source.contains(&format!(".{m}(")));
+    if !calls_one {
+        return Cow::Borrowed(source);
     }
-    let (name, value) = rest.split_once('=')?;
-    let name = name.trim();
-    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-        return None;
-    }
-    let constructor = match value.trim() {
-        "[]" | "[ ]" => "__enka_list()",
-        "{}" | "{ }" => "__enka_dict()",
-        _ => return None,
+    let Ok(tokens) =
+        tokenize(source, false, SyntaxConfig::default()).collect::<Result<Vec<_>, _>>()
+    else {
+        return Cow::Borrowed(source);
     };
-    Some(format!("{{%{open} set {name} = {constructor} {close}%}}"))
+    let names = mutated_names(&tokens);
+    if names.is_empty() {
+        return Cow::Borrowed(source);
+    }
+    let mut out = String::with_capacity(source.len() + 64);
+    for name in &names {
+        out.push_str(&format!("{{% set {name} = {MUTABLE}({name}) %}}"));
+    }
+    let mut copied = 0;
+    for binding in bindings(&tokens) {
+        if let Binding::Set { name, value } = binding
+            && names.contains(name)
+        {
+            out.push_str(&source[copied..value.start_offset as usize]);
+            out.push_str(MUTABLE);
+            out.push('(');
+            out.push_str(&source[value.start_offset as usize..value.end_offset as usize]);
+            out.push(')');
+            copied = value.end_offset as usize;
+        }
+    }
+    out.push_str(&source[copied..]);
+    Cow::Owned(out)
 }
+
+/// The names a mutating call reaches through, and, until none is added,
+/// the names bound to them (`{% set b = a %}`, `{% for c in cs %}`): what
+/// an alias changes, its source sees.
+fn mutated_names<'s>(tokens: &[(Token<'s>, Span)]) -> BTreeSet<&'s str> {
+    let mut names: BTreeSet<&str> = (0..tokens.len())
+        .filter(|&i| is_mutating_call(tokens, i))
+        .filter_map(|i| receiver_root(tokens, i))
+        .collect();
+    let bindings = bindings(tokens);
+    loop {
+        let before = names.len();
+        for binding in &bindings {
+            let (bound, source) = match binding {
+                Binding::Set { name, value } => (vec![*name], value_root(tokens, value)),
+                Binding::For { targets, iter } => (targets.clone(), value_root(tokens, iter)),
+            };
+            if let Some(source) = source
+                && bound.iter().any(|name| names.contains(name))
+            {
+                names.insert(source);
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
+/// Whether the tokens at `i` are `. <mutator> (`.
+fn is_mutating_call(tokens: &[(Token<'_>, Span)], i: usize) -> bool {
+    matches!(tokens[i].0, Token::Dot)
+        && matches!(tokens.get(i + 1), Some((Token::Ident(m), _)) if MUTATORS.contains(m))
+        && matches!(tokens.get(i + 2), Some((Token::ParenOpen, _)))
+}
+
+/// The name a receiver ending before the `.` at `dot` starts from: `a` in
+/// `a.b['c'].d(x).append(…)`; none for a literal.
+fn receiver_root<'s>(tokens: &[(Token<'s>, Span)], dot: usize) -> Option<&'s str> {
+    let mut j = dot.checked_sub(1)?;
+    loop {
+        match tokens[j].0 {
+            Token::Ident(name) => {
+                if j >= 1 && matches!(tokens[j - 1].0, Token::Dot) {
+                    j = j.checked_sub(2)?;
+                    continue;
+                }
+                return (!CONSTANTS.contains(&name)).then_some(name);
+            }
+            Token::BracketClose | Token::ParenClose => {
+                j = matching_open(tokens, j)?.checked_sub(1)?;
+            }
+            _ => return None,
+        }
+    }
+}
+
+fn matching_open(tokens: &[(Token<'_>, Span)], close: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for i in (0..=close).rev() {
+        match tokens[i].0 {
+            Token::ParenClose | Token::BracketClose | Token::BraceClose => depth += 1,
+            Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Where a name gets a value: `{% set name = value %}` (the value's
+/// extent) and `{% for targets in iter %}` (the iterable's first token).
+enum Binding<'s> {
+    Set { name: &'s str, value: Span },
+    For { targets: Vec<&'s str>, iter: Span },
+}
+
+fn bindings<'s>(tokens: &[(Token<'s>, Span)]) -> Vec<Binding<'s>> {
+    let mut found = Vec::new();
+    for (i, (token, _)) in tokens.iter().enumerate() {
+        if !matches!(token, Token::BlockStart) {
+            continue;
+        }
+        let at = |n: usize| tokens.get(i + n).map(|(t, _)| t);
+        let end = tokens[i..]
+            .iter()
+            .position(|(t, _)| matches!(t, Token::BlockEnd))
+            .map_or(tokens.len(), |n| i + n);
+        match (at(1), at(2), at(3)) {
+            (Some(Token::Ident("set")), Some(Token::Ident(name)), Some(Token::Assign))
+                if end > i + 4 =>
+            {
+                let (first, last) = (tokens[i + 4].1, tokens[end - 1].1);
+                found.push(Binding::Set {
+                    name,
+                    value: Span {
+                        end_offset: last.end_offset,
+                        end_line: last.end_line,
+                        end_col: last.end_col,
+                        ..first
+                    },
+                });
+            }
+            (Some(Token::Ident("for")), ..) => {
+                let targets = tokens[i + 2..end]
+                    .iter()
+                    .take_while(|(t, _)| !matches!(t, Token::Ident("in")))
+                    .filter_map(|(t, _)| match t {
+                        Token::Ident(name) => Some(*name),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>();
+                if let Some((_, iter)) = tokens.get(i + 3 + targets.len() * 2 - 1) {
+                    found.push(Binding::For {
+                        targets,
+                        iter: *iter,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The name a bound value starts from (`a` in `a.b`, `a | default({})`);
+/// none for a literal or a call (`namespace(…)`, `dict(…)`).
+fn value_root<'s>(tokens: &[(Token<'s>, Span)], value: &Span) -> Option<&'s str> {
+    let first = tokens
+        .iter()
+        .position(|(_, span)| span.start_offset == value.start_offset)?;
+    match (&tokens[first].0, tokens.get(first + 1).map(|(t, _)| t)) {
+        (Token::Ident(_), Some(Token::ParenOpen)) => None,
+        (Token::Ident(name), _) if !CONSTANTS.contains(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// Words that read as names but are not variables.
+const CONSTANTS: &[&str] = &[
+    "not", "none", "None", "true", "True", "false", "False", "loop",
+];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_empty_literals_given_a_name_are_rewritten() {
+    fn only_what_a_mutating_call_reaches_is_rewritten() {
         assert_eq!(
-            rewrite_set_literals("{% set parts = [] %}{{ x }}{%- set d = {} -%}"),
-            "{% set parts = __enka_list() %}{{ x }}{%- set d = __enka_dict() -%}"
+            rewrite("{% set parts = [] %}{{ x }}{% set _ = parts.append(1) %}"),
+            "{% set parts = __enka_mutable(parts) %}{% set parts = __enka_mutable([]) %}{{ x }}{% set _ = parts.append(1) %}"
+        );
+        assert_eq!(
+            rewrite("{% set b = a.spec %}{%- set _ = b.update({'y': 2}) -%}"),
+            "{% set a = __enka_mutable(a) %}{% set b = __enka_mutable(b) %}{% set b = __enka_mutable(a.spec) %}{%- set _ = b.update({'y': 2}) -%}"
+        );
+        assert_eq!(
+            rewrite("{% for k, c in cs.items() %}{% set _ = c['x'].append(k) %}{% endfor %}"),
+            "{% set c = __enka_mutable(c) %}{% set cs = __enka_mutable(cs) %}{% for k, c in cs.items() %}{% set _ = c['x'].append(k) %}{% endfor %}"
         );
         for unchanged in [
             "{% set parts = [1] %}",
             "{{ [] }}",
-            "{% if x %}[]{% endif %}",
+            "{{ [].append(1) }}",
             "{% set a, b = [] %}",
+            "{{ s.split(',') }}",
         ] {
-            assert_eq!(rewrite_set_literals(unchanged), unchanged);
+            assert_eq!(rewrite(unchanged), unchanged);
         }
+    }
+
+    fn render(source: &str, ctx: Value) -> String {
+        let mut env = minijinja::Environment::new();
+        register(&mut env);
+        env.set_unknown_method_callback(super::super::methods::call_method);
+        env.render_str(&rewrite(source), ctx).unwrap()
     }
 
     #[test]
     fn lists_and_dicts_change_in_place() {
-        let mut env = minijinja::Environment::new();
-        register(&mut env);
-        env.set_unknown_method_callback(super::super::methods::call_method);
-        let source = rewrite_set_literals(
+        let out = render(
             "{% set parts = [] %}{% for i in [1, 2, 3] %}{% set _ = parts.append(i * 2) %}{% endfor %}\
              {% set _ = parts.extend([7]) %}{% set _ = parts.insert(0, 0) %}{% set last = parts.pop() %}\
              {% set d = {} %}{% set _ = d.update({'a': 1}) %}{% set _ = d.update({'b': parts | length}) %}\
              {{ parts | join(',') }} {{ last }} {{ d.a }}{{ d.b }} {{ d | list | join('') }} {{ parts | length }}",
+            Value::from(()),
         );
-        let out = env.render_str(&source, ()).unwrap();
         assert_eq!(out, "0,2,4,6 7 14 ab 4");
+    }
+
+    #[test]
+    fn a_change_is_seen_through_every_alias() {
+        let ctx = crate::convert::from_json(&serde_json::json!({
+            "cs": [{"n": 1}, {"n": 2}],
+            "labels": {"a": "1"},
+        }));
+        let out = render(
+            "{% for c in cs %}{% set _ = c.update({'m': c.n * 10}) %}{% endfor %}\
+             {% set l = labels %}{% set _ = l.setdefault('b', '2') %}\
+             {% set o = [3, 1, 2] %}{% set _ = o.sort(reverse=true) %}\
+             {{ cs | map(attribute='m') | join(',') }} {{ labels | list | join(',') }} {{ o | join(',') }}",
+            ctx,
+        );
+        assert_eq!(out, "10,20 a,b 3,2,1");
     }
 }

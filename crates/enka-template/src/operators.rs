@@ -209,20 +209,36 @@ fn binds_within(token: &Token<'_>, op: Operator, same_level: bool) -> bool {
 /// `at`.
 fn left_operand(tokens: &[(Token<'_>, Span)], at: usize, op: Operator) -> Option<usize> {
     let mut first = None;
+    // What the token after `i` was: a name or literal is never directly
+    // preceded by another (`include 'a' + b`: `include` is the
+    // statement's), a bracket group may be (a call or a subscript).
+    let mut after = After::Operator;
     let mut i = at;
     while i > 0 {
         i -= 1;
         let token = &tokens[i].0;
         match token {
-            Token::ParenClose | Token::BracketClose | Token::BraceClose => {
+            Token::ParenClose | Token::BracketClose | Token::BraceClose
+                if after != After::Operand =>
+            {
                 i = matching_open(tokens, i)?;
                 first = Some(i);
+                after = After::Group;
+                continue;
             }
             // A test is part of its operand: `x is defined`, `x is not none`.
             Token::Ident("is") => {}
             Token::Ident("not") if i > 0 && matches!(tokens[i - 1].0, Token::Ident("is")) => {}
             token if is_keyword(token) => break,
-            token if ends_operand(token) => first = Some(i),
+            token if ends_operand(token) => {
+                let statement = i > 0 && matches!(tokens[i - 1].0, Token::BlockStart);
+                if statement || (after == After::Operand && !is_test_name(tokens, i)) {
+                    break;
+                }
+                first = Some(i);
+                after = After::Operand;
+                continue;
+            }
             token if binds_within(token, op, true) => {}
             // A sign after an operator is unary and binds tighter; after an
             // operand it is binary `+`/`-`: the same level as `-` (left
@@ -238,8 +254,29 @@ fn left_operand(tokens: &[(Token<'_>, Span)], at: usize, op: Operator) -> Option
             }
             _ => break,
         }
+        after = After::Operator;
     }
     first
+}
+
+/// Whether the name at `i` is a test's (`is divisibleby 3`, `is not
+/// sameas x`), which its argument may follow without parentheses.
+fn is_test_name(tokens: &[(Token<'_>, Span)], i: usize) -> bool {
+    let before = |n: usize| i.checked_sub(n).map(|j| &tokens[j].0);
+    matches!(tokens[i].0, Token::Ident(_))
+        && match before(1) {
+            Some(Token::Ident("is")) => true,
+            Some(Token::Ident("not")) => matches!(before(2), Some(Token::Ident("is"))),
+            _ => false,
+        }
+}
+
+/// What [`left_operand`] saw last, walking back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum After {
+    Operator,
+    Operand,
+    Group,
 }
 
 /// The index of the last token of the right operand of the operator at
@@ -578,6 +615,15 @@ mod tests {
                 "{{ 4 % x is divisibleby 2 and y }}",
                 "{{ (4) | __enka_percent(x is divisibleby 2) and y }}",
             ),
+            (
+                "{% include 'parts/' + name + '.j2' %}",
+                "{% include (('parts/') | __enka_plus(name)) | __enka_plus('.j2') %}",
+            ),
+            (
+                "{% if a %}{% elif b ~ c %}{% endif %}",
+                "{% if a %}{% elif (b) | __enka_concat(c) %}{% endif %}",
+            ),
+            ("{{ f(x)[0] * 2 }}", "{{ (f(x)[0]) | __enka_times(2) }}"),
             (
                 "{% if n % 2 %}odd{% endif %}",
                 "{% if (n) | __enka_percent(2) %}odd{% endif %}",

@@ -17,7 +17,31 @@ pub(crate) const MAX_FILTER_CHAIN: usize = 500;
 /// minijinja does: see [`check_filter_chains`] and [`check_variable_ends`].
 pub(crate) fn check_source(source: &str) -> Result<(), Error> {
     check_filter_chains(source)?;
-    check_variable_ends(source)
+    check_variable_ends(source)?;
+    check_statements(source)
+}
+
+/// Refuses the statements minijinja has and Ansible's Jinja does not load:
+/// `{% do %}` needs the `jinja2.ext.do` extension, which Ansible leaves out.
+fn check_statements(source: &str) -> Result<(), Error> {
+    if !source.contains("do") || !source.contains("{%") {
+        return Ok(());
+    }
+    let mut after_block_start = false;
+    for token in tokenize(source, false, SyntaxConfig::default()) {
+        let Ok((token, _)) = token else {
+            return Ok(());
+        };
+        if after_block_start && matches!(token, Token::Ident("do")) {
+            return Err(Error::new(
+                ErrorKind::Syntax,
+                "template syntax error: Encountered unknown tag 'do'.",
+            )
+            .in_template(source));
+        }
+        after_block_start = matches!(token, Token::BlockStart);
+    }
+    Ok(())
 }
 
 /// Refuses `+}}`: minijinja reads the `+` as whitespace control, as Jinja
@@ -236,4 +260,62 @@ pub(crate) fn escape_backslashes(source: &str) -> String {
         i += c.len_utf8();
     }
     out
+}
+
+/// Unicode whitespace inside `{{ … }}` and `{% … %}` (outside string
+/// literals) as ASCII spaces, byte for byte: Jinja's lexer skips what
+/// Python's `\s` matches (a no-break space an editor slipped into an
+/// expression renders in Ansible); minijinja's skips ASCII only.
+pub(crate) fn unicode_spaces(source: &str) -> std::borrow::Cow<'_, str> {
+    if source.is_ascii() || !source.chars().any(is_unicode_space) {
+        return std::borrow::Cow::Borrowed(source);
+    }
+    let mut out = String::with_capacity(source.len());
+    let mut close = None;
+    let mut quote = None;
+    let mut chars = source.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let rest = &source[i..];
+        match (close, quote) {
+            (None, _) => {
+                if rest.starts_with("{{") || rest.starts_with("{%") {
+                    close = Some(if rest.starts_with("{{") { "}}" } else { "%}" });
+                    out.push(c);
+                    if let Some((_, open)) = chars.next() {
+                        out.push(open);
+                    }
+                    continue;
+                }
+            }
+            (Some(_), Some(q)) => {
+                if c == '\\' {
+                    out.push(c);
+                    if let Some((_, escaped)) = chars.next() {
+                        out.push(escaped);
+                    }
+                    continue;
+                }
+                if c == q {
+                    quote = None;
+                }
+            }
+            (Some(end), None) => {
+                if rest.starts_with(end) {
+                    close = None;
+                } else if c == '\'' || c == '"' {
+                    quote = Some(c);
+                } else if is_unicode_space(c) {
+                    out.push_str(&" ".repeat(c.len_utf8()));
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A character Python's `\s` matches that is not ASCII.
+fn is_unicode_space(c: char) -> bool {
+    !c.is_ascii() && c.is_whitespace()
 }

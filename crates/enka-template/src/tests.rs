@@ -541,3 +541,23 @@ fn an_undefined_operand_of_a_growing_operator_fails() {
         assert_eq!(err.kind(), ErrorKind::Undefined, "{src}: {err}");
     }
 }
+
+#[test]
+fn unicode_whitespace_inside_blocks_is_a_space() {
+    assert_eq!(
+        ok("{{\u{a0}1 + 1\u{3000}}}", json!({})),
+        ok("{{ 1 + 1 }}", json!({}))
+    );
+    assert_eq!(
+        ok(
+            "{%\u{a0}if x\u{a0}%}'\u{a0}'{% endif %}",
+            json!({"x": true})
+        ),
+        r#"str:"'\xa0'""#
+    );
+    assert_eq!(ok("{{ '\u{a0}' }}", json!({})), r"str:'\xa0'");
+    assert_eq!(
+        source::unicode_spaces("a\u{a0}{{\u{a0}'\u{a0}'\u{2003}}}"),
+        "a\u{a0}{{  '\u{a0}'   }}"
+    );
+}

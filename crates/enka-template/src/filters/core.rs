@@ -1,5 +1,5 @@
 //! Types and defaults: `default`, `mandatory`, `bool`, `int`, `float`,
-//! `string`, `ternary`, `type_debug`, `length`.
+//! `string`, `ternary`, `type_debug`, `length`, `attr`.
 
 use minijinja::value::{Kwargs, Rest, ValueKind};
 use minijinja::{Error, ErrorKind, State, Value};
@@ -292,6 +292,104 @@ pub(super) fn length(value: &Value) -> Result<Value, Error> {
         }),
     }
 }
+
+/// Jinja's `attr(name)`: Python's `getattr`, which finds a dict's, a
+/// list's or a string's methods (shown as Python prints a bound method)
+/// but never their items: `{'a': 1} | attr('a')` is undefined, failing
+/// where it is used, as in Ansible. Other objects (an imported template's
+/// macros) answer as minijinja's attribute lookup does.
+pub(super) fn attr(state: &State, value: &Value, name: &Value) -> Result<Value, Error> {
+    let methods: &[&str] = match value.kind() {
+        ValueKind::Map => DICT_METHODS,
+        ValueKind::Seq => LIST_METHODS,
+        ValueKind::String => STR_METHODS,
+        ValueKind::Number | ValueKind::Bool | ValueKind::None => &[],
+        _ => {
+            return Ok(name.as_str().map_or(Value::UNDEFINED, |n| {
+                value.get_attr(n).unwrap_or(Value::UNDEFINED)
+            }));
+        }
+    };
+    if let Some(method) = name.as_str().filter(|n| methods.contains(n)) {
+        return Ok(Value::from(format!(
+            "<built-in method {method} of {} object>",
+            pyrepr::type_name(value)
+        )));
+    }
+    if let Some(ctx) = super::context(state) {
+        ctx.read_missing_attribute(value, name);
+    }
+    Ok(Value::UNDEFINED)
+}
+
+const DICT_METHODS: &[&str] = &[
+    "clear",
+    "copy",
+    "fromkeys",
+    "get",
+    "items",
+    "keys",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+    "values",
+];
+
+const LIST_METHODS: &[&str] = &[
+    "append", "clear", "copy", "count", "extend", "index", "insert", "pop", "remove", "reverse",
+    "sort",
+];
+
+const STR_METHODS: &[&str] = &[
+    "capitalize",
+    "casefold",
+    "center",
+    "count",
+    "encode",
+    "endswith",
+    "expandtabs",
+    "find",
+    "format",
+    "format_map",
+    "index",
+    "isalnum",
+    "isalpha",
+    "isascii",
+    "isdecimal",
+    "isdigit",
+    "isidentifier",
+    "islower",
+    "isnumeric",
+    "isprintable",
+    "isspace",
+    "istitle",
+    "isupper",
+    "join",
+    "ljust",
+    "lower",
+    "lstrip",
+    "maketrans",
+    "partition",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "rfind",
+    "rindex",
+    "rjust",
+    "rpartition",
+    "rsplit",
+    "rstrip",
+    "split",
+    "splitlines",
+    "startswith",
+    "strip",
+    "swapcase",
+    "title",
+    "translate",
+    "upper",
+    "zfill",
+];
 
 #[cfg(test)]
 mod tests {

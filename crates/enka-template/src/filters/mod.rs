@@ -66,6 +66,7 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "type_debug", core::type_debug);
     env.add_filter("length", core::length);
     env.add_filter("count", core::length);
+    env.add_filter("attr", core::attr);
     // datetime
     add!(env, "strftime", datetime::strftime);
     add!(env, "to_datetime", datetime::to_datetime);

@@ -5,11 +5,15 @@
 //! `sequence.rs`, and, only when enabled, `pipe` and `lines`. Plugins that
 //! need the operator (such as `k8s`) are added through [`LookupPlugin`].
 //! A template file's own Jinja settings (the lookup's options, the file's
-//! `#jinja2:` header) are read in `overrides.rs`.
+//! `#jinja2:` header) are read in `overrides.rs`; template files and what
+//! they include are rendered in `template_file.rs`.
 
 mod lists;
 mod overrides;
 mod sequence;
+mod template_file;
+
+pub use template_file::render_template_file;
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -256,7 +260,7 @@ pub fn query_as_with(
         .map_err(|e| super::Error::from_minijinja(&e, name))
 }
 
-fn option<'a>(options: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
+pub(super) fn option<'a>(options: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
     options.iter().find(|(k, _)| k == name).map(|(_, v)| v)
 }
 
@@ -281,7 +285,7 @@ type Lookup = fn(&Context, &[Value], &[(String, Value)]) -> Result<Vec<Value>, E
 /// Every lookup enka runs itself, in one table.
 const LOOKUPS: &[(&str, Lookup)] = &[
     ("template", |ctx, terms, options| {
-        per_term(ctx, terms, options, template)
+        per_term(ctx, terms, options, template_file::template)
     }),
     ("file", |ctx, terms, options| {
         per_term(ctx, terms, options, file)
@@ -583,203 +587,8 @@ pub fn find_needle(search_path: &[PathBuf], subdir: &str, name: &str) -> Option<
         .find(|candidate| candidate.is_file())
 }
 
-fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Option<PathBuf> {
+pub(super) fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Option<PathBuf> {
     find_needle(ctx.search_path(), subdir, name)
-}
-
-fn template(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
-    let render_ctx = match option(options, "template_vars") {
-        Some(extra) if extra.kind() == ValueKind::Map => {
-            let mut overlay = Vec::new();
-            for key in extra.try_iter()? {
-                let value = extra.get_item(&key)?;
-                overlay.push((pyrepr::to_text(&key), Var::templated(value)));
-            }
-            Context {
-                vars: Arc::new(Overlay {
-                    base: ctx.vars().clone(),
-                    extra: overlay,
-                }),
-                ..ctx.fresh()
-            }
-        }
-        _ => ctx.clone(),
-    };
-    let (_, text) = render_file(&render_ctx, name, "lookup", lookup_settings(options))?;
-    // 2.19 renders the file natively, where text is never parsed back
-    // into data (a file is text and templates, so text).
-    let native = ctx.templar().options().semantics.native();
-    if native && text.trim_end_matches('\n').is_empty() {
-        // 2.19: a template that renders nothing is None.
-        return Ok(Value::from(()));
-    }
-    let convert = option(options, "convert_data").is_none_or(Value::is_true) && !native;
-    Ok(if convert {
-        super::pyliteral::convert_rendered(text)
-    } else {
-        Value::from(text)
-    })
-}
-
-/// Renders the template file `name` (searched under `templates/` of the
-/// role, then the project) as the `template` module does: with the task's
-/// variables, keeping the file's trailing newlines. Returns its path too.
-pub fn render_template_file(ctx: &Context, name: &str) -> Result<(PathBuf, String), super::Error> {
-    render_file(ctx, name, "template", Vec::new())
-        .map_err(|e| super::Error::from_minijinja(&e, name))
-}
-
-/// The template lookup's `variable_start_string`, `block_end_string`,
-/// `trim_blocks`, … options as settings of the file's Jinja.
-fn lookup_settings(options: &[(String, Value)]) -> Vec<(String, String)> {
-    options
-        .iter()
-        .map(|(key, value)| {
-            let text = match value.kind() {
-                ValueKind::Bool if value.is_true() => "True".to_owned(),
-                ValueKind::Bool => "False".to_owned(),
-                _ => pyrepr::to_text(value),
-            };
-            (key.clone(), text)
-        })
-        .collect()
-}
-
-/// What Ansible adds to the variables of a template file it renders
-/// (`generate_ansible_template_vars`): where the file is, who owns it,
-/// when it changed and when it is rendered, the host, and `ansible_managed`.
-fn template_vars(name: &str, path: &std::path::Path) -> Vec<(String, Var)> {
-    use std::os::unix::fs::MetadataExt;
-    // The host and the user names do not change while enka runs: read once.
-    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    static USERS: std::sync::OnceLock<Vec<(u32, String)>> = std::sync::OnceLock::new();
-    let metadata = std::fs::metadata(path).ok();
-    let host = HOST.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_owned())
-            .unwrap_or_else(|_| "localhost".to_owned())
-    });
-    let users = USERS.get_or_init(|| {
-        std::fs::read_to_string("/etc/passwd")
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|line| {
-                let mut fields = line.split(':');
-                let user = fields.next()?.to_owned();
-                let id = fields.nth(1)?.parse::<u32>().ok()?;
-                Some((id, user))
-            })
-            .collect()
-    });
-    let uid = metadata.as_ref().map_or(0, MetadataExt::uid);
-    let owner = users
-        .iter()
-        .find(|(id, _)| *id == uid)
-        .map_or_else(|| uid.to_string(), |(_, user)| user.clone());
-    let mtime = metadata
-        .as_ref()
-        .and_then(|m| m.modified().ok())
-        .and_then(|t| jiff::Timestamp::try_from(t).ok())
-        .unwrap_or_else(jiff::Timestamp::now);
-    let local =
-        |t: jiff::Timestamp| super::filters::py_datetime(t.to_zoned(jiff::tz::TimeZone::system()));
-    let plain = |v: Value| Var::plain(v);
-    vec![
-        ("template_host".into(), plain(Value::from(host.as_str()))),
-        ("template_path".into(), plain(Value::from(name))),
-        (
-            "template_fullpath".into(),
-            plain(Value::from(path.to_string_lossy().as_ref())),
-        ),
-        ("template_uid".into(), plain(Value::from(owner))),
-        ("template_mtime".into(), plain(local(mtime))),
-        (
-            "template_run_date".into(),
-            plain(local(jiff::Timestamp::now())),
-        ),
-        ("template_destpath".into(), plain(Value::from(()))),
-        // C.DEFAULT_MANAGED_STR, strftime'd with the file's mtime (it has
-        // no % by default).
-        (
-            "ansible_managed".into(),
-            plain(Value::from("Ansible managed")),
-        ),
-    ]
-}
-
-fn render_file(
-    ctx: &Context,
-    name: &str,
-    what: &str,
-    settings: Vec<(String, String)>,
-) -> Result<(PathBuf, String), Error> {
-    let path = find_in_search_path(ctx, "templates", name).ok_or_else(|| {
-        invalid(format!(
-            "the template file {name} could not be found for the {what}"
-        ))
-    })?;
-    let key = path.to_string_lossy().into_owned();
-    let templar = ctx.templar();
-    // Files under a loaded role's templates/ were compiled with the
-    // project; any other is compiled here, for this render only.
-    let adhoc;
-    let compiled = match overrides::syntax(&settings)? {
-        // Other settings (the lookup's, the file's own header) need a
-        // compile of their own.
-        Some(_) => None,
-        None => templar
-            .env()
-            .get_template(&key)
-            .ok()
-            .filter(|t| !t.source().starts_with(overrides::HEADER)),
-    };
-    let template = match compiled {
-        Some(template) => template,
-        None => {
-            let source = std::fs::read_to_string(&path)
-                .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
-            let (header, body) = overrides::split_header(&source)?;
-            let source = body.to_owned();
-            let settings: Vec<_> = settings.into_iter().chain(header).collect();
-            let syntax = overrides::syntax(&settings)?;
-            let mut env = templar.env().clone();
-            // `%` is found with the default delimiters; a template with its
-            // own keeps minijinja's numeric `%`.
-            let source = match syntax {
-                Some(syntax) => {
-                    env.set_syntax(syntax);
-                    source
-                }
-                None => super::operators::rewrite(&source).into_owned(),
-            };
-            env.add_template_owned(key.clone(), source)
-                .map_err(|e| super::Error::from_minijinja(&e, &key).to_minijinja())?;
-            adhoc = env;
-            adhoc.get_template(&key)?
-        }
-    };
-    let mut extra = template_vars(name, &path);
-    // 2.19 does not clobber an `ansible_managed` the play defines.
-    if ctx.templar().options().semantics.native() && ctx.vars().get("ansible_managed").is_some() {
-        extra.retain(|(key, _)| key != "ansible_managed");
-    }
-    let render_ctx = Context {
-        vars: Arc::new(Overlay {
-            base: ctx.vars().clone(),
-            extra,
-        }),
-        ..ctx.clone()
-    };
-    let mut text = crate::guarded_render(&template, &render_ctx)
-        .map_err(|e| super::Error::from_minijinja(&e, template.source()).to_minijinja())?;
-    // Jinja drops the final newline; Ansible's template lookup restores it.
-    let source = template.source();
-    let wanted = source.len() - source.trim_end_matches('\n').len();
-    let have = text.len() - text.trim_end_matches('\n').len();
-    for _ in have..wanted {
-        text.push('\n');
-    }
-    Ok((path, text))
 }
 
 fn file(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
@@ -857,9 +666,9 @@ fn password(ctx: &Context, term: &str, options: &[(String, Value)]) -> Result<Va
 
 /// Variables with extra ones on top (`template_vars`).
 #[derive(Debug)]
-struct Overlay {
-    base: Arc<dyn VarSource>,
-    extra: Vec<(String, Var)>,
+pub(super) struct Overlay {
+    pub(super) base: Arc<dyn VarSource>,
+    pub(super) extra: Vec<(String, Var)>,
 }
 
 impl VarSource for Overlay {
