@@ -489,6 +489,12 @@ impl Context {
         self.read_undefined("", Some(cause));
     }
 
+    /// Records the error a method call raised, which 2.19 keeps in the
+    /// value the call gives (failing where that value is used).
+    pub(crate) fn read_failed_call(&self, message: String) {
+        self.read_undefined("", Some(message));
+    }
+
     fn cached(&self, name: &str) -> Option<Value> {
         let resolved = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
         resolved

@@ -29,6 +29,11 @@ pub(crate) enum Cause {
     /// ([`crate::budget`]); the message says what and how much.
     #[error("over the template memory budget")]
     MemoryBudget,
+    /// The Python exception class Ansible's plugin raises this error as,
+    /// where its callers tell classes apart (2.18's `_lookup` raises an
+    /// `AnsibleLookupError` as it is and words any other).
+    #[error("raised as {0}")]
+    Python(&'static str),
     /// One of our errors, failing a lazily templated variable inside
     /// another template.
     #[error("{0}")]
@@ -43,6 +48,14 @@ impl Cause {
         message: impl Into<String>,
     ) -> minijinja::Error {
         minijinja::Error::new(kind, message.into()).with_source(self)
+    }
+
+    /// The Python class `err` was raised as, when one of ours said.
+    pub(crate) fn python_class(err: &minijinja::Error) -> Option<&'static str> {
+        match Cause::of(err) {
+            Some(Cause::Python(class)) => Some(class),
+            _ => None,
+        }
     }
 
     /// The first cause of ours in `err`'s chain of sources.

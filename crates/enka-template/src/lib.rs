@@ -46,6 +46,7 @@ mod predicates;
 mod protomatter;
 mod pycompare;
 pub mod pyliteral;
+mod pyrandom;
 pub mod pyrepr;
 mod python;
 mod pytime;

@@ -8,11 +8,39 @@ use super::context::keep_unsafe;
 use super::filters::{invalid, tuple};
 use super::pyrepr;
 
+/// What a Python method's failure becomes: 2.18 raises it; 2.19 keeps it
+/// in the value the call gives, which fails only where it is used
+/// (`{% set _ = d.pop('missing') %}` renders).
+pub(crate) fn captured(state: &State, result: Result<Value, Error>) -> Result<Value, Error> {
+    match result {
+        Err(err)
+            if err.kind() == ErrorKind::InvalidOperation
+                && crate::filters::semantics(state) == crate::Semantics::Ansible219 =>
+        {
+            if let Some(ctx) = crate::filters::context(state) {
+                ctx.read_failed_call(err.detail().unwrap_or_default().to_owned());
+            }
+            Ok(Value::UNDEFINED)
+        }
+        other => other,
+    }
+}
+
 /// The unknown-method callback: ours first, then pycompat's. A value an
 /// object holds under that name (an imported template's macro, `m.hi()`)
 /// is left to minijinja, which calls it, as Jinja's attribute lookup finds
 /// it.
 pub fn call_method(
+    state: &mut State,
+    value: &Value,
+    method: &str,
+    args: &[Value],
+) -> Result<Value, Error> {
+    let result = python_method(state, value, method, args);
+    captured(state, result)
+}
+
+fn python_method(
     state: &mut State,
     value: &Value,
     method: &str,

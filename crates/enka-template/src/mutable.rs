@@ -47,85 +47,7 @@ fn items_of(value: &Value) -> Result<Vec<Value>, Error> {
 }
 
 impl MutableList {
-    fn snapshot(&self) -> Value {
-        Value::from(locked(&self.0).clone())
-    }
-
-    /// `list.sort(reverse=False)`: Python's stable sort by `<`, which
-    /// fails on items of types Python does not order (`[1, 'a']`).
-    fn sort(&self, args: &[Value]) -> Result<(), Error> {
-        let (kwargs,): (minijinja::value::Kwargs,) = minijinja::value::from_args(args)
-            .map_err(|_| super::filters::invalid("sort() takes no positional arguments"))?;
-        let reverse = kwargs.get::<Option<bool>>("reverse")?.unwrap_or(false);
-        if kwargs
-            .get::<Option<Value>>("key")?
-            .is_some_and(|key| !key.is_none())
-        {
-            return Err(super::filters::invalid(
-                "sort(key=…) is not supported in a template",
-            ));
-        }
-        kwargs.assert_all_used()?;
-        let mut items = locked(&self.0).clone();
-        let mut failure = None;
-        // Python sorts the reversed list and reverses the result, so equal
-        // items keep their order.
-        if reverse {
-            items.reverse();
-        }
-        items.sort_by(|a, b| match crate::pycompare::compare(b, "<", a) {
-            Ok(true) => std::cmp::Ordering::Greater,
-            Ok(false) => match crate::pycompare::compare(a, "<", b) {
-                Ok(true) => std::cmp::Ordering::Less,
-                Ok(false) => std::cmp::Ordering::Equal,
-                Err(err) => {
-                    failure.get_or_insert(err);
-                    std::cmp::Ordering::Equal
-                }
-            },
-            Err(err) => {
-                failure.get_or_insert(err);
-                std::cmp::Ordering::Equal
-            }
-        });
-        if reverse {
-            items.reverse();
-        }
-        if let Some(err) = failure {
-            return Err(err);
-        }
-        *locked(&self.0) = items;
-        Ok(())
-    }
-}
-
-impl Object for MutableList {
-    fn repr(self: &Arc<Self>) -> ObjectRepr {
-        ObjectRepr::Seq
-    }
-
-    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        let items = locked(&self.0);
-        let index = i64::try_from(key.clone()).ok()?;
-        let index = if index < 0 {
-            items.len() as i64 + index
-        } else {
-            index
-        };
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| items.get(i).cloned())
-    }
-
-    fn enumerate(self: &Arc<Self>) -> Enumerator {
-        Enumerator::Values(locked(&self.0).clone())
-    }
-
-    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
-        Some(locked(&self.0).len())
-    }
-
-    fn call_method(
+    fn mutate(
         self: &Arc<Self>,
         state: &mut State<'_, '_>,
         method: &str,
@@ -184,43 +106,98 @@ impl Object for MutableList {
         }
         Ok(Value::from(()))
     }
-}
 
-impl MutableDict {
     fn snapshot(&self) -> Value {
-        Value::from_pairs(locked(&self.0).clone())
+        Value::from(locked(&self.0).clone())
     }
 
-    fn set(&self, key: Value, value: Value) {
-        let mut entries = locked(&self.0);
-        match entries.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => entries.push((key, value)),
+    /// `list.sort(reverse=False)`: Python's stable sort by `<`, which
+    /// fails on items of types Python does not order (`[1, 'a']`).
+    fn sort(&self, args: &[Value]) -> Result<(), Error> {
+        let (kwargs,): (minijinja::value::Kwargs,) = minijinja::value::from_args(args)
+            .map_err(|_| super::filters::invalid("sort() takes no positional arguments"))?;
+        let reverse = kwargs.get::<Option<bool>>("reverse")?.unwrap_or(false);
+        if kwargs
+            .get::<Option<Value>>("key")?
+            .is_some_and(|key| !key.is_none())
+        {
+            return Err(super::filters::invalid(
+                "sort(key=…) is not supported in a template",
+            ));
         }
+        kwargs.assert_all_used()?;
+        let mut items = locked(&self.0).clone();
+        let mut failure = None;
+        // Python sorts the reversed list and reverses the result, so equal
+        // items keep their order.
+        if reverse {
+            items.reverse();
+        }
+        items.sort_by(|a, b| match crate::pycompare::compare(b, "<", a) {
+            Ok(true) => std::cmp::Ordering::Greater,
+            Ok(false) => match crate::pycompare::compare(a, "<", b) {
+                Ok(true) => std::cmp::Ordering::Less,
+                Ok(false) => std::cmp::Ordering::Equal,
+                Err(err) => {
+                    failure.get_or_insert(err);
+                    std::cmp::Ordering::Equal
+                }
+            },
+            Err(err) => {
+                failure.get_or_insert(err);
+                std::cmp::Ordering::Equal
+            }
+        });
+        if reverse {
+            items.reverse();
+        }
+        if let Some(err) = failure {
+            return Err(err);
+        }
+        *locked(&self.0) = items;
+        Ok(())
     }
 }
 
-impl Object for MutableDict {
+impl Object for MutableList {
+    fn call_method(
+        self: &Arc<Self>,
+        state: &mut State<'_, '_>,
+        method: &str,
+        args: &[Value],
+    ) -> Result<Value, Error> {
+        let result = self.mutate(state, method, args);
+        super::methods::captured(state, result)
+    }
+
     fn repr(self: &Arc<Self>) -> ObjectRepr {
-        ObjectRepr::Map
+        ObjectRepr::Seq
     }
 
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        locked(&self.0)
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
+        let items = locked(&self.0);
+        let index = i64::try_from(key.clone()).ok()?;
+        let index = if index < 0 {
+            items.len() as i64 + index
+        } else {
+            index
+        };
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| items.get(i).cloned())
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
-        Enumerator::Values(locked(&self.0).iter().map(|(k, _)| k.clone()).collect())
+        Enumerator::Values(locked(&self.0).clone())
     }
 
     fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
         Some(locked(&self.0).len())
     }
+}
 
-    fn call_method(
+impl MutableDict {
+    fn mutate(
         self: &Arc<Self>,
         state: &mut State<'_, '_>,
         method: &str,
@@ -271,6 +248,49 @@ impl Object for MutableDict {
                 }),
             _ => super::methods::call_method(state, &self.snapshot(), method, args),
         }
+    }
+
+    fn snapshot(&self) -> Value {
+        Value::from_pairs(locked(&self.0).clone())
+    }
+
+    fn set(&self, key: Value, value: Value) {
+        let mut entries = locked(&self.0);
+        match entries.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => entries.push((key, value)),
+        }
+    }
+}
+
+impl Object for MutableDict {
+    fn call_method(
+        self: &Arc<Self>,
+        state: &mut State<'_, '_>,
+        method: &str,
+        args: &[Value],
+    ) -> Result<Value, Error> {
+        let result = self.mutate(state, method, args);
+        super::methods::captured(state, result)
+    }
+
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        locked(&self.0)
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Values(locked(&self.0).iter().map(|(k, _)| k.clone()).collect())
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(locked(&self.0).len())
     }
 }
 

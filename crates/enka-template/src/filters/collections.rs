@@ -10,6 +10,7 @@ use rand::seq::SliceRandom;
 
 use super::{defined, defined_deep, invalid};
 use crate::context::Context;
+use crate::pyrandom::{PyRandom, Range};
 use crate::pyrepr;
 
 /// Jinja's `selectattr`/`rejectattr`, where (as with Ansible's undefined) a
@@ -666,27 +667,24 @@ fn context(state: &State) -> Option<Context> {
     super::context(state)
 }
 
-fn with_rng<T>(
-    state: &State,
-    seed: Option<&Value>,
-    f: impl FnOnce(&mut dyn rand::RngCore) -> T,
-) -> T {
-    use rand::SeedableRng;
-    if let Some(seed) = seed.filter(|s| !s.is_none() && !s.is_undefined()) {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        pyrepr::to_text(seed).hash(&mut hasher);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(hasher.finish());
-        return f(&mut rng);
-    }
+/// Python's `Random(seed)` when a seed is given (the same value every
+/// run, as Ansible's); `None` draws from the templar's generator.
+fn seeded(seed: Option<&Value>) -> Result<Option<PyRandom>, Error> {
+    seed.filter(|s| !s.is_none() && !s.is_undefined())
+        .map(|seed| PyRandom::new(seed).map_err(|e| invalid(e.to_string())))
+        .transpose()
+}
+
+/// A draw from the templar's generator (a fresh one outside a render).
+fn unseeded<T>(state: &State, f: impl FnOnce(&mut dyn rand::RngCore) -> T) -> T {
     match context(state) {
         Some(ctx) => ctx.templar().with_rng(|rng| f(rng)),
         None => f(&mut rand::rng()),
     }
 }
 
-/// Ansible's `random`: a random element of a sequence, or a random integer
-/// below an integer `end` (with `start` and `step`).
+/// Ansible's `random`: a random element of a sequence, or
+/// `randrange(start, end, step)` of an integer `end`.
 pub(super) fn random(
     state: &State,
     value: &Value,
@@ -707,14 +705,15 @@ pub(super) fn random(
     defined(value, "random")?;
     if value.is_integer() {
         let end = i64::try_from(value.clone())?;
+        // `if not start: start = 0`, `if not step: step = 1`.
         let start = start.unwrap_or(0);
-        let step = step.unwrap_or(1);
-        if step <= 0 || end <= start {
-            return Err(invalid("random: empty range"));
-        }
-        let count = (end - start + step - 1) / step;
-        let pick = with_rng(state, seed.as_ref(), |rng| rng.random_range(0..count));
-        return Ok(Value::from(start + pick * step));
+        let step = step.filter(|&s| s != 0).unwrap_or(1);
+        let range = Range::new(start, end, step).map_err(invalid)?;
+        let index = match seeded(seed.as_ref())? {
+            Some(mut rng) => rng.below(range.count),
+            None => unseeded(state, |rng| rng.random_range(0..range.count)),
+        };
+        return Ok(Value::from(range.at(index)));
     }
     if !matches!(
         value.kind(),
@@ -731,20 +730,26 @@ pub(super) fn random(
     if values.is_empty() {
         return Err(invalid("random: cannot choose from an empty sequence"));
     }
-    let index = with_rng(state, seed.as_ref(), |rng| {
-        rng.random_range(0..values.len())
-    });
+    let count = values.len();
+    let index = match seeded(seed.as_ref())? {
+        Some(mut rng) => rng.below(count as u64) as usize,
+        None => unseeded(state, |rng| rng.random_range(0..count)),
+    };
     Ok(values[index].clone())
 }
 
+/// Ansible's `shuffle`: seeded only by a true seed (`if seed:`).
 pub(super) fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let seed = kwargs.get::<Option<Value>>("seed")?;
+    let seed = kwargs.get::<Option<Value>>("seed")?.filter(Value::is_true);
     kwargs.assert_all_used()?;
     // Ansible's randomize_list returns what it cannot make a list of as is.
     let Ok(mut values) = items(value, "shuffle") else {
         return Ok(value.clone());
     };
-    with_rng(state, seed.as_ref(), |rng| values.shuffle(rng));
+    match seeded(seed.as_ref())? {
+        Some(mut rng) => rng.shuffle(&mut values),
+        None => unseeded(state, |rng| values.shuffle(rng)),
+    }
     Ok(Value::from(values))
 }
 

@@ -65,24 +65,59 @@ pub fn register(env: &mut Environment<'static>) {
     });
 }
 
-/// A lookup's own failure as the project's line words it: 2.18 raises the
-/// plugin's error as it is (kubernetes.core's `k8s` words it itself);
-/// 2.19 wraps every failure of a plugin
-/// (`AnsibleTemplatePluginRuntimeError`).
+/// A lookup's own failure as the project's line words it. 2.18's
+/// `_lookup` raises an undefined variable, an `AnsibleLookupError` and an
+/// `AnsibleOptionsError` as they are, and words any other exception with
+/// its class (`… Error was a <class 'ansible.errors.AnsibleError'>,
+/// original message: …`), which a custom resource's Failure condition
+/// quotes; plugins of other collections (`k8s`) word their own. 2.19 wraps
+/// every failure of a plugin (`AnsibleTemplatePluginRuntimeError`).
 fn plugin_failure(ctx: &Context, name: &str, err: Error) -> Error {
-    if ctx.templar().options().semantics != crate::Semantics::Ansible219
-        || err.kind() != ErrorKind::InvalidOperation
-    {
+    let class = crate::error::Cause::python_class(&err);
+    let detail = err.detail().unwrap_or_default().to_owned();
+    if ctx.templar().options().semantics != crate::Semantics::Ansible219 {
+        let wrapped = matches!(
+            err.kind(),
+            ErrorKind::InvalidOperation | ErrorKind::TemplateNotFound
+        ) && ctx.templar().lookup_plugin(name).is_none()
+            && !matches!(class, Some(LOOKUP_ERROR | OPTIONS_ERROR));
+        if !wrapped {
+            return err;
+        }
+        let class = class.unwrap_or(ANSIBLE_ERROR);
+        return Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "An unhandled exception occurred while running the lookup plugin '{name}'. \
+                 Error was a <class '{class}'>, original message: {detail}. {detail}"
+            ),
+        );
+    }
+    if err.kind() != ErrorKind::InvalidOperation || detail.starts_with("The lookup plugin '") {
         return err;
     }
-    let detail = err.detail().unwrap_or_default();
-    if detail.starts_with("The lookup plugin '") {
-        return err;
+    if class == Some(TEMPLATE_NOT_FOUND) {
+        // Raised by Jinja while the file renders, not by the plugin.
+        return Error::new(
+            ErrorKind::InvalidOperation,
+            format!("Error rendering template: {detail}"),
+        );
     }
     Error::new(
         ErrorKind::InvalidOperation,
         format!("The lookup plugin '{}' failed: {detail}", short_name(name)),
     )
+}
+
+/// Python's classes of a lookup's errors, where Ansible tells them apart.
+const ANSIBLE_ERROR: &str = "ansible.errors.AnsibleError";
+const LOOKUP_ERROR: &str = "ansible.errors.AnsibleLookupError";
+const OPTIONS_ERROR: &str = "ansible.errors.AnsibleOptionsError";
+const TEMPLATE_NOT_FOUND: &str = "jinja2.exceptions.TemplateNotFound";
+
+/// A lookup's error as Python raises it as `class` (one of the above).
+fn raised(class: &'static str, message: impl Into<String>) -> Error {
+    crate::error::Cause::Python(class).error(ErrorKind::InvalidOperation, message)
 }
 
 fn context(state: &State) -> Result<Context, Error> {
@@ -593,7 +628,18 @@ pub(super) fn find_in_search_path(ctx: &Context, subdir: &str, name: &str) -> Op
 
 fn file(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value, Error> {
     let path = find_in_search_path(ctx, "files", name)
-        .ok_or_else(|| invalid(format!("could not locate file in lookup: {name}")))?;
+        .ok_or_else(|| match ctx.templar().options().semantics {
+            crate::Semantics::Ansible218 => raised(
+                LOOKUP_ERROR,
+                format!(
+                    "The 'file' lookup had an issue accessing the file '{name}'. \
+                     file not found, use -vvvvv to see paths searched"
+                ),
+            ),
+            crate::Semantics::Ansible219 => invalid(format!(
+                "Unable to access the file '{name}': File not found. Use -vvvvv to see paths searched."
+            )),
+        })?;
     let mut text = std::fs::read_to_string(&path)
         .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
     if option(options, "rstrip").is_none_or(Value::is_true) {

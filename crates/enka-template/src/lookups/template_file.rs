@@ -15,7 +15,7 @@ use std::sync::Arc;
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, Template, Value};
 
-use super::{Overlay, find_in_search_path, invalid, option, overrides};
+use super::{Overlay, TEMPLATE_NOT_FOUND, find_in_search_path, invalid, option, overrides, raised};
 use crate::context::{Context, Var};
 use crate::pyrepr;
 
@@ -178,15 +178,16 @@ fn render_file(
             .filter(|t| !t.source().starts_with(overrides::HEADER)),
     };
     let own_env;
+    let mut includes: Arc<[PathBuf]> = Arc::from(Vec::new());
     let template = match compiled {
         Some(template) if !reads_other_templates(template.source()) => template,
         _ => {
-            let includes = include_dirs(ctx, &path, caller);
-            own_env = file_env(ctx, &path, &key, settings, compiled.is_none(), includes)?;
+            includes = include_dirs(ctx, &path, caller).into();
+            own_env = file_env(ctx, &path, &key, settings, compiled.is_none(), &includes)?;
             own_env.get_template(&key)?
         }
     };
-    let text = render_compiled(ctx, name, &path, &template)?;
+    let text = render_compiled(ctx, name, &path, &template, &includes)?;
     Ok((path, text))
 }
 
@@ -206,11 +207,11 @@ fn file_env(
     key: &str,
     settings: Vec<(String, String)>,
     compile: bool,
-    includes: Vec<PathBuf>,
+    includes: &Arc<[PathBuf]>,
 ) -> Result<Environment<'static>, Error> {
     let mut env = ctx.templar().env().clone();
-    let includes: Arc<[PathBuf]> = includes.into();
     let searched = includes.clone();
+    let includes = includes.clone();
     env.set_path_join_callback(move |name, _parent| match find_include(&searched, name) {
         Some(found) => found.to_string_lossy().into_owned().into(),
         None => name.into(),
@@ -288,6 +289,29 @@ fn load_include(dirs: &[PathBuf], name: &str) -> Result<Option<String>, Error> {
         .map_err(|e| e.to_minijinja())
 }
 
+/// Jinja's words for an include it did not find: the name alone when it
+/// is no name its loader takes (`..`), else the directories searched.
+fn missing_include(err: &Error, includes: &[PathBuf]) -> Option<String> {
+    if err.kind() != minijinja::ErrorKind::TemplateNotFound {
+        return None;
+    }
+    let detail = err.detail()?;
+    let quoted = detail.split_once('\'')?.1;
+    let name = quoted.rsplit_once('\'')?.0;
+    if name.split('/').any(|part| part == "..") {
+        return Some(name.to_owned());
+    }
+    let searched: Vec<String> = includes
+        .iter()
+        .map(|dir| crate::pyrepr::repr(&Value::from(dir.to_string_lossy().as_ref())))
+        .collect();
+    Some(format!(
+        "{} not found in search paths: {}",
+        crate::pyrepr::repr(&Value::from(name)),
+        searched.join(", ")
+    ))
+}
+
 /// Renders a compiled file with Ansible's template variables, keeping its
 /// trailing newlines.
 fn render_compiled(
@@ -295,6 +319,7 @@ fn render_compiled(
     name: &str,
     path: &Path,
     template: &Template<'_, '_>,
+    includes: &[PathBuf],
 ) -> Result<String, Error> {
     let mut extra = template_vars(name, path);
     // 2.19 does not clobber an `ansible_managed` the play defines.
@@ -308,8 +333,13 @@ fn render_compiled(
         }),
         ..ctx.clone()
     };
-    let mut text = crate::guarded_render(template, &render_ctx)
-        .map_err(|e| crate::Error::from_minijinja(&e, template.source()).to_minijinja())?;
+    let mut text = crate::guarded_render(template, &render_ctx).map_err(|e| {
+        match missing_include(&e, includes) {
+            // Jinja's TemplateNotFound, which says the name alone.
+            Some(name) => raised(TEMPLATE_NOT_FOUND, name),
+            None => crate::Error::from_minijinja(&e, template.source()).to_minijinja(),
+        }
+    })?;
     // Jinja drops the final newline; Ansible's template lookup restores it.
     let source = template.source();
     let wanted = source.len() - source.trim_end_matches('\n').len();
