@@ -295,13 +295,13 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "file_outside_project",
         r#"{}"#,
         "Read a file that is not there",
-        "could not locate file in lookup: /nonexistent/enka-catalogue.txt",
+        "The 'file' lookup had an issue accessing the file '/nonexistent/enka-catalogue.txt'",
     ),
     (
         "file_traversal",
         r#"{}"#,
         "Climb to a file that is not there",
-        "could not locate file in lookup: ../../../../../../../../nonexistent/enka-catalogue.txt",
+        "The 'file' lookup had an issue accessing the file '../../../../../../../../nonexistent/enka-catalogue.txt'",
     ),
     (
         "template_outside_project",

@@ -683,6 +683,27 @@ mod tests {
         assert_eq!(watches[0].gvk.group, "");
     }
 
+    /// Upstream's structs carry no JSON tags, and Go's encoding/json (what
+    /// sigs.k8s.io/yaml decodes through) matches every key, nested ones too,
+    /// case-insensitively; of two keys that match, the later wins.
+    #[test]
+    fn nested_keys_match_as_gos_json_decoder_matches_them() {
+        let (watches, diags) = parse_text(
+            "- Version: v1\n  GROUP: g\n  Kind: K\n  Role: r\n  manageStatus: true\n  ManageStatus: false\n  Selector:\n    MATCHLABELS: {a: b}\n    MatchExpressions:\n    - {Key: c, OPERATOR: Exists}\n  Finalizer:\n    NAME: g/finalizer\n    Vars: {state: absent}\n  BlackList:\n  - {GROUP: apps, Version: v1, KIND: Deployment}\n",
+        );
+        assert!(!diags.has_errors(), "{diags:?}");
+        assert!(diags.0.is_empty(), "no key is unknown: {diags:?}");
+        let w = &watches[0];
+        assert!(!w.manage_status);
+        assert_eq!(w.selector.to_query(), "a=b,c");
+        assert_eq!(w.finalizer.as_ref().unwrap().name, "g/finalizer");
+        assert_eq!(w.finalizer.as_ref().unwrap().vars[0].0, "state");
+        assert_eq!(
+            (w.blacklist[0].group.as_str(), w.blacklist[0].kind.as_str()),
+            ("apps", "Deployment")
+        );
+    }
+
     #[test]
     fn errors_and_warnings_name_their_line() {
         let (_, diags) = parse_text(

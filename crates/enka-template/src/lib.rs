@@ -45,6 +45,7 @@ mod output;
 mod predicates;
 mod protomatter;
 mod pycompare;
+mod pyjson;
 pub mod pyliteral;
 mod pyrandom;
 pub mod pyrepr;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use base64::Engine as _;
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Error, State, Value};
+use minijinja::{Error, ErrorKind, State, Value};
 
 use super::{defined, invalid};
 use crate::pyrepr;
@@ -468,7 +468,7 @@ pub(super) fn to_nice_json(
     Ok(Value::from(out))
 }
 
-pub(super) fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
+pub(super) fn from_json(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     kwargs.assert_all_used()?;
     defined(value, "from_json")?;
     // Python's json.loads takes only text.
@@ -479,9 +479,18 @@ pub(super) fn from_json(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
         )));
     }
     let text = text_of(value, "from_json")?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| invalid(format!("from_json: {e}")))?;
-    Ok(convert::from_json(&json))
+    let python_313 = super::python_at_least(state, (3, 13));
+    crate::pyjson::loads(&text, python_313).map_err(|e| {
+        // 2.19 words every filter's failure as its plugin's.
+        let message = match super::semantics(state) {
+            crate::Semantics::Ansible218 => e.to_string(),
+            crate::Semantics::Ansible219 => {
+                format!("The filter plugin 'ansible.builtin.from_json' failed: {e}")
+            }
+        };
+        crate::error::Cause::Python(crate::pyjson::DECODE_ERROR_CLASS)
+            .error(ErrorKind::InvalidOperation, message)
+    })
 }
 
 /// Ansible's `from_yaml`: a string parsed; any other value, an undefined

@@ -96,6 +96,11 @@ fn plugin_failure(ctx: &Context, name: &str, err: Error) -> Error {
     if err.kind() != ErrorKind::InvalidOperation || detail.starts_with("The lookup plugin '") {
         return err;
     }
+    if class.is_some_and(|c| c != TEMPLATE_NOT_FOUND) {
+        // Raised while a template file rendered, in its own words (a
+        // filter's `The filter plugin '…' failed: …`).
+        return err;
+    }
     if class == Some(TEMPLATE_NOT_FOUND) {
         // Raised by Jinja while the file renders, not by the plugin.
         return Error::new(

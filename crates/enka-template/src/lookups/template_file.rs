@@ -334,9 +334,13 @@ fn render_compiled(
         ..ctx.clone()
     };
     let mut text = crate::guarded_render(template, &render_ctx).map_err(|e| {
-        match missing_include(&e, includes) {
-            // Jinja's TemplateNotFound, which says the name alone.
-            Some(name) => raised(TEMPLATE_NOT_FOUND, name),
+        if let Some(name) = missing_include(&e, includes) {
+            return raised(TEMPLATE_NOT_FOUND, name);
+        }
+        match crate::error::Cause::python_class(&e) {
+            // The Python exception the render raised, which 2.18's lookup
+            // names (`json.decoder.JSONDecodeError`).
+            Some(class) => raised(class, e.detail().unwrap_or_default()),
             None => crate::Error::from_minijinja(&e, template.source()).to_minijinja(),
         }
     })?;
