@@ -1,7 +1,7 @@
 //! Jinja tests (`x is defined`, `r is failed`, …) with Ansible's semantics.
 
 use minijinja::value::{Kwargs, ValueKind};
-use minijinja::{Environment, Error, State, Value};
+use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 use super::filters::{core_to_bool, invalid};
 use super::operators::python_remainder;
@@ -106,6 +106,17 @@ pub fn register(env: &mut Environment<'static>) {
     ));
     add!("exists", |v: &Value| path_test(v, |_| true, true));
     add!("link_exists", |v: &Value| path_test(v, |_| true, false));
+    add!("uri", |v: &Value,
+                 schemes: Option<Value>,
+                 kwargs: Kwargs| {
+        Ok::<_, Error>(is_uri(v, schemes_argument(schemes, kwargs)?))
+    });
+    add!("url", |v: &Value,
+                 schemes: Option<Value>,
+                 kwargs: Kwargs| {
+        Ok::<_, Error>(is_url(v, schemes_argument(schemes, kwargs)?))
+    });
+    add!("urn", |v: &Value| is_uri(v, Some(Value::from(vec!["urn"]))));
     add!("same_file", same_file);
     add!("is_same_file", same_file);
     add!("mount", is_mount);
@@ -194,15 +205,64 @@ fn path_test(value: &Value, test: impl Fn(&std::fs::Metadata) -> bool, follow: b
     metadata.is_ok_and(|m| test(&m))
 }
 
-fn same_file(a: &Value, b: &Value) -> bool {
+/// `os.path.samefile`, which fails on a path that is not there.
+fn same_file(a: &Value, b: &Value) -> Result<bool, Error> {
     use std::os::unix::fs::MetadataExt;
     let (Some(a), Some(b)) = (a.as_str(), b.as_str()) else {
+        return Ok(false);
+    };
+    let stat = |path: &str| {
+        std::fs::metadata(path).map_err(|e| {
+            let code = e.raw_os_error().unwrap_or(0);
+            let reason = std::io::Error::from_raw_os_error(code)
+                .to_string()
+                .split(" (os error")
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            Error::new(
+                ErrorKind::InvalidOperation,
+                format!("[Errno {code}] {reason}: '{path}'"),
+            )
+        })
+    };
+    let (a, b) = (stat(a)?, stat(b)?);
+    Ok(a.dev() == b.dev() && a.ino() == b.ino())
+}
+
+/// The `schemes` of `uri` and `url`, given by position or by name.
+fn schemes_argument(schemes: Option<Value>, kwargs: Kwargs) -> Result<Option<Value>, Error> {
+    let schemes = match schemes {
+        Some(schemes) => Some(schemes),
+        None => kwargs.get::<Option<Value>>("schemes")?,
+    };
+    kwargs.assert_all_used()?;
+    Ok(schemes)
+}
+
+/// ansible.builtin's `uri`: text `urlparse` reads, with a scheme among
+/// `schemes` when given.
+fn is_uri(value: &Value, schemes: Option<Value>) -> bool {
+    let Some(text) = value.as_str() else {
         return false;
     };
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
+    let (scheme, _, _) = super::filters::split_url(text);
+    match schemes {
+        Some(allowed) if allowed.is_true() => allowed
+            .try_iter()
+            .is_ok_and(|mut names| names.any(|n| n.as_str() == Some(scheme.as_str()))),
+        _ => true,
     }
+}
+
+/// ansible.builtin's `url`: a `uri` with a network location, or a `file:`
+/// one.
+fn is_url(value: &Value, schemes: Option<Value>) -> bool {
+    if !is_uri(value, schemes) {
+        return false;
+    }
+    let (scheme, netloc, _) = super::filters::split_url(value.as_str().unwrap_or_default());
+    !netloc.is_empty() || scheme == "file"
 }
 
 /// `os.path.ismount`: a directory on another device than its parent (or
@@ -716,12 +776,25 @@ fn started(value: &Value) -> Result<bool, Error> {
         .unwrap_or(true))
 }
 
+/// Python's `any`: stops at the first true item; an undefined one it
+/// reaches fails, as Ansible's undefined does when asked for its truth.
 fn any(value: &Value) -> Result<bool, Error> {
-    Ok(members(value)?.iter().any(Value::is_true))
+    for item in members(value)? {
+        if super::filters::defined(&item, "any")?.is_true() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
+/// Python's `all`: stops at the first false item, as [`any`] does.
 fn all(value: &Value) -> Result<bool, Error> {
-    Ok(members(value)?.iter().all(Value::is_true))
+    for item in members(value)? {
+        if !super::filters::defined(&item, "all")?.is_true() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -670,9 +670,19 @@ fn context(state: &State) -> Option<Context> {
 /// Python's `Random(seed)` when a seed is given (the same value every
 /// run, as Ansible's); `None` draws from the templar's generator.
 fn seeded(seed: Option<&Value>) -> Result<Option<PyRandom>, Error> {
-    seed.filter(|s| !s.is_none() && !s.is_undefined())
+    seed.filter(|s| !s.is_none())
         .map(|seed| PyRandom::new(seed).map_err(|e| invalid(e.to_string())))
         .transpose()
+}
+
+/// The `seed=` given, an undefined one included (minijinja reads an
+/// undefined `Option` as none; Python's `Random` refuses it).
+fn seed_argument(kwargs: &Kwargs) -> Result<Option<Value>, Error> {
+    if kwargs.has("seed") {
+        kwargs.get::<Value>("seed").map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 /// A draw from the templar's generator (a fresh one outside a render).
@@ -700,7 +710,7 @@ pub(super) fn random(
         Some(s) => Some(s),
         None => kwargs.get::<Option<i64>>("step")?,
     };
-    let seed = kwargs.get::<Option<Value>>("seed")?;
+    let seed = seed_argument(&kwargs)?;
     kwargs.assert_all_used()?;
     defined(value, "random")?;
     if value.is_integer() {
@@ -740,15 +750,25 @@ pub(super) fn random(
 
 /// Ansible's `shuffle`: seeded only by a true seed (`if seed:`).
 pub(super) fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
-    let seed = kwargs.get::<Option<Value>>("seed")?.filter(Value::is_true);
+    let seed = seed_argument(&kwargs)?;
     kwargs.assert_all_used()?;
-    // Ansible's randomize_list returns what it cannot make a list of as is.
+    if let Some(seed) = &seed {
+        super::undefined_argument_219(state, std::slice::from_ref(seed), "shuffle")?;
+    }
+    // Ansible's randomize_list returns what it cannot make a list of as is,
+    // and the list unshuffled when the seed fails (`if seed:` on an
+    // undefined value, a seed Random refuses).
     let Ok(mut values) = items(value, "shuffle") else {
         return Ok(value.clone());
     };
-    match seeded(seed.as_ref())? {
-        Some(mut rng) => rng.shuffle(&mut values),
-        None => unseeded(state, |rng| values.shuffle(rng)),
+    match seed {
+        Some(seed) if seed.is_undefined() => {}
+        Some(seed) if seed.is_true() => {
+            if let Ok(mut rng) = PyRandom::new(&seed) {
+                rng.shuffle(&mut values);
+            }
+        }
+        _ => unseeded(state, |rng| values.shuffle(rng)),
     }
     Ok(Value::from(values))
 }
@@ -896,7 +916,13 @@ pub(super) fn extract(
     item: &Value,
     container: &Value,
     morekeys: Option<Value>,
+    kwargs: Kwargs,
 ) -> Result<Value, Error> {
+    let morekeys = match morekeys {
+        Some(keys) => Some(keys),
+        None => kwargs.get::<Option<Value>>("morekeys")?,
+    };
+    kwargs.assert_all_used()?;
     fn get(container: &Value, key: &Value) -> Value {
         if container.is_undefined() {
             return Value::UNDEFINED;

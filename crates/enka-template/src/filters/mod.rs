@@ -22,6 +22,8 @@ pub use encoding::{json_string, python_json, python_json_ascii};
 pub(crate) use paths::glob_files;
 pub(crate) use text::{python_format, python_regex_error, python_split};
 
+pub(crate) use paths::split_url;
+
 use minijinja::value::{Kwargs, Rest};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 

@@ -156,7 +156,20 @@ pub(super) fn path_join(value: &Value) -> Result<Value, Error> {
     let parts: Vec<String> = match (value.as_str(), value.kind()) {
         (Some(s), _) => vec![s.to_owned()],
         (None, minijinja::value::ValueKind::Seq | minijinja::value::ValueKind::Iterable) => {
-            value.try_iter()?.map(|v| pyrepr::to_text(&v)).collect()
+            // os.path.join takes text only; an undefined part fails as
+            // Ansible's undefined does.
+            let mut parts = Vec::new();
+            for part in value.try_iter()? {
+                defined(&part, "path_join")?;
+                let Some(text) = part.as_str() else {
+                    return Err(super::invalid(format!(
+                        "join() argument must be str, bytes, or os.PathLike object, not '{}'",
+                        pyrepr::type_name(&part)
+                    )));
+                };
+                parts.push(text.to_owned());
+            }
+            parts
         }
         _ => {
             return Err(super::invalid(format!(
@@ -179,9 +192,10 @@ pub(super) fn path_join(value: &Value) -> Result<Value, Error> {
     Ok(Value::from(out))
 }
 
-/// `urllib.parse.urlsplit`, as Ansible's `urlsplit(query='')` returns it.
-pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
-    let url = no_attribute(value, "urlsplit", "decode")?;
+/// `urllib.parse.urlsplit`'s first steps: the scheme (lowercased; empty
+/// when the text before the first `:` is none), the network location after
+/// `//`, and the rest.
+pub(crate) fn split_url(url: &str) -> (String, &str, &str) {
     let (scheme, rest) = match url.find(':') {
         Some(i)
             if i > 0
@@ -195,7 +209,7 @@ pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Er
         {
             (url[..i].to_lowercase(), &url[i + 1..])
         }
-        _ => (String::new(), url.as_str()),
+        _ => (String::new(), url),
     };
     let (netloc, rest) = match rest.strip_prefix("//") {
         Some(after) => {
@@ -204,6 +218,13 @@ pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Er
         }
         None => ("", rest),
     };
+    (scheme, netloc, rest)
+}
+
+/// `urllib.parse.urlsplit`, as Ansible's `urlsplit(query='')` returns it.
+pub(super) fn urlsplit(value: &Value, query: Option<String>) -> Result<Value, Error> {
+    let url = no_attribute(value, "urlsplit", "decode")?;
+    let (scheme, netloc, rest) = split_url(&url);
     let (rest, fragment) = rest.split_once('#').unwrap_or((rest, ""));
     let (path, query_part) = rest.split_once('?').unwrap_or((rest, ""));
     let userinfo_end = netloc.rfind('@');

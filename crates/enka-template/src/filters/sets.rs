@@ -38,7 +38,10 @@ fn dedup(values: Vec<Value>) -> Vec<Value> {
 /// asked for.
 pub(super) fn unique(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let attribute = kwargs.get::<Option<String>>("attribute")?;
-    let case_sensitive = kwargs.get::<Option<bool>>("case_sensitive")?;
+    // Python's truth of whatever is given (`case_sensitive='true'`).
+    let case_sensitive = kwargs
+        .get::<Option<Value>>("case_sensitive")?
+        .map(|v| v.is_true());
     kwargs.assert_all_used()?;
     super::iterable(value, "unique")?;
     let values = set_items(value, "unique")?;

@@ -434,7 +434,18 @@ fn varnames(
     _options: &[(String, Value)],
 ) -> Result<Vec<Value>, Error> {
     {
-        let names = ctx.vars().names();
+        let mut names = ctx.vars().names();
+        // Every task's variables hold TaskExecutor's search path, and up to
+        // 2.18 VariableManager's `omit`, after the play's.
+        let always: &[&str] = match ctx.templar().options().semantics {
+            crate::Semantics::Ansible218 => &["ansible_search_path", "omit"],
+            crate::Semantics::Ansible219 => &["ansible_search_path"],
+        };
+        for &always in always {
+            if !names.iter().any(|n| &**n == always) {
+                names.push(std::sync::Arc::from(always));
+            }
+        }
         let mut out = Vec::new();
         for term in terms {
             let Some(pattern) = term.as_str() else {

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Writes the documented-examples groups of cases.yaml: every template in the
+EXAMPLES of ansible-core's own filter, test and lookup plugins, taken from
+the installed ansible-core (never retyped), with the variables the example
+itself defines. generate.py then records what each ansible-core line makes
+of them, as for every other group.
+
+    ~/.cache/enka/ansible/<hash>/venv/bin/python tests/conformance/examples.py
+    python3 tests/conformance/generate.py --groups $(python3 tests/conformance/examples.py --names)
+
+Each plugin's examples become one group, `doc_<kind>_<plugin>`: its
+templates are the `{{ … }}` expressions of its EXAMPLES, its variables the
+mapping EXAMPLES is when it parses as one (`final: "{{ defaults | combine(…) }}"`
+defines `final` for the others), or the `vars:` of its example tasks.
+Examples whose value changes from run to run or reads the machine (random
+without a seed, the time, the network, files, passwords) are left out, with
+the reason in SKIPPED. The groups sit between the markers below at the end
+of cases.yaml, which this script rewrites.
+"""
+
+import ast
+import glob
+import os
+import re
+import sys
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = os.path.join(HERE, "cases.yaml")
+BEGIN = "# --- documented examples: written by examples.py, do not edit below ---"
+END = "# --- end of documented examples ---"
+
+# Templates left out, by a word they contain, and why.
+SKIPPED = {
+    "random": "a random value unless seeded (seeded ones are in seeded_random)",
+    "shuffle": "a random order unless seeded",
+    "now(": "the time of the run",
+    "strftime": "the time of the run",
+    "ansible_date_time": "a fact of the machine",
+    "password": "a generated or hashed password (random salt)",
+    "vault": "needs a vault secret",
+    "lookup('url'": "the network",
+    "lookup('ansible.builtin.url'": "the network",
+    "pipe": "runs a command on the machine",
+    "lines": "runs a command on the machine",
+    "fileglob": "the machine's files",
+    "first_found": "the machine's files",
+    "ini": "the machine's files",
+    "csvfile": "the machine's files",
+    "lookup('file'": "the machine's files",
+    "lookup('ansible.builtin.file'": "the machine's files",
+    "template": "the machine's files",
+    "env": "the environment of the run",
+    "config": "Ansible's configuration of the machine",
+    "hostvars": "an inventory",
+    "groups[": "an inventory",
+    "inventory_hostname": "an inventory",
+    "ansible_facts": "facts of a machine",
+    "realpath": "the machine's files",
+    "expanduser": "the user's home directory",
+    "win_": "Windows paths",
+}
+
+# Lookups enka runs natively and whose examples need nothing of the machine.
+LOOKUPS = ["dict", "indexed_items", "items", "list", "nested", "sequence", "subelements", "together", "vars", "varnames"]
+
+
+def expressions(text):
+    """Every `{{ … }}` in `text`, quotes respected."""
+    found = []
+    i = 0
+    while True:
+        start = text.find("{{", i)
+        if start < 0:
+            return found
+        j, quote = start + 2, None
+        while j < len(text):
+            c = text[j]
+            if quote:
+                if c == "\\":
+                    j += 1
+                elif c == quote:
+                    quote = None
+            elif c in "'\"":
+                quote = c
+            elif text.startswith("}}", j):
+                found.append(text[start:j + 2])
+                break
+            elif c == "\n" and text[start:j].count("\n") > 3:
+                break
+            j += 1
+        i = j + 2
+
+
+def example_vars(examples):
+    """The variables an example defines: the mapping it is, or its tasks' `vars:`."""
+    try:
+        doc = yaml.safe_load(examples)
+    except yaml.YAMLError:
+        return {}
+    found = {}
+    if isinstance(doc, dict):
+        found.update({k: v for k, v in doc.items() if isinstance(k, str)})
+        # A play's `vars:` written as the example's mapping.
+        if isinstance(found.get("vars"), dict):
+            found.update(found.pop("vars"))
+    elif isinstance(doc, list):
+        for task in doc:
+            if isinstance(task, dict) and isinstance(task.get("vars"), dict):
+                found.update(task["vars"])
+    return found
+
+
+def python_examples(path):
+    """The EXAMPLES string of a plugin's Python source."""
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXAMPLES" for t in node.targets):
+            if isinstance(node.value, ast.Constant):
+                return node.value.value
+    return ""
+
+
+def sources():
+    import ansible
+
+    plugins = os.path.join(os.path.dirname(ansible.__file__), "plugins")
+    for kind in ("filter", "test"):
+        for path in sorted(glob.glob(os.path.join(plugins, kind, "*.yml"))):
+            with open(path) as f:
+                doc = yaml.safe_load(f)
+            examples = (doc or {}).get("EXAMPLES") or ""
+            yield kind, os.path.splitext(os.path.basename(path))[0], examples
+    for name in LOOKUPS:
+        path = os.path.join(plugins, "lookup", f"{name}.py")
+        if os.path.exists(path):
+            yield "lookup", name, python_examples(path)
+
+
+def groups():
+    out = []
+    for kind, name, examples in sources():
+        templates = []
+        for expr in expressions(examples):
+            if any(word in expr for word in SKIPPED) and not ("seed=" in expr):
+                continue
+            if expr not in templates:
+                templates.append(expr)
+        if templates:
+            out.append({"group": f"doc_{kind}_{name}", "vars": example_vars(examples), "templates": templates})
+    return out
+
+
+def main():
+    found = groups()
+    if "--names" in sys.argv:
+        print(",".join(g["group"] for g in found))
+        return
+    with open(CASES) as f:
+        text = f.read()
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
+    block = yaml.safe_dump(found, sort_keys=False, allow_unicode=True, width=1000)
+    with open(CASES, "w") as f:
+        f.write(text + "\n" + BEGIN + "\n# From ansible-core's plugin documentation (EXAMPLES), installed.\n" + block + END + "\n")
+    print(f"examples.py: {len(found)} groups, {sum(len(g['templates']) for g in found)} templates")
+
+
+if __name__ == "__main__":
+    main()
