@@ -5,8 +5,12 @@ the installed ansible-core (never retyped), with the variables the example
 itself defines. generate.py then records what each ansible-core line makes
 of them, as for every other group.
 
-    ~/.cache/enka/ansible/<hash>/venv/bin/python tests/conformance/examples.py
-    python3 tests/conformance/generate.py --groups $(python3 tests/conformance/examples.py --names)
+    ~/.cache/enka/ansible/<hash>/venv/bin/python tests/conformance/examples.py [--docs DIR]
+    python3 tests/conformance/generate.py --groups $(… examples.py [--docs DIR] --names)
+
+`--docs DIR` adds the code blocks of the playbook guide's pages (GUIDE) of
+an ansible-documentation checkout at DIR, one `doc_guide_<page>_<n>` group
+per block with the `vars:` its plays and tasks define.
 
 Each plugin's examples become one group, `doc_<kind>_<plugin>`: its
 templates are the `{{ … }}` expressions of its EXAMPLES, its variables the
@@ -60,6 +64,10 @@ SKIPPED = {
     "realpath": "the machine's files",
     "expanduser": "the user's home directory",
     "win_": "Windows paths",
+    "omit": "the omit placeholder, random per run",
+    "ansible.netcommon.": "another collection's plugin, run through Ansible's worker",
+    "ansible.utils.": "another collection's plugin, run through Ansible's worker",
+    "community.general.merge_variables": "another collection's plugin, run through Ansible's worker",
 }
 
 # Lookups enka runs natively and whose examples need nothing of the machine.
@@ -139,18 +147,91 @@ def sources():
             yield "lookup", name, python_examples(path)
 
 
+GUIDE = ["playbooks_filters", "playbooks_tests", "playbooks_loops", "playbooks_conditionals",
+         "playbooks_variables", "complex_data_manipulation"]
+
+
+def code_blocks(rst):
+    """The indented code blocks of an reStructuredText page."""
+    blocks, lines, i = [], rst.splitlines(), 0
+    while i < len(lines):
+        if lines[i].strip().startswith(".. code-block::") or lines[i].rstrip().endswith("::"):
+            i += 1
+            body = []
+            while i < len(lines) and (not lines[i].strip() or lines[i].startswith((" ", "\t"))):
+                if lines[i].strip().startswith(":"):
+                    i += 1
+                    continue
+                body.append(lines[i])
+                i += 1
+            text = "\n".join(body)
+            indent = min((len(l) - len(l.lstrip()) for l in body if l.strip()), default=0)
+            blocks.append("\n".join(l[indent:] for l in body))
+        else:
+            i += 1
+    return blocks
+
+
+def guide_vars(block):
+    """The variables a guide's block defines: its own mapping, plays' and tasks' `vars:`."""
+    try:
+        doc = yaml.safe_load(block)
+    except yaml.YAMLError:
+        return {}
+    found = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            if isinstance(node.get("vars"), dict):
+                found.update(node["vars"])
+            for key in ("tasks", "pre_tasks", "post_tasks", "block"):
+                if isinstance(node.get(key), list):
+                    for task in node[key]:
+                        walk(task)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    if isinstance(doc, dict) and not any(k in doc for k in ("hosts", "tasks", "name", "vars")):
+        found.update({k: v for k, v in doc.items() if isinstance(k, str)})
+    walk(doc)
+    return found
+
+
+def guide_sources(docs):
+    """The playbook guide's pages of an ansible-documentation checkout."""
+    for page in GUIDE:
+        path = os.path.join(docs, "docs", "docsite", "rst", "playbook_guide", page + ".rst")
+        with open(path) as f:
+            rst = f.read()
+        for n, block in enumerate(code_blocks(rst)):
+            if "{{" in block:
+                yield "guide", f"{page.removeprefix('playbooks_')}_{n}", block, guide_vars(block)
+
+
 def groups():
     out = []
-    for kind, name, examples in sources():
+    for kind, name, examples, variables in all_sources():
         templates = []
         for expr in expressions(examples):
             if any(word in expr for word in SKIPPED) and not ("seed=" in expr):
                 continue
             if expr not in templates:
                 templates.append(expr)
-        if templates:
-            out.append({"group": f"doc_{kind}_{name}", "vars": example_vars(examples), "templates": templates})
+        # Variables that read what is left out leave out the whole example.
+        defined = yaml.safe_dump(variables)
+        if templates and not any(word in defined for word in SKIPPED):
+            out.append({"group": f"doc_{kind}_{name}", "vars": variables, "templates": templates})
     return out
+
+
+def all_sources():
+    """The plugins' examples, then the playbook guide's when `--docs DIR` names
+    an ansible-documentation checkout."""
+    for kind, name, examples in sources():
+        yield kind, name, examples, example_vars(examples)
+    if "--docs" in sys.argv:
+        yield from guide_sources(sys.argv[sys.argv.index("--docs") + 1])
 
 
 def main():
