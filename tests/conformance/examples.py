@@ -10,7 +10,10 @@ of them, as for every other group.
 
 `--docs DIR` adds the code blocks of the playbook guide's pages (GUIDE) of
 an ansible-documentation checkout at DIR, one `doc_guide_<page>_<n>` group
-per block with the `vars:` its plays and tasks define.
+per block with the `vars:` its plays and tasks define, and writes two plays
+at the end of plays.yaml that say which of the magic variables
+special_variables.rst lists a role's task sees defined (MAGIC_PLAYS;
+`generate.py --plays` records them).
 
 Each plugin's examples become one group, `doc_<kind>_<plugin>`: its
 templates are the `{{ … }}` expressions of its EXAMPLES, its variables the
@@ -234,11 +237,53 @@ def all_sources():
         yield from guide_sources(sys.argv[sys.argv.index("--docs") + 1])
 
 
+PLAYS = os.path.join(HERE, "plays.yaml")
+MAGIC_PLAYS = ("doc_special_variables_in_a_role", "doc_special_variables_in_a_loop")
+
+
+def magic_variables(docs):
+    """The names special_variables.rst lists under "Magic variables"."""
+    path = os.path.join(docs, "docs", "docsite", "rst", "reference_appendices", "special_variables.rst")
+    with open(path) as f:
+        text = f.read()
+    section = text[text.index("Magic variables"):text.index("\nFacts\n")]
+    return re.findall(r"^    ([a-z_]+)$", section, re.M)
+
+
+def magic_plays(docs):
+    """Plays that say which documented magic variables a role's task, and a
+    loop's item with extended loop information, sees defined."""
+    names = magic_variables(docs)
+    seen = "{{ {" + ", ".join(f"'{n}': {n} is defined" for n in names) + "} }}"
+    role = "- set_fact:\n    seen: " + yaml.safe_dump(seen, width=100000).strip().removesuffix("...").strip() + "\n"
+    loop = (
+        "- set_fact:\n    seen: " + yaml.safe_dump(seen, width=100000).strip().removesuffix("...").strip()
+        + "\n  loop: [1]\n  loop_control: {extended: true, index_var: i}\n"
+    )
+    return [
+        {"name": MAGIC_PLAYS[0], "result": "{{ seen }}", "files": {"roles/case/tasks/main.yml": role}},
+        {"name": MAGIC_PLAYS[1], "result": "{{ seen }}", "files": {"roles/case/tasks/main.yml": loop}},
+    ]
+
+
+def write_magic_plays(docs):
+    """Rewrites the magic-variable plays at the end of plays.yaml."""
+    with open(PLAYS) as f:
+        text = f.read()
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
+    block = yaml.safe_dump(magic_plays(docs), sort_keys=False, allow_unicode=True, width=100000)
+    with open(PLAYS, "w") as f:
+        f.write(text + "\n" + BEGIN + "\n# From special_variables.rst of ansible-documentation.\n" + block + END + "\n")
+
+
 def main():
     found = groups()
     if "--names" in sys.argv:
         print(",".join(g["group"] for g in found))
         return
+    if "--docs" in sys.argv:
+        write_magic_plays(sys.argv[sys.argv.index("--docs") + 1])
     with open(CASES) as f:
         text = f.read()
     if BEGIN in text:

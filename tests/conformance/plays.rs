@@ -167,6 +167,9 @@ fn run(case: &enka::yaml::Node, dir: &Path, line: &Line) -> Result<Ran, String> 
     if let Some(python) = &line.python {
         ansible.python = python.clone();
     }
+    // As generate.py runs ansible-playbook: `-i localhost,` unless the case
+    // brings an inventory.
+    ansible.inventory = vec![std::path::PathBuf::from("localhost,")];
     if let Some(inventory) = case.get("inventory").and_then(|i| i.as_str()) {
         std::fs::write(dir.join("inventory"), inventory).map_err(|e| e.to_string())?;
         ansible.inventory = vec![dir.join("inventory")];

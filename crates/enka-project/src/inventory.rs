@@ -31,6 +31,9 @@ pub struct Inventory {
     /// refresh_inventory` does it again to the inventory it reloads
     /// (InventoryManager keeps its dynamic hosts and groupings).
     changes: Vec<Change>,
+    /// `ansible_inventory_sources`: the sources Ansible loaded it from
+    /// (files as absolute paths, host lists as written), when it did.
+    sources: Option<Value>,
 }
 
 /// One change a playbook made to its inventory.
@@ -111,6 +114,7 @@ impl Inventory {
             groups_value: Value::UNDEFINED,
             dynamic_vars: DynamicVars::default(),
             changes: Vec::new(),
+            sources: None,
         };
         inventory.hosts.insert(
             "localhost".to_owned(),
@@ -160,6 +164,7 @@ impl Inventory {
             groups_value: Value::UNDEFINED,
             dynamic_vars,
             changes: Vec::new(),
+            sources: None,
         };
         for name in ["all", "ungrouped"] {
             inventory.groups.entry(name.to_owned()).or_default();
@@ -190,6 +195,17 @@ impl Inventory {
             }
         }
         fresh
+    }
+
+    /// This inventory, loaded from `sources` (`ansible_inventory_sources`).
+    pub fn with_sources(mut self, sources: Value) -> Self {
+        self.sources = Some(sources);
+        self
+    }
+
+    /// `ansible_inventory_sources`, when Ansible loaded this inventory.
+    pub fn sources(&self) -> Option<&Value> {
+        self.sources.as_ref()
     }
 
     /// The `groups` magic variable: each group's hosts.

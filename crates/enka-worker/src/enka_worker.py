@@ -1222,7 +1222,9 @@ def _inventory_answer(request, inventory, variables, play, listed):
     # sort_groups' key: depth, priority, name.
     group_sort = {name: [group.depth, group.priority] for name, group in inventory.groups.items()}
     return {"groups": groups, "group_parents": parents, "hosts": hosts, "group_sort": group_sort,
-            "group_vars": group_vars, "orphan_host_vars": orphan_host_vars}
+            "group_vars": group_vars, "orphan_host_vars": orphan_host_vars,
+            # ansible_inventory_sources, as the play's magic variables have it.
+            "sources": list(inventory._sources)}
 
 
 def _vars_plugins(inventory, entities):

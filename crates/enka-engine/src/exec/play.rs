@@ -141,13 +141,13 @@ impl Runner {
                 Var::plain(Value::from(limit.text.as_str())),
             ));
         }
-        if let Some(runner) = runner
-            && self.project.inventory.is_none()
-        {
-            builtins.push((
-                Arc::from("ansible_inventory_sources"),
-                Var::plain(runner.inventory_sources()),
-            ));
+        let sources = match (runner, self.project.inventory.as_deref()) {
+            (_, Some(inventory)) => inventory.sources().cloned(),
+            (Some(runner), None) => Some(runner.inventory_sources()),
+            (None, None) => None,
+        };
+        if let Some(sources) = sources {
+            builtins.push((Arc::from("ansible_inventory_sources"), Var::plain(sources)));
         }
         builtins.push((
             Arc::from("ansible_playbook_python"),

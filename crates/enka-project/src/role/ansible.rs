@@ -552,5 +552,9 @@ fn inventory_from_answer(answer: &serde_json::Value) -> super::Inventory {
             .collect(),
         hosts: by_name(&answer["orphan_host_vars"]),
     };
-    super::Inventory::new(hosts, groups, dynamic_vars)
+    let inventory = super::Inventory::new(hosts, groups, dynamic_vars);
+    match answer.get("sources") {
+        Some(sources) => inventory.with_sources(enka_template::convert::from_json(sources)),
+        None => inventory,
+    }
 }
