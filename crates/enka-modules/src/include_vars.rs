@@ -12,9 +12,16 @@ use enka_template::convert::from_yaml;
 
 pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     // The action reports a file it cannot load under `message`, not `msg`.
+    // A failed load keeps the (empty) facts and files, as the action's
+    // result always holds them.
     match load(args, ctx).await {
         Err(message) => Ok(Output::changed(false)
             .with("failed", true)
+            .with(
+                "ansible_facts",
+                Value::from_pairs(Vec::<(Value, Value)>::new()),
+            )
+            .with("ansible_included_var_files", Vec::<Value>::new())
             .with("message", message.to_string())),
         ok => ok,
     }
@@ -266,8 +273,15 @@ fn not_found(ctx: &ModuleContext<'_>, file: &str) -> String {
         .flat_map(|base| [base.join("vars").join(file), base.join(file)])
         .map(|p| p.display().to_string())
         .collect();
+    // 2.21 no longer points at remote_src.
+    let remote = match ctx.templar.options().release_at_least(21) {
+        true => "",
+        false => {
+            "\nIf you are using a module and expect the file to exist on the remote, see the remote_src option"
+        }
+    };
     format!(
-        "{what}\nSearched in:\n\t{} on the Ansible Controller.\nIf you are using a module and expect the file to exist on the remote, see the remote_src option",
+        "{what}\nSearched in:\n\t{} on the Ansible Controller.{remote}",
         searched.join("\n\t")
     )
 }

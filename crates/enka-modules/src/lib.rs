@@ -121,9 +121,13 @@ impl ModuleContext<'_> {
         self.cluster.ok_or(ModuleError::NoCluster)
     }
 
-    /// Where files named by the task are looked for: the role, then the
-    /// project.
+    /// Where files named by the task are looked for: the task's search
+    /// path (`ansible_search_path`: the role, the task file's directory,
+    /// the playbook's), else the role, then the project.
     pub fn search_path(&self) -> Vec<std::path::PathBuf> {
+        if !self.ctx.search_path().is_empty() {
+            return self.ctx.search_path().to_vec();
+        }
         let mut paths = Vec::with_capacity(2);
         if let Some(role) = self.role_path {
             paths.push(role.to_path_buf());

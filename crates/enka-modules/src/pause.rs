@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use minijinja::Value;
+
 use super::{Args, ModuleContext, Output};
 use crate::catalogue;
 
@@ -9,28 +11,43 @@ use crate::catalogue;
 const MAX_PAUSE: Duration = Duration::from_secs(3600);
 
 pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
-    let seconds = args.seconds("seconds")?.unwrap_or_default();
-    let minutes = args.seconds("minutes")?.unwrap_or_default() * 60;
     if !args.has("seconds") && !args.has("minutes") {
         return Err(
             "pause without seconds or minutes waits for a keypress, which an operator cannot give"
                 .into(),
         );
     }
-    let mut wait = (seconds + minutes).min(MAX_PAUSE);
+    if args.has("seconds") && args.has("minutes") {
+        return Err("parameters are mutually exclusive: minutes|seconds".into());
+    }
+    // As the action: minutes if given, else seconds; at least one second.
+    let (asked, minutes) = match args.seconds("minutes")? {
+        Some(minutes) => (minutes * 60, true),
+        None => (args.seconds("seconds")?.unwrap_or_default(), false),
+    };
+    let mut wait = asked.max(Duration::from_secs(1)).min(MAX_PAUSE);
     if let Some(deadline) = ctx.deadline {
         wait = wait.min(deadline.saturating_duration_since(Instant::now()));
     }
+    let start = enka_template::time::python_now();
     let started = Instant::now();
     tokio::time::sleep(wait).await;
-    let elapsed = started.elapsed();
+    let elapsed = started.elapsed().as_secs_f64();
+    let (amount, unit) = match minutes {
+        true => (elapsed / 60.0, "minutes"),
+        false => (elapsed, "seconds"),
+    };
+    // Python's round(x, 2), printed as Python prints a float.
+    let rounded = enka_template::pyrepr::repr(&Value::from((amount * 100.0).round() / 100.0));
     Ok(Output::changed(false)
-        .with("delta", elapsed.as_secs())
-        .with("echo", true)
-        .with(
-            "stdout",
-            format!("Paused for {:.2} seconds", elapsed.as_secs_f64()),
-        ))
+        .with("rc", 0)
+        .with("stderr", "")
+        .with("stdout", format!("Paused for {rounded} {unit}"))
+        .with("start", start)
+        .with("stop", enka_template::time::python_now())
+        .with("delta", elapsed as u64)
+        .with("echo", args.bool("echo", true)?)
+        .with("user_input", ""))
 }
 
 /// The module as the catalogue lists it.

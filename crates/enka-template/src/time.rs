@@ -26,6 +26,19 @@ pub fn now_rfc3339() -> String {
     format_rfc3339(secs)
 }
 
+/// The local time as Python's `str(datetime.datetime.now())` prints it
+/// (`2026-12-07 15:04:05.123456`), as actions stamp `start` and `stop`.
+pub fn python_now() -> String {
+    let now = jiff::Zoned::now();
+    let micros = now.subsec_nanosecond() / 1000;
+    let whole = now.strftime("%Y-%m-%d %H:%M:%S").to_string();
+    if micros == 0 {
+        whole
+    } else {
+        format!("{whole}.{micros:06}")
+    }
+}
+
 /// Seconds since the epoch, with their fraction (a gauge's
 /// `set_to_current_time`).
 pub fn unix_seconds() -> f64 {

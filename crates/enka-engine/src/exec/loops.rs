@@ -247,10 +247,15 @@ impl Runner {
     }
 
     /// A loop's result as the run's release words it: 2.21 says `skipped`
-    /// only when every item was.
+    /// only when every item was, and `failed` always.
     fn loop_in_line(&self, mut result: TaskResult) -> TaskResult {
-        if self.templar.options().release_at_least(21) && !result.is_skipped() {
-            result.fields.retain(|(key, _)| key != "skipped");
+        if self.templar.options().release_at_least(21) {
+            if !result.is_skipped() {
+                result.fields.retain(|(key, _)| key != "skipped");
+            }
+            if result.get("failed").is_none() {
+                result.set("failed", minijinja::Value::from(false));
+            }
         }
         result
     }

@@ -51,7 +51,14 @@ impl Runner {
                 report.items_before = result.shown_before.clone();
             }
         }
-        if let (Some(name), Some(registered)) = (&task.register, registered) {
+        // Meta tasks are not in Ansible's recap (`_execute_meta` counts
+        // nothing), whatever they do, and register nothing (their results
+        // never reach `_process_pending_results`).
+        let is_meta = matches!(
+            &task.action,
+            Action::Module { module, .. } if !module.counts_in_recap()
+        );
+        if let (Some(name), Some(registered), false) = (&task.register, registered, is_meta) {
             self.warn_if_reserved([&**name]);
             Arc::make_mut(&mut self.facts).insert(name.clone(), registered);
         }
@@ -59,12 +66,6 @@ impl Runner {
         if result.flag("unreachable") {
             return self.finish_unreachable(frame, task, &result, shown, no_log, report);
         }
-        // Meta tasks are not in Ansible's recap (`_execute_meta` counts
-        // nothing), whatever they do.
-        let is_meta = matches!(
-            &task.action,
-            Action::Module { module, .. } if !module.counts_in_recap()
-        );
         if skipped {
             if !is_meta {
                 self.stats.skipped += 1;
@@ -308,10 +309,16 @@ impl Runner {
     /// A task's result as the run's line shapes it (see
     /// [`TaskResult::raised_as_219`]).
     pub(super) fn in_line(&self, result: TaskResult) -> TaskResult {
-        match self.semantics() {
+        let mut result = match self.semantics() {
             enka_template::Semantics::Ansible219 => result.raised_as_219(),
             enka_template::Semantics::Ansible218 => result,
+        };
+        // 2.21's results are one dataclass whose `failed` is always said,
+        // a skipped one's too.
+        if self.templar.options().release_at_least(21) && result.get("failed").is_none() {
+            result.set("failed", minijinja::Value::from(false));
         }
+        result
     }
 
     pub(super) fn failure(&self, task: &Task, message: String, result: Value) -> Failure {

@@ -322,7 +322,13 @@ impl Runner {
         };
         if let Some(conditions) = &task.changed_when {
             match all_true_at(&self.templar, conditions, &judged_ctx) {
-                Ok(changed) => result.set("changed", Value::from(changed)),
+                Ok(changed) => {
+                    result.set("changed", Value::from(changed));
+                    // 2.21 keeps the judgement, as it keeps failed_when's.
+                    if self.templar.options().release_at_least(21) {
+                        result.set("changed_when_result", Value::from(changed));
+                    }
+                }
                 // TaskExecutor judges failed_when only once changed_when
                 // evaluated.
                 Err((index, err)) => {
@@ -365,12 +371,18 @@ impl Runner {
 /// then carries as `msg` (TaskExecutor._execute's error normalization).
 pub(super) const ACTION_FAILED_UNKNOWN: &str = "Task failed: Action failed: Unknown error.";
 
-/// A failed result without a `msg`, as 2.19 normalizes it; 2.18 leaves it.
+/// A failed result as 2.19 normalizes it (TaskExecutor._execute raises
+/// every failed result and catches it again): the error's summary as
+/// `exception` (its traceback only when tracebacks are shown), and a `msg`
+/// when it had none. 2.18 leaves it.
 fn normalized_failure(mut result: TaskResult, semantics: enka_template::Semantics) -> TaskResult {
-    if semantics == enka_template::Semantics::Ansible219
-        && result.is_failed()
-        && result.get("msg").is_none()
-    {
+    if semantics != enka_template::Semantics::Ansible219 || !result.is_failed() {
+        return result;
+    }
+    if result.get("exception").is_none() {
+        result.set("exception", Value::from("(traceback unavailable)"));
+    }
+    if result.get("msg").is_none() {
         result.set("msg", Value::from(ACTION_FAILED_UNKNOWN));
     }
     result
