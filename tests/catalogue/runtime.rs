@@ -173,7 +173,7 @@ const FAILURES: &[(&str, &str, &str, &str)] = &[
         "bad_from_json",
         r#"{}"#,
         "Parse JSON that is not",
-        "from_json: EOF while parsing",
+        "Expecting value: line 1 column 6 (char 5)",
     ),
     (
         "bad_b64decode",

@@ -7,18 +7,36 @@
 
 use minijinja::Value;
 
-/// `json.decoder.JSONDecodeError`: its message, with the place.
+/// Why a text is no JSON Python reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}: line {line} column {column} (char {index})")]
-pub(crate) struct DecodeError {
-    message: &'static str,
-    line: usize,
-    column: usize,
-    index: usize,
+pub(crate) enum DecodeError {
+    /// `json.decoder.JSONDecodeError`: its message, with the place.
+    #[error("{message}: line {line} column {column} (char {index})")]
+    Invalid {
+        message: &'static str,
+        line: usize,
+        column: usize,
+        index: usize,
+    },
+    /// Python's RecursionError, past its recursion limit; here past
+    /// [`MAX_DEPTH`], so a hostile document cannot exhaust the stack.
+    #[error("maximum recursion depth exceeded while decoding a JSON {0} from a unicode string")]
+    TooDeep(&'static str),
 }
 
-/// The Python class of [`DecodeError`].
-pub(crate) const DECODE_ERROR_CLASS: &str = "json.decoder.JSONDecodeError";
+/// How deep arrays and objects may nest: below Python's default recursion
+/// limit (1000 frames), which real documents never approach.
+const MAX_DEPTH: usize = 500;
+
+impl DecodeError {
+    /// The Python class of the error.
+    pub(crate) fn class(&self) -> &'static str {
+        match self {
+            DecodeError::Invalid { .. } => "json.decoder.JSONDecodeError",
+            DecodeError::TooDeep(_) => "RecursionError",
+        }
+    }
+}
 
 /// `json.loads(text)`; `python_313` words trailing commas as 3.13 does.
 pub(crate) fn loads(text: &str, python_313: bool) -> Result<Value, DecodeError> {
@@ -26,6 +44,7 @@ pub(crate) fn loads(text: &str, python_313: bool) -> Result<Value, DecodeError> 
     let parser = Parser {
         chars: &chars,
         python_313,
+        depth: std::cell::Cell::new(0),
     };
     let start = parser.skip_space(0);
     let (value, end) = parser.value(start)?;
@@ -39,6 +58,8 @@ pub(crate) fn loads(text: &str, python_313: bool) -> Result<Value, DecodeError> 
 struct Parser<'a> {
     chars: &'a [char],
     python_313: bool,
+    /// How many arrays and objects enclose the value being read.
+    depth: std::cell::Cell<usize>,
 }
 
 impl Parser<'_> {
@@ -49,7 +70,7 @@ impl Parser<'_> {
             Some(newline) => index - newline,
             None => index + 1,
         };
-        DecodeError {
+        DecodeError::Invalid {
             message,
             line,
             column,
@@ -82,8 +103,8 @@ impl Parser<'_> {
         };
         let found = match self.at(i) {
             Some('"') => return self.string(i + 1).map(|(s, end)| (Value::from(s), end)),
-            Some('{') => return self.object(i + 1),
-            Some('[') => return self.array(i + 1),
+            Some('{') => return self.nested("object", || self.object(i + 1)),
+            Some('[') => return self.nested("array", || self.array(i + 1)),
             Some('n') => literal("null", Value::from(())),
             Some('t') => literal("true", Value::from(true)),
             Some('f') => literal("false", Value::from(false)),
@@ -95,6 +116,21 @@ impl Parser<'_> {
             _ => self.number(i),
         };
         found.ok_or_else(|| self.error("Expecting value", i))
+    }
+
+    /// An array or object read one level deeper, refused past [`MAX_DEPTH`].
+    fn nested(
+        &self,
+        what: &'static str,
+        read: impl FnOnce() -> Result<(Value, usize), DecodeError>,
+    ) -> Result<(Value, usize), DecodeError> {
+        if self.depth.get() >= MAX_DEPTH {
+            return Err(DecodeError::TooDeep(what));
+        }
+        self.depth.set(self.depth.get() + 1);
+        let read = read();
+        self.depth.set(self.depth.get() - 1);
+        read
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?`: an int without a
@@ -332,6 +368,13 @@ mod tests {
             loads("[1,  ]", true).unwrap_err().to_string(),
             "Illegal trailing comma before end of array: line 1 column 3 (char 2)"
         );
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert_eq!(
+            loads(&deep, false).unwrap_err().class(),
+            "RecursionError",
+            "a hostile depth is refused, not overflowing the stack"
+        );
+        assert!(loads(&format!("{}1{}", "[".repeat(400), "]".repeat(400)), false).is_ok());
     }
 
     #[test]

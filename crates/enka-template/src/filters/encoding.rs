@@ -488,8 +488,7 @@ pub(super) fn from_json(state: &State, value: &Value, kwargs: Kwargs) -> Result<
                 format!("The filter plugin 'ansible.builtin.from_json' failed: {e}")
             }
         };
-        crate::error::Cause::Python(crate::pyjson::DECODE_ERROR_CLASS)
-            .error(ErrorKind::InvalidOperation, message)
+        crate::error::Cause::Python(e.class()).error(ErrorKind::InvalidOperation, message)
     })
 }
 
