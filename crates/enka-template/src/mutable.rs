@@ -437,28 +437,11 @@ fn receiver_root<'s>(tokens: &[(Token<'s>, Span)], dot: usize) -> Option<&'s str
                 return (!CONSTANTS.contains(&name)).then_some(name);
             }
             Token::BracketClose | Token::ParenClose => {
-                j = matching_open(tokens, j)?.checked_sub(1)?;
+                j = crate::operators::matching_open(tokens, j)?.checked_sub(1)?;
             }
             _ => return None,
         }
     }
-}
-
-fn matching_open(tokens: &[(Token<'_>, Span)], close: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for i in (0..=close).rev() {
-        match tokens[i].0 {
-            Token::ParenClose | Token::BracketClose | Token::BraceClose => depth += 1,
-            Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 /// Where a name gets a value: `{% set name = value %}` (the value's

@@ -398,13 +398,14 @@ fn is_tuple(tokens: &[(Token<'_>, Span)], first: usize, last: usize) -> bool {
     false
 }
 
-fn matching_open(tokens: &[(Token<'_>, Span)], close: usize) -> Option<usize> {
+/// The opening bracket of the closing one at `close`.
+pub(crate) fn matching_open(tokens: &[(Token<'_>, Span)], close: usize) -> Option<usize> {
     let mut depth = 0usize;
     for i in (0..=close).rev() {
         match tokens[i].0 {
             Token::ParenClose | Token::BracketClose | Token::BraceClose => depth += 1,
             Token::ParenOpen | Token::BracketOpen | Token::BraceOpen => {
-                depth -= 1;
+                depth = depth.checked_sub(1)?;
                 if depth == 0 {
                     return Some(i);
                 }
