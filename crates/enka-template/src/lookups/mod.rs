@@ -76,10 +76,13 @@ fn plugin_failure(ctx: &Context, name: &str, err: Error) -> Error {
     let class = crate::error::Cause::python_class(&err);
     let detail = err.detail().unwrap_or_default().to_owned();
     if ctx.templar().options().semantics != crate::Semantics::Ansible219 {
+        // A `with_<lookup>` loop runs the plugin itself, not through
+        // `_lookup`: its errors are the plugin's own.
         let wrapped = matches!(
             err.kind(),
             ErrorKind::InvalidOperation | ErrorKind::TemplateNotFound
-        ) && ctx.templar().lookup_plugin(name).is_none()
+        ) && ctx.with_action.is_none()
+            && ctx.templar().lookup_plugin(name).is_none()
             && !matches!(class, Some(LOOKUP_ERROR | OPTIONS_ERROR));
         if !wrapped {
             return err;
