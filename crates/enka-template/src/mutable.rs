@@ -354,7 +354,14 @@ const MUTATORS: &[&str] = &[
 /// `source` with every name a mutating method reaches made mutable (see
 /// the module's documentation); borrowed when it calls none.
 pub fn rewrite(source: &str) -> Cow<'_, str> {
-    let calls_one = MUTATORS.iter().any(|m| source.contains(&format!(".{m}(")));
+    let calls_one = source.match_indices('.').any(|(at, _)| {
+        let after = &source[at + 1..];
+        MUTATORS.iter().any(|m| {
+            after
+                .strip_prefix(m)
+                .is_some_and(|rest| rest.starts_with('('))
+        })
+    });
     if !calls_one {
         return Cow::Borrowed(source);
     }
