@@ -55,6 +55,14 @@ pub(crate) fn loads(text: &str, python_313: bool) -> Result<Value, DecodeError> 
     Ok(value)
 }
 
+/// Where an array or object goes on after an item.
+enum Next {
+    /// Past its closing bracket.
+    End(usize),
+    /// At its next item.
+    Item(usize),
+}
+
 struct Parser<'a> {
     chars: &'a [char],
     python_313: bool,
@@ -242,7 +250,7 @@ impl Parser<'_> {
     }
 
     fn object(&self, start: usize) -> Result<(Value, usize), DecodeError> {
-        let mut entries: Vec<(Value, Value)> = Vec::new();
+        let mut entries: indexmap::IndexMap<Value, Value> = indexmap::IndexMap::new();
         let mut i = self.skip_space(start);
         if self.at(i) == Some('}') {
             return Ok((Value::from_pairs(entries), i + 1));
@@ -258,24 +266,11 @@ impl Parser<'_> {
             }
             i = self.skip_space(i + 1);
             let (value, end) = self.value(i)?;
-            let key = Value::from(key);
-            match entries.iter_mut().find(|(k, _)| *k == key) {
-                Some(slot) => slot.1 = value,
-                None => entries.push((key, value)),
-            }
-            i = self.skip_space(end);
-            match self.at(i) {
-                Some('}') => return Ok((Value::from_pairs(entries), i + 1)),
-                Some(',') => {
-                    let comma = i;
-                    i = self.skip_space(i + 1);
-                    if self.python_313 && self.at(i) == Some('}') {
-                        return Err(
-                            self.error("Illegal trailing comma before end of object", comma)
-                        );
-                    }
-                }
-                _ => return Err(self.error("Expecting ',' delimiter", i)),
+            // A repeated key keeps its first place and takes the last value.
+            entries.insert(Value::from(key), value);
+            match self.after_item(end, '}', "object")? {
+                Next::End(after) => return Ok((Value::from_pairs(entries), after)),
+                Next::Item(at) => i = at,
             }
         }
     }
@@ -289,18 +284,33 @@ impl Parser<'_> {
         loop {
             let (value, end) = self.value(i)?;
             items.push(value);
-            i = self.skip_space(end);
-            match self.at(i) {
-                Some(']') => return Ok((Value::from(items), i + 1)),
-                Some(',') => {
-                    let comma = i;
-                    i = self.skip_space(i + 1);
-                    if self.python_313 && self.at(i) == Some(']') {
-                        return Err(self.error("Illegal trailing comma before end of array", comma));
-                    }
-                }
-                _ => return Err(self.error("Expecting ',' delimiter", i)),
+            match self.after_item(end, ']', "array")? {
+                Next::End(after) => return Ok((Value::from(items), after)),
+                Next::Item(at) => i = at,
             }
+        }
+    }
+
+    /// What follows an item of an array or object ending at `end`: its
+    /// `close`, or a comma and the next item (3.13 refuses a trailing one).
+    fn after_item(&self, end: usize, close: char, what: &str) -> Result<Next, DecodeError> {
+        let i = self.skip_space(end);
+        match self.at(i) {
+            Some(c) if c == close => Ok(Next::End(i + 1)),
+            Some(',') => {
+                let next = self.skip_space(i + 1);
+                if self.python_313 && self.at(next) == Some(close) {
+                    return Err(self.error(
+                        match what {
+                            "object" => "Illegal trailing comma before end of object",
+                            _ => "Illegal trailing comma before end of array",
+                        },
+                        i,
+                    ));
+                }
+                Ok(Next::Item(next))
+            }
+            _ => Err(self.error("Expecting ',' delimiter", i)),
         }
     }
 }

@@ -211,12 +211,12 @@ fn file_env(
 ) -> Result<Environment<'static>, Error> {
     let mut env = ctx.templar().env().clone();
     let searched = includes.clone();
-    let includes = includes.clone();
     env.set_path_join_callback(move |name, _parent| match find_include(&searched, name) {
         Some(found) => found.to_string_lossy().into_owned().into(),
         None => name.into(),
     });
-    env.set_loader(move |name| load_include(&includes, name));
+    let readable = includes.clone();
+    env.set_loader(move |name| load_include(&readable, name));
     if compile {
         let source = std::fs::read_to_string(path)
             .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
