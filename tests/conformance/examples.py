@@ -6,14 +6,14 @@ itself defines. generate.py then records what each ansible-core line makes
 of them, as for every other group.
 
     ~/.cache/enka/ansible/<hash>/venv/bin/python tests/conformance/examples.py [--docs DIR]
-    python3 tests/conformance/generate.py --groups $(… examples.py [--docs DIR] --names)
+    python3 tests/conformance/generate.py --groups $(… examples.py --names)
 
-`--docs DIR` adds the code blocks of the playbook guide's pages (GUIDE) of
-an ansible-documentation checkout at DIR, one `doc_guide_<page>_<n>` group
-per block with the `vars:` its plays and tasks define, and writes two plays
-at the end of plays.yaml that say which of the magic variables
+`--docs DIR` (an ansible-documentation checkout) writes two plays at the
+end of plays.yaml that say which of the magic variables
 special_variables.rst lists a role's task sees defined (MAGIC_PLAYS;
-`generate.py --plays` records them).
+`generate.py --plays` records them). The code blocks of the playbook
+guide's pages (GUIDE) are a snapshot's material, so they are not written
+here: mined.py puts them in the snapshot corpus (guide_groups).
 
 Each plugin's examples become one group, `doc_<kind>_<plugin>`: its
 templates are the `{{ … }}` expressions of its EXAMPLES, its variables the
@@ -213,28 +213,39 @@ def guide_sources(docs):
 
 
 def groups():
-    out = []
-    for kind, name, examples, variables in all_sources():
-        templates = []
-        for expr in expressions(examples):
-            if any(word in expr for word in SKIPPED) and not ("seed=" in expr):
-                continue
-            if expr not in templates:
-                templates.append(expr)
-        # Variables that read what is left out leave out the whole example.
-        defined = yaml.safe_dump(variables)
-        if templates and not any(word in defined for word in SKIPPED):
-            out.append({"group": f"doc_{kind}_{name}", "vars": variables, "templates": templates})
-    return out
+    """The plugins' examples, one group each."""
+    return [
+        group
+        for kind, name, examples in sources()
+        if (group := example_group(f"doc_{kind}_{name}", examples, example_vars(examples)))
+    ]
 
 
-def all_sources():
-    """The plugins' examples, then the playbook guide's when `--docs DIR` names
-    an ansible-documentation checkout."""
-    for kind, name, examples in sources():
-        yield kind, name, examples, example_vars(examples)
-    if "--docs" in sys.argv:
-        yield from guide_sources(sys.argv[sys.argv.index("--docs") + 1])
+def guide_groups(docs):
+    """The playbook guide's blocks, one group each, from an
+    ansible-documentation tree at `docs` (mined.py calls this: the guide is
+    a snapshot, so its groups live in the snapshot corpus, never in
+    cases.yaml)."""
+    return [
+        group
+        for kind, name, block, variables in guide_sources(docs)
+        if (group := example_group(f"doc_{kind}_{name}", block, variables))
+    ]
+
+
+def example_group(name, examples, variables):
+    """A group of an example's templates, or None when nothing is left."""
+    templates = []
+    for expr in expressions(examples):
+        if any(word in expr for word in SKIPPED) and not ("seed=" in expr):
+            continue
+        if expr not in templates:
+            templates.append(expr)
+    # Variables that read what is left out leave out the whole example.
+    defined = yaml.safe_dump(variables)
+    if templates and not any(word in defined for word in SKIPPED):
+        return {"group": name, "vars": variables, "templates": templates}
+    return None
 
 
 PLAYS = os.path.join(HERE, "plays.yaml")

@@ -7,6 +7,12 @@ value and type.
     python3 tests/conformance/generate.py --groups found   # those groups only
     python3 tests/conformance/generate.py --line 2.19      # another ansible-core line
     python3 tests/conformance/generate.py --plays a,b      # those play cases only
+    python3 tests/conformance/generate.py --corpus DIR     # DIR/cases.yaml into DIR
+
+`--corpus DIR` records the snapshot corpus mined.py wrote into DIR (its
+cases.yaml) into DIR/expected[-LINE].json, beside it: that corpus is
+public repositories' material, so neither it nor what is recorded of it is
+committed.
 
 `--line 2.19` (or 2.21) records the same corpus from that ansible-core
 release line, with the interpreter `scripts/ansible-venv.sh LINE` makes,
@@ -46,10 +52,19 @@ def line_argument():
     return None
 
 
+def corpus_dir():
+    """Where the corpus and what is recorded of it live: this directory, or
+    the snapshot corpus' (`--corpus DIR`)."""
+    if "--corpus" in sys.argv:
+        return os.path.abspath(sys.argv[sys.argv.index("--corpus") + 1])
+    return HERE
+
+
 def output_name(stem):
     """expected.json for the default line, expected-2.19.json for 2.19."""
     line = line_argument()
-    return f"{stem}.json" if line is None else f"{stem}-{line}.json"
+    name = f"{stem}.json" if line is None else f"{stem}-{line}.json"
+    return os.path.join(corpus_dir(), name)
 
 
 def ensure_venv():
@@ -89,7 +104,7 @@ def main():
     files = os.path.join(HERE, "files")
     os.environ["ENKA_CONFORMANCE"] = "from-env"
     os.environ.pop("ENKA_CONFORMANCE_UNSET", None)
-    with open(os.path.join(HERE, "cases.yaml")) as f:
+    with open(os.path.join(corpus_dir(), "cases.yaml")) as f:
         groups = yaml.safe_load(f)
 
     # `--groups a,b` records those groups alone, keeping every other
@@ -107,6 +122,8 @@ def main():
         cases += [("condition", c) for c in group.get("conditions") or []]
         for index, (kind, source) in enumerate(cases):
             entry = {"id": f"{group['group']}/{index}", "kind": kind, "source": source}
+            if source in (group.get("origins") or {}):
+                entry["origin"] = group["origins"][source]
             entry.update(oracle.answer(kind, source, base_vars))
             if "error" in entry:
                 # Errors name where a value came from (2.19 on): the
@@ -118,7 +135,7 @@ def main():
         # In the corpus' order, so a partial recording changes only its own
         # groups' lines; a group no longer in the corpus is dropped.
         order = {group["group"]: i for i, group in enumerate(groups)}
-        with open(os.path.join(HERE, output_name("expected"))) as f:
+        with open(output_name("expected")) as f:
             kept = [
                 c for c in json.load(f)["cases"]
                 if c["id"].split("/")[0] not in only and c["id"].split("/")[0] in order
@@ -131,12 +148,12 @@ def main():
         "python": platform.python_version(),
         "cases": results,
     }
-    with open(os.path.join(HERE, output_name("expected")), "w") as f:
+    with open(output_name("expected"), "w") as f:
         json.dump(out, f, indent=1, ensure_ascii=False, sort_keys=False)
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])
     print(f"generate.py: {len(results)} cases from ansible-core {ansible.__version__} ({ok} succeed, {len(results) - ok} fail)")
-    if only is None and "--no-plays" not in sys.argv:
+    if only is None and "--no-plays" not in sys.argv and "--corpus" not in sys.argv:
         plays(ansible.__version__)
 
 
@@ -190,7 +207,7 @@ def plays(version, only=None):
         cases = yaml.safe_load(f)
     kept = {}
     if only is not None:
-        with open(os.path.join(HERE, output_name("expected_plays"))) as f:
+        with open(output_name("expected_plays")) as f:
             kept = {c["name"]: c for c in json.load(f)["cases"]}
     results = []
     for case in cases:
@@ -273,7 +290,7 @@ def plays(version, only=None):
         if failures is not None:
             entry["failure_messages"] = failures
         results.append(entry)
-    with open(os.path.join(HERE, output_name("expected_plays")), "w") as f:
+    with open(output_name("expected_plays"), "w") as f:
         json.dump({"ansible_core": version, "python": platform.python_version(), "cases": results}, f, indent=1, ensure_ascii=False)
         f.write("\n")
     ok = sum(1 for r in results if r["ok"])

@@ -146,6 +146,7 @@ fn main() {
     trials.extend(plays::trials());
     trials.extend(played::trials());
     trials.extend(templates::line_trials());
+    trials.extend(templates::snapshot_trials());
     trials.extend(plays::line_trials());
     trials.extend(migration::trials());
     let names: Vec<&str> = trials.iter().map(|t| t.name()).collect();
@@ -169,7 +170,7 @@ fn dir() -> PathBuf {
 /// A corpus file of `tests/conformance` and the cases its generator
 /// recorded from ansible-core.
 fn corpus(cases: &str, expected: &str) -> (enka::yaml::Node, Arc<Vec<Json>>) {
-    let (node, cases, _) = corpus_recorded(cases, expected);
+    let (node, cases, _) = corpus_recorded(&dir().join(cases), &dir().join(expected));
     (node, cases)
 }
 
@@ -184,15 +185,17 @@ struct RecordedWith {
 
 /// [`corpus`], and what the recording was made with.
 fn corpus_recorded(
-    cases: &str,
-    expected: &str,
+    cases: &Path,
+    expected: &Path,
 ) -> (enka::yaml::Node, Arc<Vec<Json>>, RecordedWith) {
-    let text = std::fs::read_to_string(dir().join(cases)).expect("the corpus is readable");
+    let text = std::fs::read_to_string(cases).expect("the corpus is readable");
     let node = enka::yaml::load_one(&text)
         .expect("the corpus is YAML")
         .expect("the corpus is not empty");
     let recorded: Json = serde_json::from_str(
-        &std::fs::read_to_string(dir().join(expected)).expect("the recording is readable"),
+        &std::fs::read_to_string(expected).unwrap_or_else(|e| {
+            panic!("{}: {e}; record it with tests/conformance/generate.py", expected.display())
+        }),
     )
     .expect("the recording is JSON");
     let cases = recorded["cases"].as_array().cloned().unwrap_or_default();

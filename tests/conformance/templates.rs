@@ -2,7 +2,7 @@
 //! `enka template`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use enka::template::{
@@ -17,6 +17,9 @@ use super::{LINE_FLOORS, Outcome, corpus_recorded, dir, line_verdict, matches, s
 /// One case of the corpus.
 struct Case {
     group: String,
+    /// Where a snapshot corpus' case comes from (`path:line` in its
+    /// repository), the name its known failures are listed by.
+    origin: Option<String>,
     kind: &'static str,
     source: String,
     vars: Arc<VarList>,
@@ -28,7 +31,7 @@ struct Case {
 
 /// Every case, twice: through the library and through `enka template`.
 pub fn trials() -> Vec<Trial> {
-    let (cases, templar) = cases("expected.json", Semantics::Ansible218);
+    let (cases, templar) = cases(&dir().join("cases.yaml"), "expected.json", Semantics::Ansible218);
     let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
     let scratch = std::env::temp_dir().join(format!("enka-conformance-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
@@ -68,10 +71,12 @@ fn check(want: &Json, got: &Outcome) -> Result<(), String> {
     }
 }
 
-/// The corpus's cases with what ansible-core gave, and one templar with
-/// every template compiled, as a project compiles its own.
-fn cases(expected: &str, semantics: Semantics) -> (Vec<Case>, Arc<Templar>) {
-    let (groups, expected, with) = corpus_recorded("cases.yaml", expected);
+/// A corpus' cases (`corpus`, with its recording `expected` beside it)
+/// with what ansible-core gave, and one templar with every template
+/// compiled, as a project compiles its own.
+fn cases(corpus: &Path, expected: &str, semantics: Semantics) -> (Vec<Case>, Arc<Templar>) {
+    let recording = corpus.with_file_name(expected);
+    let (groups, expected, with) = corpus_recorded(corpus, &recording);
     let recorded: HashMap<(&str, &str), &Json> = expected
         .iter()
         .filter_map(|c| {
@@ -115,6 +120,7 @@ fn cases(expected: &str, semantics: Semantics) -> (Vec<Case>, Arc<Templar>) {
                 );
                 cases.push(Case {
                     group: name.clone(),
+                    origin: want["origin"].as_str().map(str::to_owned),
                     kind,
                     source,
                     vars: vars.clone(),
@@ -152,8 +158,11 @@ pub fn line_trials() -> Vec<Trial> {
         .iter()
         .map(|&(line, floor)| {
             Trial::test(format!("line-{line}::cases-pass-the-floor"), move || {
-                let (cases, templar) =
-                    cases(&format!("expected-{line}.json"), Semantics::Ansible219);
+                let (cases, templar) = cases(
+                    &dir().join("cases.yaml"),
+                    &format!("expected-{line}.json"),
+                    Semantics::Ansible219,
+                );
                 let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
                 let mut failing = Vec::new();
                 for case in &cases {
@@ -232,4 +241,92 @@ fn through_command(case: &Case, vars_file: &std::path::Path) -> Result<Outcome, 
             "enka template neither rendered nor failed: {out:?}"
         )),
     }
+}
+
+/// The snapshot corpus (`make conformance-snapshots`), when
+/// `ENKA_CONFORMANCE_SNAPSHOTS` names the directory mined.py and
+/// generate.py `--corpus` wrote: public roles' and the playbook guide's
+/// cases, never committed. One named trial per case and line, through the
+/// library; a case is named by its origin (`path:line` in its repository)
+/// or its id, and `mined_known.yaml` lists those enka does not match yet
+/// with why (they must still fail, so a fix is noticed).
+pub fn snapshot_trials() -> Vec<Trial> {
+    let Some(root) = std::env::var_os("ENKA_CONFORMANCE_SNAPSHOTS").map(PathBuf::from) else {
+        return Vec::new();
+    };
+    let known = snapshot_known();
+    let corpus = root.join("cases.yaml");
+    let mut trials = Vec::new();
+    for (line, expected, semantics) in [
+        ("2.18", "expected.json", Semantics::Ansible218),
+        ("2.19", "expected-2.19.json", Semantics::Ansible219),
+        ("2.21", "expected-2.21.json", Semantics::Ansible219),
+    ] {
+        if !root.join(expected).exists() {
+            // The other lines' trials still run; this one says what is missing.
+            trials.push(Trial::test(format!("snapshot-{line}::recorded"), move || {
+                Err(format!("{expected} is not recorded: run generate.py --corpus --line {line}").into())
+            }));
+            continue;
+        }
+        let (cases, templar) = cases(&corpus, expected, semantics);
+        let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
+        for case in cases {
+            let name = case
+                .origin
+                .clone()
+                .unwrap_or_else(|| case.want["id"].as_str().unwrap_or_default().to_owned());
+            let key = format!("{}::{name}", case.group);
+            let reason = known
+                .iter()
+                .find(|k| k.case == key && k.lines.iter().any(|l| l == line))
+                .map(|k| k.reason.clone());
+            let (templar, search_path) = (templar.clone(), search_path.clone());
+            trials.push(Trial::test(format!("snapshot-{line}::{key}"), move || {
+                let verdict = check(&case.want, &render(&case, &templar, &search_path));
+                match (verdict, reason) {
+                    (Ok(()), None) | (Err(_), Some(_)) => Ok(()),
+                    (Err(mismatch), None) => Err(mismatch.into()),
+                    (Ok(()), Some(reason)) => Err(format!(
+                        "listed in mined_known.yaml ({reason}), but it matches now: take it out"
+                    )
+                    .into()),
+                }
+            }));
+        }
+    }
+    trials
+}
+
+/// A known disagreement of the snapshot corpus.
+struct KnownCase {
+    case: String,
+    lines: Vec<String>,
+    reason: String,
+}
+
+/// `mined_known.yaml`: `- {case: <group>::<origin>, lines: [2.19], reason: …}`
+/// (every line when `lines` is absent).
+fn snapshot_known() -> Vec<KnownCase> {
+    let text = std::fs::read_to_string(dir().join("mined_known.yaml")).unwrap_or_default();
+    let Ok(Some(node)) = enka::yaml::load_one(&text) else {
+        return Vec::new();
+    };
+    node.as_seq()
+        .unwrap_or_default()
+        .iter()
+        .map(|entry| {
+            let text = |key: &str| entry.get(key).map(|v| v.key_string()).unwrap_or_default();
+            let lines = entry
+                .get("lines")
+                .and_then(|l| l.as_seq())
+                .map(|l| l.iter().map(|v| v.key_string()).collect())
+                .unwrap_or_else(|| ["2.18", "2.19", "2.21"].map(String::from).to_vec());
+            KnownCase {
+                case: text("case"),
+                lines,
+                reason: text("reason"),
+            }
+        })
+        .collect()
 }

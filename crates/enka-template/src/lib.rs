@@ -34,6 +34,7 @@ pub mod convert;
 mod error;
 pub(crate) mod filters;
 pub mod freeform;
+mod globals;
 mod growing;
 mod lookups;
 pub(crate) mod methods;
@@ -291,11 +292,8 @@ impl TemplarBuilder {
         env.set_formatter(output::format_output);
         env.set_unknown_method_callback(methods::call_method);
         env.add_global("omit", omit_token());
-        env.add_function("dict", filters::dict_global);
         env.add_function("now", filters::now);
-        // Jinja's own globals besides `range`, `dict` and `namespace`.
-        env.add_function("cycler", minijinja_contrib::globals::cycler);
-        env.add_function("joiner", minijinja_contrib::globals::joiner);
+        globals::add(&mut env, Value::from_function(filters::dict_global));
         // Ansible's `undef(hint)`: a value that is undefined wherever it is
         // used, for a variable a role requires its caller to override.
         env.add_function(
@@ -720,6 +718,15 @@ impl Templar {
         if self.options.semantics.native() {
             let (text, values) = self.render_source(source, info, ctx, !info.nests_output)?;
             let mut value = native::finish(&text, values, info.trailing_newlines)?;
+            if ctx.depth == 0 && globals::is_python_class(&value) {
+                // `{{ namespace }}` as a task's value: 2.19 stores no class
+                // (a variable's own template, read lazily, may hold one).
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "Error rendering template: Type 'type' is unsupported for variable storage.",
+                )
+                .in_template(source));
+            }
             if let Some(text) = value.as_str() {
                 check_output_size(text)?;
             }

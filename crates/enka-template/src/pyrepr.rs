@@ -193,6 +193,7 @@ pub fn type_name(value: &Value) -> &'static str {
         ValueKind::Bytes => "bytes",
         ValueKind::Seq | ValueKind::Iterable => "list",
         ValueKind::Map => "dict",
+        _ if crate::globals::is_python_class(value) => "type",
         _ => super::pytime::type_name(value).unwrap_or("object"),
     }
 }

@@ -327,7 +327,7 @@ pub(super) fn dict2items(value: &Value, kwargs: Kwargs) -> Result<Value, Error> 
     defined(value, "dict2items")?;
     if !is_map(value) {
         return Err(invalid(format!(
-            "dict2items requires a dictionary, got {} instead.",
+            "dict2items requires a dictionary, got <class '{}'> instead.",
             pyrepr::type_name(value)
         )));
     }
