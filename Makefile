@@ -223,6 +223,17 @@ conformance-generate: ## Regenerate tests/conformance/expected.json with real an
 	@echo "==> running cases.yaml through ansible-core 2.18 in a virtualenv"
 	python3 tests/conformance/generate.py
 
+# The snapshot corpus: public roles' and the playbook guide's templates and
+# conditions, read from fetched snapshots (ENKA_MIRROR), recorded from each
+# line and replayed in target/conformance-snapshots; never committed.
+SNAPSHOTS = $(CURDIR)/target/conformance-snapshots
+.PHONY: conformance-snapshots
+conformance-snapshots: ansible-venv ## The snapshot corpus (tests/conformance/mined.py): 40 public roles and operators pinned in mined_sources.yaml and the playbook guide, from snapshots under ENKA_MIRROR (/work/.mirror), recorded from 2.18, 2.19 and 2.21 and replayed; known ones in mined_known.yaml.
+	@echo "==> the snapshot corpus: public roles and the playbook guide, from $${ENKA_MIRROR:-/work/.mirror}"
+	"$$(bash scripts/ansible-venv.sh)" tests/conformance/mined.py --out $(SNAPSHOTS)
+	for line in 2.18 2.19 2.21; do python3 tests/conformance/generate.py --corpus $(SNAPSHOTS) --line $$line 2>/dev/null || exit 1; done
+	ENKA_CONFORMANCE_SNAPSHOTS=$(SNAPSHOTS) ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) test --quiet --test conformance -- snapshot-
+
 .PHONY: bench-engine
 bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answered in memory.
 	@echo "==> cargo bench --bench engine"

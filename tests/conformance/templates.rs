@@ -31,7 +31,11 @@ struct Case {
 
 /// Every case, twice: through the library and through `enka template`.
 pub fn trials() -> Vec<Trial> {
-    let (cases, templar) = cases(&dir().join("cases.yaml"), "expected.json", Semantics::Ansible218);
+    let (cases, templar) = cases(
+        &dir().join("cases.yaml"),
+        "expected.json",
+        Semantics::Ansible218,
+    );
     let search_path: Arc<[PathBuf]> = Arc::from(vec![dir().join("files")]);
     let scratch = std::env::temp_dir().join(format!("enka-conformance-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).expect("a scratch directory");
@@ -264,9 +268,15 @@ pub fn snapshot_trials() -> Vec<Trial> {
     ] {
         if !root.join(expected).exists() {
             // The other lines' trials still run; this one says what is missing.
-            trials.push(Trial::test(format!("snapshot-{line}::recorded"), move || {
-                Err(format!("{expected} is not recorded: run generate.py --corpus --line {line}").into())
-            }));
+            trials.push(Trial::test(
+                format!("snapshot-{line}::recorded"),
+                move || {
+                    Err(format!(
+                        "{expected} is not recorded: run generate.py --corpus --line {line}"
+                    )
+                    .into())
+                },
+            ));
             continue;
         }
         let (cases, templar) = cases(&corpus, expected, semantics);

@@ -41,7 +41,11 @@ pub(crate) fn is_python_class(value: &Value) -> bool {
 /// Jinja's globals, each with the class Python names it by.
 pub(crate) fn add(env: &mut minijinja::Environment<'static>, dict: Value) {
     let classes = [
-        ("range", "<class 'range'>", Value::from_function(minijinja::functions::range)),
+        (
+            "range",
+            "<class 'range'>",
+            Value::from_function(minijinja::functions::range),
+        ),
         ("dict", "<class 'dict'>", dict),
         (
             "namespace",
