@@ -51,10 +51,6 @@ const PLAY_LINE_FLOORS: &[(&str, usize)] = &[("2.19", 206), ("2.21", 206)];
 /// through the library and `enka template`) or `play::<name>`, with why.
 const KNOWN_FAILURES: &[(&str, &str)] = &[
     (
-        "wild_findings::{{ 'True' if flag else 'False' | string }}",
-        "2.18 keeps text only from the branch of an inline `if` that ends in a text filter, and parses the other branch's text; enka decides from the template's text, not from the branch taken",
-    ),
-    (
         "fuzz::{{ 1 if true else (n | no_such_filter) }}",
         "Jinja resolves filter names while compiling; enka's loader refuses an unknown name at load (`enka check`), its templar alone only when reached",
     ),

@@ -64,7 +64,7 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use source::{check_source, escape_backslashes, keeps_text, single_var, unicode_spaces};
+use source::{KeepsText, check_source, escape_backslashes, keeps_text, single_var, unicode_spaces};
 
 pub(crate) use conditional::ConditionalInspections;
 pub use conditional::{Judgement, UNSAFE_CONDITION, is_all_template};
@@ -215,7 +215,7 @@ struct Compiled {
     /// `Some(var)` when the source is exactly `{{ var }}`.
     single_var: Option<Arc<str>>,
     /// Whether the whole output comes from a string-type filter.
-    keeps_text: bool,
+    keeps_text: KeepsText,
     /// Trailing newlines of the source, which Jinja drops and Ansible restores.
     trailing_newlines: usize,
     /// Whether it hands back a value it looked up, whose trust 2.19 keeps
@@ -410,7 +410,7 @@ impl TemplarBuilder {
         let info = Compiled {
             name: Arc::from(name),
             single_var: None,
-            keeps_text: false,
+            keeps_text: KeepsText::Never,
             trailing_newlines: 0,
             nests_output: true,
             passes_through: false,
@@ -744,7 +744,12 @@ impl Templar {
         for _ in have..info.trailing_newlines {
             text.push('\n');
         }
-        let value = if info.keeps_text {
+        // An inline `if`'s test, asked again only when its branches differ.
+        let mut test = |test: &str| {
+            self.evaluate(&Value::from(test), ctx)
+                .is_ok_and(|truth| truth)
+        };
+        let value = if info.keeps_text.decide(&mut test) {
             Value::from(text)
         } else {
             pyliteral::convert_rendered(text)

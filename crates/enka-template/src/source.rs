@@ -3,6 +3,8 @@
 //! chains bounded, and its backslashes as Python's string literals read
 //! them.
 
+use std::sync::Arc;
+
 use minijinja::machinery::{Token, tokenize};
 use minijinja::syntax::SyntaxConfig;
 
@@ -163,33 +165,104 @@ pub(crate) fn single_var(source: &str) -> Option<&str> {
     (!inner.is_empty() && inner.chars().all(|c| c.is_alphanumeric() || c == '_')).then_some(inner)
 }
 
-/// Whether the template is one expression whose value is what a filter
-/// Ansible marks as text returns (`_wrap_native_text`: a `NativeJinjaText`,
-/// which `ansible_eval_concat` hands back without parsing it into data).
-/// That is so only when the filter applies to the whole expression:
-/// `x | string` keeps text, `x | string == '1'` is a comparison whose
-/// `True` becomes a boolean, `[x | string]` a list. Read from minijinja's
-/// parse, so brackets and literals inside (`{'k': {'k': 1}} | string`)
-/// are the parser's business.
-pub(crate) fn keeps_text(source: &str) -> bool {
-    use minijinja::machinery::ast::{Expr, Stmt};
+/// When a template's value is the text a filter Ansible marks as text
+/// returns (`_wrap_native_text`: a `NativeJinjaText`, which
+/// `ansible_eval_concat` hands back without parsing it into data).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KeepsText {
+    Never,
+    Always,
+    /// An inline `if` whose branches differ: the branch the test takes
+    /// decides (`'True' if x else 'False' | string` is `True` the boolean
+    /// or `'False'` the text).
+    Branch {
+        test: Arc<str>,
+        then: Box<KeepsText>,
+        otherwise: Box<KeepsText>,
+    },
+}
+
+impl KeepsText {
+    /// Whether the render kept text, `test` answering an inline `if`'s
+    /// test as the render did.
+    pub(crate) fn decide(&self, test: &mut impl FnMut(&str) -> bool) -> bool {
+        match self {
+            KeepsText::Never => false,
+            KeepsText::Always => true,
+            KeepsText::Branch {
+                test: source,
+                then,
+                otherwise,
+            } => {
+                if test(source) {
+                    then.decide(test)
+                } else {
+                    otherwise.decide(test)
+                }
+            }
+        }
+    }
+}
+
+/// Whether the template is one expression whose value is a text filter's
+/// ([`KeepsText`]). That is so only when the filter applies to the whole
+/// expression, or to a whole branch of an inline `if`: `x | string` keeps
+/// text, `x | string == '1'` is a comparison whose `True` becomes a
+/// boolean, `[x | string]` a list. Read from minijinja's parse, so brackets
+/// and literals inside (`{'k': {'k': 1}} | string`) are the parser's
+/// business.
+pub(crate) fn keeps_text(source: &str) -> KeepsText {
+    use minijinja::machinery::ast::Stmt;
     let Ok(tree) = minijinja::machinery::parse(source, "<template>", SyntaxConfig::default())
     else {
-        return false;
+        return KeepsText::Never;
     };
     let Stmt::Template(template) = &tree else {
-        return false;
+        return KeepsText::Never;
     };
     // One expression, and at most the line break after it.
     let expression = match template.children.as_slice() {
         [Stmt::EmitExpr(e)] => e,
         [Stmt::EmitExpr(e), Stmt::EmitRaw(raw)] if raw.raw.trim_matches('\n').is_empty() => e,
-        _ => return false,
+        _ => return KeepsText::Never,
     };
-    matches!(&expression.expr, Expr::Filter(filter)
-    if STRING_TYPE_FILTERS.contains(
-        &filter.name.strip_prefix("ansible.builtin.").unwrap_or(filter.name)
-    ))
+    text_rule(&expression.expr, source)
+}
+
+fn text_rule(expr: &minijinja::machinery::ast::Expr<'_>, source: &str) -> KeepsText {
+    use minijinja::machinery::ast::Expr;
+    match expr {
+        Expr::Filter(filter)
+            if STRING_TYPE_FILTERS.contains(
+                &filter
+                    .name
+                    .strip_prefix("ansible.builtin.")
+                    .unwrap_or(filter.name),
+            ) =>
+        {
+            KeepsText::Always
+        }
+        Expr::IfExpr(branch) => {
+            let then = text_rule(&branch.true_expr, source);
+            let otherwise = branch
+                .false_expr
+                .as_ref()
+                .map_or(KeepsText::Never, |e| text_rule(e, source));
+            if then == otherwise {
+                return then;
+            }
+            let span = branch.test_expr.span();
+            match source.get(span.start_offset as usize..span.end_offset as usize) {
+                Some(test) => KeepsText::Branch {
+                    test: Arc::from(test),
+                    then: Box::new(then),
+                    otherwise: Box::new(otherwise),
+                },
+                None => KeepsText::Never,
+            }
+        }
+        _ => KeepsText::Never,
+    }
 }
 
 /// Whether the template is one expression that hands back a value it

@@ -425,20 +425,54 @@ fn a_repeated_keyword_argument_does_not_compile() {
 }
 
 #[test]
+fn an_inline_if_keeps_text_from_the_branch_it_takes() {
+    let source = "{{ 'True' if flag else 'False' | string }}";
+    assert_eq!(
+        render(source, json!({"flag": false})).unwrap(),
+        Value::from("False")
+    );
+    assert_eq!(
+        render(source, json!({"flag": true})).unwrap(),
+        Value::from(true)
+    );
+    let nested = "{{ 1 if a else ('x' | string if b else '[1]') }}";
+    assert_eq!(
+        render(nested, json!({"a": false, "b": true})).unwrap(),
+        Value::from("x")
+    );
+    let list = render(nested, json!({"a": false, "b": false})).unwrap();
+    assert_eq!(list.len(), Some(1));
+    // Branches that agree need no second look at the test.
+    assert_eq!(
+        keeps_text("{{ a | string if c else b | to_json }}"),
+        KeepsText::Always
+    );
+}
+
+#[test]
 fn string_filters_keep_text_only_when_they_make_the_whole_value() {
-    assert!(keeps_text("{{ x | string }}"));
-    assert!(keeps_text("{{ (x | to_json(indent=2)) }}"));
-    assert!(keeps_text("{{ x | ansible.builtin.to_yaml }}"));
+    assert_eq!(keeps_text("{{ x | string }}"), KeepsText::Always);
+    assert_eq!(
+        keeps_text("{{ (x | to_json(indent=2)) }}"),
+        KeepsText::Always
+    );
+    assert_eq!(
+        keeps_text("{{ x | ansible.builtin.to_yaml }}"),
+        KeepsText::Always
+    );
     // The filter's text is an operand, an item or a test subject.
-    assert!(!keeps_text("{{ x | string == '1' }}"));
-    assert!(!keeps_text("{{ (x | string) in l }}"));
-    assert!(!keeps_text("{{ [x | string] }}"));
-    assert!(!keeps_text("{{ a ~ b | string }}"));
-    assert!(!keeps_text("{{ x | string is string }}"));
-    assert!(!keeps_text("{{ not x | string }}"));
-    assert!(!keeps_text("{{ l | difference([x | string]) }}"));
+    assert_eq!(keeps_text("{{ x | string == '1' }}"), KeepsText::Never);
+    assert_eq!(keeps_text("{{ (x | string) in l }}"), KeepsText::Never);
+    assert_eq!(keeps_text("{{ [x | string] }}"), KeepsText::Never);
+    assert_eq!(keeps_text("{{ a ~ b | string }}"), KeepsText::Never);
+    assert_eq!(keeps_text("{{ x | string is string }}"), KeepsText::Never);
+    assert_eq!(keeps_text("{{ not x | string }}"), KeepsText::Never);
+    assert_eq!(
+        keeps_text("{{ l | difference([x | string]) }}"),
+        KeepsText::Never
+    );
     // A `|` inside a string literal is no filter.
-    assert!(!keeps_text("{{ 'a | string' }}"));
+    assert_eq!(keeps_text("{{ 'a | string' }}"), KeepsText::Never);
 }
 
 #[test]
