@@ -141,6 +141,13 @@ impl Semantics {
     pub fn native(self) -> bool {
         self == Semantics::Ansible219
     }
+
+    /// Whether an undefined value passes through the filters and methods
+    /// that do not take one, to whatever takes it (2.19 on: Ansible's
+    /// markers).
+    pub fn passes_markers(self) -> bool {
+        self == Semantics::Ansible219
+    }
 }
 
 /// Knobs that change what templates may do.
@@ -333,9 +340,9 @@ impl TemplarBuilder {
             }
             Ok(Value::from(format!("{truth} {}", pyrepr::type_name(value))))
         });
-        filters::register(&mut env);
+        filters::register(&mut env, options.semantics);
         predicates::register(&mut env);
-        strict::register(&mut env);
+        strict::register(&mut env, options.semantics);
         lookups::register(&mut env);
         operators::register(&mut env);
         growing::register(&mut env);

@@ -46,7 +46,16 @@ fn python_method(
     method: &str,
     args: &[Value],
 ) -> Result<Value, Error> {
-    crate::filters::undefined_argument_219(state, args, &format!("method '{method}'"))?;
+    if crate::filters::semantics(state).passes_markers() {
+        // 2.19: a method of an undefined value, or called with one, is not
+        // called; the first undefined value is its result.
+        let marker = std::iter::once(value)
+            .chain(args)
+            .find(|v| crate::is_strict_undefined(v));
+        if let Some(marker) = marker {
+            return Ok(marker.clone());
+        }
+    }
     let handled = match value.kind() {
         ValueKind::String => string_method(value.as_str().unwrap_or_default(), method, args)?,
         ValueKind::Seq => seq_method(value, method, args)?,

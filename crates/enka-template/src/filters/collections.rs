@@ -385,10 +385,19 @@ pub(super) fn items2dict(value: &Value, kwargs: Kwargs) -> Result<Value, Error> 
 
 /// Python's `dict(...)` as a Jinja global: a mapping, a list of pairs,
 /// and keyword arguments.
-pub fn dict_global(value: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
-    let mut pairs: Vec<(Value, Value)> = match value {
-        Some(v) => map_pairs(&to_dict(&v)?),
-        None => Vec::new(),
+pub fn dict_global(args: Rest<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    // Taken as they come (an `Option` would read an undefined value as
+    // none given): Python's dict() iterates what it is given, so an
+    // undefined value fails.
+    let mut pairs: Vec<(Value, Value)> = match args.as_slice() {
+        [] => Vec::new(),
+        [value] => map_pairs(&to_dict(super::defined(value, "dict")?)?),
+        more => {
+            return Err(invalid(format!(
+                "dict expected at most 1 argument, got {}",
+                more.len()
+            )));
+        }
     };
     for key in kwargs.args() {
         let v = kwargs.get::<Value>(key)?;

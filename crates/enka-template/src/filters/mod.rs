@@ -12,6 +12,7 @@ pub(crate) mod encoding;
 mod math;
 mod paths;
 mod pyset;
+mod registrar;
 mod sets;
 mod text;
 
@@ -55,20 +56,22 @@ pub(super) fn python_at_least(state: &State, version: (u32, u32)) -> bool {
 /// Registers every filter on `env`: the one table of them, family by family
 /// (each family's code is in its file). `add!` also registers Ansible's
 /// `ansible.builtin.` name.
-pub fn register(env: &mut Environment<'static>) {
+pub fn register(env: &mut Environment<'static>, semantics: Semantics) {
+    let mut reg = registrar::Registrar::new(env, semantics.passes_markers());
+    let env = &mut reg;
     // core
-    env.add_filter("default", core::default);
-    env.add_filter("d", core::default);
+    env.add("default", core::default);
+    env.add("d", core::default);
     add!(env, "mandatory", core::mandatory);
     add!(env, "bool", core::to_bool_filter);
-    env.add_filter("int", core::int);
-    env.add_filter("float", core::float);
-    env.add_filter("string", core::string);
+    env.add("int", core::int);
+    env.add("float", core::float);
+    env.add("string", core::string);
     add!(env, "ternary", core::ternary);
     add!(env, "type_debug", core::type_debug);
-    env.add_filter("length", core::length);
-    env.add_filter("count", core::length);
-    env.add_filter("attr", core::attr);
+    env.add("length", core::length);
+    env.add("count", core::length);
+    env.add("attr", core::attr);
     // datetime
     add!(env, "strftime", datetime::strftime);
     add!(env, "to_datetime", datetime::to_datetime);
@@ -76,7 +79,7 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "combine", collections::combine);
     add!(env, "dict2items", collections::dict2items);
     add!(env, "items2dict", collections::items2dict);
-    env.add_filter("dict", collections::to_dict);
+    env.add("dict", collections::to_dict);
     add!(env, "unique", sets::unique);
     add!(env, "union", sets::union);
     add!(env, "difference", sets::difference);
@@ -92,20 +95,20 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "shuffle", collections::shuffle);
     add!(env, "extract", collections::extract);
     add!(env, "rekey_on_member", collections::rekey_on_member);
-    env.add_filter("map", collections::map);
-    env.add_filter("items", collections::items_filter);
-    env.add_filter("sort", collections::sort);
-    env.add_filter("join", collections::join);
-    env.add_filter("json_query", collections::json_query);
-    env.add_filter("community.general.json_query", collections::json_query);
-    env.add_filter("sum", collections::sum);
-    env.add_filter(
+    env.add("map", collections::map);
+    env.add("items", collections::items_filter);
+    env.add("sort", collections::sort);
+    env.add("join", collections::join);
+    env.add("json_query", collections::json_query);
+    env.add("community.general.json_query", collections::json_query);
+    env.add("sum", collections::sum);
+    env.add(
         "selectattr",
         |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
             collections::select_by_attr(state, value, &attr, &args, true)
         },
     );
-    env.add_filter(
+    env.add(
         "rejectattr",
         |state: &mut State, value: &Value, attr: String, args: Rest<Value>| {
             collections::select_by_attr(state, value, &attr, &args, false)
@@ -114,7 +117,7 @@ pub fn register(env: &mut Environment<'static>) {
     // encoding
     add!(env, "b64encode", encoding::b64encode);
     add!(env, "b64decode", encoding::b64decode);
-    env.add_filter("tojson", encoding::tojson);
+    env.add("tojson", encoding::tojson);
     add!(env, "to_json", encoding::to_json);
     add!(env, "to_nice_json", encoding::to_nice_json);
     add!(env, "from_json", encoding::from_json);
@@ -128,8 +131,8 @@ pub fn register(env: &mut Environment<'static>) {
     add!(env, "checksum", encoding::sha1);
     add!(env, "to_uuid", encoding::to_uuid);
     // math
-    env.add_filter("abs", math::abs);
-    env.add_filter("round", math::round);
+    env.add("abs", math::abs);
+    env.add("round", math::round);
     add!(env, "log", math::log);
     add!(env, "pow", math::pow);
     add!(env, "root", math::root);
@@ -164,32 +167,33 @@ pub fn register(env: &mut Environment<'static>) {
     // methods (which they call) do.
     add!(env, "quote", |v: &Value| text::quote(v)
         .map(|r| keep_unsafe(v, r)));
-    env.add_filter(
+    env.add(
         "indent",
         |v: &Value, width: Option<Value>, first: Option<bool>, blank: Option<bool>, kw: Kwargs| {
             text::indent(v, width, first, blank, kw).map(|r| keep_unsafe(v, r))
         },
     );
-    env.add_filter("truncate", |v: &Value, args: Rest<Value>, kw: Kwargs| {
+    env.add("truncate", |v: &Value, args: Rest<Value>, kw: Kwargs| {
         text::truncate(v, args, kw).map(|r| keep_unsafe(v, r))
     });
-    env.add_filter("capitalize", |v: &Value| {
+    env.add("capitalize", |v: &Value| {
         text::capitalize(v).map(|r| keep_unsafe(v, r))
     });
-    env.add_filter(
+    env.add(
         "replace",
         |state: &State, v: &Value, old: String, new: String, count: Option<usize>| {
             text::replace(state, v, old, new, count).map(|r| keep_unsafe(v, r))
         },
     );
-    env.add_filter("wordcount", text::wordcount);
-    env.add_filter("center", |v: &Value, width: Option<usize>| {
+    env.add("wordcount", text::wordcount);
+    env.add("center", |v: &Value, width: Option<usize>| {
         text::center(v, width).map(|r| keep_unsafe(v, r))
     });
-    env.add_filter("escape", text::escape);
-    env.add_filter("e", text::escape);
-    env.add_filter("format", text::format);
+    env.add("escape", text::escape);
+    env.add("e", text::escape);
+    env.add("format", text::format);
     add!(env, "comment", text::comment);
+    env.jinja_builtins();
 }
 
 /// An `InvalidOperation` error with `message`.
@@ -280,9 +284,9 @@ pub(crate) fn defined_deep(value: &Value, what: &str) -> Result<(), Error> {
 
 /// Adds `name` and `ansible.builtin.name` for one filter.
 macro_rules! add {
-    ($env:expr, $name:literal, $f:expr) => {{
-        $env.add_filter($name, $f);
-        $env.add_filter(concat!("ansible.builtin.", $name), $f);
+    ($reg:expr, $name:literal, $f:expr) => {{
+        $reg.add($name, $f);
+        $reg.add(concat!("ansible.builtin.", $name), $f);
     }};
 }
-pub(crate) use add;
+use add;

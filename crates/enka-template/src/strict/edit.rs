@@ -5,7 +5,7 @@ use minijinja::machinery::{Token, tokenize};
 use minijinja::syntax::SyntaxConfig;
 
 use super::walk::{Check, Extent, Uses};
-use super::{COMPARE, ITERABLE, SLICEABLE, STEP, STRICT};
+use super::{COMPARE, ITERABLE, PLUGIN_ARG, SLICEABLE, STEP, STRICT};
 
 /// The template's tokens, as far as the rewrite needs them: brackets (to
 /// widen an extent over the brackets around its start) and comparison
@@ -133,6 +133,7 @@ pub fn apply(source: &str, tokens: &Tokens, uses: &Uses) -> String {
         close.push_str("')");
         let function = match check {
             Check::Defined => STRICT,
+            Check::PluginArg => PLUGIN_ARG,
             Check::Iterable => ITERABLE,
             Check::Sliceable => SLICEABLE,
             Check::StepOf(_) => unreachable!("a step is bracketed above"),

@@ -31,14 +31,22 @@ use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, Value};
 
 const STRICT: &str = "__enka_strict";
+const PLUGIN_ARG: &str = "__enka_plugin_arg";
 const COMPARE: &str = "__enka_compare";
 const ITERABLE: &str = "__enka_iterable";
 const SLICEABLE: &str = "__enka_sliceable";
 const STEP: &str = "__enka_step";
 
-/// Registers the functions the rewritten templates call.
-pub fn register(env: &mut Environment<'static>) {
+/// Registers the functions the rewritten templates call, for the line
+/// `semantics` follows.
+pub fn register(env: &mut Environment<'static>, semantics: crate::Semantics) {
     env.add_function(STRICT, defined);
+    if semantics.passes_markers() {
+        // 2.19: the plugin gets the undefined value and hands it back.
+        env.add_function(PLUGIN_ARG, |value: Value, _text: &str| value);
+    } else {
+        env.add_function(PLUGIN_ARG, defined);
+    }
     env.add_function(SLICEABLE, |value: Value, text: &str| {
         let value = defined(value, text)?;
         if value.is_none() {

@@ -82,6 +82,10 @@ pub enum Check {
     Iterable,
     /// Defined and not `None`, which Python cannot slice.
     Sliceable,
+    /// Defined, on the lines that fail a plugin's undefined argument
+    /// (2.18); from 2.19 the undefined value reaches the filter or method,
+    /// which hands it back (`nope | flatten | default([])` is `[]`).
+    PluginArg,
     /// A slice's step, given the sliced value (at this extent): a
     /// negative step over an empty value becomes 1, as both give nothing
     /// and minijinja 3.0.5 panics on the first.
@@ -193,6 +197,11 @@ impl Walk<'_> {
     /// An expression whose value is used: wrapped if it can be undefined,
     /// and looked into.
     fn used(&mut self, e: &Expr<'_>) {
+        self.used_as(e, Check::Defined);
+    }
+
+    /// [`Self::used`], checked for `check`.
+    fn used_as(&mut self, e: &Expr<'_>, check: Check) {
         let can_be_undefined = match e {
             // Literals, tests, comparisons and arithmetic give a value or fail.
             Expr::Const(_)
@@ -207,7 +216,7 @@ impl Walk<'_> {
         };
         if can_be_undefined {
             let extent = self.extent(e);
-            self.uses.values.push((extent, Check::Defined));
+            self.uses.values.push((extent, check));
         }
         self.expr(e);
     }
@@ -278,7 +287,9 @@ impl Walk<'_> {
             Expr::Filter(f) => {
                 match &f.expr {
                     Some(inner) if LENIENT_FILTERS.contains(&f.name) => self.expr(inner),
-                    Some(inner) => self.used(inner),
+                    // `a ~ b` rewritten: an operator, not a plugin.
+                    Some(inner) if crate::growing::is_operator(f.name) => self.used(inner),
+                    Some(inner) => self.used_as(inner, Check::PluginArg),
                     None => {}
                 }
                 if crate::growing::is_operator(f.name) {
@@ -350,7 +361,7 @@ impl Walk<'_> {
             self.call_args(args);
             return;
         };
-        self.used(&method.expr);
+        self.used_as(&method.expr, Check::PluginArg);
         // How many leading arguments the method uses: all but for those
         // named above (a mapping's key is hashed, its default is not).
         let uses = match method.name {
@@ -360,7 +371,9 @@ impl Walk<'_> {
         };
         for (index, arg) in args.iter().enumerate() {
             match arg {
-                CallArg::Pos(e) | CallArg::Kwarg(_, e) if index < uses => self.used(e),
+                CallArg::Pos(e) | CallArg::Kwarg(_, e) if index < uses => {
+                    self.used_as(e, Check::PluginArg)
+                }
                 CallArg::Pos(e)
                 | CallArg::Kwarg(_, e)
                 | CallArg::PosSplat(e)
