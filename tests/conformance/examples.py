@@ -279,13 +279,21 @@ def magic_plays(docs):
 
 def write_magic_plays(docs):
     """Rewrites the magic-variable plays at the end of plays.yaml."""
-    with open(PLAYS) as f:
-        text = f.read()
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
     block = yaml.safe_dump(magic_plays(docs), sort_keys=False, allow_unicode=True, width=100000)
-    with open(PLAYS, "w") as f:
-        f.write(text + "\n" + BEGIN + "\n# From special_variables.rst of ansible-documentation.\n" + block + END + "\n")
+    write_between_markers(PLAYS, "# From special_variables.rst of ansible-documentation.\n" + block)
+
+
+def write_between_markers(path, block):
+    """Rewrites what lies between this script's markers in `path` (at the
+    end when there are none), keeping what follows them."""
+    with open(path) as f:
+        text = f.read()
+    after = ""
+    if BEGIN in text:
+        text, rest = text.split(BEGIN, 1)
+        after = rest.split(END, 1)[1] if END in rest else ""
+    with open(path, "w") as f:
+        f.write(text.rstrip("\n") + "\n\n" + BEGIN + "\n" + block + END + "\n" + after)
 
 
 def main():
@@ -295,13 +303,8 @@ def main():
         return
     if "--docs" in sys.argv:
         write_magic_plays(sys.argv[sys.argv.index("--docs") + 1])
-    with open(CASES) as f:
-        text = f.read()
-    if BEGIN in text:
-        text = text[: text.index(BEGIN)].rstrip("\n") + "\n"
     block = yaml.safe_dump(found, sort_keys=False, allow_unicode=True, width=1000)
-    with open(CASES, "w") as f:
-        f.write(text + "\n" + BEGIN + "\n# From ansible-core's plugin documentation (EXAMPLES), installed.\n" + block + END + "\n")
+    write_between_markers(CASES, "# From ansible-core's plugin documentation (EXAMPLES), installed.\n" + block)
     print(f"examples.py: {len(found)} groups, {sum(len(g['templates']) for g in found)} templates")
 
 

@@ -261,8 +261,13 @@ def plays(version, only=None):
                     # The case's directory is a fresh one each run.
                     failures = [m.replace(tmp, "<dir>") for m in json.load(f)]
         entry = {"name": case["name"]}
+        # What a module prints itself (pause's "Pausing for 1 seconds")
+        # comes before the callback's report.
+        stdout = proc.stdout
+        if not stdout.startswith("{") and "\n{\n" in stdout:
+            stdout = stdout[stdout.index("\n{\n") + 1:]
         try:
-            report = json.loads(proc.stdout)
+            report = json.loads(stdout)
         except ValueError:
             entry.update(ok=False, error=(proc.stdout + proc.stderr)[-300:])
             results.append(entry)

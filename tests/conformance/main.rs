@@ -36,20 +36,24 @@ use serde_json::Value as Json;
 
 /// The newer ansible-core lines' corpora, in 2.19 mode: how many cases must
 /// match (raise as enka matches more; the goal is all but a listed few).
-const LINE_FLOORS: &[(&str, usize)] = &[("2.19", 1521), ("2.21", 1521)];
+const LINE_FLOORS: &[(&str, usize)] = &[("2.19", 1896), ("2.21", 1896)];
 
 /// How many of the play corpus' cases must match on each newer line, run
-/// with that line's worker: one below what an idle machine measures (207 of
-/// 208 on both; kiali_style_status_progress_duration's error names 2.19's
+/// with that line's worker: one below what an idle machine measures (220 of
+/// 221 on both; kiali_style_status_progress_duration's error names 2.19's
 /// tagged int type, which enka's values do not carry), because
 /// `async_tasks_wait_or_return_a_job`'s late job races the async wrapper's
 /// kill against the poll one second in, as it does in Ansible, and a loaded
 /// machine can see either side of it.
-const PLAY_LINE_FLOORS: &[(&str, usize)] = &[("2.19", 206), ("2.21", 206)];
+const PLAY_LINE_FLOORS: &[(&str, usize)] = &[("2.19", 219), ("2.21", 219)];
 
 /// Cases enka does not match yet, by `<group>::<source>` (templates, both
 /// through the library and `enka template`) or `play::<name>`, with why.
 const KNOWN_FAILURES: &[(&str, &str)] = &[
+    (
+        "play::options_debug_in_a_loop",
+        "2.18's TaskExecutor returns an action's own argument failure (AnsibleActionFail) for a loop item before it sets `changed`, so those items have none; enka's have `changed: false`",
+    ),
     (
         "fuzz::{{ 1 if true else (n | no_such_filter) }}",
         "Jinja resolves filter names while compiling; enka's loader refuses an unknown name at load (`enka check`), its templar alone only when reached",

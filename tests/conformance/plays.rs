@@ -79,15 +79,20 @@ fn compare(want: &Json, ran: &Ran) -> Result<(), String> {
     if matches(want, &ran.outcome) && same_stats && same_failures {
         return Ok(());
     }
+    // Both sides as JSON, so a long result can be diffed.
+    let outcome = match &ran.outcome {
+        Ok((type_name, value)) => format!("{type_name:?} {value}"),
+        Err(error) => format!("error {error:?}"),
+    };
+    let json = |value: &Option<Json>| value.as_ref().map_or("null".to_owned(), Json::to_string);
     Err(format!(
-        "ansible-playbook: {} {} {} {}\nenka:             {:?} {:?} {:?}",
+        "ansible-playbook: {} {} {} {}\nenka:             {outcome} {} {}",
         want["type"],
         want["value"],
         want["stats"],
         want["failure_messages"],
-        ran.outcome,
-        ran.stats,
-        ran.failure_messages
+        json(&ran.stats),
+        json(&ran.failure_messages)
     ))
 }
 

@@ -96,6 +96,33 @@ impl<'a> Args<'a> {
             .ok_or_else(|| ArgumentError(format!("missing required arguments: {name}")))
     }
 
+    /// An argument as Ansible's `boolean(value)` reads it in an action's
+    /// own code: `Some(truth)`, or `None` for a value it does not list
+    /// (`boolean(strict=False)` reads that as false; strict, it raises
+    /// [`not_a_boolean`]'s TypeError).
+    pub fn python_bool(&self, name: &str, default: bool) -> Option<bool> {
+        let Some(value) = self.get(name) else {
+            return Some(default);
+        };
+        match value.kind() {
+            ValueKind::Bool => Some(value.is_true()),
+            ValueKind::Number => match f64::try_from(value.clone()) {
+                Ok(1.0) => Some(true),
+                Ok(0.0) => Some(false),
+                _ => None,
+            },
+            ValueKind::String => {
+                let text = value.as_str().unwrap_or_default().trim().to_lowercase();
+                match text.as_str() {
+                    "y" | "yes" | "on" | "1" | "true" | "t" => Some(true),
+                    "n" | "no" | "off" | "0" | "false" | "f" => Some(false),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// A boolean argument, Ansible style (`yes`, `on`, `1`, `true`…).
     pub fn bool(&self, name: &str, default: bool) -> Result<bool, ArgumentError> {
         match self.get(name) {
@@ -138,6 +165,54 @@ impl<'a> Args<'a> {
                     ))
                 }),
         }
+    }
+
+    /// An `int` argument of an action plugin (whose task's YAML strings are
+    /// `AnsibleUnicode` on 2.18), worded as the action's conversion fails:
+    /// an integer, or text Python's `int()` reads.
+    pub fn action_int(
+        &self,
+        name: &str,
+        semantics: enka_template::Semantics,
+        words: IntWords,
+    ) -> Result<Option<i64>, crate::ModuleError> {
+        let Some(value) = self.get(name).filter(|v| !v.is_none()) else {
+            return Ok(None);
+        };
+        if value.is_integer()
+            && let Ok(n) = i64::try_from(value.clone())
+        {
+            return Ok(Some(n));
+        }
+        if let Some(n) = value
+            .as_str()
+            .and_then(|text| text.trim().parse::<i64>().ok())
+        {
+            return Ok(Some(n));
+        }
+        let class = match (value.kind(), semantics) {
+            (ValueKind::String, enka_template::Semantics::Ansible218) => {
+                "<class 'ansible.parsing.yaml.objects.AnsibleUnicode'>".to_owned()
+            }
+            (_, enka_template::Semantics::Ansible218) => {
+                format!("<class '{}'>", pyrepr::type_name(&value))
+            }
+            _ => pyrepr::type_name(&value).to_owned(),
+        };
+        let why = match (words, value.kind()) {
+            (IntWords::IntLiteral, ValueKind::String) => format!(
+                "invalid literal for int() with base 10: {}",
+                pyrepr::repr(&value)
+            ),
+            (IntWords::IntLiteral, _) => format!("{class} cannot be converted to an int"),
+            (IntWords::CheckType, _) => {
+                format!("\"{}\" cannot be converted to an int", pyrepr::repr(&value))
+            }
+        };
+        Err(ArgumentError(format!(
+            "argument '{name}' is of type {class} and we were unable to convert to int: {why}"
+        ))
+        .into())
     }
 
     /// A list argument; a single string becomes a one-item list, and a
@@ -221,4 +296,28 @@ mod tests {
             vec![Value::from("x"), Value::from("y")]
         );
     }
+}
+
+/// The TypeError of Ansible's strict `boolean(value)`, as `line` words it
+/// (2.18 puts two spaces before the list). Python prints the list from a
+/// frozenset, in an order that changes from run to run; this is one of
+/// them.
+pub fn not_a_boolean(value: &Value, semantics: enka_template::Semantics) -> String {
+    let space = match semantics {
+        enka_template::Semantics::Ansible218 => "  ",
+        enka_template::Semantics::Ansible219 => " ",
+    };
+    format!(
+        "The value '{}' is not a valid boolean.{space}Valid booleans include: 'y', 'yes', 'on', '1', 'true', 't', 1, 'n', 'no', 'off', '0', 'false', 'f', 0",
+        pyrepr::to_text(value)
+    )
+}
+
+/// How an action's conversion of an `int` argument words its failure.
+#[derive(Debug, Clone, Copy)]
+pub enum IntWords {
+    /// Python's own `int()` (`pause`): "invalid literal for int() …".
+    IntLiteral,
+    /// The argument spec's `check_type_int` (`debug`).
+    CheckType,
 }

@@ -1,5 +1,6 @@
 //! `assert`: checks conditions.
 
+use enka_template::{Semantics, pyrepr};
 use minijinja::Value;
 use minijinja::value::ValueKind;
 
@@ -13,7 +14,7 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::Mo
     } else {
         conditions_218(args, ctx)?
     };
-    let quiet = args.bool("quiet", false)?;
+    let quiet = quiet(args, ctx)?;
     let fail_msg = args.get("fail_msg").or_else(|| args.get("msg"));
     let success_msg = args
         .get("success_msg")
@@ -62,11 +63,29 @@ pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::Mo
             return Ok(shown_in_full(output, quiet));
         }
     }
-    let mut output = with_notices(Output::changed(false), warnings, deprecations);
-    if !quiet {
-        output = output.with("msg", success_msg);
+    // `quiet` only keeps the result from being shown in full.
+    let output = with_notices(Output::changed(false), warnings, deprecations);
+    Ok(shown_in_full(output.with("msg", success_msg), quiet))
+}
+
+/// `quiet`: 2.18's action reads it as `boolean(quiet, strict=False)`, so
+/// anything it does not list is false; 2.19 validates it as its argument
+/// spec's `bool`.
+fn quiet(args: &Args<'_>, ctx: &crate::ModuleContext<'_>) -> Result<bool, crate::ModuleError> {
+    let semantics = ctx.templar.options().semantics;
+    match (args.python_bool("quiet", false), semantics) {
+        (Some(quiet), _) => Ok(quiet),
+        (None, Semantics::Ansible218) => Ok(false),
+        (None, Semantics::Ansible219) => {
+            let value = args.get("quiet").unwrap_or_default();
+            Err(crate::ArgumentError(format!(
+                "argument 'quiet' is of type {} and we were unable to convert to bool: {}",
+                pyrepr::type_name(&value),
+                crate::args::not_a_boolean(&value, semantics)
+            ))
+            .into())
+        }
     }
-    Ok(shown_in_full(output, quiet))
 }
 
 /// What the action said while judging, as a module's result carries it

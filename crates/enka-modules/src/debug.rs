@@ -7,7 +7,13 @@ use crate::catalogue;
 use enka_template::pyrepr;
 
 pub fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
-    let verbosity = args.int("verbosity")?.unwrap_or(0);
+    let verbosity = args
+        .action_int(
+            "verbosity",
+            ctx.templar.options().semantics,
+            crate::args::IntWords::CheckType,
+        )?
+        .unwrap_or(0);
     if verbosity > i64::from(ctx.verbosity) {
         return Ok(Output::changed(false)
             .with("skipped", true)

@@ -59,6 +59,12 @@ pub enum ModuleError {
     /// that it failed and why (2.19 adds `Task failed: ` and `exception`).
     #[error("{0}")]
     Raised(String),
+    /// The action's Python code raised an exception of its own (a
+    /// TypeError, a regex error): 2.18's TaskExecutor reports "Unexpected
+    /// failure during module execution: …" with an empty `stdout`, 2.19
+    /// "Task failed: …".
+    #[error("{0}")]
+    Unexpected(String),
     /// A whole failed result, as the module's collection returns it
     /// (kubernetes.core's refusals carry the answer's `reason`,
     /// operator_sdk.util's an `error` with the body, a timed-out wait the

@@ -12,22 +12,70 @@ use enka_template::convert::from_yaml;
 
 pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
     // The action reports a file it cannot load under `message`, not `msg`.
-    // A failed load keeps the (empty) facts and files, as the action's
-    // result always holds them.
-    match load(args, ctx).await {
-        Err(message) => Ok(Output::changed(false)
+    // A failed load keeps the files it read and the variables of the
+    // directories it finished, as the action's result always holds them.
+    let mut read = Read::default();
+    let output = match load(args, ctx, &mut read).await {
+        Err(err @ (crate::ModuleError::Unexpected(_) | crate::ModuleError::Raised(_))) => {
+            return Err(err);
+        }
+        Err(message) => Output::changed(false)
             .with("failed", true)
-            .with(
-                "ansible_facts",
-                Value::from_pairs(Vec::<(Value, Value)>::new()),
-            )
-            .with("ansible_included_var_files", Vec::<Value>::new())
-            .with("message", message.to_string())),
-        ok => ok,
+            .with("ansible_facts", named(args, read.vars)?)
+            .with("ansible_included_var_files", paths(&read.files))
+            .with("message", message.to_string()),
+        Ok(output) => output,
+    };
+    // 2.21 deprecates `ignore_files` given as one string, before it reads.
+    let text_ignore_files = args
+        .get("ignore_files")
+        .is_some_and(|v| v.kind() == ValueKind::String);
+    if ctx.templar.options().release_at_least(21) && text_ignore_files {
+        let deprecation = serde_json::json!({
+            "collection_name": "ansible.builtin",
+            "deprecator": {"resolved_name": "ansible.builtin.include_vars", "type": "action"},
+            "msg": "Specifying 'ignore_files' as a string is deprecated.",
+            "version": "2.24",
+        });
+        return Ok(output.with(
+            "deprecations",
+            vec![enka_template::convert::from_json(&deprecation)],
+        ));
     }
+    Ok(output)
 }
 
-async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate::ModuleError> {
+/// What the action has read so far.
+#[derive(Default)]
+struct Read {
+    /// Each file loaded, in order.
+    files: Vec<PathBuf>,
+    /// The variables of every file of the directories finished (a
+    /// directory's own count only once all its files loaded).
+    vars: Vec<(Value, Value)>,
+}
+
+/// The variables under `name` when the task gives one.
+fn named(args: &Args<'_>, vars: Vec<(Value, Value)>) -> Result<Value, crate::ModuleError> {
+    let vars = Value::from_pairs(vars);
+    Ok(match args.str("name")? {
+        Some(name) => Value::from_pairs(vec![(Value::from(name), vars)]),
+        None => vars,
+    })
+}
+
+fn paths(files: &[PathBuf]) -> Vec<Value> {
+    files
+        .iter()
+        .map(|p| Value::from(p.to_string_lossy().as_ref()))
+        .collect()
+}
+
+async fn load(
+    args: &Args<'_>,
+    ctx: &ModuleContext<'_>,
+    read: &mut Read,
+) -> Result<Output, crate::ModuleError> {
     if args.given("file").is_some_and(|file| file.is_none()) {
         // Ansible's search for a null file name finds nothing, and says so.
         return Ok(Output::changed(false)
@@ -45,18 +93,21 @@ async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate:
                 )],
             ));
     }
-    let name = args.str("name")?;
     // Free-form text loses its trailing newlines (a folded `>` scalar).
     let raw = args
         .str("_raw_params")?
         .map(|text| text.trim_end_matches('\n').to_owned());
-    let (data, files) = match args.str("file")?.or(raw) {
+    // The action compiles `files_matching` before it reads anything.
+    let filters = file_filters(args)?;
+    match args.str("file")?.or(raw) {
         Some(file) => {
             let path = find(ctx, &file).ok_or_else(|| not_found(ctx, &file))?;
-            (load_file(&path, ctx).await?, vec![path])
+            let data = load_file(&path, ctx).await?;
+            read.files.push(path);
+            read.vars = enka_template::convert::entries(&data);
         }
         None => match args.str("dir")? {
-            Some(dir) => load_dir(args, ctx, &dir).await?,
+            Some(dir) => load_dir(args, ctx, &dir, &filters, read).await?,
             None => {
                 return Err(crate::ArgumentError(
                     "one of the following is required: file, dir".to_owned(),
@@ -65,17 +116,8 @@ async fn load(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, crate:
             }
         },
     };
-    let mut output = Output::changed(false).with(
-        "ansible_included_var_files",
-        files
-            .iter()
-            .map(|p| Value::from(p.to_string_lossy().as_ref()))
-            .collect::<Vec<_>>(),
-    );
-    let data = match name {
-        Some(name) => Value::from_pairs(vec![(Value::from(name), data)]),
-        None => data,
-    };
+    let mut output = Output::changed(false).with("ansible_included_var_files", paths(&read.files));
+    let data = named(args, std::mem::take(&mut read.vars))?;
     // hash_behaviour=merge merges each mapping into the variable's value
     // now, recursively (combine_vars with merge).
     let merge = args.str("hash_behaviour")?.as_deref() == Some("merge");
@@ -133,28 +175,23 @@ async fn load_dir(
     args: &Args<'_>,
     ctx: &ModuleContext<'_>,
     dir: &str,
-) -> Result<(Value, Vec<PathBuf>), String> {
-    let root = find_dir(ctx, dir).ok_or_else(|| format!("{dir} directory does not exist"))?;
-    let depth = args
-        .get("depth")
-        .and_then(|v| i64::try_from(v).ok())
-        .unwrap_or(0);
-    let (matching, ignored) = file_filters(args)?;
-    let extensions: Vec<String> = match args.get("extensions") {
-        None => vec!["yaml".into(), "yml".into(), "json".into()],
-        Some(_) => args
-            .list("extensions")?
-            .iter()
-            .map(enka_template::pyrepr::to_text)
-            .collect(),
-    };
+    (matching, ignored): &Filters,
+    read: &mut Read,
+) -> Result<(), crate::ModuleError> {
+    let root = find_dir(ctx, dir).ok_or_else(|| {
+        format!(
+            "{} directory does not exist",
+            missing_dir(ctx, dir).display()
+        )
+    })?;
+    let depth = depth(args, ctx)?;
+    let newer = ctx.templar.options().release_at_least(21);
+    let extensions = valid_extensions(args, newer)?;
     let ignore_unknown = args
         .get("ignore_unknown_extensions")
         .is_some_and(|v| v.is_true());
     let mut directories: Vec<PathBuf> = walkdir_sorted(&root);
     directories.sort();
-    let mut merged: Vec<(Value, Value)> = Vec::new();
-    let mut files = Vec::new();
     for directory in directories {
         let level = directory
             .strip_prefix(&root)
@@ -170,6 +207,8 @@ async fn load_dir(
             .map(|entry| entry.file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
+        // A directory's variables count once all its files loaded.
+        let mut merged: Vec<(Value, Value)> = Vec::new();
         for name in names {
             if matching
                 .as_ref()
@@ -183,59 +222,133 @@ async fn load_dir(
                 .extension()
                 .map(|e| e.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let known = extensions.contains(&extension);
-            if !known {
+            if !extensions.contains(&extension) {
                 if ignore_unknown {
                     continue;
                 }
+                // 2.21 writes the path as Python's repr.
+                let path = directory.join(&name).display().to_string();
+                let path = match newer {
+                    true => enka_template::pyrepr::repr(&Value::from(path)),
+                    false => path,
+                };
                 return Err(format!(
-                    "{} does not have a valid extension: {}",
-                    directory.join(&name).display(),
+                    "{path} does not have a valid extension: {}",
                     extensions.join(", ")
-                ));
+                )
+                .into());
             }
             let path = directory.join(&name);
             let data = load_file(&path, ctx).await?;
-            for key in data.try_iter().map_err(|e| e.to_string())? {
-                let value = data.get_item(&key).unwrap_or_default();
+            read.files.push(path);
+            for (key, value) in enka_template::convert::entries(&data) {
                 merged.retain(|(k, _)| *k != key);
                 merged.push((key, value));
             }
-            files.push(path);
+        }
+        for (key, value) in merged {
+            read.vars.retain(|(k, _)| *k != key);
+            read.vars.push((key, value));
         }
     }
-    Ok((Value::from_pairs(merged), files))
+    Ok(())
 }
 
-/// `files_matching` and `ignore_files` as regular expressions (each ignored
-/// name anchored at its end, as Ansible's).
-fn file_filters(
-    args: &Args<'_>,
-) -> Result<(Option<fancy_regex::Regex>, Vec<fancy_regex::Regex>), String> {
-    let regex = |pattern: &str| {
-        fancy_regex::Regex::new(pattern)
-            .map_err(|_| format!("Invalid regular expression: {pattern}"))
+/// `extensions`: the file extensions a directory's files may have (a
+/// string is Python's list() of it, its characters, until 2.21 refuses
+/// it).
+fn valid_extensions(args: &Args<'_>, newer: bool) -> Result<Vec<String>, crate::ModuleError> {
+    Ok(match args.get("extensions") {
+        None => vec!["yaml".into(), "yml".into(), "json".into()],
+        Some(text) if text.kind() == ValueKind::String && newer => {
+            return Err(crate::ModuleError::Raised(
+                "The 'extensions' option must be a list.".to_owned(),
+            ));
+        }
+        // Python's list() of a string: its characters.
+        Some(text) if text.kind() == ValueKind::String => text
+            .as_str()
+            .unwrap_or_default()
+            .chars()
+            .map(String::from)
+            .collect(),
+        Some(_) => args
+            .list("extensions")?
+            .iter()
+            .map(enka_template::pyrepr::to_text)
+            .collect(),
+    })
+}
+
+/// `depth`: the action compares each directory's depth with it as given,
+/// so anything but a number raises Python's TypeError at the first one.
+fn depth(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<i64, crate::ModuleError> {
+    let Some(value) = args.get("depth").filter(|v| !v.is_none()) else {
+        return Ok(0);
     };
-    let matching = args.str("files_matching")?.map(|p| regex(&p)).transpose()?;
+    match value.kind() {
+        ValueKind::Number | ValueKind::Bool => Ok(i64::try_from(value).unwrap_or(0)),
+        _ => {
+            // The class of a string as the task's YAML gave it.
+            let class = match (value.kind(), ctx.templar.options().semantics) {
+                (ValueKind::String, enka_template::Semantics::Ansible218) => "AnsibleUnicode",
+                (ValueKind::String, enka_template::Semantics::Ansible219) => "_AnsibleTaggedStr",
+                _ => enka_template::pyrepr::type_name(&value),
+            };
+            Err(crate::ModuleError::Unexpected(format!(
+                "'>' not supported between instances of 'int' and '{class}'"
+            )))
+        }
+    }
+}
+
+/// Where the action looks for a `dir` it then says does not exist: the
+/// role's `vars/` for a role's task, else beside the task's file.
+fn missing_dir(ctx: &ModuleContext<'_>, dir: &str) -> PathBuf {
+    let task_dir = ctx.task.file.parent().unwrap_or(std::path::Path::new(""));
+    match task_dir.parent() {
+        Some(role) if task_dir.ends_with("tasks") || task_dir.ends_with("handlers") => {
+            role.join("vars").join(dir)
+        }
+        _ => task_dir.join(dir),
+    }
+}
+
+/// `files_matching`, compiled, and the `ignore_files` patterns.
+type Filters = (Option<fancy_regex::Regex>, Vec<fancy_regex::Regex>);
+
+/// `files_matching` and `ignore_files` as regular expressions (each ignored
+/// name anchored at its end, as Ansible's). A `files_matching` Python
+/// cannot compile raises its `re.error`; an `ignore_files` one the
+/// action's own AnsibleError.
+fn file_filters(args: &Args<'_>) -> Result<Filters, crate::ModuleError> {
+    let matching = match args.str("files_matching")? {
+        Some(pattern) => Some(fancy_regex::Regex::new(&pattern).map_err(|e| {
+            crate::ModuleError::Unexpected(enka_template::python_regex_message(&pattern, &e))
+        })?),
+        None => None,
+    };
+    let ignored_regex = |pattern: String| {
+        fancy_regex::Regex::new(&format!("{pattern}$")).map_err(|_| {
+            crate::ModuleError::Raised(format!("Invalid regular expression: {pattern}"))
+        })
+    };
     let ignored: Vec<fancy_regex::Regex> = match args.get("ignore_files") {
         None => Vec::new(),
         Some(v) if v.kind() == ValueKind::String => v
             .as_str()
             .unwrap_or_default()
             .split_whitespace()
-            .map(|p| regex(&format!("{p}$")))
+            .map(|p| ignored_regex(p.to_owned()))
             .collect::<Result<_, _>>()?,
         Some(v) if v.kind() == ValueKind::Seq => v
             .try_iter()
             .into_iter()
             .flatten()
-            .map(|p| regex(&format!("{}$", enka_template::pyrepr::to_text(&p))))
+            .map(|p| ignored_regex(enka_template::pyrepr::to_text(&p)))
             .collect::<Result<_, _>>()?,
         Some(v) => {
-            return Err(format!(
-                "{} must be a list",
-                enka_template::pyrepr::to_text(&v)
-            ));
+            return Err(format!("{} must be a list", enka_template::pyrepr::to_text(&v)).into());
         }
     };
     Ok((matching, ignored))

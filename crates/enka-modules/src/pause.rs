@@ -21,10 +21,19 @@ pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, cra
         return Err("parameters are mutually exclusive: minutes|seconds".into());
     }
     // As the action: minutes if given, else seconds; at least one second.
-    let (asked, minutes) = match args.seconds("minutes")? {
-        Some(minutes) => (minutes * 60, true),
-        None => (args.seconds("seconds")?.unwrap_or_default(), false),
-    };
+    let semantics = ctx.templar.options().semantics;
+    let (asked, minutes) =
+        match args.action_int("minutes", semantics, crate::args::IntWords::IntLiteral)? {
+            Some(minutes) => (Duration::from_secs(minutes.max(0) as u64 * 60), true),
+            None => (
+                Duration::from_secs(
+                    args.action_int("seconds", semantics, crate::args::IntWords::IntLiteral)?
+                        .unwrap_or(0)
+                        .max(0) as u64,
+                ),
+                false,
+            ),
+        };
     let mut wait = asked.max(Duration::from_secs(1)).min(MAX_PAUSE);
     if let Some(deadline) = ctx.deadline {
         wait = wait.min(deadline.saturating_duration_since(Instant::now()));
@@ -39,10 +48,18 @@ pub async fn run(args: &Args<'_>, ctx: &ModuleContext<'_>) -> Result<Output, cra
     };
     // Python's round(x, 2), printed as Python prints a float.
     let rounded = enka_template::pyrepr::repr(&Value::from((amount * 100.0).round() / 100.0));
-    Ok(Output::changed(false)
+    let stdout = format!("Paused for {rounded} {unit}");
+    let mut output = Output::changed(false);
+    if ctx.templar.options().release_at_least(21) {
+        // 2.21's action returns the lines too.
+        output = output
+            .with("stderr_lines", Vec::<Value>::new())
+            .with("stdout_lines", vec![Value::from(stdout.as_str())]);
+    }
+    Ok(output
         .with("rc", 0)
         .with("stderr", "")
-        .with("stdout", format!("Paused for {rounded} {unit}"))
+        .with("stdout", stdout)
         .with("start", start)
         .with("stop", enka_template::time::python_now())
         .with("delta", elapsed as u64)

@@ -15,6 +15,14 @@ pub fn run(
     module: &crate::ModuleContext<'_>,
 ) -> Result<Output, crate::ModuleError> {
     let semantics = module.templar.options().semantics;
+    // The action reads `cacheable` with a strict `boolean()`, whose
+    // TypeError is no argument error but the action's own exception.
+    if args.python_bool("cacheable", false).is_none() {
+        let value = args.get("cacheable").unwrap_or_default();
+        return Err(crate::ModuleError::Unexpected(crate::args::not_a_boolean(
+            &value, semantics,
+        )));
+    }
     let mut output = Output::changed(false);
     let mut facts = Vec::new();
     // set_fact templates the names it is given (`"{{ item }}": x`).

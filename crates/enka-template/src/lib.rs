@@ -74,7 +74,7 @@ pub use context::{
 };
 pub use error::{Error, ErrorKind};
 pub use filters::core_to_bool as to_bool;
-pub use filters::{json_string, merge_hash, python_json, python_json_ascii};
+pub use filters::{json_string, merge_hash, python_json, python_json_ascii, python_regex_message};
 pub use lookups::is_native as is_native_lookup;
 pub use lookups::{
     LookupPlugin, find_needle, normalize as normalize_path, query_as_with, render_template_file,

@@ -108,13 +108,21 @@ impl Runner {
             Err(modules::ModuleError::Result(output)) => {
                 self.take_output(module, output.with("failed", true), facts_to)
             }
+            Err(err) => self.error_result(task, err),
+        }
+    }
+
+    /// The result of a module that failed other than by returning a failed
+    /// result: an error its action raised, worded as the run's line does.
+    fn error_result(&self, task: &Task, err: modules::ModuleError) -> TaskResult {
+        match err {
             // The action raised Ansible's conditional error out of
             // `_execute`: its text is the whole result, judged by nothing.
-            Err(modules::ModuleError::Conditional {
+            modules::ModuleError::Conditional {
                 argument,
                 index,
                 error,
-            }) => {
+            } => {
                 let at = task
                     .arg_positions
                     .iter()
@@ -122,13 +130,25 @@ impl Runner {
                     .and_then(|(_, positions)| positions.get(index).copied().flatten());
                 TaskResult::task_error(self.condition_failure_text(task, at, &error, None))
             }
-            Err(modules::ModuleError::Raised(message)) => {
+            modules::ModuleError::Unexpected(text) => match self.semantics() {
+                enka_template::Semantics::Ansible218 => {
+                    let mut result = TaskResult::task_error(format!(
+                        "Unexpected failure during module execution: {text}"
+                    ));
+                    result.fields.push(("stdout".into(), Value::from("")));
+                    result
+                }
+                enka_template::Semantics::Ansible219 => {
+                    TaskResult::task_error(format!("Task failed: {text}"))
+                }
+            },
+            modules::ModuleError::Raised(message) => {
                 TaskResult::task_error(match self.semantics() {
                     enka_template::Semantics::Ansible218 => message,
                     enka_template::Semantics::Ansible219 => format!("Task failed: {message}"),
                 })
             }
-            Err(err) => TaskResult::failed(err.to_string()),
+            err => TaskResult::failed(err.to_string()),
         }
     }
 

@@ -30,13 +30,18 @@ impl Runner {
 
     /// What `add_host` and `group_by` results ask of the inventory (each
     /// loop item's too), as the strategy applies them.
-    pub(super) fn change_inventory(&mut self, result: &mut TaskResult) {
+    /// A group the inventory refuses (an empty name) is an error the
+    /// strategy raises, which ends the run.
+    pub(super) fn change_inventory(&mut self, result: &mut TaskResult) -> Result<(), String> {
         let added = result.get("add_host").cloned();
         let group = result
             .get("add_group")
             .and_then(|v| v.as_str().map(str::to_owned));
         if added.is_none() && group.is_none() {
-            return;
+            return Ok(());
+        }
+        if group.as_deref() == Some("") {
+            return Err("Invalid empty/false group name provided: ".to_owned());
         }
         // A role run has no inventory of its own: its hosts are the
         // project's (or localhost), for this run.
@@ -55,7 +60,7 @@ impl Runner {
         };
         let field = |item: &Value, key: &str| item.get_attr(key).ok().filter(|v| !v.is_undefined());
         let Ok(mut inventory) = shared.lock() else {
-            return;
+            return Ok(());
         };
         // The strategy decides whether the task changed something (before
         // changed_when is judged): whether the inventory changed
@@ -88,5 +93,6 @@ impl Runner {
         if let Some(changed) = changed {
             result.set("changed", Value::from(changed));
         }
+        Ok(())
     }
 }

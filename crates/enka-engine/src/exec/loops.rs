@@ -230,9 +230,25 @@ impl Runner {
                 self.sleep(pause).await;
             }
         }
-        let result = self.loop_in_line(aborted.unwrap_or_else(|| TaskResult::combine(results)));
+        let result = self.loop_result(results, aborted);
         self.keep_facts_if_ok(&result, before);
         Ok((result, first_no_log))
+    }
+
+    /// The loop's result from its items' (or the error that stopped it),
+    /// as the run's line shapes it.
+    fn loop_result(&self, mut results: Vec<TaskResult>, aborted: Option<TaskResult>) -> TaskResult {
+        let notices = match self.semantics() {
+            Semantics::Ansible219 => {
+                hoist_notices(&mut results, !self.templar.options().release_at_least(21))
+            }
+            Semantics::Ansible218 => Vec::new(),
+        };
+        let mut result = self.loop_in_line(aborted.unwrap_or_else(|| TaskResult::combine(results)));
+        for (key, values) in notices {
+            result.set(key, Value::from(values));
+        }
+        result
     }
 
     /// An item's result as the run's line shapes it: from 2.19 an item
@@ -587,6 +603,30 @@ impl Runner {
         };
         Flow::Failed(self.failure(task, message.clone(), super::outcome::fail_result(&message)))
     }
+}
+
+/// From 2.19 the items' `warnings` and `deprecations` are the loop's too, in
+/// order, for its own result: taken out of each item (`take`, 2.19), or
+/// left there as well (2.21).
+fn hoist_notices(results: &mut [TaskResult], take: bool) -> Vec<(&'static str, Vec<Value>)> {
+    let mut notices = Vec::new();
+    for key in ["warnings", "deprecations"] {
+        let mut all = Vec::new();
+        for result in results.iter_mut() {
+            let Some(at) = result.fields.iter().position(|(k, _)| k == key) else {
+                continue;
+            };
+            let values = match take {
+                true => result.fields.remove(at).1,
+                false => result.fields[at].1.clone(),
+            };
+            all.extend(values.try_iter().into_iter().flatten());
+        }
+        if !all.is_empty() {
+            notices.push((key, all));
+        }
+    }
+    notices
 }
 
 /// `value` without the undefined values inside it (list items, mapping

@@ -122,7 +122,18 @@ impl Runner {
                 return Ok(result);
             }
             if !result.is_failed() {
-                self.change_inventory(&mut result);
+                if let Err(message) = self.change_inventory(&mut result) {
+                    // Up to 2.19 the strategy's error ends the run; 2.21
+                    // fails the task with it.
+                    if self.templar.options().release_at_least(21) {
+                        return Ok(TaskResult::task_error(format!(
+                            "Task failed: {}",
+                            message.trim_end()
+                        )));
+                    }
+                    let result = super::outcome::fail_result(&message);
+                    return Err(Flow::Failed(self.failure(task, message, result).aborting()));
+                }
                 if at.meta_action.map(str::trim) == Some("refresh_inventory")
                     && let Err(message) = self.refresh_inventory().await
                 {

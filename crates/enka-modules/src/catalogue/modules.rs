@@ -240,8 +240,8 @@ impl ModuleSpec {
 }
 
 /// Checks at load time what can be checked without running: arguments that
-/// must be present, and arguments that exclude each other. Arguments whose
-/// value is a template are only checked when the task runs.
+/// must be present. Arguments whose value is a template, and arguments that
+/// exclude each other, are only checked when the task runs.
 pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), String> {
     let has = |name: &str| args.iter().any(|(k, _)| k.as_str() == Some(name));
     for requirement in spec.requires {
@@ -258,13 +258,9 @@ pub fn validate_args(spec: &ModuleSpec, args: &[(Value, Value)]) -> Result<(), S
                     return Err(format!("{} requires {missing}", spec.name));
                 }
             }
-            Requirement::Exclusive(names) if names.iter().filter(|n| has(n)).count() > 1 => {
-                return Err(format!(
-                    "{}: parameters are mutually exclusive: {}",
-                    spec.name,
-                    names.join("|")
-                ));
-            }
+            // Arguments that exclude each other fail the task when it runs,
+            // as Ansible's argument spec does (a task never reached runs
+            // fine): `check_requirements`.
             _ => {}
         }
     }

@@ -21,6 +21,7 @@ pub use core::to_bool as core_to_bool;
 pub(crate) use datetime::{now, py_datetime};
 pub use encoding::{json_string, python_json, python_json_ascii};
 pub(crate) use paths::glob_files;
+pub use text::python_regex_message;
 pub(crate) use text::{python_format, python_regex_error, python_split};
 
 pub(crate) use paths::split_url;

@@ -434,8 +434,6 @@ pub(super) fn split(
     )?))
 }
 
-/// Compiled patterns, keyed by source and flags: roles use a handful of
-/// patterns over and over.
 /// A pattern error in the words of Python's `re` where they differ
 /// (roles and tests match on them), else fancy-regex's own.
 pub(crate) fn python_regex_error(error: &fancy_regex::Error) -> String {
@@ -454,6 +452,23 @@ pub(crate) fn python_regex_error(error: &fancy_regex::Error) -> String {
     }
 }
 
+/// [`python_regex_error`] for an error of `pattern`, which also places
+/// what only the pattern shows (an unclosed `[` where Python's `re` does).
+pub fn python_regex_message(pattern: &str, error: &fancy_regex::Error) -> String {
+    use fancy_regex::{Error as E, ParseError as P};
+    if let E::ParseError(_, P::InvalidClass) = error
+        && let Some(at) = pattern.rfind('[')
+    {
+        return format!(
+            "unterminated character set at position {}",
+            pattern[..at].chars().count()
+        );
+    }
+    python_regex_error(error)
+}
+
+/// Compiled patterns, keyed by source and flags: roles use a handful of
+/// patterns over and over.
 fn compile(pattern: &str, ignorecase: bool, multiline: bool) -> Result<Regex, Error> {
     type Cache = std::collections::HashMap<(String, bool, bool), Regex>;
     static CACHE: Mutex<Option<Cache>> = Mutex::new(None);

@@ -200,7 +200,12 @@ fn dispatch(
     };
     let values = match result {
         Ok(values) => values,
-        Err(err) if err.kind() != ErrorKind::UndefinedError && errors != "strict" => {
+        // Only `warn` and `ignore` swallow the error; any other word is
+        // `strict`'s (Templar._lookup raises unless it is one of the two).
+        Err(err)
+            if err.kind() != ErrorKind::UndefinedError
+                && matches!(errors.as_str(), "warn" | "ignore") =>
+        {
             tracing::warn!(
                 lookup = name,
                 "lookup failed but the error is being ignored: {err}"
@@ -661,10 +666,10 @@ fn file(ctx: &Context, name: &str, options: &[(String, Value)]) -> Result<Value,
         })?;
     let mut text = std::fs::read_to_string(&path)
         .map_err(|e| invalid(format!("could not read {}: {e}", path.display())))?;
-    if option(options, "rstrip").is_none_or(Value::is_true) {
+    if option_flag(options, "rstrip", true) {
         text.truncate(text.trim_end().len());
     }
-    if option(options, "lstrip").is_some_and(Value::is_true) {
+    if option_flag(options, "lstrip", false) {
         text = text.trim_start().to_owned();
     }
     Ok(Value::from(text))
@@ -727,6 +732,29 @@ fn password(ctx: &Context, term: &str, options: &[(String, Value)]) -> Result<Va
             .collect()
     });
     Ok(Value::from(pw))
+}
+
+/// A `bool` option as Ansible's configuration reads it
+/// (`boolean(value, strict=False)`): true only for what it lists as true,
+/// so `'maybe'` is false.
+pub(super) fn option_flag(options: &[(String, Value)], name: &str, default: bool) -> bool {
+    let Some(value) = option(options, name) else {
+        return default;
+    };
+    match value.kind() {
+        ValueKind::Bool => value.is_true(),
+        ValueKind::Number => f64::try_from(value.clone()).is_ok_and(|n| n == 1.0),
+        ValueKind::String => matches!(
+            value
+                .as_str()
+                .unwrap_or_default()
+                .trim()
+                .to_lowercase()
+                .as_str(),
+            "y" | "yes" | "on" | "1" | "true" | "t"
+        ),
+        _ => false,
+    }
 }
 
 /// Variables with extra ones on top (`template_vars`).

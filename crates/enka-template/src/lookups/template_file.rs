@@ -47,6 +47,14 @@ pub(super) fn template(
                 ..ctx.fresh()
             }
         }
+        // Ansible's configuration refuses any other type for a `dict`
+        // option (a None is the default).
+        Some(other) if !other.is_none() => {
+            return Err(invalid(format!(
+                "Invalid type for configuration option plugin_type: lookup plugin: template setting: template_vars (from Direct): Invalid type provided for \"dictionary\": {}",
+                pyrepr::repr(other)
+            )));
+        }
         _ => ctx.clone(),
     };
     let (_, text) = render_file(&render_ctx, name, Caller::Lookup, lookup_settings(options))?;
