@@ -126,18 +126,33 @@ def templated(value):
 
 
 class Role:
-    """What one role contributes: variables, templates, conditions."""
+    """What one role contributes: variables, templates, conditions, and
+    the tasks that loop, each with what it templates per item."""
 
     def __init__(self, group):
         self.group = group
         self.vars = {}
         self.templates = []  # (source, origin)
         self.conditions = []
+        self.loops = []  # Loop
 
     def add(self, kind, source, origin):
         target = self.templates if kind == "template" else self.conditions
         if all(s != source for s, _ in target):
             target.append((source, origin))
+
+
+class Loop(Role):
+    """A task's loop: its keyword, what it loops over, the name of its
+    item, and the task's templates and conditions, rendered per item."""
+
+    def __init__(self, keyword, over, loop_var, origin):
+        super().__init__(None)
+        self.keyword = keyword
+        self.over = over
+        self.loop_var = loop_var
+        self.origin = origin
+
 
 
 def walk_strings(node, path, role, origin_path):
@@ -152,6 +167,9 @@ def walk_strings(node, path, role, origin_path):
         role.add("template", str(node), f"{origin_path}:{line_of(node)}")
 
 
+LOOP_KEYWORDS = ("loop", "with_items", "with_list", "with_dict")
+
+
 def walk_tasks(tasks, role, origin_path):
     for task in tasks if isinstance(tasks, list) else []:
         if not isinstance(task, dict):
@@ -159,21 +177,34 @@ def walk_tasks(tasks, role, origin_path):
         for key in ("block", "rescue", "always"):
             if isinstance(task.get(key), list):
                 walk_tasks(task[key], role, origin_path)
+        keyword = next((k for k in LOOP_KEYWORDS if k in task), None)
+        target = role
+        if keyword is not None:
+            control = task.get("loop_control") if isinstance(task.get("loop_control"), dict) else {}
+            target = Loop(keyword, task[keyword], str(control.get("loop_var") or "item"), f"{origin_path}:{line_of(task)}")
+            # What it loops over is templated once, as the role's.
+            walk_strings(task[keyword], [keyword], role, origin_path)
+            role.loops.append(target)
         for key, value in task.items():
-            if key in ("block", "rescue", "always"):
+            if key in ("block", "rescue", "always", "loop_control") or key == keyword:
                 continue
-            if key in CONDITION_KEYS:
-                for cond in value if isinstance(value, list) else [value]:
-                    if isinstance(cond, str) and cond.strip():
-                        role.add("condition", str(cond), f"{origin_path}:{line_of(cond)}")
-            elif key in ASSERT and isinstance(value, dict):
-                that = value.get("that")
-                for cond in that if isinstance(that, list) else [that]:
-                    if isinstance(cond, str) and cond.strip():
-                        role.add("condition", str(cond), f"{origin_path}:{line_of(cond)}")
-                walk_strings({k: v for k, v in value.items() if k != "that"}, [key], role, origin_path)
-            else:
-                walk_strings(value, [key], role, origin_path)
+            walk_task_key(key, value, target, origin_path)
+
+
+def walk_task_key(key, value, role, origin_path):
+    """One keyword of a task: conditions, an assert's `that`, or strings."""
+    if key in CONDITION_KEYS:
+        for cond in value if isinstance(value, list) else [value]:
+            if isinstance(cond, str) and cond.strip():
+                role.add("condition", str(cond), f"{origin_path}:{line_of(cond)}")
+    elif key in ASSERT and isinstance(value, dict):
+        that = value.get("that")
+        for cond in that if isinstance(that, list) else [that]:
+            if isinstance(cond, str) and cond.strip():
+                role.add("condition", str(cond), f"{origin_path}:{line_of(cond)}")
+        walk_strings({k: v for k, v in value.items() if k != "that"}, [key], role, origin_path)
+    else:
+        walk_strings(value, [key], role, origin_path)
 
 
 def to_snake(key):
@@ -333,8 +364,52 @@ def strings(value):
             yield from strings(v)
 
 
-def group_of(role, env, skipped):
+def first_item(loop, defined):
+    """The first item a loop gives, from a literal list or a variable the
+    role defines; None when only the run can tell (a registered result, a
+    lookup)."""
+    over = loop.over
+    if isinstance(over, str):
+        name = re.fullmatch(r"\{\{\s*(\w+)\s*\}\}", over.strip())
+        if not name or name.group(1) not in defined:
+            return None
+        over = defined[name.group(1)]
+        if isinstance(over, str):
+            return None
+    if loop.keyword == "with_dict":
+        if not isinstance(over, dict) or not over:
+            return None
+        key = next(iter(over))
+        return {"key": key, "value": over[key]}
+    if not isinstance(over, list) or not over:
+        return None
+    first = over[0]
+    if loop.keyword == "with_items" and isinstance(first, list):
+        return first[0] if first else None
+    return plain(first)
+
+
+def groups_of(role, env, skipped):
+    """The role's group, and one per loop whose first item is known, with
+    that item under the loop's name."""
     defined = resolvable(role, env, skipped)
+    groups = []
+    for n, loop in enumerate(role.loops):
+        item = first_item(loop, defined)
+        if item is None:
+            # What does not read the item is still the role's to render.
+            for source, origin in loop.templates:
+                role.add("template", source, origin)
+            for source, origin in loop.conditions:
+                role.add("condition", source, origin)
+            continue
+        loop.group = f"{role.group}__loop{n}"
+        groups.append(group_of(loop, {**defined, loop.loop_var: item}, env, skipped))
+    groups.insert(0, group_of(role, defined, env, skipped))
+    return [g for g in groups if g["templates"] or g["conditions"]]
+
+
+def group_of(role, defined, env, skipped):
     group = {"group": role.group, "vars": defined, "templates": [], "conditions": [], "origins": {}}
     for kind, cases in (("template", role.templates), ("condition", role.conditions)):
         for source, origin in cases:
@@ -373,8 +448,7 @@ def main():
         for role_dir in source["roles"]:
             kind = kinds.get(os.path.basename(role_dir))
             extra = sample_vars(samples[kind]) if kind in samples else {}
-            group = group_of(mine_role(repo, role_dir, extra), env, skipped)
-            if group["templates"] or group["conditions"]:
+            for group in groups_of(mine_role(repo, role_dir, extra), env, skipped):
                 groups.append(group)
                 count += len(group["templates"]) + len(group["conditions"])
         per_repo[source["repo"]] = count
