@@ -283,17 +283,19 @@ def write_magic_plays(docs):
     write_between_markers(PLAYS, "# From special_variables.rst of ansible-documentation.\n" + block)
 
 
-def write_between_markers(path, block):
-    """Rewrites what lies between this script's markers in `path` (at the
-    end when there are none), keeping what follows them."""
+def write_between_markers(path, block, begin=BEGIN, end=END):
+    """Rewrites what lies between the markers `begin` and `end` in `path`
+    (at the end when there are none), keeping what follows them: each
+    generator owns its own pair (options.py's too)."""
     with open(path) as f:
         text = f.read()
     after = ""
-    if BEGIN in text:
-        text, rest = text.split(BEGIN, 1)
-        after = rest.split(END, 1)[1] if END in rest else ""
+    if begin in text:
+        text, rest = text.split(begin, 1)
+        after = rest.split(end, 1)[1] if end in rest else ""
+    after = after.strip("\n")
     with open(path, "w") as f:
-        f.write(text.rstrip("\n") + "\n\n" + BEGIN + "\n" + block + END + "\n" + after)
+        f.write(text.rstrip("\n") + "\n\n" + begin + "\n" + block + end + "\n" + (f"\n{after}\n" if after else ""))
 
 
 def main():

@@ -279,16 +279,12 @@ def module_plays():
     return plays
 
 
-def write_between_markers(path, entries, note):
-    with open(path) as f:
-        text = f.read()
-    if BEGIN in text:
-        before, rest = text.split(BEGIN, 1)
-        after = rest.split(END, 1)[1] if END in rest else ""
-        text = before.rstrip("\n") + "\n" + after.lstrip("\n")
-    block = yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=1000)
-    with open(path, "w") as f:
-        f.write(text.rstrip("\n") + "\n\n" + BEGIN + "\n# " + note + "\n" + block + END + "\n")
+def write_options(path, entries, note):
+    """Rewrites this script's part of `path`."""
+    from examples import write_between_markers
+
+    block = "# " + note + "\n" + yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=1000)
+    write_between_markers(path, block, BEGIN, END)
 
 
 def main():
@@ -300,11 +296,12 @@ def main():
     if "--play-names" in sys.argv:
         print(",".join(p["name"] for p in plays))
         return
-    write_between_markers(CASES, groups, "Every option of the lookups enka runs natively, from ansible-core's DOCUMENTATION.")
-    write_between_markers(PLAYS, plays, "Every option of the action modules enka runs natively, from ansible-core's DOCUMENTATION.")
+    write_options(CASES, groups, "Every option of the lookups enka runs natively, from ansible-core's DOCUMENTATION.")
+    write_options(PLAYS, plays, "Every option of the action modules enka runs natively, from ansible-core's DOCUMENTATION.")
     print(f"options.py: {len(groups)} lookup groups, {sum(len(g['templates']) for g in groups)} templates; "
           f"{len(plays)} play cases, {sum(p['files']['roles/case/tasks/main.yml'].count('register:') for p in plays)} calls")
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, HERE)
     main()
