@@ -197,6 +197,18 @@ class CallbackModule(CallbackBase):
 """
 
 
+def command_line(case):
+    """What a play case asks of ansible-playbook's command line."""
+    words = []
+    if case.get("tags"):
+        words += ["--tags", ",".join(case["tags"])]
+    if case.get("skip_tags"):
+        words += ["--skip-tags", ",".join(case["skip_tags"])]
+    if case.get("check"):
+        words.append("--check")
+    return words
+
+
 def plays(version, only=None):
     """Runs each case of plays.yaml (or those named in `only`, keeping the
     others as recorded) with ansible-playbook."""
@@ -252,7 +264,7 @@ def plays(version, only=None):
                 CONFORMANCE_FAILURES=failures_file,
             )
             proc = subprocess.run(
-                [sys.executable, "-m", "ansible.cli.playbook", "-i", inventory, "-c", "local", "play.yml", "-e", "@extra.json"],
+                [sys.executable, "-m", "ansible.cli.playbook", "-i", inventory, "-c", "local", "play.yml", "-e", "@extra.json", *command_line(case)],
                 cwd=tmp, env=env, capture_output=True, text=True,
             )
             failures = None

@@ -279,6 +279,86 @@ def module_plays():
     return plays
 
 
+# The playbook of a keyword case: the roles it lists, then the result,
+# always run whatever tags the case selects.
+KEYWORD_PLAYBOOK = """- hosts: localhost
+  gather_facts: no
+  roles: {roles}
+  post_tasks:
+    - set_fact:
+        conformance_result: "{{{{ seen | default([]) }}}}"
+      tags: [always]
+    - debug:
+        var: conformance_result
+      tags: [always]
+"""
+
+# Appends what a task saw to `seen`.
+SEEN = "- set_fact:\n    seen: \"{{{{ seen | default([]) + [{what}] }}}}\"\n"
+
+# Tasks of every tag shape, each saying it ran and in which mode.
+TAGGED_TASKS = "".join(
+    SEEN.format(what=f"'{name}:' ~ ansible_check_mode").rstrip("\n") + f"\n  tags: {tags}\n"
+    for name, tags in [("t1", "[t1]"), ("t2", "[t2]"), ("always", "[always]"), ("never", "[never, t3]"), ("none", "[]")]
+) + SEEN.format(what="'forced:' ~ ansible_check_mode").rstrip("\n") + "\n  check_mode: false\n  tags: [t1]\n"
+
+
+def keyword_plays():
+    """Play and role keywords the play fuzzer does not draw: roles with
+    parameters and `allow_duplicates`, `tasks_from`/`vars_from`/
+    `defaults_from` in loops, tags (`never`, `always`, `tagged`,
+    `untagged`) with and without check mode."""
+    plays = []
+    roles = "[{role: dup, x: 1}, {role: dup, x: 1}, {role: dup, x: 2}, dup, dup]"
+    for allow in ("true", "false", None):
+        files = {"roles/dup/tasks/main.yml": SEEN.format(what="x | default('none')")}
+        if allow is not None:
+            files["roles/dup/meta/main.yml"] = f"allow_duplicates: {allow}\n"
+        plays.append({
+            "name": f"options_role_params_allow_duplicates_{allow or 'unset'}",
+            "playbook": KEYWORD_PLAYBOOK.format(roles=roles),
+            "files": files,
+        })
+    include = (
+        "- include_role:\n    name: other\n    tasks_from: \"{{ item }}\"\n    vars_from: \"{{ item }}\"\n"
+        "    defaults_from: \"{{ item }}\"\n  loop: [a, b]\n"
+    )
+    files = {}
+    for part in ("a", "b"):
+        files[f"roles/other/tasks/{part}.yml"] = SEEN.format(what=f"'{part}:' ~ v ~ ':' ~ d ~ ':' ~ item")
+        files[f"roles/other/vars/{part}.yml"] = f"v: vars-{part}\n"
+        files[f"roles/other/defaults/{part}.yml"] = f"d: defaults-{part}\n"
+    plays.append({
+        "name": "options_include_role_from_in_a_loop",
+        "playbook": KEYWORD_PLAYBOOK.format(roles="[case]"),
+        "files": {**files, "roles/case/tasks/main.yml": include},
+    })
+    # A file the role does not have ends the run, ignore_errors or not.
+    missing = "- include_role:\n    name: other\n    tasks_from: missing\n  ignore_errors: true\n"
+    plays.append({
+        "name": "options_include_role_tasks_from_missing",
+        "playbook": KEYWORD_PLAYBOOK.format(roles="[case]"),
+        "files": {**files, "roles/case/tasks/main.yml": missing},
+    })
+    selections = [
+        ("all", {}), ("t1", {"tags": ["t1"]}), ("skip_t2", {"skip_tags": ["t2"]}), ("t3", {"tags": ["t3"]}),
+        ("tagged", {"tags": ["tagged"]}), ("untagged", {"tags": ["untagged"]}), ("never", {"tags": ["never"]}),
+        ("t1_and_never", {"tags": ["t1", "never"]}), ("t3_skip_never", {"tags": ["t3"], "skip_tags": ["never"]}),
+    ]
+    for name, selection in selections:
+        for check in (False, True):
+            case = {
+                "name": f"options_tags_{name}" + ("_in_check_mode" if check else ""),
+                "playbook": KEYWORD_PLAYBOOK.format(roles="[case]"),
+                "files": {"roles/case/tasks/main.yml": TAGGED_TASKS},
+                **selection,
+            }
+            if check:
+                case["check"] = True
+            plays.append(case)
+    return plays
+
+
 def write_options(path, entries, note):
     """Rewrites this script's part of `path`."""
     from examples import write_between_markers
@@ -289,7 +369,7 @@ def write_options(path, entries, note):
 
 def main():
     groups = lookup_groups()
-    plays = module_plays()
+    plays = module_plays() + keyword_plays()
     if "--names" in sys.argv:
         print(",".join(g["group"] for g in groups))
         return
@@ -298,8 +378,9 @@ def main():
         return
     write_options(CASES, groups, "Every option of the lookups enka runs natively, from ansible-core's DOCUMENTATION.")
     write_options(PLAYS, plays, "Every option of the action modules enka runs natively, from ansible-core's DOCUMENTATION.")
+    calls = sum(p["files"].get("roles/case/tasks/main.yml", "").count("register:") for p in plays)
     print(f"options.py: {len(groups)} lookup groups, {sum(len(g['templates']) for g in groups)} templates; "
-          f"{len(plays)} play cases, {sum(p['files']['roles/case/tasks/main.yml'].count('register:') for p in plays)} calls")
+          f"{len(plays)} play cases, {calls} module calls")
 
 
 if __name__ == "__main__":

@@ -229,8 +229,19 @@ async fn run_playbook(
         })
         .collect();
     // As generate.py runs ansible-playbook: `-c local`.
+    // The command line a case asks for: `tags`, `skip_tags`, `check`.
+    let words = |key: &str| -> Vec<String> {
+        case.get(key)
+            .and_then(|v| v.as_seq())
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.key_string())
+            .collect()
+    };
     let options = RunOptions {
         connection: Some("local".to_owned()),
+        tags: engine::TagSelection::new(&words("tags"), &words("skip_tags")),
+        check_mode: case.get("check").is_some_and(|v| v.key_string() == "True"),
         ..RunOptions::default()
     };
     let run = engine::run(project, &Entry::Playbook(play), extra, None, options).await;

@@ -220,9 +220,13 @@ impl Runner {
             Action::IncludeRole(include) => {
                 // Ansible counts each dynamic include (each item of a
                 // looped one) as a task that ran ok, before the tasks it
-                // brings in (include_tasks once its file loaded).
-                self.stats.ok += 1;
-                self.find_included_role(inner, task, include, item)
+                // brings in (include_tasks once its file loaded), once
+                // the role's file was found.
+                let found = self.find_included_role(inner, task, include, item);
+                if found.is_ok() {
+                    self.stats.ok += 1;
+                }
+                found
             }
             _ => Ok(Included::Nothing),
         }
@@ -240,21 +244,15 @@ impl Runner {
                 }
                 None => self.run_tasks(inner, tasks).await,
             },
-            (Included::Role(role), Action::IncludeRole(include)) => {
+            (Included::Role(role, from), Action::IncludeRole(include)) => {
                 // `apply`: the role's tasks as inside a block of its keywords.
                 let mut inner = inner;
                 if let Some(apply) = &include.apply {
                     inner.scope.locals = scope::push(&inner.scope.locals, &apply.vars);
                     inner.inherited.enter_block(apply);
                 }
-                self.run_role(
-                    inner,
-                    role,
-                    include.from.clone(),
-                    Arc::from(Vec::new()),
-                    Some(task),
-                )
-                .await
+                self.run_role(inner, role, from, Arc::from(Vec::new()), Some(task))
+                    .await
             }
             _ => Flow::Continue,
         }
@@ -340,17 +338,63 @@ impl Runner {
         item: Option<&Value>,
     ) -> Result<Included, Flow> {
         let role = self.included_role(inner, task, include)?;
+        let from = self.role_from(inner, task, &include.from)?;
+        if role.tasks(&from.tasks).is_none() {
+            // The strategy's error: it ends the run, ignore_errors or not.
+            let message = format!(
+                "Could not find specified file in role: tasks/{}",
+                from.tasks
+            );
+            let failure = self.failure(task, message.clone(), fail_result(&message));
+            return Err(Flow::Failed(failure.aborting()));
+        }
         if let Some(observer) = &self.options.observer {
             let name = std::path::Path::new(role.name.as_str());
             observer.included(task, self.in_handlers, &self.host, name, item);
         }
         if include.public {
-            self.public_role_vars.push((
-                role.defaults(&include.from.defaults),
-                role.vars(&include.from.vars),
-            ));
+            self.public_role_vars
+                .push((role.defaults(&from.defaults), role.vars(&from.vars)));
         }
-        Ok(Included::Role(role))
+        Ok(Included::Role(role, from))
+    }
+
+    /// `tasks_from`, `vars_from` and `defaults_from` as this run of the
+    /// include names them (each may be a template: `"{{ item }}"`).
+    fn role_from(
+        &self,
+        inner: &Frame,
+        task: &Task,
+        from: &enka_project::role::RoleFrom,
+    ) -> Result<enka_project::role::RoleFrom, Flow> {
+        let written = [&from.tasks, &from.vars, &from.defaults];
+        if !written
+            .iter()
+            .any(|f| enka_template::is_possibly_template(f))
+        {
+            return Ok(from.clone());
+        }
+        let scope = self.task_scope(inner, task);
+        let ctx = self.context(inner, &scope, task);
+        let mut named = Vec::with_capacity(3);
+        for file in written {
+            let value = self
+                .templar
+                .template_value(&Value::from(file.as_str()), &ctx)
+                .map_err(|err| self.template_failure(task, "include_role", &err))?;
+            let text = enka_template::pyrepr::to_text(&value);
+            named.push(
+                text.trim_end_matches(".yml")
+                    .trim_end_matches(".yaml")
+                    .to_owned(),
+            );
+        }
+        let [tasks, vars, defaults] = <[String; 3]>::try_from(named).unwrap_or_default();
+        Ok(enka_project::role::RoleFrom {
+            tasks,
+            vars,
+            defaults,
+        })
     }
 
     /// An included file that is nowhere: the strategy says so (an error
@@ -447,6 +491,6 @@ type ItemFrames<'i> = Vec<(Option<&'i Value>, Frame)>;
 /// What one run of an include brings in.
 enum Included {
     Tasks(Arc<[Task]>),
-    Role(Arc<enka_project::role::Role>),
+    Role(Arc<enka_project::role::Role>, enka_project::role::RoleFrom),
     Nothing,
 }
