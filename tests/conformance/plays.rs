@@ -172,6 +172,9 @@ fn run(case: &enka::yaml::Node, dir: &Path, line: &Line) -> Result<Ran, String> 
     if let Some(python) = &line.python {
         ansible.python = python.clone();
     }
+    // As an operator runs its worker: with a memory limit, whose handling
+    // of a failed module's result then runs too.
+    ansible.memory_limit = Some(4 << 30);
     // As generate.py runs ansible-playbook: `-i localhost,` unless the case
     // brings an inventory.
     ansible.inventory = vec![std::path::PathBuf::from("localhost,")];

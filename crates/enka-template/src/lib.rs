@@ -265,7 +265,7 @@ impl std::fmt::Debug for Templar {
     }
 }
 
-fn omit_token() -> &'static str {
+pub(crate) fn omit_token() -> &'static str {
     static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TOKEN.get_or_init(|| {
         use rand::Rng;

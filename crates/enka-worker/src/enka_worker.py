@@ -636,6 +636,8 @@ def _name_memory_limit(data):
     """A module that died of MemoryError under the worker's limit: its
     failure says which limit it met and where it is set."""
     stderr = data.get("module_stderr") or data.get("exception") or ""
+    # 2.19's `exception` is a CapturedErrorSummary, not text.
+    stderr = stderr if isinstance(stderr, str) else str(stderr)
     if not (_MEMORY_LIMIT and data.get("failed") and "MemoryError" in stderr):
         return
     data["msg"] = "%s (MemoryError: the Ansible worker's memory limit of %d MiB was reached; " \

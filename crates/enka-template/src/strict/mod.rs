@@ -47,15 +47,19 @@ pub fn register(env: &mut Environment<'static>, semantics: crate::Semantics) {
     } else {
         env.add_function(PLUGIN_ARG, defined);
     }
-    env.add_function(SLICEABLE, |value: Value, text: &str| {
+    let omit_is_text = !semantics.native();
+    env.add_function(SLICEABLE, move |value: Value, text: &str| {
         let value = defined(value, text)?;
-        if value.is_none() {
-            return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                "'NoneType' object is not subscriptable",
-            ));
-        }
-        Ok(value)
+        // 2.19's omit is a sentinel of its own, no text to slice.
+        let class = match () {
+            _ if value.is_none() => "NoneType",
+            _ if !omit_is_text && value.as_str() == Some(crate::omit_token()) => "_OmitType",
+            _ => return Ok(value),
+        };
+        Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("'{class}' object is not subscriptable"),
+        ))
     });
     env.add_function(STEP, |step: Value, sliced: Value| {
         let negative = i64::try_from(step.clone()).is_ok_and(|s| s < 0);
