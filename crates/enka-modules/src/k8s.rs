@@ -632,9 +632,14 @@ async fn patch(
     definition: &Json,
     merge_types: &[String],
 ) -> Result<Json, ModuleError> {
+    // kubernetes.core tries each merge type in turn (strategic merge, then
+    // merge, unless the task names them), going on after any refusal and
+    // reporting the last: a value the API server refuses is quoted in the
+    // merge patch's words. Strategic merge is not tried where it cannot
+    // apply (the API server would answer 415).
     let order: Vec<PatchType> = if merge_types.is_empty() {
         if common::supports_strategic_merge(resource) {
-            vec![PatchType::Strategic]
+            vec![PatchType::Strategic, PatchType::Merge]
         } else {
             vec![PatchType::Merge]
         }
@@ -658,8 +663,7 @@ async fn patch(
             .await
         {
             Ok(object) => return Ok(object),
-            Err(err) if err.code() == Some(415) => last_error = Some(err),
-            Err(err) => return Err(common::refused("patch object", &err)),
+            Err(err) => last_error = Some(err),
         }
     }
     Err(match last_error {
