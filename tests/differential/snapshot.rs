@@ -51,6 +51,10 @@ pub const BY_DESIGN: &[(&str, &str)] = &[
         "timestamps",
     ),
     (
+        "creationTimestamp, time, uid, resourceVersion and manager inside a condition's message",
+        "an API server's refusal quotes the object it refused, with what it set and which client wrote it",
+    ),
+    (
         "the Running condition of a custom resource whose Failure condition is True",
         "a failed run is retried, and whether a retry is in flight when the objects are read is timing (upstream, 35 s a run on awx-operator, is nearly always in one)",
     ),
@@ -334,6 +338,9 @@ fn normalise(object: Json, resource: &ApiResource, primary: bool, namespace: &st
             for condition in conditions.iter_mut() {
                 if let Some(condition) = condition.as_object_mut() {
                     condition.remove("lastTransitionTime");
+                    if let Some(Json::String(message)) = condition.get_mut("message") {
+                        *message = server_set_fields_masked(message);
+                    }
                     if let Some(result) = condition
                         .get_mut("ansibleResult")
                         .and_then(Json::as_object_mut)
@@ -350,6 +357,24 @@ fn normalise(object: Json, resource: &ApiResource, primary: bool, namespace: &st
         out.insert("status".to_owned(), status);
     }
     replace_strings(Json::Object(out), namespace)
+}
+
+/// `message` with the values the API server sets on an object it quotes
+/// (at any depth of JSON quoting) masked.
+fn server_set_fields_masked(message: &str) -> String {
+    static FIELDS: std::sync::OnceLock<Option<fancy_regex::Regex>> = std::sync::OnceLock::new();
+    let fields = FIELDS.get_or_init(|| {
+        fancy_regex::Regex::new(
+            r#"(creationTimestamp|resourceVersion|uid|time|manager)((?:\\*"|:)+)[^\\"]*"#,
+        )
+        .ok()
+    });
+    match fields {
+        Some(fields) => fields
+            .replace_all(message, "$1$2<set by the API server>")
+            .into_owned(),
+        None => message.to_owned(),
+    }
 }
 
 fn replace_strings(value: Json, namespace: &str) -> Json {
