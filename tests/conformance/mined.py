@@ -333,7 +333,7 @@ def free_names(source, kind, env):
         return None
 
 
-def resolvable(role, env, skipped):
+def resolvable(role, env):
     """The role's variables that can be rendered here: leaves out those that
     read what is left out or a name nothing defines, to a fixed point."""
     names = dict(role.vars)
@@ -346,8 +346,8 @@ def resolvable(role, env, skipped):
             free = set()
             for s in strings(value):
                 free |= free_names(s, "template", env) or set()
+            # A variable is no case: dropped without being counted.
             if reason or not free <= names.keys():
-                skipped[reason or RUN_TIME_NAMES] += 1 if reason else 0
                 del names[key]
                 changed = True
     return names
@@ -392,7 +392,7 @@ def first_item(loop, defined):
 def groups_of(role, env, skipped):
     """The role's group, and one per loop whose first item is known, with
     that item under the loop's name."""
-    defined = resolvable(role, env, skipped)
+    defined = resolvable(role, env)
     groups = []
     for n, loop in enumerate(role.loops):
         item = first_item(loop, defined)
