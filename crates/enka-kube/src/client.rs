@@ -406,9 +406,11 @@ impl Cluster for KubeCluster {
         object: &'a Json,
     ) -> BoxFuture<'a, Result<Json, Error>> {
         Box::pin(async move {
+            // The object's managedFields name enka as what created it, as
+            // they name it for what it patches and replaces.
             let params = PostParams {
                 dry_run: self.dry_run,
-                ..PostParams::default()
+                field_manager: Some(self.field_manager.clone()),
             };
             let request = self
                 .requests(resource, namespace)
