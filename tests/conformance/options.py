@@ -29,9 +29,10 @@ import sys
 
 import yaml
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-CASES = os.path.join(HERE, "cases.yaml")
-PLAYS = os.path.join(HERE, "plays.yaml")
+# The corpus' files and the marker writer are examples.py's (the script's
+# directory is on Python's path).
+from examples import CASES, PLAYS, write_between_markers
+
 BEGIN = "# --- options: written by options.py, do not edit below ---"
 END = "# --- end of options ---"
 
@@ -361,8 +362,6 @@ def keyword_plays():
 
 def write_options(path, entries, note):
     """Rewrites this script's part of `path`."""
-    from examples import write_between_markers
-
     block = "# " + note + "\n" + yaml.safe_dump(entries, sort_keys=False, allow_unicode=True, width=1000)
     write_between_markers(path, block, BEGIN, END)
 
@@ -384,5 +383,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     main()

@@ -101,26 +101,9 @@ impl<'a> Args<'a> {
     /// (`boolean(strict=False)` reads that as false; strict, it raises
     /// [`not_a_boolean`]'s TypeError).
     pub fn python_bool(&self, name: &str, default: bool) -> Option<bool> {
-        let Some(value) = self.get(name) else {
-            return Some(default);
-        };
-        match value.kind() {
-            ValueKind::Bool => Some(value.is_true()),
-            ValueKind::Number => match f64::try_from(value.clone()) {
-                Ok(1.0) => Some(true),
-                Ok(0.0) => Some(false),
-                _ => None,
-            },
-            ValueKind::String => {
-                let text = value.as_str().unwrap_or_default().trim().to_lowercase();
-                match text.as_str() {
-                    "y" | "yes" | "on" | "1" | "true" | "t" => Some(true),
-                    "n" | "no" | "off" | "0" | "false" | "f" => Some(false),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
+        self.get(name).map_or(Some(default), |value| {
+            enka_template::ansible_boolean(&value)
+        })
     }
 
     /// A boolean argument, Ansible style (`yes`, `on`, `1`, `true`…).

@@ -73,6 +73,7 @@ pub use context::{
     is_possibly_template, mark_unsafe,
 };
 pub use error::{Error, ErrorKind};
+pub use filters::ansible_boolean;
 pub use filters::core_to_bool as to_bool;
 pub use filters::{json_string, merge_hash, python_json, python_json_ascii, python_regex_message};
 pub use lookups::is_native as is_native_lookup;

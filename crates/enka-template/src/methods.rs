@@ -49,11 +49,10 @@ fn python_method(
     if crate::filters::semantics(state).passes_markers() {
         // 2.19: a method of an undefined value, or called with one, is not
         // called; the first undefined value is its result.
-        let marker = std::iter::once(value)
-            .chain(args)
-            .find(|v| crate::is_strict_undefined(v));
+        let marker = crate::filters::first_marker(std::slice::from_ref(value))
+            .or_else(|| crate::filters::first_marker(args));
         if let Some(marker) = marker {
-            return Ok(marker.clone());
+            return Ok(marker);
         }
     }
     let handled = match value.kind() {

@@ -761,9 +761,6 @@ pub(super) fn random(
 pub(super) fn shuffle(state: &State, value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let seed = seed_argument(&kwargs)?;
     kwargs.assert_all_used()?;
-    if let Some(seed) = &seed {
-        super::undefined_argument_219(state, std::slice::from_ref(seed), "shuffle")?;
-    }
     // Ansible's randomize_list returns what it cannot make a list of as is,
     // and the list unshuffled when the seed fails (`if seed:` on an
     // undefined value, a seed Random refuses).

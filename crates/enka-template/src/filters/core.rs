@@ -66,6 +66,34 @@ pub(super) fn mandatory(value: &Value, msg: Option<String>) -> Result<Value, Err
     Ok(value.clone())
 }
 
+/// Ansible's `boolean(value)` (module_utils' convert_bool): `Some(truth)`
+/// for what it lists as true or false, `None` for anything else, which
+/// `strict=False` reads as false and a strict call refuses.
+pub fn ansible_boolean(value: &Value) -> Option<bool> {
+    match value.kind() {
+        ValueKind::Bool => Some(value.is_true()),
+        ValueKind::Number => match f64::try_from(value.clone()) {
+            Ok(1.0) => Some(true),
+            Ok(0.0) => Some(false),
+            _ => None,
+        },
+        ValueKind::String => {
+            match value
+                .as_str()
+                .unwrap_or_default()
+                .trim()
+                .to_lowercase()
+                .as_str()
+            {
+                "y" | "yes" | "on" | "1" | "true" | "t" => Some(true),
+                "n" | "no" | "off" | "0" | "false" | "f" => Some(false),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Ansible's `to_bool`: true for `True`, `1` and the strings `yes`, `on`,
 /// `1`, `true` (any case); false for everything else, including `None`.
 pub fn to_bool(value: &Value) -> bool {

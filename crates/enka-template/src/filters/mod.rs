@@ -13,10 +13,12 @@ mod math;
 mod paths;
 mod pyset;
 mod registrar;
+pub(crate) use registrar::first_marker;
 mod sets;
 mod text;
 
 pub use collections::{dict_global, merge_hash};
+pub use core::ansible_boolean;
 pub use core::to_bool as core_to_bool;
 pub(crate) use datetime::{now, py_datetime};
 pub use encoding::{json_string, python_json, python_json_ascii};
@@ -215,21 +217,8 @@ pub(crate) fn defined<'a>(value: &'a Value, what: &str) -> Result<&'a Value, Err
 }
 
 /// The UndefinedError of an undefined `part` (item, argument, value) that
-/// filter `what` uses as Python's str() or hash() would.
-/// From 2.19 a call given an undefined argument fails (a filter's, a
-/// method's): its error; nothing on 2.18's line or with every argument
-/// defined.
-pub(crate) fn undefined_argument_219(
-    state: &State,
-    args: &[Value],
-    what: &str,
-) -> Result<(), Error> {
-    if semantics(state) == Semantics::Ansible219 && args.iter().any(crate::is_strict_undefined) {
-        return Err(undefined_part("an argument", what));
-    }
-    Ok(())
-}
-
+/// filter `what` uses as Python's str() or hash() would. (From 2.19 a
+/// filter given an undefined argument is not called: `registrar.rs`.)
 pub(crate) fn undefined_part(part: &str, what: &str) -> Error {
     Error::new(
         ErrorKind::UndefinedError,

@@ -95,7 +95,7 @@ impl<'e> Registrar<'e> {
 
 /// The first undefined value among a call's arguments and keyword
 /// arguments (Ansible's `get_first_marker_arg`: the top level only).
-fn first_marker(args: &[Value]) -> Option<Value> {
+pub(crate) fn first_marker(args: &[Value]) -> Option<Value> {
     args.iter().find_map(|arg| {
         if crate::is_strict_undefined(arg) {
             return Some(arg.clone());

@@ -125,8 +125,6 @@ pub(super) fn format(
         &text_value
     };
     let mut args = args.into_values();
-    // 2.19 fails a filter given an undefined argument, `%r` or not.
-    super::undefined_argument_219(state, &args, "format")?;
     // Python's `text % args`: every positional value must be converted (a
     // mapping is formatting by name, which may leave values unused).
     if let Some(text) = format_str.as_str()

@@ -738,23 +738,7 @@ fn password(ctx: &Context, term: &str, options: &[(String, Value)]) -> Result<Va
 /// (`boolean(value, strict=False)`): true only for what it lists as true,
 /// so `'maybe'` is false.
 pub(super) fn option_flag(options: &[(String, Value)], name: &str, default: bool) -> bool {
-    let Some(value) = option(options, name) else {
-        return default;
-    };
-    match value.kind() {
-        ValueKind::Bool => value.is_true(),
-        ValueKind::Number => f64::try_from(value.clone()).is_ok_and(|n| n == 1.0),
-        ValueKind::String => matches!(
-            value
-                .as_str()
-                .unwrap_or_default()
-                .trim()
-                .to_lowercase()
-                .as_str(),
-            "y" | "yes" | "on" | "1" | "true" | "t"
-        ),
-        _ => false,
-    }
+    option(options, name).map_or(default, |v| crate::ansible_boolean(v).unwrap_or(false))
 }
 
 /// Variables with extra ones on top (`template_vars`).
