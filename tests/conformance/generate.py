@@ -60,6 +60,17 @@ def corpus_dir():
     return HERE
 
 
+def at_files(value, files):
+    """`value` with the corpus' files directory written `<files>`."""
+    if isinstance(value, str):
+        return value.replace(files, "<files>")
+    if isinstance(value, list):
+        return [at_files(item, files) for item in value]
+    if isinstance(value, dict):
+        return {key: at_files(item, files) for key, item in value.items()}
+    return value
+
+
 def output_name(stem):
     """expected.json for the default line, expected-2.19.json for 2.19."""
     line = line_argument()
@@ -125,10 +136,10 @@ def main():
             if source in (group.get("origins") or {}):
                 entry["origin"] = group["origins"][source]
             entry.update(oracle.answer(kind, source, base_vars))
-            if "error" in entry:
-                # Errors name where a value came from (2.19 on): the
-                # corpus' own directory, wherever the repository is.
-                entry["error"] = entry["error"].replace(files, "<files>")
+            # Errors name where a value came from (2.19 on), and lookups
+            # (`fileglob`, `first_found`) give paths: the corpus' own
+            # directory, wherever the repository is checked out.
+            entry = at_files(entry, files)
             results.append(entry)
 
     if only is not None:

@@ -204,7 +204,9 @@ fn corpus_recorded(
             )
         }))
         .expect("the recording is JSON");
-    let cases = recorded["cases"].as_array().cloned().unwrap_or_default();
+    let mut cases = recorded["cases"].as_array().cloned().unwrap_or_default();
+    let files = dir().join("files");
+    cases.iter_mut().for_each(|case| at_files(case, &files.to_string_lossy()));
     let version = |key: &str| {
         recorded[key]
             .as_str()
@@ -215,6 +217,18 @@ fn corpus_recorded(
         python: version("python"),
     };
     (node, Arc::new(cases), with)
+}
+
+/// The corpus's own directory where the recording wrote `<files>`:
+/// values that name a file (`fileglob`, `first_found`) were recorded
+/// wherever the repository was checked out.
+fn at_files(value: &mut Json, files: &str) {
+    match value {
+        Json::String(text) if text.contains("<files>") => *text = text.replace("<files>", files),
+        Json::Array(items) => items.iter_mut().for_each(|item| at_files(item, files)),
+        Json::Object(map) => map.values_mut().for_each(|item| at_files(item, files)),
+        _ => {}
+    }
 }
 
 /// A named case as a test: `check` says whether enka matches; a known
