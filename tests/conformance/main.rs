@@ -206,7 +206,9 @@ fn corpus_recorded(
         .expect("the recording is JSON");
     let mut cases = recorded["cases"].as_array().cloned().unwrap_or_default();
     let files = dir().join("files");
-    cases.iter_mut().for_each(|case| at_files(case, &files.to_string_lossy()));
+    cases
+        .iter_mut()
+        .for_each(|case| at_files(case, &files.to_string_lossy()));
     let version = |key: &str| {
         recorded[key]
             .as_str()
