@@ -364,6 +364,9 @@ impl Loader {
     ) -> Option<super::Inventory> {
         let worker =
             worker.filter(|w| self.needs_inventory(basedir) || !w.config().inventory.is_empty())?;
+        if let Some(answer) = read_natively(worker, basedir) {
+            return Some(inventory_from_answer(&answer));
+        }
         let answer = match worker.call(inventory_request(worker, basedir), Some(RESOLVE_TIMEOUT)) {
             Ok(answer) => answer,
             Err(err) => {
@@ -458,12 +461,37 @@ fn inventory_request(
            "basedir": basedir.map(|d| d.display().to_string())})
 }
 
+/// The inventory of the worker's sources when enka reads them as Ansible
+/// does (host lists), without asking the worker.
+fn read_natively(
+    worker: &AnsibleWorker,
+    basedir: Option<&std::path::Path>,
+) -> Option<serde_json::Value> {
+    let config = worker.config();
+    let sources: Vec<String> = config
+        .inventory
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    crate::inventory::host_list::read(&crate::inventory::host_list::Sources {
+        sources: &sources,
+        basedir,
+        project_dir: &config.base_dir,
+        plugin_dirs: &config.plugin_dirs,
+        python: &config.python.to_string_lossy(),
+    })
+}
+
 /// The inventory loaded again from its sources (`meta:
-/// refresh_inventory`), through the worker as at load.
+/// refresh_inventory`), as at load: by enka when it reads them, else
+/// through the worker.
 pub async fn reload_inventory(
     worker: &Arc<AnsibleWorker>,
     basedir: &std::path::Path,
 ) -> Result<super::Inventory, String> {
+    if let Some(answer) = read_natively(worker, Some(basedir)) {
+        return Ok(inventory_from_answer(&answer));
+    }
     let answer = worker
         .call_async(
             inventory_request(worker, Some(basedir)),

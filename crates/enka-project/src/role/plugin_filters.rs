@@ -5,7 +5,7 @@
 //! one starts no worker for it.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -24,18 +24,7 @@ fn may_apply(base_dir: &Path) -> bool {
     {
         return true;
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let configs = [
-        std::env::var_os("ANSIBLE_CONFIG").map(|c| base_dir.join(c)),
-        Some(base_dir.join("ansible.cfg")),
-        home.map(|h| h.join(".ansible.cfg")),
-        Some(PathBuf::from("/etc/ansible/ansible.cfg")),
-    ];
-    configs
-        .into_iter()
-        .flatten()
-        .filter_map(|path| std::fs::read_to_string(path).ok())
-        .any(|text| text.contains("plugin_filters_cfg"))
+    crate::ansible_config::text(base_dir).is_some_and(|text| text.contains("plugin_filters_cfg"))
 }
 
 impl Loader {

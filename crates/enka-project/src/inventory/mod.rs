@@ -6,6 +6,8 @@
 //! and `group_vars/` applies); `add_host` and `group_by` then change this
 //! copy while the run goes on, as the strategy changes Ansible's.
 
+pub mod host_list;
+
 use std::sync::Arc;
 
 use indexmap::IndexMap;

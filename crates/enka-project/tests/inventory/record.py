@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Records the inventories of cases.yaml as ansible-core loads them.
+
+    python3 crates/enka-project/tests/inventory/record.py [--line 2.19|2.21]
+
+For each case it makes the case's directory, then asks ansible-core's own
+InventoryManager, through the worker's `inventory` request (the one enka
+sends when Ansible loads an inventory), and writes the answers to
+expected-LINE.json. The case's directory is written `<dir>` and the
+interpreter of the implicit localhost `<python>`, wherever they were.
+The line's interpreter is the one scripts/ansible-venv.sh makes.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+
+
+def line():
+    return sys.argv[sys.argv.index("--line") + 1] if "--line" in sys.argv else "2.18"
+
+
+def placeholders(value, directory):
+    if isinstance(value, str):
+        return value.replace(directory, "<dir>").replace(sys.executable, "<python>")
+    if isinstance(value, list):
+        return [placeholders(v, directory) for v in value]
+    if isinstance(value, dict):
+        return {placeholders(k, directory): placeholders(v, directory) for k, v in value.items()}
+    return value
+
+
+def record():
+    import yaml
+
+    sys.path.insert(0, os.path.join(ROOT, "crates", "enka-worker", "src"))
+    import enka_worker
+    from ansible import release
+
+    with open(os.path.join(HERE, "cases.yaml")) as f:
+        cases = yaml.safe_load(f)
+    answers = {}
+    for case in cases:
+        with tempfile.TemporaryDirectory() as directory:
+            directory = os.path.realpath(directory)
+            for path, text in (case.get("files") or {}).items():
+                os.makedirs(os.path.dirname(os.path.join(directory, path)), exist_ok=True)
+                with open(os.path.join(directory, path), "w") as f:
+                    f.write(text)
+            os.chdir(directory)
+            basedir = case.get("basedir")
+            answer = enka_worker._inventory({
+                "sources": case["sources"],
+                "basedir": os.path.join(directory, basedir) if basedir else None,
+            })
+            os.chdir(HERE)
+            answers[case["name"]] = placeholders(answer, directory)
+    out = {"ansible_core": release.__version__, "cases": answers}
+    with open(os.path.join(HERE, f"expected-{line()}.json"), "w") as f:
+        json.dump(out, f, indent=1, sort_keys=True, ensure_ascii=False)
+        f.write("\n")
+
+
+def main():
+    if os.environ.get("ENKA_INVENTORY_LINE") == line():
+        record()
+        return
+    args = ["bash", os.path.join(ROOT, "scripts", "ansible-venv.sh")]
+    if line() != "2.18":
+        args.append(line())
+    python = subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
+    os.environ["ENKA_INVENTORY_LINE"] = line()
+    os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()
