@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value as Json;
 
-use enka_project::inventory::host_list::{Sources, read};
+use enka_project::inventory::reader::{Sources, read};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/inventory")
@@ -40,7 +40,7 @@ fn main() {
 }
 
 fn check(case: &Json, want: &Json) -> Result<(), Failed> {
-    if want.is_null() {
+    if want.is_null() && case["through_ansible"].is_null() {
         return Err("not recorded: run tests/inventory/record.py".into());
     }
     let name = case["name"].as_str().unwrap_or_default();

@@ -13,12 +13,25 @@ use minijinja::Value;
 /// Nesting bound, so a hostile `[[[[…` cannot exhaust the stack.
 const MAX_DEPTH: usize = 200;
 
-/// Parses `text` as a Python literal, or returns `None` if it is not one.
+/// Parses `text` as a Python literal, or returns `None` if it is not one;
+/// `true`, `false` and `null` are read as Python's constants, as Ansible's
+/// templating reads rendered text.
 pub fn literal_eval(text: &str) -> Option<Value> {
+    parse(text, true)
+}
+
+/// Python's own `ast.literal_eval`: `true`, `false` and `null` are names,
+/// so no literal (an INI inventory's values).
+pub fn python_literal_eval(text: &str) -> Option<Value> {
+    parse(text, false)
+}
+
+fn parse(text: &str, json_names: bool) -> Option<Value> {
     let mut parser = Parser {
         src: text,
         chars: text.char_indices().peekable(),
         depth: 0,
+        json_names,
     };
     parser.skip_space(false);
     let value = parser.expr()?;
@@ -42,6 +55,8 @@ struct Parser<'a> {
     src: &'a str,
     chars: Peekable<CharIndices<'a>>,
     depth: usize,
+    /// Whether `true`, `false` and `null` are constants.
+    json_names: bool,
 }
 
 impl Parser<'_> {
@@ -152,9 +167,12 @@ impl Parser<'_> {
                 }
                 let word = &self.src[start..end];
                 match word {
-                    "True" | "true" => Some(Value::from(true)),
-                    "False" | "false" => Some(Value::from(false)),
-                    "None" | "null" => Some(Value::from(())),
+                    "True" => Some(Value::from(true)),
+                    "False" => Some(Value::from(false)),
+                    "None" => Some(Value::from(())),
+                    "true" if self.json_names => Some(Value::from(true)),
+                    "false" if self.json_names => Some(Value::from(false)),
+                    "null" if self.json_names => Some(Value::from(())),
                     _ => {
                         let prefix = word.to_ascii_lowercase();
                         if matches!(self.peek(), Some('\'' | '"'))

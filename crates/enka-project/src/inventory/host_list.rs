@@ -1,137 +1,30 @@
-//! Inventories enka reads itself: host lists (`-i localhost,`,
-//! `-i web1,db:5432`), and no inventory at all, read as ansible-core's
-//! `host_list` plugin and `InventoryManager` read them, so a play over the
-//! hosts the command line names starts no Python.
-//!
-//! The answer has the shape of the worker's `inventory` answer (what
-//! `role::inventory_from_answer` reads): one reader of both. Anything else
-//! (a file or a directory, a source Ansible cannot parse, the playbook's
-//! `group_vars/` and `host_vars/`, a setting that changes which plugins
-//! load inventories or their variables) is Ansible's to read: the reader
-//! declines, and the worker loads it.
+//! Ansible's host addresses and the `host_list` plugin: `-i localhost,`,
+//! `-i web1,db:5432`, each comma-separated entry a host with an optional
+//! port; and the host patterns of inventory files (`web[01:10]:2222`),
+//! as `parse_address` and `expand_hostname_range` read them.
 
-use std::path::Path;
-
-use indexmap::IndexMap;
-use serde_json::{Map, Value as Json, json};
-
-/// Ansible's `C.LOCALHOST`: names that are the controller.
-const LOCALHOST: [&str; 3] = ["127.0.0.1", "localhost", "::1"];
-
-/// What Ansible reads when no source is named and no setting names one.
-const DEFAULT_SOURCE: &str = "/etc/ansible/hosts";
-
-/// Settings (in `ansible.cfg`, or their environment variables) that change
-/// which plugins read an inventory or add variables to it.
-const SETTINGS: [&str; 5] = [
-    "enable_plugins",
-    "vars_plugins_enabled",
-    "vars_plugins",
-    "inventory",
-    "hostfile",
-];
-const SETTING_VARIABLES: [&str; 5] = [
-    "ANSIBLE_INVENTORY_ENABLED",
-    "ANSIBLE_VARS_ENABLED",
-    "ANSIBLE_VARS_PLUGINS",
-    "ANSIBLE_INVENTORY",
-    "ANSIBLE_HOSTS",
-];
-
-/// Where the inventory is read from, and what it must know.
-pub struct Sources<'a> {
-    /// The `-i` sources as given.
-    pub sources: &'a [String],
-    /// The first playbook's directory, whose `group_vars/` and
-    /// `host_vars/` apply.
-    pub basedir: Option<&'a Path>,
-    /// The project's directory: Ansible's working directory, where it
-    /// finds `ansible.cfg`.
-    pub project_dir: &'a Path,
-    /// Directories whose `vars_plugins/` Ansible would load.
-    pub plugin_dirs: &'a [std::path::PathBuf],
-    /// The controller's Python: the implicit localhost's interpreter.
-    pub python: &'a str,
-}
-
-/// The inventory as the worker's `inventory` answer has it, when enka can
-/// read every source as Ansible does; `None` leaves it to Ansible.
-pub fn read(sources: &Sources<'_>) -> Option<Json> {
-    if settings_apply(sources.project_dir)
-        || has_vars_directories(sources.basedir)
-        || sources
-            .plugin_dirs
-            .iter()
-            .any(|dir| dir.join("vars_plugins").is_dir())
-    {
-        return None;
-    }
-    let named: Vec<String> = match sources.sources {
-        [] if Path::new(DEFAULT_SOURCE).exists() => return None,
-        [] => vec![DEFAULT_SOURCE.to_owned()],
-        named => named.to_vec(),
-    };
-    let mut hosts: IndexMap<String, Map<String, Json>> = IndexMap::new();
-    for source in sources.sources {
-        // Relative to Ansible's working directory, the project's.
-        if sources.project_dir.join(source).exists() || !source.contains(',') {
-            return None;
-        }
-        add_host_list(&mut hosts, source);
-    }
-    Some(answer(hosts, named, sources.python))
-}
-
-/// Whether the configuration Ansible reads sets anything that changes how
-/// it loads an inventory.
-fn settings_apply(project_dir: &Path) -> bool {
-    SETTING_VARIABLES
-        .iter()
-        .any(|name| std::env::var_os(name).is_some())
-        || crate::ansible_config::text(project_dir).is_some_and(|text| {
-            text.lines().any(|line| {
-                let key = line.split(['=', ':']).next().unwrap_or_default().trim();
-                line.contains(['=', ':']) && SETTINGS.contains(&key)
-            })
-        })
-}
-
-fn has_vars_directories(basedir: Option<&Path>) -> bool {
-    basedir.is_some_and(|dir| dir.join("group_vars").exists() || dir.join("host_vars").exists())
-}
+use super::data::{Data, Declined};
 
 /// The `host_list` plugin: each comma-separated entry is a host with an
 /// optional port; one Ansible cannot parse is a host named as written.
-fn add_host_list(hosts: &mut IndexMap<String, Map<String, Json>>, source: &str) {
+pub(super) fn read(data: &mut Data, source: &str) {
     for entry in source.split(',') {
         let entry = entry.trim_matches(is_python_space);
         if entry.is_empty() {
             continue;
         }
-        let (name, port) = parse_address(entry).unwrap_or((entry, None));
-        if hosts.contains_key(name) {
-            continue;
-        }
-        let mut vars = Map::new();
-        // `Host(name, port)` sets the port when it is not 0.
-        if let Some(port) = port.filter(|p| *p != 0) {
-            vars.insert("ansible_port".into(), json!(port));
-        }
-        vars.insert("inventory_file".into(), json!(source));
-        // `basedir()` of a source that is not a path: Python's `None`, as text.
-        vars.insert("inventory_dir".into(), json!("None"));
-        hosts.insert(name.to_owned(), vars);
+        let (name, port) = parse_address(entry, false).unwrap_or((entry, None));
+        data.add_host(name, Some("ungrouped"), port);
     }
 }
 
-fn is_python_space(c: char) -> bool {
+pub(super) fn is_python_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
-/// Ansible's `parse_address` without ranges: the host and its port, or
-/// `None` where Ansible raises (the `host_list` plugin then keeps the entry
-/// as written).
-fn parse_address(address: &str) -> Option<(&str, Option<u64>)> {
+/// Ansible's `parse_address`: the host and its port, or `None` where
+/// Ansible raises. With `allow_ranges`, a host may hold `[x:y]` ranges.
+fn parse_address(address: &str, allow_ranges: bool) -> Option<(&str, Option<u64>)> {
     let mut host = address;
     let mut port = None;
     // Both patterns apply in turn, as Ansible's loop does not stop at the
@@ -142,8 +35,109 @@ fn parse_address(address: &str) -> Option<(&str, Option<u64>)> {
     if let Some((inner, number)) = hostport(host) {
         (host, port) = (inner, Some(number));
     }
-    let valid = is_hostname(host) || host.parse::<std::net::Ipv6Addr>().is_ok();
-    (valid && !host.contains('[')).then_some((host, port))
+    let plain = without_ranges(host)?;
+    let valid = is_hostname(&plain) || plain.parse::<std::net::Ipv6Addr>().is_ok();
+    (valid && (allow_ranges || !host.contains('['))).then_some((host, port))
+}
+
+/// `host` with each well-formed range (`[1:3]`, `[a:c]`, `[01:10:2]`)
+/// written as one character of its kind, as Ansible's patterns accept a
+/// range where a character may be; `None` for a bracket that is not one.
+fn without_ranges(host: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = host;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find(']')? + open;
+        let bounds: Vec<&str> = rest[open + 1..close].split(':').collect();
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let letter = |s: &str| s.len() == 1 && s.bytes().all(|b| b.is_ascii_alphabetic());
+        let step_ok = bounds.get(2).is_none_or(|s| digits(s));
+        match bounds.as_slice() {
+            [a, b] | [a, b, _] if step_ok && digits(a) && digits(b) => out.push('0'),
+            [a, b] | [a, b, _] if step_ok && letter(a) && letter(b) => out.push('a'),
+            _ => return None,
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// `_expand_hostpattern`: the hosts a pattern of an inventory file names
+/// (its ranges expanded), and the port it gives them.
+pub(super) fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u64>), Declined> {
+    let (host, port) = parse_address(pattern, true).unwrap_or((pattern, None));
+    let hosts = if host.contains('[') {
+        expand_hostname_range(host)?
+    } else {
+        vec![host.to_owned()]
+    };
+    Ok((hosts, port))
+}
+
+/// `expand_hostname_range`: the first `[begin:end(:step)]` expanded
+/// (numbers keep a leading zero's width; letters run through
+/// `a..zA..Z`), then the rest of each name in turn.
+fn expand_hostname_range(line: &str) -> Result<Vec<String>, Declined> {
+    const LETTERS: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let open = line.find('[').ok_or(Declined)?;
+    let close = line.find(']').ok_or(Declined)?;
+    if close < open || line[close + 1..].contains('|') || line.contains('|') {
+        return Err(Declined);
+    }
+    let (head, range, tail) = (&line[..open], &line[open + 1..close], &line[close + 1..]);
+    let bounds: Vec<&str> = range.split(':').collect();
+    let (begin, end, step) = match bounds.as_slice() {
+        [b, e] => (*b, *e, "1"),
+        [b, e, s] => (*b, *e, *s),
+        _ => return Err(Declined),
+    };
+    let begin = if begin.is_empty() { "0" } else { begin };
+    if end.is_empty() {
+        return Err(Declined);
+    }
+    let width = (begin.starts_with('0') && begin.len() > 1).then_some(begin.len());
+    if width.is_some_and(|w| w != end.len()) {
+        return Err(Declined);
+    }
+    let step: usize = step.trim().parse().map_err(|_| Declined)?;
+    if step == 0 {
+        return Err(Declined);
+    }
+    let names: Vec<String> = match (LETTERS.find(begin), LETTERS.find(end)) {
+        (Some(b), Some(e)) if begin.len() == 1 && end.len() == 1 => {
+            if b > e {
+                return Err(Declined);
+            }
+            LETTERS[b..=e]
+                .chars()
+                .step_by(step)
+                .map(String::from)
+                .collect()
+        }
+        _ => {
+            let b: i64 = begin.trim().parse().map_err(|_| Declined)?;
+            let e: i64 = end.trim().parse().map_err(|_| Declined)?;
+            (b..=e)
+                .step_by(step)
+                .map(|n| match width {
+                    Some(w) => format!("{n:0w$}"),
+                    None => n.to_string(),
+                })
+                .collect()
+        }
+    };
+    let mut hosts = Vec::new();
+    for name in names {
+        let name = format!("{head}{name}{tail}");
+        if name.contains('[') {
+            hosts.extend(expand_hostname_range(&name)?);
+        } else {
+            hosts.push(name);
+        }
+    }
+    Ok(hosts)
 }
 
 fn port_number(text: &str) -> Option<u64> {
@@ -190,48 +184,41 @@ fn is_hostname(name: &str) -> bool {
     })
 }
 
-/// The worker's answer for `hosts`, each in `ungrouped` and `all`, with
-/// the implicit localhost when no host is the controller.
-fn answer(hosts: IndexMap<String, Map<String, Json>>, sources: Vec<String>, python: &str) -> Json {
-    let names: Vec<&String> = hosts.keys().collect();
-    let mut listed = Map::new();
-    for (name, vars) in &hosts {
-        listed.insert(
-            name.clone(),
-            json!({"vars": vars, "own": vars, "groups": [], "implicit": false}),
-        );
-    }
-    if !names.iter().any(|name| LOCALHOST.contains(&name.as_str())) {
-        let vars = json!({"ansible_connection": "local", "ansible_python_interpreter": python});
-        listed.insert(
-            "localhost".into(),
-            json!({"vars": vars, "own": vars, "groups": [], "implicit": true}),
-        );
-    }
-    let no_vars = json!({"inventory": {}, "plugins": {}});
-    json!({
-        "groups": {"all": names, "ungrouped": names},
-        "group_parents": {"all": [], "ungrouped": ["all"]},
-        "hosts": listed,
-        "group_sort": {"all": [0, 1], "ungrouped": [1, 1]},
-        "group_vars": {"all": no_vars, "ungrouped": no_vars},
-        "orphan_host_vars": {},
-        "sources": sources,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn parse_address_plain(address: &str) -> Option<(&str, Option<u64>)> {
+        parse_address(address, false)
+    }
+
     #[test]
     fn addresses_split_as_ansible_splits_them() {
-        assert_eq!(parse_address("db:5432"), Some(("db", Some(5432))));
-        assert_eq!(parse_address("[::1]:22"), Some(("::1", Some(22))));
-        assert_eq!(parse_address("::1"), Some(("::1", None)));
-        assert_eq!(parse_address("[a:1]:22"), Some(("a", Some(1))));
-        assert_eq!(parse_address("a-:22"), None);
-        assert_eq!(parse_address("web[1:2]"), None);
-        assert_eq!(parse_address(":22"), None);
+        assert_eq!(parse_address_plain("db:5432"), Some(("db", Some(5432))));
+        assert_eq!(parse_address_plain("[::1]:22"), Some(("::1", Some(22))));
+        assert_eq!(parse_address_plain("::1"), Some(("::1", None)));
+        assert_eq!(parse_address_plain("[a:1]:22"), Some(("a", Some(1))));
+        assert_eq!(parse_address_plain("a-:22"), None);
+        assert_eq!(parse_address_plain("web[1:2]"), None);
+        assert_eq!(parse_address_plain(":22"), None);
+    }
+
+    #[test]
+    fn ranges_expand_as_ansible_expands_them() {
+        let hosts = |p: &str| {
+            expand_hostpattern(p)
+                .map(|(h, port)| (h.join(" "), port))
+                .ok()
+        };
+        assert_eq!(
+            hosts("web[01:03]:22"),
+            Some(("web01 web02 web03".into(), Some(22)))
+        );
+        assert_eq!(
+            hosts("db[a:c]-[1:2]"),
+            Some(("dba-1 dba-2 dbb-1 dbb-2 dbc-1 dbc-2".into(), None))
+        );
+        assert_eq!(hosts("n[0:6:3]"), Some(("n0 n3 n6".into(), None)));
+        assert!(hosts("n[01:3]").is_none());
     }
 }

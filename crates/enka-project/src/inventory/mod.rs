@@ -6,7 +6,12 @@
 //! and `group_vars/` applies); `add_host` and `group_by` then change this
 //! copy while the run goes on, as the strategy changes Ansible's.
 
-pub mod host_list;
+mod data;
+mod host_list;
+mod ini;
+pub mod reader;
+mod vars_dirs;
+mod yaml;
 
 use std::sync::Arc;
 

@@ -462,7 +462,7 @@ fn inventory_request(
 }
 
 /// The inventory of the worker's sources when enka reads them as Ansible
-/// does (host lists), without asking the worker.
+/// does (host lists, INI and YAML files), without asking the worker.
 fn read_natively(
     worker: &AnsibleWorker,
     basedir: Option<&std::path::Path>,
@@ -473,7 +473,7 @@ fn read_natively(
         .iter()
         .map(|p| p.display().to_string())
         .collect();
-    crate::inventory::host_list::read(&crate::inventory::host_list::Sources {
+    crate::inventory::reader::read(&crate::inventory::reader::Sources {
         sources: &sources,
         basedir,
         project_dir: &config.base_dir,

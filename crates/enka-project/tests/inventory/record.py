@@ -46,6 +46,9 @@ def record():
         cases = yaml.safe_load(f)
     answers = {}
     for case in cases:
+        if case.get("through_ansible"):
+            # Ansible's own to read: only that enka leaves it is checked.
+            continue
         with tempfile.TemporaryDirectory() as directory:
             directory = os.path.realpath(directory)
             for path, text in (case.get("files") or {}).items():

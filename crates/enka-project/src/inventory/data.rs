@@ -1,0 +1,302 @@
+//! Ansible's `InventoryData` as the inventory plugins fill it: groups with
+//! their hosts, children, parents, depth, priority and variables; hosts
+//! with their own variables; the same operations (`add_group`, `add_host`,
+//! `add_child`, `set_variable`, `reconcile_inventory`) with the same
+//! effects, so the plugins enka reads itself build what Ansible builds.
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value as Json, json};
+
+/// Ansible's `C.LOCALHOST`: names that are the controller.
+pub(super) const LOCALHOST: [&str; 3] = ["127.0.0.1", "localhost", "::1"];
+
+/// Why an inventory cannot be read as Ansible reads it: the caller then
+/// leaves it to Ansible, which says why in its own words.
+#[derive(Debug)]
+pub(super) struct Declined;
+
+#[derive(Debug, Default)]
+pub(super) struct Group {
+    /// Hosts added to this group itself, in order.
+    pub hosts: Vec<String>,
+    pub children: Vec<String>,
+    pub parents: Vec<String>,
+    pub priority: i64,
+    pub vars: Map<String, Json>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Host {
+    pub vars: Map<String, Json>,
+}
+
+/// The inventory being built.
+#[derive(Debug)]
+pub(super) struct Data {
+    pub groups: IndexMap<String, Group>,
+    pub hosts: IndexMap<String, Host>,
+    /// The source being read: a new host's `inventory_file`.
+    pub current_source: Option<String>,
+}
+
+impl Data {
+    pub fn new() -> Self {
+        let mut data = Data {
+            groups: IndexMap::new(),
+            hosts: IndexMap::new(),
+            current_source: None,
+        };
+        data.add_group("all");
+        data.add_group("ungrouped");
+        // InventoryData starts with `ungrouped` under `all`.
+        let _ = data.add_child("all", "ungrouped");
+        data
+    }
+
+    pub fn add_group(&mut self, name: &str) {
+        if !self.groups.contains_key(name) {
+            self.groups.insert(
+                name.to_owned(),
+                Group {
+                    priority: 1,
+                    ..Group::default()
+                },
+            );
+        }
+    }
+
+    /// A host (with the port its address named) in `group`.
+    pub fn add_host(&mut self, name: &str, group: Option<&str>, port: Option<u64>) {
+        if name.is_empty() {
+            return;
+        }
+        if !self.hosts.contains_key(name) {
+            let mut host = Host::default();
+            // `Host(name, port)` sets the port when it is not 0.
+            if let Some(port) = port.filter(|p| *p != 0) {
+                host.vars.insert("ansible_port".into(), json!(port));
+            }
+            let (file, dir) = match &self.current_source {
+                Some(source) => (json!(source), json!(source_dir(source))),
+                None => (Json::Null, Json::Null),
+            };
+            host.vars.insert("inventory_file".into(), file);
+            host.vars.insert("inventory_dir".into(), dir);
+            self.hosts.insert(name.to_owned(), host);
+        }
+        if let Some(group) = group.and_then(|g| self.groups.get_mut(g))
+            && !group.hosts.iter().any(|h| h == name)
+        {
+            group.hosts.push(name.to_owned());
+        }
+    }
+
+    /// `child` (a group, else a host) under `group`.
+    pub fn add_child(&mut self, group: &str, child: &str) -> Result<(), Declined> {
+        if !self.groups.contains_key(group) {
+            return Err(Declined);
+        }
+        if self.groups.contains_key(child) {
+            if group == child || self.ancestors(group).iter().any(|a| a == child) {
+                return Err(Declined);
+            }
+            let parent = self.groups.get_mut(group).ok_or(Declined)?;
+            if !parent.children.iter().any(|c| c == child) {
+                parent.children.push(child.to_owned());
+                let child = self.groups.get_mut(child).ok_or(Declined)?;
+                if !child.parents.iter().any(|p| p == group) {
+                    child.parents.push(group.to_owned());
+                }
+            }
+            Ok(())
+        } else if self.hosts.contains_key(child) {
+            self.add_host(child, Some(group), None);
+            Ok(())
+        } else {
+            Err(Declined)
+        }
+    }
+
+    /// `Group.set_variable` / `Host.set_variable`: a mapping merges into a
+    /// mapping already there; `ansible_group_priority` is the group's
+    /// priority.
+    pub fn set_group_variable(
+        &mut self,
+        group: &str,
+        key: &str,
+        value: Json,
+    ) -> Result<(), Declined> {
+        let group = self.groups.get_mut(group).ok_or(Declined)?;
+        if key == "ansible_group_priority" {
+            group.priority = python_int(&value).ok_or(Declined)?;
+            return Ok(());
+        }
+        set_variable(&mut group.vars, key, value);
+        Ok(())
+    }
+
+    pub fn set_host_variable(
+        &mut self,
+        host: &str,
+        key: &str,
+        value: Json,
+    ) -> Result<(), Declined> {
+        let host = self.hosts.get_mut(host).ok_or(Declined)?;
+        set_variable(&mut host.vars, key, value);
+        Ok(())
+    }
+
+    /// Every group above `group`, nearest first.
+    pub fn ancestors(&self, group: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut queue: Vec<&str> = vec![group];
+        while let Some(next) = queue.pop() {
+            for parent in self
+                .groups
+                .get(next)
+                .map(|g| g.parents.as_slice())
+                .unwrap_or_default()
+            {
+                if !out.contains(parent) {
+                    out.push(parent.clone());
+                    queue.push(parent);
+                }
+            }
+        }
+        out
+    }
+
+    /// `reconcile_inventory`: groups without a parent go under `all`; a
+    /// host in no group but `all` goes in `ungrouped`, and one in another
+    /// group leaves it.
+    pub fn reconcile(&mut self) -> Result<(), Declined> {
+        let names: Vec<String> = self.groups.keys().cloned().collect();
+        for name in names {
+            if name != "all" && self.ancestors(&name).is_empty() {
+                self.add_child("all", &name)?;
+            }
+        }
+        let hosts: Vec<String> = self.hosts.keys().cloned().collect();
+        for host in hosts {
+            let groups = self.host_groups(&host);
+            let others = groups.iter().any(|g| g != "all" && g != "ungrouped");
+            let in_ungrouped = groups.iter().any(|g| g == "ungrouped");
+            if in_ungrouped
+                && others
+                && let Some(ungrouped) = self.groups.get_mut("ungrouped")
+            {
+                ungrouped.hosts.retain(|h| h != &host);
+            } else if !in_ungrouped && !others {
+                self.add_host(&host, Some("ungrouped"), None);
+            }
+        }
+        Ok(())
+    }
+
+    /// The groups `host` is in: those it was added to and their ancestors.
+    pub fn host_groups(&self, host: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (name, group) in &self.groups {
+            if group.hosts.iter().any(|h| h == host) {
+                for group in std::iter::once(name.clone()).chain(self.ancestors(name)) {
+                    if !out.contains(&group) {
+                        out.push(group);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A group's depth: its longest path down from a group with no parent.
+    pub fn depth(&self, group: &str) -> i64 {
+        self.groups
+            .get(group)
+            .map(|g| {
+                g.parents
+                    .iter()
+                    .map(|p| self.depth(p) + 1)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .unwrap_or(0)
+    }
+
+    /// `Group.get_hosts`: its own hosts, then its children's level by
+    /// level, each once (`all` leaves out the implicit localhost, which
+    /// is never in a group here).
+    pub fn group_hosts(&self, group: &str) -> Vec<String> {
+        let mut hosts: Vec<String> = Vec::new();
+        let mut seen_groups: Vec<&str> = vec![group];
+        let mut level: Vec<&str> = vec![group];
+        while !level.is_empty() {
+            let mut next: Vec<&str> = Vec::new();
+            for name in &level {
+                let Some(g) = self.groups.get(*name) else {
+                    continue;
+                };
+                for host in &g.hosts {
+                    if !hosts.contains(host) {
+                        hosts.push(host.clone());
+                    }
+                }
+                for child in &g.children {
+                    if !seen_groups.contains(&child.as_str()) {
+                        seen_groups.push(child);
+                        next.push(child);
+                    }
+                }
+            }
+            level = next;
+        }
+        hosts
+    }
+
+    /// `sort_groups`: by depth, priority, then name.
+    pub fn sorted_groups(&self, mut names: Vec<String>) -> Vec<String> {
+        names.sort_by_cached_key(|name| {
+            let priority = self.groups.get(name).map_or(1, |g| g.priority);
+            (self.depth(name), priority, name.clone())
+        });
+        names
+    }
+
+    /// Whether a host already read is the controller (the first such is
+    /// Ansible's localhost, so no implicit one is made).
+    pub fn has_localhost(&self) -> bool {
+        self.hosts
+            .keys()
+            .any(|name| LOCALHOST.contains(&name.as_str()))
+    }
+}
+
+/// `basedir()` of a source: the directory of a file, a directory itself,
+/// Python's `None` (as text) for a source that is neither.
+fn source_dir(source: &str) -> String {
+    let path = std::path::Path::new(source);
+    if path.is_dir() {
+        source.to_owned()
+    } else if path.is_file() {
+        path.parent()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    } else {
+        "None".to_owned()
+    }
+}
+
+/// `set_variable`: `combine_vars` of `{key: value}`, which (with the
+/// default `hash_behaviour`) replaces the key's value whole.
+fn set_variable(vars: &mut Map<String, Json>, key: &str, value: Json) {
+    vars.insert(key.to_owned(), value);
+}
+
+/// Python's `int()` of a value.
+fn python_int(value: &Json) -> Option<i64> {
+    match value {
+        Json::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
+        Json::Bool(b) => Some(i64::from(*b)),
+        Json::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
