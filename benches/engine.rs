@@ -38,6 +38,7 @@ fn load_project(seed: u64) -> Arc<Project> {
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: None,
+        inventory: enka_project::role::InventoryLoad::WhenNamed,
     };
     Project::load(&options, &[Target::Role("hikawa".into())])
         .0

@@ -114,6 +114,7 @@ pub fn check(options: &CheckOptions) -> Report {
             .collect(),
         lookups: Vec::new(),
         ansible: Some(options.ansible.clone()),
+        inventory: crate::role::InventoryLoad::WhenNamed,
     };
     let (project, project_diagnostics) = Project::load(&load, &targets(&watches));
     diagnostics.extend(project_diagnostics);

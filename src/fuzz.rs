@@ -38,6 +38,7 @@ pub fn role(data: &[u8], scratch: &Path) {
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: None,
+        inventory: crate::role::InventoryLoad::WhenNamed,
     };
     let _ = Project::load(&options, &[Target::Role("fuzzed".to_owned())]);
 }

@@ -175,6 +175,10 @@ fn test_files(tasks_dir: &Path, filters: &[String]) -> Result<Vec<PathBuf>, Test
     Ok(files)
 }
 
+/// The inventory molecule's delegated driver writes: localhost, run
+/// locally by the playbook's own Python.
+const MOLECULE_INVENTORY: &str = "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n      ansible_python_interpreter: '{{ ansible_playbook_python }}'\n";
+
 /// A play that runs `test` with `vars`, as molecule's verify.yml includes
 /// each test file (kubernetes.core's modules by their short names).
 fn test_play(test: &Path, vars: &serde_json::Map<String, Json>) -> Json {
@@ -338,6 +342,9 @@ pub async fn run(options: &TestOptions, config: kube::Config) -> Result<TestSumm
         let scratch = std::env::temp_dir().join(format!("{namespace}-plays"));
         std::fs::create_dir_all(&scratch)
             .map_err(|e| TestError::Project(format!("{}: {e}", scratch.display())))?;
+        let inventory = scratch.join("inventory.yml");
+        std::fs::write(&inventory, MOLECULE_INVENTORY)
+            .map_err(|e| TestError::Project(format!("{}: {e}", inventory.display())))?;
         let mut summary = TestSummary::default();
         for test in &tests {
             let name = test
@@ -351,6 +358,7 @@ pub async fn run(options: &TestOptions, config: kube::Config) -> Result<TestSumm
                 .map_err(|e| TestError::Project(format!("{}: {e}", play.display())))?;
             let code = crate::playbook::run(crate::playbook::PlaybookOptions {
                 playbooks: vec![play],
+                inventory: vec![inventory.clone()],
                 verbosity: options.verbosity,
                 cluster: Some(cluster.clone()),
                 templates: options.templates.clone(),

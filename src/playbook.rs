@@ -121,7 +121,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
     // --start-at-task looks through the playbooks in order, then lets the
     // rest run whole.
     let mut start_at_task = options.start_at_task.clone();
-    for path in &options.playbooks {
+    for (index, path) in options.playbooks.iter().enumerate() {
         let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
         let project = match load(&options, &path) {
             Ok(project) => project,
@@ -136,6 +136,9 @@ pub async fn run(options: PlaybookOptions) -> u8 {
                 "ERROR! Specified inventory, host pattern and/or --limit leaves us with no hosts to target."
             );
             return exit::ERROR;
+        }
+        if index == 0 {
+            warn_of_no_hosts(&options, &project, printer.as_ref());
         }
         if options.listings.any() {
             print_listing(&options, &project, &path, &extra, limit.as_ref(), &printer);
@@ -211,6 +214,20 @@ fn failed_exit(failure: &engine::Failure, printer: &Printer) -> u8 {
         exit::HOST_UNREACHABLE
     } else {
         exit::HOST_FAILED
+    }
+}
+
+/// What ansible-playbook warns of when the inventory holds no host: the
+/// implicit localhost alone, which `all` does not match.
+fn warn_of_no_hosts(options: &PlaybookOptions, project: &Project, printer: &Printer) {
+    let Some(inventory) = &project.inventory else {
+        return;
+    };
+    if inventory.select(&["all".to_owned()], "inventory").is_ok_and(|h| h.is_empty()) {
+        if options.inventory.is_empty() {
+            printer.warning("No inventory was parsed, only implicit localhost is available");
+        }
+        printer.warning("provided hosts list is empty, only localhost is available. Note that the implicit localhost does not match 'all'");
     }
 }
 
@@ -343,6 +360,7 @@ fn load(options: &PlaybookOptions, path: &Path) -> Result<Arc<Project>, String> 
             })
             .collect(),
         ansible: Some(ansible),
+        inventory: crate::role::InventoryLoad::Always,
     };
     let (project, diagnostics) =
         Project::load(&load_options, &[Target::Playbook(path.to_path_buf())]);

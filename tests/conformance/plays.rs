@@ -196,6 +196,7 @@ fn run(case: &enka::yaml::Node, dir: &Path, line: &Line) -> Result<Ran, String> 
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: Some(ansible),
+        inventory: enka_project::role::InventoryLoad::Always,
     };
     let (project, diagnostics) = Project::load(&options, &[Target::Playbook(play.clone())]);
     let Some(project) = project else {

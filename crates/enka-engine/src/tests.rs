@@ -36,6 +36,7 @@ fn load(base: &Path, role: &str, seed: u64) -> Arc<Project> {
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: Some(enka_worker::Config::from_env()),
+        inventory: enka_project::role::InventoryLoad::WhenNamed,
     };
     let (project, diagnostics) = Project::load(&options, &[Target::Role(role.to_owned())]);
     for d in &diagnostics.0 {

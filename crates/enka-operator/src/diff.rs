@@ -454,6 +454,7 @@ fn load_project(
         origins: vec![(watch.target.clone(), watch.location.clone())],
         lookups: vec![("k8s".to_owned(), k8s_lookup)],
         ansible: options.ansible.clone(),
+        inventory: enka_project::role::InventoryLoad::WhenNamed,
     };
     let (project, diagnostics) = Project::load(&load, std::slice::from_ref(&watch.target));
     let project = project

@@ -355,6 +355,7 @@ fn load(options: &OperatorOptions, cluster: &Arc<KubeCluster>) -> anyhow::Result
             .collect(),
         lookups: vec![("k8s".to_owned(), k8s_lookup)],
         ansible: options.ansible.clone(),
+        inventory: enka_project::role::InventoryLoad::WhenNamed,
     };
     let watch_targets = targets(&watches);
     // A broken watches file stops enka; a role or playbook that does not

@@ -354,20 +354,41 @@ impl Loader {
             })
     }
 
-    /// The inventory, loaded by Ansible, when plays need it. `basedir`
-    /// is the first playbook's directory: its `host_vars/` and
-    /// `group_vars/` apply too, as under ansible-playbook.
+    /// The inventory, when plays need it or `options` asks for it always:
+    /// read by enka where it reads the sources as Ansible does, else loaded
+    /// by Ansible. `basedir` is the first playbook's directory: its
+    /// `host_vars/` and `group_vars/` apply too, as under ansible-playbook.
     pub(crate) fn inventory(
         &mut self,
         worker: Option<&Arc<AnsibleWorker>>,
+        options: &super::LoadOptions,
         basedir: Option<&std::path::Path>,
     ) -> Option<super::Inventory> {
-        let worker =
-            worker.filter(|w| self.needs_inventory(basedir) || !w.config().inventory.is_empty())?;
-        if let Some(answer) = read_natively(worker, basedir) {
+        let named = worker.is_some_and(|w| !w.config().inventory.is_empty());
+        let config = match (worker, options.inventory) {
+            (Some(worker), _) if named || self.needs_inventory(basedir) => worker.config().clone(),
+            (_, super::InventoryLoad::Always) => Config {
+                base_dir: options.role_paths.base_dir.clone(),
+                plugin_dirs: self.plugin_dirs().to_vec(),
+                ..options.ansible.clone().unwrap_or_else(Config::from_env)
+            },
+            _ => return None,
+        };
+        if let Some(answer) = read_natively(&config, basedir) {
             return Some(inventory_from_answer(&answer));
         }
-        let answer = match worker.call(inventory_request(worker, basedir), Some(RESOLVE_TIMEOUT)) {
+        let worker = match worker {
+            Some(worker) => worker.clone(),
+            None => match self.loading_worker() {
+                Ok(worker) => worker,
+                Err(err) => {
+                    let location = super::Location::file(std::path::Path::new("ANSIBLE_INVENTORY"));
+                    self.error(location, format!("the inventory needs Ansible to load it: {err}"));
+                    return None;
+                }
+            },
+        };
+        let answer = match worker.call(inventory_request(&worker, basedir), Some(RESOLVE_TIMEOUT)) {
             Ok(answer) => answer,
             Err(err) => {
                 let location = self
@@ -463,11 +484,7 @@ fn inventory_request(
 
 /// The inventory of the worker's sources when enka reads them as Ansible
 /// does (host lists, INI and YAML files), without asking the worker.
-fn read_natively(
-    worker: &AnsibleWorker,
-    basedir: Option<&std::path::Path>,
-) -> Option<serde_json::Value> {
-    let config = worker.config();
+fn read_natively(config: &Config, basedir: Option<&std::path::Path>) -> Option<serde_json::Value> {
     let sources: Vec<String> = config
         .inventory
         .iter()
@@ -489,7 +506,7 @@ pub async fn reload_inventory(
     worker: &Arc<AnsibleWorker>,
     basedir: &std::path::Path,
 ) -> Result<super::Inventory, String> {
-    if let Some(answer) = read_natively(worker, Some(basedir)) {
+    if let Some(answer) = read_natively(worker.config(), Some(basedir)) {
         return Ok(inventory_from_answer(&answer));
     }
     let answer = worker

@@ -30,7 +30,7 @@ use minijinja::Value;
 pub use diagnostic::{Diagnostic, Diagnostics, Location, Severity, display_path};
 pub use excerpt::{ansible_excerpt, origin_excerpt};
 pub use keywords::{Setting, Settings};
-pub use loader::{LoadOptions, Target};
+pub use loader::{InventoryLoad, LoadOptions, Target};
 pub use module_defaults::ModuleDefaults;
 pub use resolve::{RolePaths, resolve_role};
 pub use task::{NOT_A_TASK_LIST, TEMPLATED_ARGS, VARIABLE_PARAMS, resolve_task_file};

@@ -28,6 +28,7 @@ fn load(dir: &Path, role: &str) -> (Option<Arc<Project>>, Diagnostics) {
         origins: Vec::new(),
         lookups: Vec::new(),
         ansible: None,
+        inventory: super::InventoryLoad::WhenNamed,
     };
     Project::load(&options, &[Target::Role(role.to_owned())])
 }

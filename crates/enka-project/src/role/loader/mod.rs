@@ -41,6 +41,20 @@ pub struct LoadOptions {
     /// (its directories are filled in by the loader); `None` refuses such
     /// tasks (`enka run --native-only`).
     pub ansible: Option<WorkerConfig>,
+    /// When the plays' inventory is loaded.
+    pub inventory: InventoryLoad,
+}
+
+/// When a project's inventory is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InventoryLoad {
+    /// When a play names hosts other than localhost and `all`, or one is
+    /// named: otherwise the run's own inventory applies (the one
+    /// ansible-operator's runner writes, `localhost` in `all`).
+    WhenNamed,
+    /// Always, as ansible-playbook loads one: with none named, Ansible's
+    /// default (no hosts, the implicit localhost outside `all`).
+    Always,
 }
 
 impl LoadOptions {}
@@ -149,7 +163,7 @@ pub(crate) fn load(
         &role_paths.collections_path,
         playbook_dir,
     );
-    let inventory = loader.inventory(ansible.as_ref(), playbook_dir);
+    let inventory = loader.inventory(ansible.as_ref(), options, playbook_dir);
     let Loader {
         builder,
         diagnostics,
