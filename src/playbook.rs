@@ -223,10 +223,29 @@ fn warn_of_no_hosts(options: &PlaybookOptions, project: &Project, printer: &Prin
     let Some(inventory) = &project.inventory else {
         return;
     };
-    if inventory.select(&["all".to_owned()], "inventory").is_ok_and(|h| h.is_empty()) {
-        if options.inventory.is_empty() {
-            printer.warning("No inventory was parsed, only implicit localhost is available");
-        }
+    let sources: Vec<String> = options
+        .inventory
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let base_dir = &project.base_dir;
+    let setting = |variable, key, default| {
+        enka_project::ansible_config::flag(base_dir, variable, key, default)
+    };
+    if enka_project::inventory::reader::nothing_parsed(&sources, base_dir)
+        && setting(
+            "ANSIBLE_INVENTORY_UNPARSED_WARNING",
+            "inventory_unparsed_warning",
+            true,
+        )
+    {
+        printer.warning("No inventory was parsed, only implicit localhost is available");
+    }
+    if inventory
+        .select(&["all".to_owned()], "inventory")
+        .is_ok_and(|h| h.is_empty())
+        && setting("ANSIBLE_LOCALHOST_WARNING", "localhost_warning", true)
+    {
         printer.warning("provided hosts list is empty, only localhost is available. Note that the implicit localhost does not match 'all'");
     }
 }

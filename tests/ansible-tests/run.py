@@ -228,6 +228,8 @@ def run_target(name, integration, work, shim_dir, args):
         "ANSIBLE_TEST_PYTHON_INTERPRETER": args.python,
         "ANSIBLE_TEST_ANSIBLE_VERSION": args.version,
         "ANSIBLE_CALLBACKS_ENABLED": "junit",
+        # As ansible-test: a playbook run without -i has an empty inventory.
+        "ANSIBLE_INVENTORY": "/dev/null",
         "ANSIBLE_NOCOLOR": "1",
         # ansible-test's own limit for modules (its SOFT_RLIMIT_NOFILE).
         "ANSIBLE_PYTHON_MODULE_RLIMIT_NOFILE": "1024",

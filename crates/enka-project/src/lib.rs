@@ -13,7 +13,7 @@
 
 #![forbid(unsafe_code)]
 
-mod ansible_config;
+pub mod ansible_config;
 pub mod inventory;
 pub mod paramconv;
 pub mod role;

@@ -20,28 +20,25 @@ use super::vars_dirs::{Entity, VarsDirs, combine};
 /// What Ansible reads when no source is named and no setting names one.
 const DEFAULT_SOURCE: &str = "/etc/ansible/hosts";
 
-/// Settings (in `ansible.cfg`, or their environment variables) that change
-/// which plugins read an inventory or add variables to it.
-const SETTINGS: [&str; 8] = [
-    "enable_plugins",
-    "vars_plugins_enabled",
-    "vars_plugins",
-    "inventory",
-    "hostfile",
-    "precedence",
-    "hash_behaviour",
-    "yaml_valid_extensions",
+/// Settings (in `ansible.cfg`, and their environment variables) that
+/// change which plugins read an inventory or add variables to it.
+const SETTINGS: [(&str, &str); 7] = [
+    ("enable_plugins", "ANSIBLE_INVENTORY_ENABLED"),
+    ("vars_plugins_enabled", "ANSIBLE_VARS_ENABLED"),
+    ("vars_plugins", "ANSIBLE_VARS_PLUGINS"),
+    ("precedence", "ANSIBLE_PRECEDENCE"),
+    ("hash_behaviour", "ANSIBLE_HASH_BEHAVIOUR"),
+    ("yaml_valid_extensions", "ANSIBLE_YAML_FILENAME_EXT"),
+    (
+        "force_valid_group_names",
+        "ANSIBLE_TRANSFORM_INVALID_GROUP_CHARS",
+    ),
 ];
-const SETTING_VARIABLES: [&str; 9] = [
-    "ANSIBLE_INVENTORY_ENABLED",
-    "ANSIBLE_VARS_ENABLED",
-    "ANSIBLE_VARS_PLUGINS",
-    "ANSIBLE_INVENTORY",
-    "ANSIBLE_HOSTS",
-    "ANSIBLE_PRECEDENCE",
-    "ANSIBLE_HASH_BEHAVIOUR",
-    "ANSIBLE_YAML_FILENAME_EXT",
-    "ANSIBLE_TRANSFORM_INVALID_GROUP_CHARS",
+
+/// Settings that name the sources when `-i` names none.
+const SOURCE_SETTINGS: [(&str, &str); 2] = [
+    ("inventory", "ANSIBLE_INVENTORY"),
+    ("hostfile", "ANSIBLE_HOSTS"),
 ];
 
 /// Names the worker's answer leaves out of a host's variables.
@@ -70,7 +67,8 @@ pub struct Sources<'a> {
 /// The inventory as the worker's `inventory` answer has it, when enka can
 /// read every source as Ansible does; `None` leaves it to Ansible.
 pub fn read(sources: &Sources<'_>) -> Option<Json> {
-    if settings_apply(sources.project_dir)
+    if any_set(sources.project_dir, &SETTINGS)
+        || (sources.sources.is_empty() && any_set(sources.project_dir, &SOURCE_SETTINGS))
         || sources
             .plugin_dirs
             .iter()
@@ -145,18 +143,19 @@ fn unfrack(base: &Path, source: &str) -> PathBuf {
     path
 }
 
-/// Whether the configuration Ansible reads sets anything that changes how
-/// it loads an inventory.
-fn settings_apply(project_dir: &Path) -> bool {
-    SETTING_VARIABLES
+/// Whether the configuration Ansible reads sets any of `settings`.
+fn any_set(project_dir: &Path, settings: &[(&str, &str)]) -> bool {
+    settings
         .iter()
-        .any(|name| std::env::var_os(name).is_some())
-        || crate::ansible_config::text(project_dir).is_some_and(|text| {
-            text.lines().any(|line| {
-                let key = line.split(['=', ':']).next().unwrap_or_default().trim();
-                line.contains(['=', ':']) && SETTINGS.contains(&key)
-            })
-        })
+        .any(|(key, variable)| crate::ansible_config::setting(project_dir, variable, key).is_some())
+}
+
+/// Whether Ansible parses no source at all (`-i` names none, no setting
+/// names one, and its default file is not there): it warns so.
+pub fn nothing_parsed(sources: &[String], project_dir: &Path) -> bool {
+    sources.is_empty()
+        && !any_set(project_dir, &SOURCE_SETTINGS)
+        && !Path::new(DEFAULT_SOURCE).exists()
 }
 
 /// The worker's answer: groups with their hosts, parents, order and

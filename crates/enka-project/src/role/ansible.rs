@@ -383,7 +383,10 @@ impl Loader {
                 Ok(worker) => worker,
                 Err(err) => {
                     let location = super::Location::file(std::path::Path::new("ANSIBLE_INVENTORY"));
-                    self.error(location, format!("the inventory needs Ansible to load it: {err}"));
+                    self.error(
+                        location,
+                        format!("the inventory needs Ansible to load it: {err}"),
+                    );
                     return None;
                 }
             },
