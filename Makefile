@@ -112,7 +112,7 @@ image-test: host-packages kube-bin ansible-venv ## Docker Engine from Debian's p
 	@bash scripts/check-no-leftovers
 
 .PHONY: bench
-bench: bench-engine bench-operators ## Every benchmark; regenerates docs/benchmarks.md and its chart.
+bench: bench-engine bench-playbook bench-operators ## Every benchmark; regenerates docs/benchmarks.md and its chart.
 
 .PHONY: bench-operators
 bench-operators: kube-bin ## enka vs upstream ansible-operator on one real control plane (installs upstream from registries).
@@ -233,6 +233,11 @@ conformance-snapshots: ansible-venv ## The snapshot corpus (tests/conformance/mi
 	"$$(bash scripts/ansible-venv.sh)" tests/conformance/mined.py --out $(SNAPSHOTS)
 	for line in 2.18 2.19 2.21; do python3 tests/conformance/generate.py --corpus $(SNAPSHOTS) --line $$line 2>/dev/null || exit 1; done
 	ENKA_CONFORMANCE_SNAPSHOTS=$(SNAPSHOTS) ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) test --quiet --test conformance -- snapshot-
+
+.PHONY: bench-playbook
+bench-playbook: ansible-venv ## enka playbook against ansible-playbook on a play of native tasks (-i localhost,), each process whole, 20 runs in turn.
+	@echo "==> cargo bench --bench playbook"
+	@ENKA_ANSIBLE_PYTHON="$$(bash scripts/ansible-venv.sh)" $(CARGO) bench --quiet --bench playbook
 
 .PHONY: bench-engine
 bench-engine: ## Engine overhead per reconcile of the seed role, Kubernetes answered in memory.

@@ -166,3 +166,61 @@ fn version_prints_ansible_operators_fields_under_the_name_it_was_started_as() {
     assert!(line.starts_with("ansible-operator version: \"v"), "{line}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A play of native tasks over hosts an inventory file and a host list
+/// name starts no Python: enka reads the inventory (with its
+/// `group_vars/`) itself. The interpreter it is given (in a virtualenv's
+/// layout, whose ansible-core enka reads without starting it) leaves a
+/// mark and fails if anything starts it.
+#[test]
+fn a_play_of_native_tasks_starts_no_python() {
+    let dir = std::env::temp_dir().join(format!("enka-native-play-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let site = dir.join("venv/lib/python3.11/site-packages/ansible");
+    for sub in [dir.join("group_vars"), dir.join("venv/bin"), site.clone()] {
+        std::fs::create_dir_all(sub).expect("a scratch directory");
+    }
+    let mark = dir.join("python-started");
+    let python = dir.join("venv/bin/python");
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).expect("writing");
+    write("venv/pyvenv.cfg", "home = /usr/bin\n");
+    write(
+        "venv/lib/python3.11/site-packages/ansible/release.py",
+        "__version__ = '2.18.19'\n",
+    );
+    write(
+        "venv/bin/python",
+        &format!("#!/bin/sh\ntouch '{}'\nexit 1\n", mark.display()),
+    );
+    std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("an executable stand-in");
+    write(
+        "inventory",
+        "[web]\nweb1 ansible_connection=local port=8080\n",
+    );
+    write("group_vars/web.yml", "greeting: hello\n");
+    write(
+        "play.yml",
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - debug: msg=\"{{ greeting }} {{ inventory_hostname }} {{ port + 1 }}\"\n    - set_fact: {seen: '{{ groups.all | length }}'}\n    - assert: {that: [seen | int >= 1]}\n",
+    );
+    // The host list's hosts are in no group with vars: the extra vars give
+    // them what group_vars/web.yml gives web1.
+    for (inventory, extra) in [
+        ("inventory", "{}"),
+        ("web1,web2,", r#"{"greeting": "hi", "port": 1}"#),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_enka"))
+            .current_dir(&dir)
+            .env("ENKA_ANSIBLE_PYTHON", &python)
+            .args(["playbook", "-i", inventory, "-e", extra, "play.yml"])
+            .output()
+            .expect("running enka playbook");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}");
+        assert!(!mark.exists(), "-i {inventory} started Python:\n{stdout}");
+        if inventory == "inventory" {
+            assert!(stdout.contains("hello web1 8081"), "{stdout}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
