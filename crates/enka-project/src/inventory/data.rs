@@ -4,6 +4,8 @@
 //! `add_child`, `set_variable`, `reconcile_inventory`) with the same
 //! effects, so the plugins enka reads itself build what Ansible builds.
 
+use std::collections::HashMap;
+
 use indexmap::IndexMap;
 use serde_json::{Map, Value as Json, json};
 
@@ -37,6 +39,8 @@ pub(super) struct Data {
     pub hosts: IndexMap<String, Host>,
     /// The source being read: a new host's `inventory_file`.
     pub current_source: Option<String>,
+    /// Each group's depth, once reconciled.
+    depths: HashMap<String, i64>,
 }
 
 impl Data {
@@ -45,6 +49,7 @@ impl Data {
             groups: IndexMap::new(),
             hosts: IndexMap::new(),
             current_source: None,
+            depths: HashMap::new(),
         };
         data.add_group("all");
         data.add_group("ungrouped");
@@ -190,6 +195,7 @@ impl Data {
                 self.add_host(&host, Some("ungrouped"), None);
             }
         }
+        self.compute_depths();
         Ok(())
     }
 
@@ -208,18 +214,37 @@ impl Data {
         out
     }
 
-    /// A group's depth: its longest path down from a group with no parent.
+    /// A group's depth: its longest path down from a group with no parent
+    /// (known once the inventory is reconciled).
     pub fn depth(&self, group: &str) -> i64 {
-        self.groups
-            .get(group)
-            .map(|g| {
-                g.parents
-                    .iter()
-                    .map(|p| self.depth(p) + 1)
-                    .max()
-                    .unwrap_or(0)
-            })
-            .unwrap_or(0)
+        self.depths.get(group).copied().unwrap_or(0)
+    }
+
+    /// Every group's depth, each computed once (a hostile inventory of
+    /// diamonds would make the plain recursion exponential).
+    fn compute_depths(&mut self) {
+        fn depth_of(data: &Data, group: &str, memo: &mut HashMap<String, i64>) -> i64 {
+            if let Some(depth) = memo.get(group) {
+                return *depth;
+            }
+            let parents = data
+                .groups
+                .get(group)
+                .map(|g| g.parents.clone())
+                .unwrap_or_default();
+            let depth = parents
+                .iter()
+                .map(|p| depth_of(data, p, memo) + 1)
+                .max()
+                .unwrap_or(0);
+            memo.insert(group.to_owned(), depth);
+            depth
+        }
+        let mut memo = HashMap::new();
+        for name in self.groups.keys() {
+            depth_of(self, name, &mut memo);
+        }
+        self.depths = memo;
     }
 
     /// `Group.get_hosts`: its own hosts, then its children's level by

@@ -281,3 +281,37 @@ fn host_answer(
     member_of.sort();
     Ok(json!({"vars": combined, "own": own, "groups": member_of, "implicit": implicit}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Forty levels of two groups, each a child of both above it: Ansible
+    /// reads it at once, and so must enka (depths are computed once).
+    #[test]
+    fn a_deep_lattice_of_groups_reads_at_once() {
+        let dir = std::env::temp_dir().join(format!("enka-lattice-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let mut text = String::from("[g0a]\nh0\n[g0b]\n");
+        for level in 1..40 {
+            for side in ["a", "b"] {
+                text.push_str(&format!("[g{}{side}:children]\ng{level}a\ng{level}b\n", level - 1));
+            }
+        }
+        text.push_str("[g39a]\nleaf\n[g39b]\n");
+        std::fs::write(dir.join("hosts"), text).expect("writing");
+        let sources = ["hosts".to_owned()];
+        let started = std::time::Instant::now();
+        let answer = read(&Sources {
+            sources: &sources,
+            basedir: None,
+            project_dir: &dir,
+            plugin_dirs: &[],
+            python: "python3",
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        let answer = answer.expect("enka reads it");
+        assert_eq!(answer["group_sort"]["g39a"], json!([40, 1]));
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
