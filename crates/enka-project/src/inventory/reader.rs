@@ -22,8 +22,10 @@ const DEFAULT_SOURCE: &str = "/etc/ansible/hosts";
 
 /// Settings (in `ansible.cfg`, and their environment variables) that
 /// change which plugins read an inventory or add variables to it.
-const SETTINGS: [(&str, &str); 7] = [
+const SETTINGS: [(&str, &str); 9] = [
     ("enable_plugins", "ANSIBLE_INVENTORY_ENABLED"),
+    ("ignore_extensions", "ANSIBLE_INVENTORY_IGNORE"),
+    ("ignore_patterns", "ANSIBLE_INVENTORY_IGNORE_REGEX"),
     ("vars_plugins_enabled", "ANSIBLE_VARS_ENABLED"),
     ("vars_plugins", "ANSIBLE_VARS_PLUGINS"),
     ("precedence", "ANSIBLE_PRECEDENCE"),
@@ -90,6 +92,11 @@ pub fn read(sources: &Sources<'_>) -> Option<Json> {
             continue;
         }
         let path = unfrack(sources.project_dir, source);
+        if path.is_dir() {
+            read_directory(&mut data, &path).ok()?;
+            source_dirs.push(path);
+            continue;
+        }
         if !path.is_file() {
             return None;
         }
@@ -102,6 +109,43 @@ pub fn read(sources: &Sources<'_>) -> Option<Json> {
     let play_dir = sources.basedir.unwrap_or(sources.project_dir).to_path_buf();
     let mut vars = VarsDirs::new(source_dirs, play_dir);
     answer(&data, &mut vars, named, sources.python).ok()
+}
+
+/// A directory source: each entry in name order, itself a source (a
+/// directory read in turn), but those InventoryManager ignores: hidden
+/// ones, `host_vars`, `group_vars`, `vars_plugins`, and the extensions of
+/// `INVENTORY_IGNORE_EXTS`. 2.18 ignores `.ini` files there and 2.19 reads
+/// them: a directory that holds one is Ansible's to read.
+fn read_directory(data: &mut Data, dir: &Path) -> Result<(), Declined> {
+    const IGNORED_EXTENSIONS: [&str; 12] = [
+        ".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg",
+        ".retry",
+    ];
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|_| Declined)?
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let ignored = name.starts_with('.')
+            || matches!(name.as_str(), "host_vars" | "group_vars" | "vars_plugins")
+            || IGNORED_EXTENSIONS.iter().any(|ext| name.ends_with(ext));
+        if ignored {
+            continue;
+        }
+        if name.ends_with(".ini") {
+            return Err(Declined);
+        }
+        let path = dir.join(&name);
+        if path.is_dir() {
+            read_directory(data, &path)?;
+        } else {
+            data.current_source = Some(path.to_string_lossy().into_owned());
+            read_file(data, &path)?;
+        }
+    }
+    Ok(())
 }
 
 /// A file source, by the first plugin that reads it: a script or a
@@ -295,7 +339,10 @@ mod tests {
         let mut text = String::from("[g0a]\nh0\n[g0b]\n");
         for level in 1..40 {
             for side in ["a", "b"] {
-                text.push_str(&format!("[g{}{side}:children]\ng{level}a\ng{level}b\n", level - 1));
+                text.push_str(&format!(
+                    "[g{}{side}:children]\ng{level}a\ng{level}b\n",
+                    level - 1
+                ));
             }
         }
         text.push_str("[g39a]\nleaf\n[g39b]\n");
