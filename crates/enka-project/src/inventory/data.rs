@@ -220,31 +220,39 @@ impl Data {
         self.depths.get(group).copied().unwrap_or(0)
     }
 
-    /// Every group's depth, each computed once (a hostile inventory of
-    /// diamonds would make the plain recursion exponential).
+    /// Every group's depth, each computed once, down from the groups
+    /// without parents (Kahn's order: a lattice of diamonds or a chain of
+    /// thousands costs one visit per edge, and no recursion).
     fn compute_depths(&mut self) {
-        fn depth_of(data: &Data, group: &str, memo: &mut HashMap<String, i64>) -> i64 {
-            if let Some(depth) = memo.get(group) {
-                return *depth;
+        let mut waiting: HashMap<&str, usize> = HashMap::new();
+        let mut depths: HashMap<String, i64> = HashMap::new();
+        let mut ready: Vec<&str> = Vec::new();
+        for (name, group) in &self.groups {
+            waiting.insert(name, group.parents.len());
+            if group.parents.is_empty() {
+                ready.push(name);
+                depths.insert(name.clone(), 0);
             }
-            let parents = data
+        }
+        while let Some(name) = ready.pop() {
+            let depth = depths.get(name).copied().unwrap_or(0);
+            for child in self
                 .groups
-                .get(group)
-                .map(|g| g.parents.clone())
-                .unwrap_or_default();
-            let depth = parents
-                .iter()
-                .map(|p| depth_of(data, p, memo) + 1)
-                .max()
-                .unwrap_or(0);
-            memo.insert(group.to_owned(), depth);
-            depth
+                .get(name)
+                .map(|g| g.children.as_slice())
+                .unwrap_or_default()
+            {
+                let known = depths.entry(child.clone()).or_insert(0);
+                *known = (*known).max(depth + 1);
+                if let Some(left) = waiting.get_mut(child.as_str()) {
+                    *left = left.saturating_sub(1);
+                    if *left == 0 {
+                        ready.push(child);
+                    }
+                }
+            }
         }
-        let mut memo = HashMap::new();
-        for name in self.groups.keys() {
-            depth_of(self, name, &mut memo);
-        }
-        self.depths = memo;
+        self.depths = depths;
     }
 
     /// `Group.get_hosts`: its own hosts, then its children's level by

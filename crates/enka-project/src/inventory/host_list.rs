@@ -76,6 +76,10 @@ pub(super) fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u
     Ok((hosts, port))
 }
 
+/// The most hosts one pattern may name: a range past it (`h[0:99999999]`)
+/// is left to Ansible rather than held in memory here.
+const MOST_HOSTS: usize = 100_000;
+
 /// `expand_hostname_range`: the first `[begin:end(:step)]` expanded
 /// (numbers keep a leading zero's width; letters run through
 /// `a..zA..Z`), then the rest of each name in turn.
@@ -119,6 +123,9 @@ fn expand_hostname_range(line: &str) -> Result<Vec<String>, Declined> {
         _ => {
             let b: i64 = begin.trim().parse().map_err(|_| Declined)?;
             let e: i64 = end.trim().parse().map_err(|_| Declined)?;
+            if e.saturating_sub(b) / step as i64 > MOST_HOSTS as i64 {
+                return Err(Declined);
+            }
             (b..=e)
                 .step_by(step)
                 .map(|n| match width {
@@ -135,6 +142,9 @@ fn expand_hostname_range(line: &str) -> Result<Vec<String>, Declined> {
             hosts.extend(expand_hostname_range(&name)?);
         } else {
             hosts.push(name);
+        }
+        if hosts.len() > MOST_HOSTS {
+            return Err(Declined);
         }
     }
     Ok(hosts)
@@ -220,5 +230,7 @@ mod tests {
         );
         assert_eq!(hosts("n[0:6:3]"), Some(("n0 n3 n6".into(), None)));
         assert!(hosts("n[01:3]").is_none());
+        assert!(hosts("n[0:99999999]").is_none());
+        assert!(hosts("n[0:999][0:999]").is_none());
     }
 }
