@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:?seconds per target}"
 shift
 targets=("$@")
-((${#targets[@]})) || targets=(watches role template custom_resource)
+((${#targets[@]})) || targets=(watches role template custom_resource inventory)
 
 cargo_fuzz_version=0.13.2
 if ! cargo fuzz --version 2>/dev/null | grep -q "$cargo_fuzz_version"; then

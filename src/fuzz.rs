@@ -43,6 +43,27 @@ pub fn role(data: &[u8], scratch: &Path) {
     let _ = Project::load(&options, &[Target::Role("fuzzed".to_owned())]);
 }
 
+/// Reads `data` as an inventory file `hosts` (YAML where it parses as one,
+/// else INI, as Ansible's plugins take it), in `scratch` (a directory the
+/// caller owns), and as a host list.
+pub fn inventory(data: &[u8], scratch: &Path) {
+    if std::fs::create_dir_all(scratch).is_err()
+        || std::fs::write(scratch.join("hosts"), data).is_err()
+    {
+        return;
+    }
+    let host_list = format!("{},", String::from_utf8_lossy(data));
+    for source in ["hosts".to_owned(), host_list] {
+        let _ = enka_project::inventory::reader::read(&enka_project::inventory::reader::Sources {
+            sources: &[source],
+            basedir: None,
+            project_dir: scratch,
+            plugin_dirs: &[],
+            python: "python3",
+        });
+    }
+}
+
 /// Compiles and renders `data` as a template over a few variables of each
 /// type (one of them itself a template), and judges it as a `when`.
 pub fn template(data: &[u8]) {
@@ -367,6 +388,18 @@ mod tests {
         let mut input = vec![0xF0];
         input.extend(&laughs);
         super::custom_resource(&input);
+    }
+
+    #[test]
+    fn inventory_regressions_read_without_panicking() {
+        let scratch =
+            std::env::temp_dir().join(format!("enka-fuzz-inventory-{}", std::process::id()));
+        let inputs = regressions("inventory");
+        assert!(!inputs.is_empty());
+        for (_, data) in inputs {
+            super::inventory(&data, &scratch);
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
     }
 
     #[test]
