@@ -138,7 +138,7 @@ pub async fn run(options: PlaybookOptions) -> u8 {
             return exit::ERROR;
         }
         if index == 0 {
-            warn_of_no_hosts(&options, &project, printer.as_ref());
+            warn_of_inventory(&options, &project, printer.as_ref());
         }
         if options.listings.any() {
             print_listing(&options, &project, &path, &extra, limit.as_ref(), &printer);
@@ -217,12 +217,16 @@ fn failed_exit(failure: &engine::Failure, printer: &Printer) -> u8 {
     }
 }
 
-/// What ansible-playbook warns of when the inventory holds no host: the
-/// implicit localhost alone, which `all` does not match.
-fn warn_of_no_hosts(options: &PlaybookOptions, project: &Project, printer: &Printer) {
+/// What ansible-playbook warns of as it reads the inventory, and when the
+/// inventory holds no host: the implicit localhost alone, which `all` does
+/// not match.
+fn warn_of_inventory(options: &PlaybookOptions, project: &Project, printer: &Printer) {
     let Some(inventory) = &project.inventory else {
         return;
     };
+    for warning in inventory.warnings() {
+        printer.warning(warning);
+    }
     let sources: Vec<String> = options
         .inventory
         .iter()

@@ -41,6 +41,9 @@ pub(super) struct Data {
     pub current_source: Option<String>,
     /// Each group's depth, once reconciled.
     depths: HashMap<String, i64>,
+    /// What Ansible warns of while it reads, each once (as its display
+    /// says a warning once).
+    pub warnings: Vec<String>,
 }
 
 impl Data {
@@ -50,6 +53,7 @@ impl Data {
             hosts: IndexMap::new(),
             current_source: None,
             depths: HashMap::new(),
+            warnings: Vec::new(),
         };
         data.add_group("all");
         data.add_group("ungrouped");
@@ -59,6 +63,10 @@ impl Data {
     }
 
     pub fn add_group(&mut self, name: &str) {
+        if !is_safe_group_name(name) {
+            // TRANSFORM_INVALID_GROUP_CHARS is `never` (others decline).
+            self.warn("Invalid characters were found in group names but not replaced, use -vvvv to see details".to_owned());
+        }
         if !self.groups.contains_key(name) {
             self.groups.insert(
                 name.to_owned(),
@@ -76,6 +84,14 @@ impl Data {
             return;
         }
         if !self.hosts.contains_key(name) {
+            if LOCALHOST.contains(&name)
+                && let Some(first) = self.hosts.keys().find(|h| LOCALHOST.contains(&h.as_str()))
+            {
+                let message = format!(
+                    "A duplicate localhost-like entry was found ({name}). First found localhost was {first}"
+                );
+                self.warn(message);
+            }
             let mut host = Host::default();
             // `Host(name, port)` sets the port when it is not 0.
             if let Some(port) = port.filter(|p| *p != 0) {
@@ -195,6 +211,15 @@ impl Data {
                 self.add_host(&host, Some("ungrouped"), None);
             }
         }
+        let both: Vec<String> = self
+            .groups
+            .keys()
+            .filter(|g| self.hosts.contains_key(*g))
+            .cloned()
+            .collect();
+        for name in both {
+            self.warn(format!("Found both group and host with same name: {name}"));
+        }
         self.compute_depths();
         Ok(())
     }
@@ -294,6 +319,12 @@ impl Data {
         names
     }
 
+    fn warn(&mut self, message: String) {
+        if !self.warnings.contains(&message) {
+            self.warnings.push(message);
+        }
+    }
+
     /// Whether a host already read is the controller (the first such is
     /// Ansible's localhost, so no implicit one is made).
     pub fn has_localhost(&self) -> bool {
@@ -301,6 +332,13 @@ impl Data {
             .keys()
             .any(|name| LOCALHOST.contains(&name.as_str()))
     }
+}
+
+/// Whether `name` is a group name Ansible takes as it is: no leading
+/// digit, word characters only (`INVALID_VARIABLE_NAMES`).
+fn is_safe_group_name(name: &str) -> bool {
+    !name.starts_with(|c: char| c.is_numeric())
+        && name.chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// `basedir()` of a source: the directory of a file, a directory itself,

@@ -41,6 +41,8 @@ pub struct Inventory {
     /// `ansible_inventory_sources`: the sources Ansible loaded it from
     /// (files as absolute paths, host lists as written), when it did.
     sources: Option<Value>,
+    /// What reading it warned of, as Ansible words it.
+    warnings: Vec<String>,
 }
 
 /// One change a playbook made to its inventory.
@@ -122,6 +124,7 @@ impl Inventory {
             dynamic_vars: DynamicVars::default(),
             changes: Vec::new(),
             sources: None,
+            warnings: Vec::new(),
         };
         inventory.hosts.insert(
             "localhost".to_owned(),
@@ -172,6 +175,7 @@ impl Inventory {
             dynamic_vars,
             changes: Vec::new(),
             sources: None,
+            warnings: Vec::new(),
         };
         for name in ["all", "ungrouped"] {
             inventory.groups.entry(name.to_owned()).or_default();
@@ -208,6 +212,17 @@ impl Inventory {
     pub fn with_sources(mut self, sources: Value) -> Self {
         self.sources = Some(sources);
         self
+    }
+
+    /// This inventory, with what reading it warned of.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
+        self
+    }
+
+    /// What reading it warned of.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// `ansible_inventory_sources`, when Ansible loaded this inventory.

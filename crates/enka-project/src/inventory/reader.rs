@@ -263,6 +263,7 @@ fn answer(
         "group_vars": group_vars,
         "orphan_host_vars": orphans,
         "sources": sources,
+        "warnings": data.warnings,
     }))
 }
 

@@ -600,7 +600,13 @@ fn inventory_from_answer(answer: &serde_json::Value) -> super::Inventory {
             .collect(),
         hosts: by_name(&answer["orphan_host_vars"]),
     };
-    let inventory = super::Inventory::new(hosts, groups, dynamic_vars);
+    let warnings = answer["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str().map(str::to_owned))
+        .collect();
+    let inventory = super::Inventory::new(hosts, groups, dynamic_vars).with_warnings(warnings);
     match answer.get("sources") {
         Some(sources) => inventory.with_sources(enka_template::convert::from_json(sources)),
         None => inventory,

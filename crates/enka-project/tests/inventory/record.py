@@ -64,6 +64,25 @@ def record_one(name, out):
             json.dump(placeholders(answer, directory), f)
 
 
+# The warnings Ansible gives while it reads an inventory (the others are
+# the variable manager's, which the play gives).
+INVENTORY_WARNINGS = (
+    "Invalid characters were found in group names",
+    "Found both group and host with same name",
+    "A duplicate localhost-like entry was found",
+)
+
+
+def inventory_warnings(stderr):
+    """The inventory's warnings in `stderr`, each once, in order."""
+    found = []
+    for text in stderr.splitlines():
+        message = text[len("[WARNING]: "):] if text.startswith("[WARNING]: ") else None
+        if message and message.startswith(INVENTORY_WARNINGS) and message not in found:
+            found.append(message)
+    return found
+
+
 def record():
     import yaml
     from ansible import release
@@ -76,9 +95,11 @@ def record():
             # Ansible's own to read: only that enka leaves it is checked.
             continue
         with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            subprocess.run([sys.executable, os.path.abspath(__file__), "--line", line(),
-                            "--case", case["name"], "--out", out.name], check=True, stderr=subprocess.DEVNULL)
+            run = subprocess.run([sys.executable, os.path.abspath(__file__), "--line", line(),
+                                  "--case", case["name"], "--out", out.name],
+                                 check=True, stderr=subprocess.PIPE, text=True)
             answers[case["name"]] = json.load(out)
+            answers[case["name"]]["warnings"] = inventory_warnings(run.stderr)
     out = {"ansible_core": release.__version__, "cases": answers}
     with open(os.path.join(HERE, f"expected-{line()}.json"), "w") as f:
         json.dump(out, f, indent=1, sort_keys=True, ensure_ascii=False)
