@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use indexmap::IndexMap;
+use indexmap::{IndexMap, IndexSet};
 use serde_json::{Map, Value as Json, json};
 
 /// Ansible's `C.LOCALHOST`: names that are the controller.
@@ -20,7 +20,7 @@ pub(super) struct Declined;
 #[derive(Debug, Default)]
 pub(super) struct Group {
     /// Hosts added to this group itself, in order.
-    pub hosts: Vec<String>,
+    pub hosts: IndexSet<String>,
     pub children: Vec<String>,
     pub parents: Vec<String>,
     pub priority: i64,
@@ -41,6 +41,8 @@ pub(super) struct Data {
     pub current_source: Option<String>,
     /// Each group's depth, once reconciled.
     depths: HashMap<String, i64>,
+    /// Each host's groups, once reconciled.
+    groups_of: HashMap<String, Vec<String>>,
     /// What Ansible warns of while it reads, each once (as its display
     /// says a warning once).
     pub warnings: Vec<String>,
@@ -53,6 +55,7 @@ impl Data {
             hosts: IndexMap::new(),
             current_source: None,
             depths: HashMap::new(),
+            groups_of: HashMap::new(),
             warnings: Vec::new(),
         };
         data.add_group("all");
@@ -106,9 +109,9 @@ impl Data {
             self.hosts.insert(name.to_owned(), host);
         }
         if let Some(group) = group.and_then(|g| self.groups.get_mut(g))
-            && !group.hosts.iter().any(|h| h == name)
+            && !group.hosts.contains(name)
         {
-            group.hosts.push(name.to_owned());
+            group.hosts.insert(name.to_owned());
         }
     }
 
@@ -198,18 +201,20 @@ impl Data {
             }
         }
         let hosts: Vec<String> = self.hosts.keys().cloned().collect();
+        let mut leave_ungrouped: std::collections::HashSet<String> = Default::default();
+        let groups_of = self.groups_of_hosts();
         for host in hosts {
-            let groups = self.host_groups(&host);
+            let groups = groups_of.get(&host).cloned().unwrap_or_default();
             let others = groups.iter().any(|g| g != "all" && g != "ungrouped");
             let in_ungrouped = groups.iter().any(|g| g == "ungrouped");
-            if in_ungrouped
-                && others
-                && let Some(ungrouped) = self.groups.get_mut("ungrouped")
-            {
-                ungrouped.hosts.retain(|h| h != &host);
+            if in_ungrouped && others {
+                leave_ungrouped.insert(host);
             } else if !in_ungrouped && !others {
                 self.add_host(&host, Some("ungrouped"), None);
             }
+        }
+        if let Some(ungrouped) = self.groups.get_mut("ungrouped") {
+            ungrouped.hosts.retain(|h| !leave_ungrouped.contains(h));
         }
         let both: Vec<String> = self
             .groups
@@ -221,22 +226,36 @@ impl Data {
             self.warn(format!("Found both group and host with same name: {name}"));
         }
         self.compute_depths();
+        self.groups_of = self.groups_of_hosts();
         Ok(())
     }
 
-    /// The groups `host` is in: those it was added to and their ancestors.
+    /// The groups `host` is in: those it was added to and their ancestors
+    /// (known once the inventory is reconciled).
     pub fn host_groups(&self, host: &str) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
+        self.groups_of.get(host).cloned().unwrap_or_default()
+    }
+
+    /// Every host's groups, each group's ancestors walked once: one pass
+    /// over the memberships, however many hosts and groups.
+    fn groups_of_hosts(&self) -> HashMap<String, Vec<String>> {
+        let ancestors: HashMap<&str, Vec<String>> = self
+            .groups
+            .keys()
+            .map(|name| (name.as_str(), self.ancestors(name)))
+            .collect();
+        let mut groups_of: HashMap<String, IndexSet<String>> = HashMap::new();
         for (name, group) in &self.groups {
-            if group.hosts.iter().any(|h| h == host) {
-                for group in std::iter::once(name.clone()).chain(self.ancestors(name)) {
-                    if !out.contains(&group) {
-                        out.push(group);
-                    }
-                }
+            for host in &group.hosts {
+                let of = groups_of.entry(host.clone()).or_default();
+                of.insert(name.clone());
+                of.extend(ancestors.get(name.as_str()).into_iter().flatten().cloned());
             }
         }
-        out
+        groups_of
+            .into_iter()
+            .map(|(host, groups)| (host, groups.into_iter().collect()))
+            .collect()
     }
 
     /// A group's depth: its longest path down from a group with no parent
@@ -284,8 +303,8 @@ impl Data {
     /// level, each once (`all` leaves out the implicit localhost, which
     /// is never in a group here).
     pub fn group_hosts(&self, group: &str) -> Vec<String> {
-        let mut hosts: Vec<String> = Vec::new();
-        let mut seen_groups: Vec<&str> = vec![group];
+        let mut hosts: IndexSet<String> = IndexSet::new();
+        let mut seen_groups: std::collections::HashSet<&str> = [group].into();
         let mut level: Vec<&str> = vec![group];
         while !level.is_empty() {
             let mut next: Vec<&str> = Vec::new();
@@ -293,21 +312,16 @@ impl Data {
                 let Some(g) = self.groups.get(*name) else {
                     continue;
                 };
-                for host in &g.hosts {
-                    if !hosts.contains(host) {
-                        hosts.push(host.clone());
-                    }
-                }
+                hosts.extend(g.hosts.iter().cloned());
                 for child in &g.children {
-                    if !seen_groups.contains(&child.as_str()) {
-                        seen_groups.push(child);
+                    if seen_groups.insert(child) {
                         next.push(child);
                     }
                 }
             }
             level = next;
         }
-        hosts
+        hosts.into_iter().collect()
     }
 
     /// `sort_groups`: by depth, priority, then name.

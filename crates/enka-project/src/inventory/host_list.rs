@@ -76,9 +76,9 @@ pub(super) fn expand_hostpattern(pattern: &str) -> Result<(Vec<String>, Option<u
     Ok((hosts, port))
 }
 
-/// The most hosts one pattern may name: a range past it (`h[0:99999999]`)
+/// The most hosts one pattern may name: a range past it (`h[0:99999]`)
 /// is left to Ansible rather than held in memory here.
-const MOST_HOSTS: usize = 100_000;
+const MOST_HOSTS: usize = 10_000;
 
 /// `expand_hostname_range`: the first `[begin:end(:step)]` expanded
 /// (numbers keep a leading zero's width; letters run through
