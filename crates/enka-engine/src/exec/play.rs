@@ -625,6 +625,13 @@ impl Runner {
             frame
         };
         let after = |index: u32| -> Arc<[u32]> { Arc::from(vec![index, u32::MAX]) };
+        // Ansible checks every variable the host has before the magic
+        // ones, its inventory's first.
+        if let Some(inventory) = self.live_inventory()
+            && let Some(vars) = inventory.host_vars(&self.host)
+        {
+            self.warn_if_reserved(vars.iter().map(|(name, _)| &**name));
+        }
         self.warn_if_reserved(play.vars.iter().map(|(name, _)| &**name));
         let forced = self.forces_handlers(play, &frame);
         let mut flow = self.run_tasks(section(0), play.pre_tasks.clone()).await;
