@@ -74,61 +74,10 @@ fn refusal(err: &KubeError) -> String {
     )
 }
 
-/// Splits a command line like Python's `shlex.split`.
+/// Splits a command line as kubernetes.core does (`shlex.split`).
 fn shell_words(text: &str) -> Result<Vec<String>, String> {
-    let mut words = Vec::new();
-    let mut current = String::new();
-    let mut in_word = false;
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => current.push(c),
-                        None => return Err("command has an unterminated quote".to_owned()),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => {
-                            if let Some(c) = chars.next() {
-                                current.push(c);
-                            }
-                        }
-                        Some(c) => current.push(c),
-                        None => return Err("command has an unterminated quote".to_owned()),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                if let Some(c) = chars.next() {
-                    current.push(c);
-                }
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut current));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                current.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(current);
-    }
-    Ok(words)
+    enka_template::pyshlex::split(text, false)
+        .map_err(|_| "command has an unterminated quote".to_owned())
 }
 
 /// The module as the catalogue lists it.

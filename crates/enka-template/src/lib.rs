@@ -50,6 +50,8 @@ mod pyjson;
 pub mod pyliteral;
 mod pyrandom;
 pub mod pyrepr;
+/// Python's `shlex.split` (POSIX mode).
+pub mod pyshlex;
 mod python;
 mod pytime;
 pub mod scan;

@@ -137,7 +137,7 @@ fn group_name(line: &str) -> Option<&str> {
 
 /// A host line: its pattern, then `key=value` words.
 fn host_line(data: &mut Data, group: &str, line: &str) -> Result<(), Declined> {
-    let tokens = shlex_split(line).ok_or(Declined)?;
+    let tokens = enka_template::pyshlex::split(line, true).map_err(|_| Declined)?;
     let pattern = tokens.first().ok_or(Declined)?;
     let (hosts, port) = expand_hostpattern(pattern)?;
     if pattern.trim().ends_with(':') && port.is_none() || hosts.iter().any(|h| h.trim() == "---") {
@@ -165,81 +165,4 @@ fn parse_value(text: &str) -> Json {
     enka_template::pyliteral::python_literal_eval(text)
         .and_then(|value| enka_template::convert::to_json(&value).ok())
         .unwrap_or_else(|| Json::String(text.to_owned()))
-}
-
-/// `shlex.split(line, comments=True)` (POSIX mode): words split at
-/// whitespace, quotes and backslashes taken away, a `#` outside quotes
-/// ending the line; `None` where Python raises (an open quote, a trailing
-/// backslash).
-fn shlex_split(line: &str) -> Option<Vec<String>> {
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' | '\r' | '\n' => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '#' => break,
-            '\\' => {
-                word.push(chars.next()?);
-                in_word = true;
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '\'' => break,
-                        c => word.push(c),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next()? {
-                        '"' => break,
-                        '\\' => match chars.next()? {
-                            c @ ('"' | '\\') => word.push(c),
-                            c => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                        },
-                        c => word.push(c),
-                    }
-                }
-            }
-            c => {
-                word.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
-    }
-    Some(words)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn words_split_as_python_shlex_splits_them() {
-        let split = |line: &str| shlex_split(line).map(|w| w.join("|"));
-        assert_eq!(
-            split(r#"h a="x y" b='c d'e c=\"q"#),
-            Some(r#"h|a=x y|b=c de|c="q"#.into())
-        );
-        assert_eq!(split("h a=1#comment b=2"), Some("h|a=1".into()));
-        assert_eq!(split(r#"h a="1\2\"""#), Some(r#"h|a=1\2""#.into()));
-        assert_eq!(split("h a=''"), Some("h|a=".into()));
-        assert_eq!(split("h a='open"), None);
-    }
 }
