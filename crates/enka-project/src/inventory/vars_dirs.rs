@@ -21,6 +21,8 @@ pub(super) struct VarsDirs {
     /// The playbook's directory.
     play: PathBuf,
     loaded: HashMap<PathBuf, Map<String, Json>>,
+    /// Each vars directory's real path, or none.
+    folders: HashMap<PathBuf, Option<PathBuf>>,
 }
 
 /// Whose variables: a group's (`group_vars/`) or a host's (`host_vars/`).
@@ -45,6 +47,7 @@ impl VarsDirs {
             inventory,
             play,
             loaded: HashMap::new(),
+            folders: HashMap::new(),
         }
     }
 
@@ -112,23 +115,35 @@ impl VarsDirs {
         kind: Entity,
         names: &[String],
     ) -> Result<Map<String, Json>, Declined> {
-        let folder = dir.join(kind.subdir());
         let mut data = Map::new();
-        if !folder.exists() {
+        let Some(folder) = self.folder(dir, kind)? else {
             return Ok(data);
-        }
-        if !folder.is_dir() {
-            // Ansible warns of it.
-            return Err(Declined);
-        }
-        // Ansible reads the directory's real path.
-        let folder = folder.canonicalize().map_err(|_| Declined)?;
+        };
         for name in names.iter().filter(|n| !n.starts_with('/')) {
             for file in find_vars_files(&folder, name) {
                 combine(&mut data, self.load(&file)?);
             }
         }
         Ok(data)
+    }
+
+    /// `<dir>/group_vars` or `<dir>/host_vars` by its real path, looked up
+    /// once per run rather than once per host and group; `None` when there
+    /// is none.
+    fn folder(&mut self, dir: &Path, kind: Entity) -> Result<Option<PathBuf>, Declined> {
+        let folder = dir.join(kind.subdir());
+        if let Some(found) = self.folders.get(&folder) {
+            return Ok(found.clone());
+        }
+        let found = match (folder.exists(), folder.is_dir()) {
+            (false, _) => None,
+            // Ansible warns of it.
+            (true, false) => return Err(Declined),
+            // Ansible reads the directory's real path.
+            (true, true) => Some(folder.canonicalize().map_err(|_| Declined)?),
+        };
+        self.folders.insert(folder, found.clone());
+        Ok(found)
     }
 
     fn load(&mut self, file: &Path) -> Result<Map<String, Json>, Declined> {
