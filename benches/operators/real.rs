@@ -8,9 +8,10 @@
 //! Per side: wall time from the first create to the end (every custom resource
 //! `Successful` or `Failure`; for memcached, the Deployment Available), the
 //! operator's CPU with its child processes, its peak resident set with them,
-//! and the requests it sent to the API server (`rest_client_requests_total`,
-//! which both serve; upstream's Ansible runs reach the API server through its
-//! proxy, so theirs count).
+//! and the requests it sent to the API server by verb and resource, as the
+//! API server's audit log has them: each operator runs as the control
+//! plane's audited user (`kube_env::AUDITED_USER`), so upstream's proxied
+//! role requests count, which its `rest_client_requests_total` leaves out.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,14 +20,13 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
-use kube_env::{KubeEnv, Options};
+use kube_env::{AuditMark, KubeEnv, Options};
 
 use crate::Plan;
 use crate::operator::{Flavour, Operator};
 use crate::projects::{self, Project};
 use crate::report::Row;
 use crate::scenarios::{PerReconcile, mib, per_reconcile};
-use crate::support::sum_metric;
 use crate::usage::PeakSampler;
 use crate::workload::{self, Observer, Until};
 
@@ -50,6 +50,8 @@ pub struct RealSide {
     pub cpu_seconds: f64,
     pub peak_tree_rss_bytes: u64,
     pub api_requests: f64,
+    /// The requests by `VERB resource`, divided as `api_requests` is.
+    pub requests: BTreeMap<String, f64>,
     /// How the custom resources ended: `Successful` or `Failure`, counted.
     pub ends: BTreeMap<String, usize>,
     /// The reconciles to the end and their average wall time.
@@ -156,20 +158,36 @@ fn sample_resources(samples: &[PathBuf]) -> Vec<(String, String, String)> {
 struct Mark {
     cpu_seconds: f64,
     metrics: String,
+    audit: AuditMark,
 }
 
-async fn mark(operator: &Operator) -> Mark {
+async fn mark(env: &KubeEnv, operator: &Operator) -> Mark {
     Mark {
         cpu_seconds: operator.usage().tree_cpu_seconds,
         metrics: operator.metrics().await,
+        audit: env.audit_mark(),
     }
+}
+
+/// The operator's environment: the audited user's kubeconfig, so the API
+/// server counts every request it or its children send.
+fn audited_env<'a>(env: &'a KubeEnv, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let kubeconfig = env.audited_kubeconfig().to_str().expect("a UTF-8 path");
+    let mut vars = vec![("KUBECONFIG", kubeconfig)];
+    vars.extend_from_slice(more);
+    vars
 }
 
 impl Mark {
     /// The side's figures between `self` and `after`; CPU and requests
     /// divided by `per`.
-    fn side_to(&self, after: &Mark, seconds: f64, peak: u64, per: f64) -> RealSide {
-        let requests = |m: &Mark| sum_metric(&m.metrics, "rest_client_requests_total");
+    fn side_to(&self, env: &KubeEnv, after: &Mark, seconds: f64, peak: u64, per: f64) -> RealSide {
+        let requests: BTreeMap<String, f64> = env
+            .audited_requests(self.audit)
+            .unwrap_or_else(|e| panic!("reading the audit log: {e}"))
+            .into_iter()
+            .map(|(key, count)| (key, count as f64 / per))
+            .collect();
         let cpu_seconds = after.cpu_seconds - self.cpu_seconds;
         let spent = |metric: &str, label: &str| {
             let before = seconds_by(&self.metrics, metric, label);
@@ -184,7 +202,8 @@ impl Mark {
             seconds,
             cpu_seconds: cpu_seconds / per,
             peak_tree_rss_bytes: peak,
-            api_requests: (requests(after) - requests(self)) / per,
+            api_requests: requests.values().sum(),
+            requests,
             ends: BTreeMap::new(),
             runs: per_reconcile(&self.metrics, &after.metrics, cpu_seconds),
             module_seconds: spent("enka_module_duration_seconds_sum", "module"),
@@ -222,11 +241,12 @@ async fn side(
     workload::create_namespace(client, &namespace).await;
     let namespaces_before = namespace_names(client).await;
     let project = &subject.project;
-    let env_vars: Vec<(&str, &str)> = project
+    let project_env: Vec<(&str, &str)> = project
         .env
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
+    let env_vars = audited_env(env, &project_env);
     let args: Vec<&str> = project.args.iter().map(String::as_str).collect();
     let operator = Operator::start_with_args(
         flavour,
@@ -239,7 +259,7 @@ async fn side(
     )
     .await;
     crate::scenarios::settle(&operator).await;
-    let before = mark(&operator).await;
+    let before = mark(env, &operator).await;
     let sampler = PeakSampler::start(operator.pid());
     let started = Instant::now();
     for sample in &project.samples {
@@ -248,10 +268,10 @@ async fn side(
     }
     let ends = await_ends(client, &namespace, &subject.resources, &operator).await;
     let seconds = started.elapsed().as_secs_f64();
-    let after = mark(&operator).await;
+    let after = mark(env, &operator).await;
     let side = RealSide {
         ends,
-        ..before.side_to(&after, seconds, sampler.finish(), 1.0)
+        ..before.side_to(env, &after, seconds, sampler.finish(), 1.0)
     };
     eprintln!(
         "bench: {:9} {}: at its end in {:.1} s ({:?}); {:.2} CPU s, peak {:.0} MiB with child processes, {:.0} API requests",
@@ -262,6 +282,12 @@ async fn side(
         side.cpu_seconds,
         mib(side.peak_tree_rss_bytes),
         side.api_requests
+    );
+    eprintln!(
+        "bench: {:9} {}: requests {:?}",
+        flavour.name(),
+        subject.name,
+        side.requests
     );
     operator.stop();
     clean_up(client, &namespace, &namespaces_before).await;
@@ -394,11 +420,12 @@ async fn available_side(
     workload::create_namespace(client, &namespace).await;
     let observer = Observer::start(client, &namespace).await;
     let watches = crate::support::repo_path(workload::WATCHES);
-    let operator = Operator::start(flavour, env, &watches, &namespace, &[], log_dir).await;
+    let env_vars = audited_env(env, &[]);
+    let operator = Operator::start(flavour, env, &watches, &namespace, &env_vars, log_dir).await;
     crate::scenarios::settle(&operator).await;
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), &namespace, &workload::memcached_resource());
-    let before = mark(&operator).await;
+    let before = mark(env, &operator).await;
     let sampler = PeakSampler::start(operator.pid());
     let mut latency = Vec::with_capacity(samples);
     for i in 0..samples {
@@ -411,11 +438,11 @@ async fn available_side(
         crate::scenarios::settle(&operator).await;
         tokio::time::sleep(crate::scenarios::IDLE_BEFORE_SAMPLE).await;
     }
-    let after = mark(&operator).await;
+    let after = mark(env, &operator).await;
     let median = workload::percentile(&latency, 50.0).as_secs_f64();
     let side = RealSide {
         ends: BTreeMap::from([("Available".to_owned(), samples)]),
-        ..before.side_to(&after, median, sampler.finish(), samples.max(1) as f64)
+        ..before.side_to(env, &after, median, sampler.finish(), samples.max(1) as f64)
     };
     eprintln!(
         "bench: {:9} memcached on nodes: create → Available p50 {:.0} ms, p99 {:.0} ms",
@@ -499,7 +526,7 @@ pub fn check(runs: &[RealRun], plan: &Plan) {
             );
             assert!(
                 side.api_requests >= 1.0,
-                "{name} {}: no API requests counted; is rest_client_requests_total read?",
+                "{name} {}: no API requests counted; does the operator run as the audited user?",
                 run.subject
             );
             assert!(
@@ -534,8 +561,11 @@ pub fn markdown(runs: &[RealRun]) -> String {
          `kubectl create`) to every custom resource's `Successful` or `Failure` condition. CPU counts \
          the operator and every process under it, alive or exited (upstream's ansible-runner and \
          ansible-playbook, enka's Ansible worker and the modules it forks); peak RSS is the operator with its children, sampled every \
-         100 ms; API requests are the operator's own `rest_client_requests_total` (upstream's Ansible \
-         tasks reach the API server through its proxy, which counts them).\n\n",
+         100 ms; API requests are what the API server's audit log has of the operator's user (each \
+         operator runs with a user of its own; upstream's Ansible tasks reach the API server through its \
+         proxy, with its credentials, so theirs count; its own `rest_client_requests_total` leaves them \
+         out), from the samples' create to the end, the operators' start-up lists and watches not \
+         included.\n\n",
     );
     for run in runs {
         let _ = writeln!(
@@ -553,6 +583,54 @@ pub fn markdown(runs: &[RealRun]) -> String {
     );
     for run in runs {
         md.push_str(&time_spent(run));
+    }
+    md.push_str("\n### Requests by verb and resource\n");
+    for run in runs {
+        md.push_str(&requests_table(run));
+    }
+    md
+}
+
+/// One project's requests side by side, most frequent first.
+fn requests_table(run: &RealRun) -> String {
+    let upstream = run.upstream.as_ref().map(|side| &side.requests);
+    let mut keys: Vec<&String> = run.enka.requests.keys().collect();
+    keys.extend(upstream.into_iter().flat_map(BTreeMap::keys));
+    keys.sort();
+    keys.dedup();
+    let count = |side: Option<&BTreeMap<String, f64>>, key: &String| {
+        side.map_or(0.0, |requests| requests.get(key).copied().unwrap_or(0.0))
+    };
+    keys.sort_by(|a, b| {
+        let total = |key| count(Some(&run.enka.requests), key) + count(upstream, key);
+        total(b).total_cmp(&total(a)).then(a.cmp(b))
+    });
+    let per = if run.subject == "memcached" {
+        " per Memcached"
+    } else {
+        ""
+    };
+    let mut md = format!(
+        "\n**{}**{per}: enka {:.1}, upstream {}.\n\n| request | enka | upstream |\n|---|---:|---:|\n",
+        run.subject,
+        run.enka.api_requests,
+        run.upstream
+            .as_ref()
+            .map_or("not run".to_owned(), |side| format!(
+                "{:.1}",
+                side.api_requests
+            )),
+    );
+    for key in keys {
+        let upstream_count = run
+            .upstream
+            .as_ref()
+            .map_or("-".to_owned(), |_| format!("{:.1}", count(upstream, key)));
+        let _ = writeln!(
+            md,
+            "| `{key}` | {:.1} | {upstream_count} |",
+            count(Some(&run.enka.requests), key)
+        );
     }
     md
 }

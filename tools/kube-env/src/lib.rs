@@ -7,7 +7,9 @@
 //! scheduled to simulated nodes and become Ready (see [`nodes`]). It
 //! waits until `/readyz` passes and the `default` namespace exists, then hands
 //! out [`kube::Client`]s and a kubeconfig file authenticated as a
-//! `system:masters` user by a static token.
+//! `system:masters` user by a static token. A second such user's requests
+//! are written to the API server's audit log and counted ([`audit`]), to
+//! measure what an operator started with its kubeconfig asks.
 //!
 //! # One control plane per test binary
 //!
@@ -22,10 +24,12 @@
 //! [`process`]), dropping a [`KubeEnv`] stops its servers and removes its
 //! directory, and the shared one is torn down by an `atexit` hook.
 
+pub mod audit;
 pub mod binaries;
 pub mod nodes;
 pub mod process;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -37,6 +41,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+pub use audit::{AUDITED_USER, AuditMark};
 pub use binaries::Binaries;
 pub use nodes::Kwok;
 pub use process::Lifetime;
@@ -248,6 +253,8 @@ pub struct KubeEnv {
     binaries: Binaries,
     server_url: String,
     kubeconfig: PathBuf,
+    audited_kubeconfig: PathBuf,
+    audit_log: PathBuf,
     config: Config,
     servers: Mutex<Servers>,
     node_count: usize,
@@ -273,7 +280,9 @@ impl KubeEnv {
 
         let [etcd_port, peer_port, api_port] = free_ports()?;
         let token = random_token();
-        let files = write_credentials(&dir, &token)?;
+        let audited_token = random_token();
+        let files = write_credentials(&dir, &token, &audited_token)?;
+        let audit = audit::write_policy(&dir)?;
         let server_url = format!("https://127.0.0.1:{api_port}");
 
         let mut servers = Servers::default();
@@ -283,6 +292,7 @@ impl KubeEnv {
             lifetime: options.lifetime,
         };
         let mut apiserver_flags = apiserver_args(&dir, &etcd_url, api_port, &files);
+        apiserver_flags.extend(audit::apiserver_args(&audit));
         if options.nodes > 0 {
             apiserver_flags.extend(nodes::apiserver_args(options.pod_eviction_after));
         }
@@ -306,6 +316,7 @@ impl KubeEnv {
         )?);
 
         let kubeconfig = dir.join("kubeconfig");
+        let audited_kubeconfig = dir.join("kubeconfig-audited");
         let ca = dir.join("pki").join("apiserver.crt");
         let mut env = KubeEnv {
             etcd_launch,
@@ -317,6 +328,8 @@ impl KubeEnv {
             binaries,
             server_url,
             kubeconfig,
+            audited_kubeconfig,
+            audit_log: audit.log,
             config: Config::new("https://127.0.0.1".parse().map_err(
                 |e: http::uri::InvalidUri| Error::Spawn {
                     name: "config",
@@ -330,9 +343,14 @@ impl KubeEnv {
         env.wait_for_file(&ca).await?;
         std::fs::write(
             &env.kubeconfig,
-            kubeconfig_yaml(&env.server_url, &ca, &token),
+            kubeconfig_yaml(&env.server_url, &ca, "admin", &token),
         )
         .map_err(io_error("write the kubeconfig"))?;
+        std::fs::write(
+            &env.audited_kubeconfig,
+            kubeconfig_yaml(&env.server_url, &ca, AUDITED_USER, &audited_token),
+        )
+        .map_err(io_error("write the audited user's kubeconfig"))?;
         env.config = load_config(&env.kubeconfig).await?;
         env.wait_until_ready().await?;
 
@@ -454,6 +472,22 @@ impl KubeEnv {
     /// Path of a kubeconfig file for this control plane.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// A kubeconfig for [`AUDITED_USER`]: what a process started with it
+    /// asks the API server is counted by [`KubeEnv::audited_requests`].
+    pub fn audited_kubeconfig(&self) -> &Path {
+        &self.audited_kubeconfig
+    }
+
+    /// Where the audit log ends now.
+    pub fn audit_mark(&self) -> AuditMark {
+        audit::mark(&self.audit_log)
+    }
+
+    /// [`AUDITED_USER`]'s requests since `since`, by `VERB resource`.
+    pub fn audited_requests(&self, since: AuditMark) -> Result<BTreeMap<String, u64>, Error> {
+        audit::requests_since(&self.audit_log, since)
     }
 
     /// `https://127.0.0.1:<port>` of the API server.
@@ -733,10 +767,12 @@ struct Credentials {
     sa_pub: PathBuf,
 }
 
-fn write_credentials(dir: &Path, token: &str) -> Result<Credentials, Error> {
+fn write_credentials(dir: &Path, token: &str, audited: &str) -> Result<Credentials, Error> {
     let tokens = dir.join("tokens.csv");
-    std::fs::write(&tokens, format!("{token},admin,admin,system:masters\n"))
-        .map_err(io_error("write tokens.csv"))?;
+    let lines = format!(
+        "{token},admin,admin,system:masters\n{audited},{AUDITED_USER},{AUDITED_USER},system:masters\n"
+    );
+    std::fs::write(&tokens, lines).map_err(io_error("write tokens.csv"))?;
     let key = rcgen::KeyPair::generate().map_err(|e| Error::Spawn {
         name: "service-account key generation",
         reason: e.to_string(),
@@ -801,7 +837,7 @@ fn controller_manager_args(kubeconfig: &Path) -> Vec<String> {
     ]
 }
 
-fn kubeconfig_yaml(server: &str, ca: &Path, token: &str) -> String {
+fn kubeconfig_yaml(server: &str, ca: &Path, user: &str, token: &str) -> String {
     let config = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
@@ -809,8 +845,8 @@ fn kubeconfig_yaml(server: &str, ca: &Path, token: &str) -> String {
             "server": server,
             "certificate-authority": ca.display().to_string(),
         }}],
-        "users": [{"name": "admin", "user": {"token": token}}],
-        "contexts": [{"name": "kube-env", "context": {"cluster": "kube-env", "user": "admin"}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "kube-env", "context": {"cluster": "kube-env", "user": user}}],
         "current-context": "kube-env",
     });
     serde_yaml::to_string(&config).unwrap_or_default()
