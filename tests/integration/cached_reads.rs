@@ -3,7 +3,8 @@
 //! informer cache: a role reads its own writes at once, sees other writers'
 //! changes that came before its trigger, finds objects its watch does not
 //! hold through the API server, and sends the API server no GET or LIST
-//! for what the caches hold.
+//! for what the caches hold. A kind a role reads is watched from its first
+//! read on, and a run reads its own writes of it back at once.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use kube::api::{
 use serde_json::json;
 
 use crate::enka::Enka;
-use crate::runtime::Project;
+use crate::runtime::{Project, sample_resource};
 use crate::support::{apiserver_metrics, eventually, install_crd};
 
 const WATCHES: &str = "- version: v1
@@ -220,6 +221,131 @@ async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes()
         lists, 0.0,
         "LISTs of Notes sent to the API server in four runs"
     );
+
+    drop(enka);
+    env.delete_namespace(&ns).await.unwrap();
+}
+
+const LEDGER_WATCHES: &str = "- version: v1
+  group: enka.test
+  kind: Sample
+  role: sample
+  reconcilePeriod: 0s
+";
+
+/// Reads a Ledger by name (a kind nothing watches: the read of it in the
+/// `k8s` task, the second, starts its watch), adds this round to it, reads
+/// it back in the next task and adds ten times the round to what it read,
+/// and records the rounds the last write left in the status. A read older
+/// than the run's own last write loses a round: the last run's read before
+/// writing loses the last run's rounds, the read back loses this round.
+const LEDGER_ROLE: &str = r#"
+- name: read the ledger before this run writes it
+  k8s_info:
+    api_version: enka.test/v1
+    kind: Ledger
+    name: '{{ ansible_operator_meta.name }}-ledger'
+    namespace: '{{ ansible_operator_meta.namespace }}'
+  register: before
+- name: add this round
+  k8s:
+    definition:
+      apiVersion: enka.test/v1
+      kind: Ledger
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-ledger'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      spec:
+        rounds: "{{ (before.resources | map(attribute='spec.rounds') | first | default([])) | union([round]) }}"
+- name: read it back in the next task
+  k8s_info:
+    api_version: enka.test/v1
+    kind: Ledger
+    name: '{{ ansible_operator_meta.name }}-ledger'
+    namespace: '{{ ansible_operator_meta.namespace }}'
+  register: after
+- name: add ten times the round to what was read back
+  k8s:
+    definition:
+      apiVersion: enka.test/v1
+      kind: Ledger
+      metadata:
+        name: '{{ ansible_operator_meta.name }}-ledger'
+        namespace: '{{ ansible_operator_meta.namespace }}'
+      spec:
+        rounds: "{{ (after.resources | map(attribute='spec.rounds') | first | default([])) | union([round * 10]) }}"
+  register: written
+- name: record the rounds written
+  operator_sdk.util.k8s_status:
+    api_version: enka.test/v1
+    kind: Sample
+    name: '{{ ansible_operator_meta.name }}'
+    namespace: '{{ ansible_operator_meta.namespace }}'
+    status:
+      rounds: '{{ written.result.spec.rounds }}'
+"#;
+
+/// Waits until a run of `round` recorded its rounds; those rounds.
+async fn await_ledger_round(objects: &Api<DynamicObject>, round: u64) -> Vec<u64> {
+    let what = format!("a run of round {round} to record its rounds");
+    eventually(&what, Duration::from_secs(30), || async move {
+        let list = objects.list(&ListParams::default()).await.unwrap();
+        let rounds: Vec<u64> = list.items.first()?.data["status"]["rounds"]
+            .as_array()?
+            .iter()
+            .filter_map(serde_json::Value::as_u64)
+            .collect();
+        rounds.contains(&(round * 10)).then_some(rounds)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_kind_first_read_in_a_run_is_watched_and_reads_back_its_own_writes() {
+    let env = kube_env::KubeEnv::shared().await;
+    let client = env.client().unwrap();
+    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
+    install_crd(&client, "tests/fixtures/crds/enka.test_ledgers.yaml").await;
+    let ns = env.namespace("ledger-reads").await.unwrap();
+    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
+    let project = Project::with_watches("ledger-reads", LEDGER_WATCHES);
+    project.write_role(LEDGER_ROLE);
+    let watches = project.dir.join("watches.yaml").display().to_string();
+    let enka = Enka::start(env, &watches, &ns, &[]);
+    let lists_before = requests(&client, "LIST", "ledgers").await;
+    let mut sample = DynamicObject::new("l1", &sample_resource());
+    sample.data = json!({"spec": {"round": 1}});
+    objects
+        .create(&PostParams::default(), &sample)
+        .await
+        .unwrap();
+    assert_eq!(await_ledger_round(&objects, 1).await, [1, 10]);
+    let gets_before = requests(&client, "GET", "ledgers").await;
+    let patch = PatchParams::default();
+    for round in 2..=5u64 {
+        let spec = json!({"spec": {"round": round}});
+        objects
+            .patch("l1", &patch, &Patch::Merge(&spec))
+            .await
+            .unwrap();
+        await_ledger_round(&objects, round).await;
+    }
+    // Every run read the rounds every earlier run wrote, and read back its
+    // own write a task later.
+    // (In the order Ansible's `union` leaves them, a set's.)
+    let mut rounds = await_ledger_round(&objects, 5).await;
+    rounds.sort_unstable();
+    assert_eq!(rounds, [1, 2, 3, 4, 5, 10, 20, 30, 40, 50]);
+    let gets = requests(&client, "GET", "ledgers").await - gets_before;
+    let lists = requests(&client, "LIST", "ledgers").await - lists_before;
+    // Every read after the first run's came from the watch started in it,
+    // which the dependent watch of Ledgers shares: its one list, and no GET
+    // since.
+    assert_eq!(
+        gets, 0.0,
+        "GETs of Ledgers sent to the API server in four runs"
+    );
+    assert_eq!(lists, 1.0, "LISTs of Ledgers: the watch's first list only");
 
     drop(enka);
     env.delete_namespace(&ns).await.unwrap();

@@ -15,7 +15,7 @@ use crate::support::{eventually, install_crd};
 
 const ROLE_V1: &str = "- name: write the output\n  k8s:\n    definition:\n      apiVersion: v1\n      kind: ConfigMap\n      metadata:\n        name: '{{ ansible_operator_meta.name }}-out'\n        namespace: '{{ ansible_operator_meta.namespace }}'\n      data:\n        version: \"VERSION\"\n        size: '{{ size | string }}'\n";
 
-fn sample_resource() -> ApiResource {
+pub(crate) fn sample_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("enka.test", "v1", "Sample"),
         "samples",

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use kube::api::{
     Api, DeleteParams, DynamicObject, GetParams, ListParams, LogParams, Patch, PatchParams,
@@ -20,6 +21,10 @@ use serde_json::Value as Json;
 
 use super::cache::WatchCaches;
 use super::{Answer, BoxFuture, Cluster, Error, ExecOutput, PatchType, Resource, api_error};
+
+/// How long a read waits for the first list of a watch started for its
+/// kind before it asks the API server instead.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
 
 /// The Kubernetes API through `kube`.
 pub struct KubeCluster {
@@ -71,6 +76,21 @@ impl KubeCluster {
     /// The underlying client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Whether a store holding every object of `resource` in `namespace`
+    /// has its first list in, a watch started for it if none is there and
+    /// `start` says so (waited for as long as [`FIRST_LIST_WAIT`]);
+    /// `false`: the API server answers.
+    async fn informed(&self, resource: &Resource, namespace: Option<&str>, start: bool) -> bool {
+        let Some(store) = self
+            .caches
+            .store_for_reads(&self.client, resource, namespace, start)
+        else {
+            return false;
+        };
+        let listed = tokio::time::timeout(FIRST_LIST_WAIT, store.wait_until_ready()).await;
+        matches!(listed, Ok(Ok(())))
     }
 
     /// The watch caches reads and lists are served from.
@@ -354,6 +374,20 @@ impl Cluster for KubeCluster {
             if let Some(object) = self.caches.get(resource, namespace, name) {
                 return Ok(Some(object));
             }
+            // A kind's watch starts at the second read of one of its
+            // objects (see the cache's notes); until then, and on a miss,
+            // the API server answers.
+            let addressable = !resource.namespaced || namespace.is_some();
+            if addressable {
+                let start = self.caches.read_again(resource, namespace, name);
+                if self.informed(resource, namespace, start).await
+                    && let Some(object) = self.caches.get(resource, namespace, name)
+                {
+                    return Ok(Some(object));
+                }
+            }
+            // A miss goes to the API server, as upstream's proxy sends it:
+            // an object made a moment ago may not be in the cache yet.
             self.get_from_server(resource, namespace, name).await
         })
     }
@@ -366,20 +400,25 @@ impl Cluster for KubeCluster {
         field_selector: Option<&'a str>,
     ) -> BoxFuture<'a, Result<Vec<Json>, Error>> {
         Box::pin(async move {
-            if let Some(items) =
+            let cached = || {
                 self.caches
                     .list(resource, namespace, label_selector, field_selector)
+            };
+            if let Some(items) = cached() {
+                return Ok(items);
+            }
+            let by_fields = field_selector.is_some_and(|fields| !fields.trim().is_empty());
+            if !by_fields
+                && self.informed(resource, namespace, true).await
+                && let Some(items) = cached()
             {
                 return Ok(items);
             }
-            if let Some(scope) = self.caches.claim_informer(resource, namespace) {
-                super::cache::informer::start(self.client.clone(), &self.caches, resource, scope);
-            }
-            // Else from the API server's watch cache, as upstream's proxy
-            // serves k8s_info from its informer cache: a consistent list
-            // waits for the cache to catch up with etcd (about 100 ms on a
-            // quiet cluster), and roles are written to tolerate a cache
-            // that is a moment behind.
+            // Else from the API server's watch cache (a field selector, a
+            // kind that cannot be watched): a consistent list waits for the
+            // cache to catch up with etcd (about 100 ms on a quiet cluster),
+            // and roles are written to tolerate a cache that is a moment
+            // behind.
             let mut params = ListParams::default().match_any();
             if let Some(labels) = label_selector {
                 params = params.labels(labels);

@@ -5,14 +5,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
-use kube::api::{Api, ApiResource};
-use kube::runtime::WatchStreamExt;
+use kube::api::ApiResource;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::Event;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+use enka_kube::cache::kind_watch::Followed;
 use enka_kube::client::KubeCluster;
 use enka_kube::object::{WatchedKind, WatchedObject};
 use enka_kube::{Dependent, Resource};
@@ -206,11 +205,18 @@ impl DependentWatches {
         super::watch_scopes(&self.namespaces, kind.namespaced)
             .into_iter()
             .map(|scope| {
-                let api = cluster.api(kind, scope.as_deref());
                 let selector = self.selector_for(kind);
                 tracing::info!(owner = %self.owner_gvk, dependent = %kind.api_version(), kind = %kind.kind, selector = selector.as_deref().unwrap_or(""), "watching dependents");
+                // The kind's watch is shared with reads of it and with the
+                // dependents of other watches, as upstream's informers are.
+                let events = cluster.watch_caches().follow(
+                    cluster.client(),
+                    kind,
+                    scope.clone(),
+                    selector,
+                );
                 let (on_listed, listed) = watch::channel(None);
-                tokio::spawn(self.clone().watch(api, selector, on_listed));
+                tokio::spawn(self.clone().watch(events, on_listed));
                 (scope, listed)
             })
             .collect()
@@ -265,8 +271,7 @@ impl DependentWatches {
 
     async fn watch(
         self: Arc<Self>,
-        api: Api<WatchedObject>,
-        selector: Option<String>,
+        mut events: Followed,
         on_listed: watch::Sender<Option<Arc<Listing>>>,
     ) {
         // Upstream's DependentPredicate: creates are ignored, deletes pass,
@@ -277,15 +282,10 @@ impl DependentWatches {
         let mut seen: HashMap<String, u64> = HashMap::new();
         let mut before_relist: HashMap<String, u64> = HashMap::new();
         let mut first_list = Some(HashMap::new());
-        let mut config = watcher::Config::default().timeout(enka_kube::WATCH_TIMEOUT_SECONDS);
-        if let Some(selector) = &selector {
-            config = config.labels(selector);
-        }
-        let mut events = watcher::watcher(api, config).default_backoff().boxed();
-        while let Some(event) = events.next().await {
+        while let Some(event) = events.recv().await {
             match event {
-                Ok(Event::Init) => before_relist = std::mem::take(&mut seen),
-                Ok(Event::InitApply(object)) => {
+                Event::Init => before_relist = std::mem::take(&mut seen),
+                Event::InitApply(object) => {
                     let Some(uid) = object.metadata.uid.clone() else {
                         continue;
                     };
@@ -302,7 +302,7 @@ impl DependentWatches {
                         self.reconcile_owner_of(&object, "changed");
                     }
                 }
-                Ok(Event::InitDone) => {
+                Event::InitDone => {
                     before_relist.clear();
                     if let Some(objects) = first_list.take() {
                         let listing = Listing {
@@ -312,7 +312,7 @@ impl DependentWatches {
                         let _ = on_listed.send(Some(Arc::new(listing)));
                     }
                 }
-                Ok(Event::Apply(object)) => {
+                Event::Apply(object) => {
                     let Some(uid) = object.metadata.uid.clone() else {
                         continue;
                     };
@@ -324,13 +324,12 @@ impl DependentWatches {
                         self.reconcile_owner_of(&object, "changed");
                     }
                 }
-                Ok(Event::Delete(object)) => {
+                Event::Delete(object) => {
                     if let Some(uid) = &object.metadata.uid {
                         seen.remove(uid);
                     }
                     self.reconcile_owner_of(&object, "deleted");
                 }
-                Err(err) => tracing::warn!(owner = %self.owner_gvk, "dependent watch: {err}"),
             }
         }
     }

@@ -34,6 +34,12 @@ use enka_kube::client::KubeCluster;
 use enka_project::role::{LoadOptions, Target};
 use enka_project::watches::{role_paths, targets};
 
+/// How long a watch started for a kind roles read is kept with no read
+/// answered from it: long enough for the reconcile period's runs of most
+/// operators to find it, short enough that a kind read once in a while
+/// (a migration step, a finalizer) does not stay in memory for good.
+const READ_WATCH_IDLE: Duration = Duration::from_secs(15 * 60);
+
 /// What `enka run` was asked to do.
 #[derive(Debug, Clone)]
 pub struct OperatorOptions {
@@ -339,11 +345,11 @@ fn load(options: &OperatorOptions, cluster: &Arc<KubeCluster>) -> anyhow::Result
         &options.roles_path,
         &options.collections_path,
     );
-    // Kinds roles list are watched in the operator's namespaces, as
+    // Kinds roles read are watched in the operator's namespaces, as
     // upstream's cache informs them.
     cluster
         .watch_caches()
-        .inform_lists_in(options.namespaces.clone());
+        .inform_reads_in(options.namespaces.clone(), READ_WATCH_IDLE);
     let k8s_lookup: Arc<dyn enka_template::LookupPlugin> =
         Arc::new(enka_kube::lookup::K8sLookup::new(cluster.clone()));
     let load = LoadOptions {

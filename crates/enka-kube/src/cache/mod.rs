@@ -4,9 +4,21 @@
 //! and passes a miss on to the API server (ansible-operator-plugins,
 //! `internal/ansible/proxy/cache_response.go`). enka does the same with the
 //! reflector stores its controllers keep, and with a watch it starts for a
-//! kind the first time a role lists it ([`informer`]): a role that reads its
-//! own custom resource (`k8s_status`, `k8s`, a `k8s` lookup) or lists the
-//! objects it makes sends no request.
+//! kind roles read ([`kind_watch`]), as controller-runtime's cache starts an
+//! informer for each kind it is asked for: a role that reads its own custom
+//! resource (`k8s_status`, `k8s`, a `k8s` lookup), lists, or reads again
+//! what it read before sends no request.
+//!
+//! Where upstream starts an informer at a kind's first read, enka starts a
+//! watch at a kind's first list, or at the second read by name of one of its
+//! objects: a watch costs a list and the memory of every object of its kind
+//! in the namespace (the whole cluster for a cluster-wide operator), and
+//! only pays when reads repeat. An operator that reads each Deployment once
+//! before it creates it, fifty thousand times, keeps no Deployment cache; one
+//! whose role reads the same Secrets every run keeps one from its second
+//! run. A watch no role has read from for a while stops
+//! ([`Informers::idle_after`]), so what the caches hold stays bounded by what
+//! roles read lately.
 //!
 //! A cache is a moment behind the API server. Upstream's roles live with
 //! that for every write, their own included; enka's do not for their own:
@@ -15,7 +27,8 @@
 //! delivers that version. Other writers' changes arrive with the watch, as
 //! they do upstream.
 
-pub mod informer;
+pub mod kind_watch;
+mod reads;
 mod selector;
 pub mod store;
 
@@ -30,6 +43,7 @@ use serde_json::Value as Json;
 
 use super::Resource;
 use super::object::{WatchedKind, WatchedObject};
+use kind_watch::{KindWatch, WatchKey};
 use selector::LabelSelector;
 pub use store::{StoreReader, StoreWriter};
 
@@ -50,21 +64,33 @@ const ANSWERS_KEPT: usize = 512;
 
 /// The watch caches reads are served from, and the writes they have not
 /// caught up with.
-#[derive(Default)]
 pub struct WatchCaches {
+    epoch: Instant,
     stores: RwLock<Vec<Cached>>,
     next_id: AtomicU64,
     written: Mutex<Remembered>,
-    /// Where a listed kind may get a watch of its own; `None`: nowhere.
+    /// Where a read kind may get a watch of its own; `None`: nowhere.
     informers: Mutex<Option<Informers>>,
+    kind_watches: Mutex<KindWatches>,
+    /// Hashes of the objects read by name and asked of the API server, to
+    /// tell a second read (which starts its kind's watch) from a first.
+    read_once: Mutex<HashSet<u64>>,
 }
 
-/// The namespaces listed kinds are watched in, and the watches started.
+/// The namespaces read kinds are watched in, and for how long.
 struct Informers {
     /// Empty: the whole cluster.
     namespaces: Vec<String>,
-    /// Group, version, plural and namespace of each watch started.
-    started: HashSet<(String, String, String, Option<String>)>,
+    /// How long a store started for reads is kept with no read from it.
+    idle_after: Duration,
+}
+
+/// The shared watches of kinds, and those that cannot be listed.
+#[derive(Default)]
+struct KindWatches {
+    running: HashMap<WatchKey, Arc<KindWatch>>,
+    /// Kinds whose watch failed to list: their reads go to the API server.
+    unreadable: HashSet<WatchKey>,
 }
 
 /// What a store holds of its kind in its namespace.
@@ -74,6 +100,20 @@ pub enum Holds {
     Everything,
     /// Those a label selector picks: it answers reads by name only.
     Selected,
+}
+
+impl Default for WatchCaches {
+    fn default() -> Self {
+        WatchCaches {
+            epoch: Instant::now(),
+            stores: RwLock::default(),
+            next_id: AtomicU64::default(),
+            written: Mutex::default(),
+            informers: Mutex::default(),
+            kind_watches: Mutex::default(),
+            read_once: Mutex::default(),
+        }
+    }
 }
 
 impl std::fmt::Debug for WatchCaches {
@@ -92,6 +132,9 @@ struct Cached {
     namespace: Option<String>,
     store: StoreReader,
     holds: Holds,
+    /// When a read was last answered from it, in milliseconds since
+    /// [`WatchCaches::epoch`].
+    read_at: AtomicU64,
 }
 
 impl Cached {
@@ -201,6 +244,7 @@ impl WatchCaches {
             namespace,
             store,
             holds,
+            read_at: AtomicU64::new(self.now_millis()),
         });
         Serving {
             caches: self.clone(),
@@ -227,7 +271,25 @@ impl WatchCaches {
                     && (holds == Holds::Selected || cached.holds == Holds::Everything)
                     && cached.is_ready()
             })
-            .map(|cached| (cached.kind.clone(), cached.store.clone()))
+            .map(|cached| {
+                cached.read_at.store(self.now_millis(), Ordering::Relaxed);
+                (cached.kind.clone(), cached.store.clone())
+            })
+    }
+
+    fn now_millis(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// How long since a read was answered from the store of `serving`
+    /// (`None`: it serves no more).
+    pub(crate) fn unread_for(&self, serving: &Serving) -> Option<Duration> {
+        let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
+        let cached = stores.iter().find(|cached| cached.id == serving.id)?;
+        let read_at = cached.read_at.load(Ordering::Relaxed);
+        Some(Duration::from_millis(
+            self.now_millis().saturating_sub(read_at),
+        ))
     }
 
     /// Whether some store holds objects of `resource`'s kind in `namespace`,
@@ -376,57 +438,6 @@ impl WatchCaches {
         Some(items.into_values().collect())
     }
 
-    /// Lets kinds that roles list be watched (each the first time it is
-    /// listed) in `namespaces` (empty: the whole cluster), as upstream's
-    /// cache starts an informer for each kind it is asked for, within the
-    /// operator's namespaces.
-    pub fn inform_lists_in(&self, namespaces: Vec<String>) {
-        let mut informers = self.informers.lock().unwrap_or_else(|e| e.into_inner());
-        *informers = Some(Informers {
-            namespaces,
-            started: HashSet::new(),
-        });
-    }
-
-    /// The namespace (`None`: all, or a cluster-scoped kind) to start a
-    /// watch of `resource` in for a list in `namespace`, once: `None` when
-    /// lists are not watched there, or a watch already started.
-    pub(crate) fn claim_informer(
-        &self,
-        resource: &Resource,
-        namespace: Option<&str>,
-    ) -> Option<Option<String>> {
-        let mut informers = self.informers.lock().unwrap_or_else(|e| e.into_inner());
-        let informers = informers.as_mut()?;
-        let scope = match (resource.namespaced, namespace) {
-            (false, _) => None,
-            _ if informers.namespaces.is_empty() => None,
-            (true, Some(namespace)) if informers.namespaces.iter().any(|n| n == namespace) => {
-                Some(namespace.to_owned())
-            }
-            (true, _) => return None,
-        };
-        let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
-        let held = stores.iter().any(|cached| {
-            cached.kind.group == resource.group
-                && cached.kind.version == resource.version
-                && cached.kind.plural == resource.plural
-                && cached.covers(scope.as_deref())
-                && cached.holds == Holds::Everything
-        });
-        drop(stores);
-        if held {
-            return None;
-        }
-        let key = (
-            resource.group.clone(),
-            resource.version.clone(),
-            resource.plural.clone(),
-            scope.clone(),
-        );
-        informers.started.insert(key).then_some(scope)
-    }
-
     /// Remembers the object a write of `name` left, as the API server
     /// answered it.
     pub fn wrote(&self, resource: &Resource, namespace: Option<&str>, name: &str, object: &Json) {
@@ -457,6 +468,42 @@ impl WatchCaches {
             object: answer.map(Arc::new),
         };
         self.remember(resource, namespace, name, outcome);
+    }
+
+    /// Whether `store`, of `kind` in `namespace` (`None`: all), has not
+    /// caught up with some write of this process yet: a follower given a
+    /// list from it would miss that write.
+    pub(crate) fn writes_pending(
+        &self,
+        kind: &WatchedKind,
+        namespace: Option<&str>,
+        store: &StoreReader,
+    ) -> bool {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.entries.iter().any(|(key, write)| {
+            let ours = key.group == kind.group
+                && key.plural == kind.plural
+                && (namespace.is_none() || key.namespace.as_deref() == namespace)
+                && write.at.elapsed() <= REMEMBERED_FOR;
+            if !ours {
+                return false;
+            }
+            let mut reference = ObjectRef::new_with(&key.name, kind.clone());
+            reference.namespace = key.namespace.clone();
+            let cached = store.get(&reference);
+            match &write.outcome {
+                Outcome::Stored {
+                    resource_version, ..
+                } => !at_least(
+                    cached
+                        .as_ref()
+                        .and_then(|o| o.metadata.resource_version.as_deref()),
+                    Some(resource_version.as_str()),
+                ),
+                Outcome::Deleted => cached.is_some(),
+                Outcome::Unknown => true,
+            }
+        })
     }
 
     /// Remembers that `name` was deleted (or found absent) by a write.
@@ -849,27 +896,13 @@ mod tests {
     }
 
     #[test]
-    fn a_listed_kind_is_watched_once_and_only_where_the_operator_watches() {
-        let caches = Arc::new(WatchCaches::default());
-        let resource = hikawas("v1beta2");
-        assert_eq!(caches.claim_informer(&resource, Some("song")), None);
-        caches.inform_lists_in(vec!["song".into()]);
-        assert_eq!(caches.claim_informer(&resource, None), None);
-        assert_eq!(caches.claim_informer(&resource, Some("other")), None);
-        assert_eq!(
-            caches.claim_informer(&resource, Some("song")),
-            Some(Some("song".into()))
-        );
-        assert_eq!(caches.claim_informer(&resource, Some("song")), None);
-
-        let caches = Arc::new(WatchCaches::default());
-        caches.inform_lists_in(Vec::new());
-        assert_eq!(caches.claim_informer(&resource, Some("song")), Some(None));
-        assert_eq!(caches.claim_informer(&resource, None), None);
-        // A store a controller keeps of every object needs no second watch.
-        let (caches, _serving, _writer) = serving(None, &[]);
-        caches.inform_lists_in(Vec::new());
-        assert_eq!(caches.claim_informer(&resource, Some("song")), None);
+    fn a_store_tells_how_long_no_read_used_it() {
+        let (caches, serving, _writer) = serving(None, &[hikawa("a", "1", 1)]);
+        assert!(caches.unread_for(&serving).is_some());
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(caches.unread_for(&serving) >= Some(Duration::from_millis(30)));
+        assert!(caches.get(&hikawas("v1beta2"), Some("song"), "a").is_some());
+        assert!(caches.unread_for(&serving) < Some(Duration::from_millis(30)));
     }
 
     #[test]
