@@ -120,6 +120,12 @@ bench-operators: kube-bin ## enka vs upstream ansible-operator on one real contr
 	$(TEST_ENV) ENKA_BENCH_DOCS=1 $(CARGO) bench --bench operators
 	@echo "==> wrote target/bench/summary.tsv, docs/benchmarks.md and docs/benchmarks.png"
 
+.PHONY: bench-real
+bench-real: kube-bin ## Only the real operators (memcached, awx-operator, advanced-molecule on simulated nodes), enka and upstream; replaces their rows and section in docs/benchmarks.md (about 10 minutes).
+	@echo "==> cargo bench --bench operators, real operators only (enka and upstream side by side)"
+	$(TEST_ENV) ENKA_BENCH_DOCS=1 ENKA_BENCH_ONLY=real $(CARGO) bench --bench operators
+	@echo "==> replaced the real operators' rows and section of docs/benchmarks.md"
+
 .PHONY: bench-smoke
 bench-smoke: kube-bin ## A small enka-only pass of the operators bench (debug build), so it cannot rot.
 	@echo "==> bench smoke: the operators bench, enka only, small counts"

@@ -78,8 +78,13 @@ pub struct Plan {
     pub load: (usize, usize),
     pub upstream: bool,
     pub docs: bool,
+    /// `ENKA_BENCH_ONLY=real` with `ENKA_BENCH_DOCS=1` (`make bench-real`):
+    /// the real operators' rows and section of docs/benchmarks.md are
+    /// replaced, the rest of the page left as the last `make bench` wrote it.
+    pub docs_real: bool,
     /// `ENKA_BENCH_ONLY`: the scenarios to run (all when `None`), for
-    /// profiling one of them; such a run never writes the docs.
+    /// profiling one of them; such a run never writes the docs (but see
+    /// `docs_real`).
     pub only: Option<Vec<String>>,
     pub out_dir: std::path::PathBuf,
 }
@@ -123,6 +128,9 @@ impl Plan {
             ),
             upstream: !smoke && !std::env::var("ENKA_BENCH_UPSTREAM").is_ok_and(|v| v == "0"),
             docs: !smoke && env_flag("ENKA_BENCH_DOCS") && only.is_none(),
+            docs_real: !smoke
+                && env_flag("ENKA_BENCH_DOCS")
+                && only.as_deref() == Some(&["real".to_owned()][..]),
             only,
             out_dir: target.join(if smoke { "bench/smoke" } else { "bench" }),
         }

@@ -289,6 +289,11 @@ async fn side(
         subject.name,
         side.requests
     );
+    // Each request, as the API server's audit log has it, beside the logs.
+    if let Ok(events) = env.audited_events(before.audit) {
+        let path = log_dir.join(format!("audit-{}-{}.jsonl", flavour.name(), subject.name));
+        let _ = std::fs::write(path, events);
+    }
     operator.stop();
     clean_up(client, &namespace, &namespaces_before).await;
     side
@@ -591,48 +596,16 @@ pub fn markdown(runs: &[RealRun]) -> String {
     md
 }
 
-/// One project's requests side by side, most frequent first.
+/// One project's requests side by side, with why enka sends more.
 fn requests_table(run: &RealRun) -> String {
-    let upstream = run.upstream.as_ref().map(|side| &side.requests);
-    let mut keys: Vec<&String> = run.enka.requests.keys().collect();
-    keys.extend(upstream.into_iter().flat_map(BTreeMap::keys));
-    keys.sort();
-    keys.dedup();
-    let count = |side: Option<&BTreeMap<String, f64>>, key: &String| {
-        side.map_or(0.0, |requests| requests.get(key).copied().unwrap_or(0.0))
-    };
-    keys.sort_by(|a, b| {
-        let total = |key| count(Some(&run.enka.requests), key) + count(upstream, key);
-        total(b).total_cmp(&total(a)).then(a.cmp(b))
-    });
     let per = if run.subject == "memcached" {
         " per Memcached"
     } else {
         ""
     };
-    let mut md = format!(
-        "\n**{}**{per}: enka {:.1}, upstream {}.\n\n| request | enka | upstream |\n|---|---:|---:|\n",
-        run.subject,
-        run.enka.api_requests,
-        run.upstream
-            .as_ref()
-            .map_or("not run".to_owned(), |side| format!(
-                "{:.1}",
-                side.api_requests
-            )),
-    );
-    for key in keys {
-        let upstream_count = run
-            .upstream
-            .as_ref()
-            .map_or("-".to_owned(), |_| format!("{:.1}", count(upstream, key)));
-        let _ = writeln!(
-            md,
-            "| `{key}` | {:.1} | {upstream_count} |",
-            count(Some(&run.enka.requests), key)
-        );
-    }
-    md
+    let title = format!("{}{per}", run.subject);
+    let upstream = run.upstream.as_ref().map(|side| &side.requests);
+    crate::requests::side_by_side(&title, &run.enka.requests, upstream)
 }
 
 /// One project's time on each side, from the operators' own metrics.
@@ -682,4 +655,28 @@ fn time_spent(run: &RealRun) -> String {
     }
     md.push_str(".\n");
     md
+}
+
+/// `doc` (docs/benchmarks.md) with the table's real-operator rows and the
+/// real operators' section replaced by `runs`'; `None` when the page has
+/// no such row or section to replace.
+pub fn splice(doc: &str, runs: &[RealRun]) -> Option<String> {
+    let mut out = doc.to_owned();
+    for row in rows(runs) {
+        let start = out.find(&format!("\n| {} |", row.what))? + 1;
+        let end = start + out[start..].find('\n')?;
+        out.replace_range(start..end, &row.table_line());
+    }
+    const HEADING: &str = "\n## Real operators on simulated nodes";
+    let start = out.find(HEADING)?;
+    let end = out[start + 1..]
+        .find("\n## ")
+        .map_or(out.len(), |at| start + 1 + at);
+    let mut section = markdown(runs);
+    section.push_str(
+        "\nThe `on nodes` rows and this section were last made by `make bench-real` alone, after the rest \
+         of the page.\n",
+    );
+    out.replace_range(start..end, &format!("{}\n", section.trim_end_matches('\n')));
+    Some(out)
 }

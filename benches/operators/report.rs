@@ -50,6 +50,17 @@ pub struct Row {
 }
 
 impl Row {
+    /// The row as a line of the page's table.
+    pub fn table_line(&self) -> String {
+        format!(
+            "| {} | {} | {} | {} |",
+            self.what,
+            cell(self.enka),
+            cell(self.upstream),
+            cell(self.ratio())
+        )
+    }
+
     fn ratio(&self) -> Option<f64> {
         match (self.enka, self.upstream) {
             (Some(e), Some(u)) if e > 0.0 => Some(u / e),
@@ -602,6 +613,16 @@ impl Report {
             draw_chart(&results, &chart)?;
             std::fs::write(docs.join("benchmarks.md"), self.markdown(&rows, plan))?;
         }
+        if plan.docs_real {
+            let path = crate::support::repo_path("docs/benchmarks.md");
+            let doc = std::fs::read_to_string(&path)?;
+            let spliced = crate::real::splice(&doc, &self.real).ok_or_else(|| {
+                std::io::Error::other(
+                    "docs/benchmarks.md has no real-operator rows or section to replace: run `make bench`",
+                )
+            })?;
+            std::fs::write(path, spliced)?;
+        }
         Ok(())
     }
 
@@ -670,14 +691,7 @@ impl Report {
             "| figure | enka | upstream | upstream ÷ enka |\n|---|---:|---:|---:|"
         );
         for row in rows {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} |",
-                row.what,
-                cell(row.enka),
-                cell(row.upstream),
-                cell(row.ratio())
-            );
+            let _ = writeln!(md, "{}", row.table_line());
         }
         md.push_str(&self.goals());
         md.push_str(&crate::real::markdown(&self.real));

@@ -162,3 +162,89 @@ pub fn account(each: &[(String, f64)]) -> String {
         parts.join(", ")
     )
 }
+
+/// Why enka sends a kind of request more often than upstream did in the
+/// real-operator rows, by `VERB resource`, or by verb alone (`"LIST "`).
+const MORE_THAN_UPSTREAM: &[(&str, &str)] = &[
+    (
+        "POST events",
+        "enka records a Warning Event on the custom resource when a run fails, as controller-runtime's \
+         recorder does for Go operators; upstream's ansible-operator records none",
+    ),
+    (
+        "PATCH events",
+        "the same Event for a later failed run, its count raised",
+    ),
+    (
+        "LIST pods",
+        "`k8s_info` of Pods with a field selector (`status.phase=Running`), which only the API server \
+         answers (upstream's cache passes such lists on too): one per try of the role's `until` loop, and \
+         enka's run reaches the loop while kwok is still starting the Pods, so it tries more often",
+    ),
+    (
+        "LIST ",
+        "a kind that one owner kind's dependent watch followed alone, listed again into a store when reads \
+         or a second owner kind's dependents came to it (the watch is shared: no second WATCH stays)",
+    ),
+    ("WATCH ", "the shared watch's new pass after such a list"),
+    (
+        "PATCH ",
+        "a later run applying the role's objects again (kubernetes.core's client-side apply sends what the \
+         API server's defaults made differ): enka's runs end in milliseconds, so events arriving during \
+         the role's work (a Deployment's status, kwok readying Pods) make one more run before the end is \
+         seen, where upstream's run of seconds absorbs them",
+    ),
+    ("PUT ", "the status written by such a later run"),
+    ("GET ", "reads of such a later run"),
+];
+
+/// Why enka sends `key` (`VERB resource`) more often than upstream.
+fn why_more(key: &str) -> &'static str {
+    MORE_THAN_UPSTREAM
+        .iter()
+        .find(|(known, _)| key == *known)
+        .or_else(|| {
+            MORE_THAN_UPSTREAM
+                .iter()
+                .find(|(known, _)| known.ends_with(' ') && key.starts_with(known))
+        })
+        .map_or("not explained yet", |(_, why)| why)
+}
+
+/// Two sides' requests by `VERB resource`, most frequent first, with why
+/// enka sends more where it does.
+pub fn side_by_side(
+    title: &str,
+    enka: &BTreeMap<String, f64>,
+    upstream: Option<&BTreeMap<String, f64>>,
+) -> String {
+    let count = |side: Option<&BTreeMap<String, f64>>, key: &str| {
+        side.map_or(0.0, |requests| requests.get(key).copied().unwrap_or(0.0))
+    };
+    let mut keys: Vec<&String> = enka
+        .keys()
+        .chain(upstream.into_iter().flat_map(BTreeMap::keys))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys.sort_by(|a, b| {
+        let total = |key: &str| count(Some(enka), key) + count(upstream, key);
+        total(b).total_cmp(&total(a)).then(a.cmp(b))
+    });
+    let total = |side: Option<&BTreeMap<String, f64>>| side.map(|r| r.values().sum::<f64>());
+    let mut md = format!(
+        "\n**{title}**: enka {:.1}, upstream {}.\n\n| request | enka | upstream | why enka sends more |\n|---|---:|---:|---|\n",
+        total(Some(enka)).unwrap_or_default(),
+        total(upstream).map_or("not run".to_owned(), |n| format!("{n:.1}")),
+    );
+    for key in keys {
+        let (ours, theirs) = (count(Some(enka), key), count(upstream, key));
+        let why = match upstream {
+            Some(_) if ours > theirs => why_more(key),
+            _ => "",
+        };
+        let theirs = upstream.map_or("-".to_owned(), |_| format!("{theirs:.1}"));
+        md.push_str(&format!("| `{key}` | {ours:.1} | {theirs} | {why} |\n"));
+    }
+    md
+}

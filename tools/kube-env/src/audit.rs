@@ -74,18 +74,9 @@ pub(crate) fn mark(log: &Path) -> AuditMark {
 /// `DELETE`; `resource/subresource`), or `VERB /path` for a request that
 /// names no resource (discovery).
 pub(crate) fn requests_since(log: &Path, since: AuditMark) -> Result<BTreeMap<String, u64>, Error> {
-    let mut text = String::new();
-    if log.exists() {
-        let mut file = std::fs::File::open(log).map_err(io_error("open the audit log"))?;
-        file.seek(SeekFrom::Start(since.0))
-            .map_err(io_error("seek in the audit log"))?;
-        file.read_to_string(&mut text)
-            .map_err(io_error("read the audit log"))?;
-    }
+    let text = events_since(log, since)?;
     let mut counts = BTreeMap::new();
-    // The last line may be half written; a request being served is not
-    // counted yet.
-    for line in text.lines().filter(|line| line.ends_with('}')) {
+    for line in text.lines() {
         let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
@@ -94,6 +85,22 @@ pub(crate) fn requests_since(log: &Path, since: AuditMark) -> Result<BTreeMap<St
         }
     }
     Ok(counts)
+}
+
+/// The audit log's whole events since `since`, one JSON object a line. The
+/// last line may be half written (a request being served): it is left out.
+pub(crate) fn events_since(log: &Path, since: AuditMark) -> Result<String, Error> {
+    let mut text = String::new();
+    if log.exists() {
+        let mut file = std::fs::File::open(log).map_err(io_error("open the audit log"))?;
+        file.seek(SeekFrom::Start(since.0))
+            .map_err(io_error("seek in the audit log"))?;
+        file.read_to_string(&mut text)
+            .map_err(io_error("read the audit log"))?;
+    }
+    let whole = text.rfind("}\n").map_or(0, |end| end + 2);
+    text.truncate(whole);
+    Ok(text)
 }
 
 /// `VERB resource[/subresource]` of one audit event.

@@ -490,6 +490,12 @@ impl KubeEnv {
         audit::requests_since(&self.audit_log, since)
     }
 
+    /// [`AUDITED_USER`]'s requests since `since` as the audit log has them:
+    /// one JSON event a line, each with its URI, verb and object.
+    pub fn audited_events(&self, since: AuditMark) -> Result<String, Error> {
+        audit::events_since(&self.audit_log, since)
+    }
+
     /// `https://127.0.0.1:<port>` of the API server.
     pub fn server_url(&self) -> &str {
         &self.server_url

@@ -6,12 +6,12 @@
 //! lists, started the first time a role lists the kind or reads one of its
 //! objects again) and followers (the operator's dependent watches, which
 //! want every event and keep no objects). A kind both read and made by a
-//! role is watched once. The store is kept only while reads use it: a kind
-//! that is only followed costs no memory per object; when reads come to a
-//! followed kind, the watch lists again into a new store (one LIST, where a
-//! second watch would cost a LIST and a WATCH for good). A store no read has
-//! used for the caches' idle time is dropped, and a watch nothing follows or
-//! reads stops; the next need starts it again.
+//! role is watched once. A kind that one follower alone follows keeps no
+//! objects; when reads or a second follower come to it, the watch lists
+//! again into a store (one LIST, where a second watch would cost a LIST and
+//! a WATCH for good), and a follower that comes later is given the store's
+//! list. A store no read has used for the caches' idle time is dropped, and
+//! a watch nothing follows or reads stops; the next need starts it again.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -151,33 +151,26 @@ impl KindWatch {
     }
 
     /// A follower of every event from now on, with an initial list first.
-    pub(crate) fn follow(&self, caches: &WatchCaches) -> Followed {
+    pub(crate) fn follow(&self, caches: &Arc<WatchCaches>) -> Followed {
         let (sender, receiver) = mpsc::unbounded_channel();
         let mut state = self.lock();
-        let listed_store = state
-            .store
-            .as_ref()
-            .map(|(writer, _)| writer.as_reader())
-            .filter(StoreReader::is_ready);
-        match listed_store {
+        if !state.delivered {
             // Joined before the first event: it sees the watch's own list.
-            _ if !state.delivered => state.followers.push(sender),
-            // The store holds what the events so far said: its list, once
-            // it holds this process's own writes (a dependent the list
-            // lacks counts as deleted).
-            Some(store) if !state.listing => {
-                if caches.writes_pending(&self.kind, self.key.namespace.as_deref(), &store) {
-                    state.waiting.push((sender, Instant::now()));
-                } else {
-                    give_list(&store, &sender);
-                    state.followers.push(sender);
-                }
-            }
-            // No list to give: the watch lists again, for everyone.
-            _ => {
-                state.followers.push(sender);
-                self.relist.notify_one();
-            }
+            state.followers.push(sender);
+        } else if state.store.is_some() {
+            // The store's list, once the store is listed and holds this
+            // process's own writes (a dependent the list lacks counts as
+            // deleted): now, or when a later event finds it so.
+            state.waiting.push((sender, Instant::now()));
+            self.serve_waiting(&mut state, caches);
+        } else {
+            // No list to give: the watch lists again, for everyone, into a
+            // store, so that the next follower to come is given its list
+            // (a kind two owner kinds make is held, as upstream's informer
+            // holds it; one kind's dependents alone keep no objects).
+            self.add_store(&mut state, caches);
+            state.followers.push(sender);
+            self.relist.notify_one();
         }
         receiver
     }
@@ -191,16 +184,23 @@ impl KindWatch {
         let Some(store) = state.store.as_ref().map(|(writer, _)| writer.as_reader()) else {
             return self.relist_for_waiting(state);
         };
-        if !caches.writes_pending(&self.kind, self.key.namespace.as_deref(), &store) {
+        let caught_up = !state.listing
+            && store.is_ready()
+            && !caches.writes_pending(&self.kind, self.key.namespace.as_deref(), &store);
+        if caught_up {
             for (sender, _) in std::mem::take(&mut state.waiting) {
                 give_list(&store, &sender);
                 state.followers.push(sender);
             }
-        } else if state
-            .waiting
-            .iter()
-            .any(|(_, since)| since.elapsed() >= CATCH_UP_LIMIT)
+        } else if !state.listing
+            && store.is_ready()
+            && state
+                .waiting
+                .iter()
+                .any(|(_, since)| since.elapsed() >= CATCH_UP_LIMIT)
         {
+            // Listed, and still behind this process's writes (one whose
+            // answer never came, say): a new list holds them.
             self.relist_for_waiting(state);
         }
     }
@@ -256,9 +256,7 @@ impl KindWatch {
         state
             .followers
             .retain(|follower| follower.send(event.clone()).is_ok());
-        if !state.listing {
-            self.serve_waiting(&mut state, caches);
-        }
+        self.serve_waiting(&mut state, caches);
         state.store.is_some() || !state.followers.is_empty() || !state.waiting.is_empty()
     }
 
@@ -375,13 +373,7 @@ mod tests {
     use serde_json::json;
 
     fn hikawas() -> Resource {
-        Resource {
-            group: "zundokokiyoshi.kaitoy.github.com".into(),
-            version: "v1beta2".into(),
-            kind: "Hikawa".into(),
-            plural: "hikawas".into(),
-            namespaced: true,
-        }
+        super::super::tests::hikawas("v1beta2")
     }
 
     fn hikawa(name: &str, resource_version: &str) -> serde_json::Value {
@@ -455,6 +447,21 @@ mod tests {
         list[1..3].sort();
         assert_eq!(list, ["Init", "a@3", "b@5", "InitDone"]);
         assert_eq!(received(&mut first), ["a@3", "b@5"]);
+    }
+
+    #[test]
+    fn a_follower_joining_during_the_first_list_gets_it_whole_at_its_end() {
+        let caches = Arc::new(WatchCaches::default());
+        let watch = watch_with_store(&caches);
+        watch.deliver(&caches, Event::Init);
+        watch.deliver(&caches, event("a", "1", true));
+        let mut follower = watch.follow(&caches);
+        watch.deliver(&caches, event("b", "2", true));
+        assert!(received(&mut follower).is_empty());
+        watch.deliver(&caches, Event::InitDone);
+        let mut list = received(&mut follower);
+        list[1..3].sort();
+        assert_eq!(list, ["Init", "a@1", "b@2", "InitDone"]);
     }
 
     #[test]

@@ -142,6 +142,14 @@ impl Cached {
         self.namespace.is_none() || self.namespace.as_deref() == namespace
     }
 
+    /// Whether it holds `resource`'s kind, in that version, in `namespace`.
+    fn holds_kind(&self, resource: &Resource, namespace: Option<&str>) -> bool {
+        self.kind.group == resource.group
+            && self.kind.version == resource.version
+            && self.kind.plural == resource.plural
+            && self.covers(namespace)
+    }
+
     fn is_ready(&self) -> bool {
         self.store.is_ready()
     }
@@ -264,10 +272,7 @@ impl WatchCaches {
         stores
             .iter()
             .find(|cached| {
-                cached.kind.group == resource.group
-                    && cached.kind.version == resource.version
-                    && cached.kind.plural == resource.plural
-                    && cached.covers(namespace)
+                cached.holds_kind(resource, namespace)
                     && (holds == Holds::Selected || cached.holds == Holds::Everything)
                     && cached.is_ready()
             })
@@ -592,7 +597,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn hikawas(version: &str) -> Resource {
+    pub(super) fn hikawas(version: &str) -> Resource {
         Resource {
             group: "zundokokiyoshi.kaitoy.github.com".into(),
             version: version.into(),

@@ -139,13 +139,7 @@ impl WatchCaches {
         let stores = self.stores.read().unwrap_or_else(|e| e.into_inner());
         stores
             .iter()
-            .find(|cached| {
-                cached.kind.group == resource.group
-                    && cached.kind.version == resource.version
-                    && cached.kind.plural == resource.plural
-                    && cached.covers(scope)
-                    && cached.holds == Holds::Everything
-            })
+            .find(|cached| cached.holds_kind(resource, scope) && cached.holds == Holds::Everything)
             .map(|cached| cached.store.clone())
     }
 
@@ -162,13 +156,7 @@ mod tests {
     use super::*;
 
     fn hikawas() -> Resource {
-        Resource {
-            group: "zundokokiyoshi.kaitoy.github.com".into(),
-            version: "v1beta2".into(),
-            kind: "Hikawa".into(),
-            plural: "hikawas".into(),
-            namespaced: true,
-        }
+        super::super::tests::hikawas("v1beta2")
     }
 
     /// A client of an API server that is not there: every list fails.
@@ -180,8 +168,7 @@ mod tests {
     #[test]
     fn a_second_read_of_an_object_is_told_from_a_first() {
         let caches = WatchCaches::default();
-        let mut v1 = hikawas();
-        v1.version = "v1".into();
+        let v1 = super::super::tests::hikawas("v1");
         assert!(!caches.read_again(&hikawas(), Some("song"), "a"));
         assert!(!caches.read_again(&hikawas(), Some("song"), "b"));
         assert!(!caches.read_again(&hikawas(), Some("other"), "a"));
