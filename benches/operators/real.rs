@@ -593,8 +593,12 @@ pub fn markdown(runs: &[RealRun]) -> String {
     for run in runs {
         md.push_str(&requests_table(run));
     }
+    md.push_str(SECTION_END);
     md
 }
+
+/// Where the real operators' section ends, for `make bench-real` to find.
+const SECTION_END: &str = "\n<!-- end of the real operators' section -->\n";
 
 /// One project's requests side by side, with why enka sends more.
 fn requests_table(run: &RealRun) -> String {
@@ -669,14 +673,18 @@ pub fn splice(doc: &str, runs: &[RealRun]) -> Option<String> {
     }
     const HEADING: &str = "\n## Real operators on simulated nodes";
     let start = out.find(HEADING)?;
-    let end = out[start + 1..]
-        .find("\n## ")
-        .map_or(out.len(), |at| start + 1 + at);
+    // A page from before the section had its end marked ends it where the
+    // seed's paragraph begins.
+    let end = match out[start..].find(SECTION_END) {
+        Some(at) => start + at + SECTION_END.len(),
+        None => start + out[start..].find("\nThe seed song's")?,
+    };
     let mut section = markdown(runs);
-    section.push_str(
+    section.insert_str(
+        section.len() - SECTION_END.len(),
         "\nThe `on nodes` rows and this section were last made by `make bench-real` alone, after the rest \
          of the page.\n",
     );
-    out.replace_range(start..end, &format!("{}\n", section.trim_end_matches('\n')));
+    out.replace_range(start..end, &section);
     Some(out)
 }

@@ -189,13 +189,22 @@ const MORE_THAN_UPSTREAM: &[(&str, &str)] = &[
     ("WATCH ", "the shared watch's new pass after such a list"),
     (
         "PATCH ",
-        "a later run applying the role's objects again (kubernetes.core's client-side apply sends what the \
-         API server's defaults made differ): enka's runs end in milliseconds, so events arriving during \
-         the role's work (a Deployment's status, kwok readying Pods) make one more run before the end is \
-         seen, where upstream's run of seconds absorbs them",
+        "a run upstream did not make, applying the role's objects again (kubernetes.core's client-side \
+         apply sends what the API server's defaults made differ): enka's runs end in milliseconds, so \
+         events arriving during the role's work (a Deployment's status, kwok readying Pods) each make one \
+         more run, where upstream's runs of seconds absorb them",
     ),
-    ("PUT ", "the status written by such a later run"),
-    ("GET ", "reads of such a later run"),
+    (
+        "PUT ",
+        "the status written at the start and at the end of each run, in runs upstream did not make: \
+         enka's runs end in milliseconds, so events arriving during the role's work (a Deployment's \
+         status, kwok readying Pods) each make one more run, where upstream's runs of seconds absorb them",
+    ),
+    (
+        "GET ",
+        "the reads of runs upstream did not make (enka's runs end in milliseconds, so events arriving \
+         during the role's work each make one more run, where upstream's runs of seconds absorb them)",
+    ),
 ];
 
 /// Why enka sends `key` (`VERB resource`) more often than upstream.
