@@ -142,17 +142,40 @@ async fn await_run_end(objects: &Api<DynamicObject>, round: u32) {
     .await
 }
 
-#[tokio::test]
-async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes() {
+/// The shared control plane with `crds` (of tests/fixtures/crds) installed,
+/// a fresh namespace `name` with the Api of the watched `kind` in it, and a
+/// project of `watches` whose role is `role`.
+async fn set_up(
+    name: &str,
+    crds: [&str; 2],
+    kind: &ApiResource,
+    watches: &str,
+    role: &str,
+) -> (
+    &'static kube_env::KubeEnv,
+    kube::Client,
+    String,
+    Api<DynamicObject>,
+    Project,
+) {
     let env = kube_env::KubeEnv::shared().await;
     let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_readings.yaml").await;
-    install_crd(&client, "tests/fixtures/crds/enka.test_notes.yaml").await;
-    let ns = env.namespace("cached-reads").await.unwrap();
-    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &readings());
+    for crd in crds {
+        install_crd(&client, &format!("tests/fixtures/crds/{crd}")).await;
+    }
+    let ns = env.namespace(name).await.unwrap();
+    let objects = Api::namespaced_with(client.clone(), &ns, kind);
+    let project = Project::with_watches(name, watches);
+    project.write_role(role);
+    (env, client, ns, objects, project)
+}
+
+#[tokio::test]
+async fn reads_of_watched_objects_come_from_the_cache_and_see_their_own_writes() {
+    let crds = ["enka.test_readings.yaml", "enka.test_notes.yaml"];
+    let (env, client, ns, objects, project) =
+        set_up("cached-reads", crds, &readings(), WATCHES, ROLE).await;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let project = Project::with_watches("cached-reads", WATCHES);
-    project.write_role(ROLE);
 
     let mut unwatched = DynamicObject::new("unwatched", &readings());
     unwatched.data = json!({"spec": {"note": "from the API server"}});
@@ -302,14 +325,15 @@ async fn await_ledger_round(objects: &Api<DynamicObject>, round: u64) -> Vec<u64
 
 #[tokio::test]
 async fn a_kind_first_read_in_a_run_is_watched_and_reads_back_its_own_writes() {
-    let env = kube_env::KubeEnv::shared().await;
-    let client = env.client().unwrap();
-    install_crd(&client, "tests/fixtures/crds/enka.test_samples.yaml").await;
-    install_crd(&client, "tests/fixtures/crds/enka.test_ledgers.yaml").await;
-    let ns = env.namespace("ledger-reads").await.unwrap();
-    let objects: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &sample_resource());
-    let project = Project::with_watches("ledger-reads", LEDGER_WATCHES);
-    project.write_role(LEDGER_ROLE);
+    let crds = ["enka.test_samples.yaml", "enka.test_ledgers.yaml"];
+    let (env, client, ns, objects, project) = set_up(
+        "ledger-reads",
+        crds,
+        &sample_resource(),
+        LEDGER_WATCHES,
+        LEDGER_ROLE,
+    )
+    .await;
     let watches = project.dir.join("watches.yaml").display().to_string();
     let enka = Enka::start(env, &watches, &ns, &[]);
     let lists_before = requests(&client, "LIST", "ledgers").await;

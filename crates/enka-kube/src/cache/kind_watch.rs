@@ -70,6 +70,15 @@ pub(crate) struct KindWatch {
     relist: Notify,
 }
 
+impl State {
+    /// Whether a store, a follower or a waiting follower is there.
+    fn wanted(&self) -> bool {
+        self.store.is_some()
+            || !self.waiting.is_empty()
+            || self.followers.iter().any(|f| !f.is_closed())
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// The store reads are answered from, while reads use it.
@@ -220,9 +229,7 @@ impl KindWatch {
     /// Whether a store or a follower still wants the watch.
     pub(crate) fn wanted(&self) -> bool {
         let state = self.lock();
-        state.store.is_some()
-            || !state.waiting.is_empty()
-            || state.followers.iter().any(|f| !f.is_closed())
+        state.wanted()
     }
 
     /// Whether the kind could not be listed.
@@ -257,7 +264,7 @@ impl KindWatch {
             .followers
             .retain(|follower| follower.send(event.clone()).is_ok());
         self.serve_waiting(&mut state, caches);
-        state.store.is_some() || !state.followers.is_empty() || !state.waiting.is_empty()
+        state.wanted()
     }
 
     /// Drops the store if no read used it for `idle_after`; whether
@@ -274,7 +281,7 @@ impl KindWatch {
             state.store = None;
         }
         state.followers.retain(|follower| !follower.is_closed());
-        state.store.is_some() || !state.followers.is_empty() || !state.waiting.is_empty()
+        state.wanted()
     }
 
     /// The watch failed before its first list: reads go to the API server
